@@ -1,0 +1,17 @@
+"""keras-transformer: the Transformer of "Attention Is All You Need" as Keras 3 layers."""
+
+__version__ = "0.1.0"
+
+from keras_transformer.layers import *  # noqa: F401,F403
+from keras_transformer.layers import __all__ as _layers_all
+from keras_transformer.losses import MaskedSparseCategoricalCrossentropy
+from keras_transformer.metrics import MaskedAccuracy
+from keras_transformer.models import build_transformer
+from keras_transformer.schedules import WarmupSchedule
+
+__all__ = list(_layers_all) + [
+    "MaskedAccuracy",
+    "MaskedSparseCategoricalCrossentropy",
+    "WarmupSchedule",
+    "build_transformer",
+]

@@ -1,0 +1,283 @@
+"""Scaled dot-product attention and multi-head attention with a decoding cache."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.masks import causal_mask, large_negative, merge_masks
+
+
+def scaled_dot_product_attention(query, key, value, mask=None):
+    """`softmax(Q Kᵀ / √d_k) V`, the attention of the paper's equation (1).
+
+    Args:
+        query: tensor of shape `(..., q_len, d_k)`.
+        key: tensor of shape `(..., k_len, d_k)`.
+        value: tensor of shape `(..., k_len, d_v)`.
+        mask: optional boolean tensor broadcastable to `(..., q_len, k_len)`:
+            `True` where a query may attend a key, `False` where it may not.
+            A blocked key gets exactly zero weight; a query whose keys are all
+            blocked gets all-zero weights and a zero output (never NaN).
+
+    Returns:
+        `(output, attention_weights)` of shapes `(..., q_len, d_v)` and
+        `(..., q_len, k_len)`.
+
+    Example:
+
+    >>> k = [[10., 0, 0], [0, 10, 0], [0, 0, 10], [0, 0, 10]]
+    >>> v = [[1., 0], [10, 0], [100, 5], [1000, 6]]
+    >>> output, weights = scaled_dot_product_attention([[0., 10, 0]], k, v)
+    >>> ops.convert_to_numpy(output).round(3)
+    array([[10.,  0.]], dtype=float32)
+    """
+    query = ops.convert_to_tensor(query)
+    key = ops.convert_to_tensor(key, dtype=query.dtype)
+    value = ops.convert_to_tensor(value, dtype=query.dtype)
+    depth = query.shape[-1]
+    scores = ops.matmul(query, ops.swapaxes(key, -1, -2)) / math.sqrt(depth)
+    weights = masked_softmax(scores, mask)
+    return ops.matmul(weights, value), weights
+
+
+def masked_softmax(scores, mask=None):
+    """Softmax over the last axis, in float32, that gives blocked keys zero weight.
+
+    `mask` is boolean, `True` = may attend. Rows with no allowed key come out as
+    all zeros rather than NaN or a uniform distribution over padding.
+    """
+    dtype = scores.dtype
+    scores = ops.cast(scores, "float32")
+    if mask is None:
+        return ops.cast(ops.softmax(scores, axis=-1), dtype)
+    mask = ops.cast(mask, "bool")
+    scores = ops.where(mask, scores, large_negative("float32"))
+    weights = ops.where(mask, ops.softmax(scores, axis=-1), 0.0)
+    return ops.cast(weights, dtype)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention (paper section 3.2.2) with a key/value decoding cache.
+
+    Projects query, key and value to `num_heads` heads of size
+    `key_dim = d_model // num_heads`, attends in each head, and projects the
+    concatenated heads back to `d_model`. The weights have the same shapes and
+    order as `keras.layers.MultiHeadAttention(num_heads, key_dim)`, so weights
+    move between the two with `set_weights`.
+
+    Masks are boolean and `True` where attention is **allowed**. `attention_mask`
+    has shape `(batch, q_len, k_len)` (or broadcasts to it, e.g.
+    `(batch, 1, k_len)` for key padding). Implicit Keras masks on `query` and
+    `value` (from an embedding with `mask_zero=True`) are honoured: padded keys
+    are never attended. `use_causal_mask=True` adds the look-ahead mask.
+
+    For incremental decoding pass `cache`, a tensor of shape
+    `(batch, 2, max_len, num_heads, key_dim)` holding projected keys and values:
+    - with `cache_update_index=i`, the keys/values of the current `query` steps
+      are written at position `i` and the query attends the cache; with
+      `use_causal_mask=True` it sees positions `<= i` only;
+    - without `cache_update_index`, the cache is used as it is (the encoder's
+      keys/values in cross-attention, see `compute_cache`).
+    The call then also returns the updated cache.
+
+    Args:
+        d_model: model width; must be divisible by `num_heads`.
+        num_heads: number of attention heads.
+        dropout: dropout rate on the attention weights.
+        use_bias: whether the projections have biases.
+        kernel_initializer: initializer of the projection kernels.
+        **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        query: `(batch, q_len, d_model)`.
+        value: `(batch, k_len, d_model)`.
+        key: optional `(batch, k_len, d_model)`; defaults to `value`.
+        attention_mask: optional boolean mask, `True` = may attend.
+        use_causal_mask: whether to add the look-ahead mask.
+        return_attention_scores: also return the weights
+            `(batch, num_heads, q_len, k_len)`.
+        training: whether dropout is active.
+        cache: optional key/value cache (see above).
+        cache_update_index: where to write the current step into `cache`.
+
+    Returns:
+        `output`, then `attention_scores` if requested, then the cache if given.
+
+    Example:
+
+    >>> mha = MultiHeadAttention(d_model=64, num_heads=8)
+    >>> x = keras.ops.ones((2, 5, 64))
+    >>> mha(x, x, use_causal_mask=True).shape
+    (2, 5, 64)
+
+    References:
+        Vaswani et al., "Attention Is All You Need", 2017, section 3.2.
+    """
+
+    def __init__(
+        self,
+        d_model,
+        num_heads,
+        dropout=0.0,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if num_heads < 1 or d_model % num_heads:
+            raise ValueError(
+                "`d_model` must be divisible by `num_heads`. "
+                f"Received: d_model={d_model}, num_heads={num_heads}"
+            )
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.key_dim = d_model // num_heads
+        self.dropout = dropout
+        self.use_bias = use_bias
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+
+        def projection(name, equation, output_shape, bias_axes):
+            dense = keras.layers.EinsumDense(
+                equation,
+                output_shape=output_shape,
+                bias_axes=bias_axes if use_bias else None,
+                kernel_initializer=keras.initializers.get(
+                    keras.initializers.serialize(self.kernel_initializer)
+                ),
+                dtype=self.dtype_policy,
+                name=name,
+            )
+            dense.supports_masking = True  # masks are read in `call`, not dropped
+            return dense
+
+        heads = (None, num_heads, self.key_dim)
+        self.query_dense = projection("query", "btd,dhk->bthk", heads, "hk")
+        self.key_dense = projection("key", "btd,dhk->bthk", heads, "hk")
+        self.value_dense = projection("value", "btd,dhk->bthk", heads, "hk")
+        self.output_dense = projection(
+            "attention_output", "bthk,hkd->btd", (None, d_model), "d"
+        )
+        self.dropout_layer = keras.layers.Dropout(
+            dropout, dtype=self.dtype_policy, name="attention_dropout"
+        )
+
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        value_shape = query_shape if value_shape is None else value_shape
+        key_shape = value_shape if key_shape is None else key_shape
+        for name, shape in (("query", query_shape), ("value", value_shape), ("key", key_shape)):
+            if shape[-1] is not None and shape[-1] != self.d_model:
+                raise ValueError(
+                    f"The last axis of `{name}` must equal d_model={self.d_model}. "
+                    f"Received: {name}.shape={tuple(shape)}"
+                )
+        self.query_dense.build(query_shape)
+        self.key_dense.build(key_shape)
+        self.value_dense.build(value_shape)
+        self.output_dense.build(tuple(query_shape[:-1]) + (self.num_heads, self.key_dim))
+        self.built = True
+
+    def compute_cache(self, value, key=None):
+        """Projects `value`/`key` once: the cache of a cross-attention layer.
+
+        Returns a tensor of shape `(batch, 2, k_len, num_heads, key_dim)`.
+        """
+        key = value if key is None else key
+        return ops.stack([self.key_dense(key), self.value_dense(value)], axis=1)
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+        cache=None,
+        cache_update_index=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+    ):
+        key = value if key is None else key
+        q = self.query_dense(query)  # (batch, q_len, heads, key_dim)
+        if cache is None:
+            k, v = self.key_dense(key), self.value_dense(value)
+        elif cache_update_index is None:
+            k, v = cache[:, 0], cache[:, 1]
+        else:
+            step = ops.stack([self.key_dense(key), self.value_dense(value)], axis=1)
+            start = (0, 0, cache_update_index, 0, 0)
+            cache = ops.slice_update(cache, start, ops.cast(step, cache.dtype))
+            k, v = cache[:, 0], cache[:, 1]
+
+        mask = self._attention_mask(
+            query, k, attention_mask, use_causal_mask, cache_update_index,
+            key_mask if key_mask is not None else value_mask,
+        )
+        q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
+        scores = ops.einsum("bqhk,bshk->bhqs", q, k)  # (batch, heads, q_len, k_len)
+        weights = masked_softmax(scores, None if mask is None else mask[:, None])
+        dropped = self.dropout_layer(weights, training=training)
+        context = ops.einsum("bhqs,bshk->bqhk", dropped, v)
+        output = self.output_dense(context)
+
+        outputs = (output,)
+        if return_attention_scores:
+            outputs += (weights,)
+        if cache is not None:
+            outputs += (cache,)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _attention_mask(self, query, keys, attention_mask, use_causal_mask,
+                        cache_update_index, key_padding):
+        """Merges explicit, implicit (Keras) and causal masks to (batch, q, k)."""
+        q_len, k_len = query.shape[1], keys.shape[1]
+        if attention_mask is not None:
+            attention_mask = ops.convert_to_tensor(attention_mask)
+            self._check_mask_shape(attention_mask, query.shape[0], q_len, k_len)
+            if len(attention_mask.shape) == 2:
+                attention_mask = attention_mask[None]
+        if key_padding is not None:
+            key_padding = ops.expand_dims(ops.cast(key_padding, "bool"), 1)
+        causal = None
+        if use_causal_mask:
+            q_len = ops.shape(query)[1] if q_len is None else q_len
+            if cache_update_index is None:
+                causal = causal_mask(q_len)
+            else:
+                query_positions = ops.arange(q_len)[:, None] + cache_update_index
+                causal = ops.greater_equal(query_positions, ops.arange(ops.shape(keys)[1])[None])
+            causal = causal[None]
+        return merge_masks(attention_mask, key_padding, causal)
+
+    @staticmethod
+    def _check_mask_shape(mask, batch, q_len, k_len):
+        shape = tuple(mask.shape)
+        expected = (batch, q_len, k_len)
+        ok = len(shape) in (2, 3)
+        if ok:
+            for got, want in zip(reversed(shape), reversed(expected)):
+                if got is not None and want is not None and got not in (1, want):
+                    ok = False
+        if not ok:
+            raise ValueError(
+                "`attention_mask` must broadcast to (batch, q_len, k_len)="
+                f"{expected}. Received: attention_mask.shape={shape}"
+            )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "d_model": self.d_model,
+                "num_heads": self.num_heads,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config

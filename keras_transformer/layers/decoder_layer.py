@@ -1,0 +1,136 @@
+"""One decoder block: masked self-attention, cross-attention, feed-forward."""
+
+import keras
+
+from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.encoder_layer import EncoderLayer
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class DecoderLayer(EncoderLayer):
+    """Causal self-attention, attention over the encoder output, then an FFN.
+
+    Each sublayer has a residual connection and LayerNorm, post-norm as in the
+    paper or pre-norm with `norm_first=True` (see `EncoderLayer`).
+
+    Masks are boolean and `True` where attention is allowed. The look-ahead
+    mask is always applied to self-attention, in training and inference alike,
+    with or without dropout. `decoder_padding_mask` `(batch, target_len)` and
+    `encoder_padding_mask` `(batch, source_len)` mark real tokens; without them
+    the Keras masks of `decoder_sequence` and `encoder_sequence` are used.
+    Without `encoder_sequence` the layer is a decoder-only (GPT-style) block.
+
+    Incremental decoding: pass `self_attention_cache` of shape
+    `(batch, 2, max_len, num_heads, key_dim)` with
+    `self_attention_cache_update_index` (the position of the current token),
+    and `cross_attention_cache` from `compute_cross_attention_cache()`; the call
+    then returns `(output, self_attention_cache, cross_attention_cache)`.
+
+    Args:
+        Same as `EncoderLayer`.
+
+    Call arguments:
+        decoder_sequence: `(batch, target_len, d_model)`.
+        encoder_sequence: `(batch, source_len, d_model)` or `None`.
+        decoder_padding_mask: optional boolean `(batch, target_len)`.
+        encoder_padding_mask: optional boolean `(batch, source_len)`.
+        self_attention_cache, self_attention_cache_update_index,
+        cross_attention_cache: the decoding cache (see above).
+        return_attention_scores: also return the self- and cross-attention
+            weights, `(batch, heads, target_len, target_len | source_len)`.
+        training: whether dropout is active.
+
+    Example:
+
+    >>> layer = DecoderLayer(d_model=32, num_heads=4, d_ff=64)
+    >>> x, memory = keras.ops.ones((2, 5, 32)), keras.ops.ones((2, 7, 32))
+    >>> layer(x, memory).shape
+    (2, 5, 32)
+
+    References:
+        Vaswani et al., "Attention Is All You Need", 2017, section 3.1.
+    """
+
+    def __init__(self, d_model, num_heads, d_ff, **kwargs):
+        super().__init__(d_model, num_heads, d_ff, **kwargs)
+        common = {"dtype": self.dtype_policy}
+        self.cross_attention = MultiHeadAttention(
+            d_model, num_heads, dropout=self.attention_dropout,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            name="cross_attention", **common,
+        )
+        self.cross_attention_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, name="cross_attention_norm", **common
+        )
+        self.cross_attention_dropout = keras.layers.Dropout(
+            self.dropout, name="cross_attention_dropout", **common
+        )
+
+    def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
+        super().build(decoder_sequence_shape)
+        if encoder_sequence_shape is not None:
+            self.cross_attention.build(decoder_sequence_shape, encoder_sequence_shape)
+            self.cross_attention_norm.build(decoder_sequence_shape)
+        self.built = True
+
+    def compute_cross_attention_cache(self, encoder_sequence):
+        """The encoder's projected keys/values, computed once per source."""
+        return self.cross_attention.compute_cache(encoder_sequence)
+
+    def call(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+        self_attention_cache=None,
+        self_attention_cache_update_index=None,
+        cross_attention_cache=None,
+        return_attention_scores=False,
+        training=None,
+        decoder_sequence_mask=None,
+        encoder_sequence_mask=None,
+    ):
+        if decoder_padding_mask is None:
+            decoder_padding_mask = decoder_sequence_mask
+        if encoder_padding_mask is None:
+            encoder_padding_mask = encoder_sequence_mask
+        use_cache = self_attention_cache is not None
+
+        def self_attend(x):
+            return self.self_attention(
+                x, x,
+                # With a cache the keys are the cache's positions: the causal
+                # mask alone says which of them are filled.
+                value_mask=None if use_cache else decoder_padding_mask,
+                use_causal_mask=True, return_attention_scores=True, training=training,
+                cache=self_attention_cache,
+                cache_update_index=self_attention_cache_update_index,
+            )
+
+        def cross_attend(x):
+            return self.cross_attention(
+                x, encoder_sequence, value_mask=encoder_padding_mask,
+                return_attention_scores=True, training=training,
+                cache=cross_attention_cache,
+            )
+
+        x, (self_scores, *new_cache) = self._residual(
+            decoder_sequence, self.self_attention_norm, self.self_attention_dropout,
+            self_attend, training,
+        )
+        cross_scores = None
+        if encoder_sequence is not None or cross_attention_cache is not None:
+            x, (cross_scores, *_) = self._residual(
+                x, self.cross_attention_norm, self.cross_attention_dropout,
+                cross_attend, training,
+            )
+        x = self._feed_forward(x, training)
+
+        outputs = (x,)
+        if return_attention_scores:
+            outputs += (self_scores, cross_scores)
+        if use_cache:
+            outputs += (new_cache[0], cross_attention_cache)
+        return outputs[0] if len(outputs) == 1 else outputs
+

@@ -1,0 +1,141 @@
+"""Token embedding scaled by √d_model plus the sinusoidal position signal."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.positional_encoding import PositionalEncoding
+
+
+def check_token_ids(token_ids, name="token_ids"):
+    """Raises a `ValueError` unless `token_ids` is an integer `(batch, length)` tensor."""
+    dtype = keras.backend.standardize_dtype(token_ids.dtype)
+    if "int" not in dtype:
+        raise ValueError(
+            f"`{name}` must hold integer token ids (0 = padding). "
+            f"Received: dtype={dtype}"
+        )
+    if len(token_ids.shape) != 2:
+        raise ValueError(
+            f"`{name}` must have shape (batch, length). "
+            f"Received: shape={tuple(token_ids.shape)}"
+        )
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TokenAndPositionEmbedding(keras.layers.Layer):
+    """`dropout(embedding(ids) · √d_model + PE)`: the Transformer's input layer.
+
+    With `mask_zero=True` (the default) the layer attaches a Keras mask that is
+    `True` at real tokens and `False` at padding (id 0); the attention layers of
+    this package read it, so padding is never attended.
+
+    The same embedding matrix can serve as the output projection ("tied"
+    embeddings, paper section 3.4): `layer(hidden, reverse=True)` returns
+    logits `hidden · Eᵀ` of shape `(batch, length, vocab_size)`.
+
+    Args:
+        vocab_size: number of tokens.
+        d_model: embedding width.
+        max_length: longest sequence accepted.
+        dropout: dropout rate on the sum.
+        mask_zero: whether id 0 is padding and yields a Keras mask.
+        embeddings_initializer: defaults to `RandomNormal(stddev=d_model**-0.5)`,
+            which suits both the √d_model scaling and tied output logits.
+        **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: integer ids `(batch, length)`, or with `reverse=True` hidden
+            states `(batch, length, d_model)`.
+        start_index: position of the first token (cached decoding).
+        reverse: project hidden states to vocabulary logits instead.
+        training: whether dropout is active.
+
+    Example:
+
+    >>> embed = TokenAndPositionEmbedding(vocab_size=100, d_model=16, max_length=10)
+    >>> embed(keras.ops.convert_to_tensor([[5, 7, 0]])).shape
+    (1, 3, 16)
+
+    References:
+        Vaswani et al., "Attention Is All You Need", 2017, sections 3.4 and 3.5.
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        d_model,
+        max_length,
+        dropout=0.0,
+        mask_zero=True,
+        embeddings_initializer=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.max_length = max_length
+        self.dropout = dropout
+        self.mask_zero = mask_zero
+        if embeddings_initializer is None:
+            embeddings_initializer = keras.initializers.RandomNormal(stddev=d_model**-0.5)
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+        self.supports_masking = mask_zero
+        self.token_embedding = keras.layers.Embedding(
+            vocab_size, d_model, embeddings_initializer=self.embeddings_initializer,
+            dtype=self.dtype_policy, name="token_embedding",
+        )
+        self.position_encoding = PositionalEncoding(
+            max_length, d_model, dtype=self.dtype_policy, name="position_encoding"
+        )
+        self.dropout_layer = keras.layers.Dropout(
+            dropout, dtype=self.dtype_policy, name="embedding_dropout"
+        )
+
+    def build(self, input_shape):
+        self.token_embedding.build(input_shape)
+        self.built = True
+
+    @property
+    def embeddings(self):
+        """The `(vocab_size, d_model)` token embedding matrix."""
+        return self.token_embedding.embeddings
+
+    def call(self, inputs, start_index=0, reverse=False, training=None):
+        if reverse:
+            kernel = ops.cast(self.embeddings, inputs.dtype)
+            return ops.matmul(inputs, ops.transpose(kernel))  # (batch, length, vocab)
+        check_token_ids(inputs, "token_ids")
+        length = inputs.shape[1]
+        if isinstance(start_index, int) and length is not None:
+            if start_index + length > self.max_length:
+                raise ValueError(
+                    f"The sequence is longer than `max_length`={self.max_length}. "
+                    f"Received: length={length + start_index}"
+                )
+        scale = ops.cast(math.sqrt(self.d_model), self.compute_dtype)
+        embedded = self.token_embedding(inputs) * scale
+        embedded = self.position_encoding(embedded, start_index=start_index)
+        return self.dropout_layer(embedded, training=training)
+
+    def compute_mask(self, inputs, mask=None):
+        if not self.mask_zero or len(inputs.shape) != 2:
+            return None
+        return ops.not_equal(inputs, 0)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocab_size": self.vocab_size,
+                "d_model": self.d_model,
+                "max_length": self.max_length,
+                "dropout": self.dropout,
+                "mask_zero": self.mask_zero,
+                "embeddings_initializer": keras.initializers.serialize(
+                    self.embeddings_initializer
+                ),
+            }
+        )
+        return config

@@ -1,0 +1,163 @@
+"""One encoder block: self-attention and a feed-forward network."""
+
+import keras
+
+from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.feed_forward import PositionwiseFeedForward
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class EncoderLayer(keras.layers.Layer):
+    """Self-attention then a position-wise FFN, each with residual and LayerNorm.
+
+    Post-norm as in the paper, `LayerNorm(x + Dropout(Sublayer(x)))`; with
+    `norm_first=True`, pre-norm `x + Dropout(Sublayer(LayerNorm(x)))`, which
+    trains more stably in deep stacks (then put a final `LayerNormalization`
+    after the last layer, as `Encoder` does).
+
+    Padding: `padding_mask` is a boolean `(batch, length)` tensor, `True` at
+    real tokens. Without it the Keras mask of `inputs` (from an embedding with
+    `mask_zero=True`) is used, so a stack built from this package's layers
+    never attends padding. `attention_mask` (boolean `(batch, length, length)`,
+    `True` = may attend) adds any other restriction.
+
+    Args:
+        d_model: model width; must be divisible by `num_heads`.
+        num_heads: number of attention heads (`key_dim = d_model // num_heads`).
+        d_ff: inner width of the feed-forward network.
+        dropout: dropout rate on each sublayer's output (0.1 in the paper).
+        norm_first: pre-norm instead of the paper's post-norm.
+        activation: activation of the feed-forward network.
+        layer_norm_epsilon: epsilon of the LayerNorms.
+        attention_dropout: dropout rate on the attention weights.
+        activation_dropout: dropout rate inside the feed-forward network.
+        kernel_initializer: initializer of all kernels.
+        **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: `(batch, length, d_model)`.
+        padding_mask: optional boolean `(batch, length)`, `True` = real token.
+        attention_mask: optional boolean `(batch, length, length)`.
+        return_attention_scores: also return `(batch, heads, length, length)`.
+        training: whether dropout is active.
+
+    Example:
+
+    >>> layer = EncoderLayer(d_model=32, num_heads=4, d_ff=64)
+    >>> layer(keras.ops.ones((2, 7, 32))).shape
+    (2, 7, 32)
+
+    References:
+        Vaswani et al., "Attention Is All You Need", 2017, section 3.1.
+    """
+
+    def __init__(
+        self,
+        d_model,
+        num_heads,
+        d_ff,
+        dropout=0.1,
+        norm_first=False,
+        activation="relu",
+        layer_norm_epsilon=1e-6,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.norm_first = norm_first
+        self.activation = keras.activations.get(activation)
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.attention_dropout = attention_dropout
+        self.activation_dropout = activation_dropout
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+        common = {"dtype": self.dtype_policy}
+        self.self_attention = MultiHeadAttention(
+            d_model, num_heads, dropout=attention_dropout,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            name="self_attention", **common,
+        )
+        self.self_attention_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, name="self_attention_norm", **common
+        )
+        self.self_attention_dropout = keras.layers.Dropout(
+            dropout, name="self_attention_dropout", **common
+        )
+        self.ffn = PositionwiseFeedForward(
+            d_model, d_ff, dropout=activation_dropout, activation=self.activation,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            name="ffn", **common,
+        )
+        self.ffn_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, name="ffn_norm", **common
+        )
+        self.ffn_dropout = keras.layers.Dropout(dropout, name="ffn_dropout", **common)
+
+    def build(self, input_shape):
+        self.self_attention.build(input_shape, input_shape)
+        self.self_attention_norm.build(input_shape)
+        self.ffn.build(input_shape)
+        self.ffn_norm.build(input_shape)
+        self.built = True
+
+    def call(
+        self,
+        inputs,
+        padding_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        mask=None,
+    ):
+        padding_mask = mask if padding_mask is None else padding_mask
+
+        def self_attend(x):
+            return self.self_attention(
+                x, x, attention_mask=attention_mask, value_mask=padding_mask,
+                return_attention_scores=True, training=training,
+            )
+
+        x, (scores,) = self._residual(
+            inputs, self.self_attention_norm, self.self_attention_dropout, self_attend, training
+        )
+        x = self._feed_forward(x, training)
+        return (x, scores) if return_attention_scores else x
+
+    def _residual(self, x, norm, dropout, sublayer, training):
+        """`sublayer` with residual and LayerNorm; returns `(x, sublayer's extra outputs)`."""
+        if self.norm_first:
+            outputs = sublayer(norm(x))
+            return x + dropout(outputs[0], training=training), outputs[1:]
+        outputs = sublayer(x)
+        return norm(x + dropout(outputs[0], training=training)), outputs[1:]
+
+    def _feed_forward(self, x, training):
+        x, _ = self._residual(
+            x, self.ffn_norm, self.ffn_dropout,
+            lambda h: (self.ffn(h, training=training),), training,
+        )
+        return x
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "d_model": self.d_model,
+                "num_heads": self.num_heads,
+                "d_ff": self.d_ff,
+                "dropout": self.dropout,
+                "norm_first": self.norm_first,
+                "activation": keras.activations.serialize(self.activation),
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "attention_dropout": self.attention_dropout,
+                "activation_dropout": self.activation_dropout,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config

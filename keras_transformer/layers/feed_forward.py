@@ -1,0 +1,88 @@
+"""The position-wise feed-forward network of the Transformer."""
+
+import keras
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class PositionwiseFeedForward(keras.layers.Layer):
+    """`FFN(x) = W₂ · activation(W₁ x + b₁) + b₂`, applied to each position alone.
+
+    Keras masks pass through unchanged (each position is independent).
+
+    Args:
+        d_model: input and output width.
+        d_ff: inner width (2048 in the paper's base model).
+        dropout: dropout rate on the inner activations.
+        activation: the inner activation, `"relu"` in the paper.
+        kernel_initializer: initializer of both kernels.
+        **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: `(batch, length, d_model)`.
+        training: whether dropout is active.
+
+    Example:
+
+    >>> ffn = PositionwiseFeedForward(d_model=16, d_ff=64)
+    >>> ffn(keras.ops.ones((2, 3, 16))).shape
+    (2, 3, 16)
+
+    References:
+        Vaswani et al., "Attention Is All You Need", 2017, section 3.3.
+    """
+
+    def __init__(
+        self,
+        d_model,
+        d_ff,
+        dropout=0.0,
+        activation="relu",
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.d_model = d_model
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.activation = keras.activations.get(activation)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+        init = lambda: keras.initializers.get(  # noqa: E731 (fresh copy per layer)
+            keras.initializers.serialize(self.kernel_initializer)
+        )
+        self.inner_dense = keras.layers.Dense(
+            d_ff, activation=self.activation, kernel_initializer=init(),
+            dtype=self.dtype_policy, name="ffn_inner",
+        )
+        self.dropout_layer = keras.layers.Dropout(
+            dropout, dtype=self.dtype_policy, name="ffn_dropout"
+        )
+        self.output_dense = keras.layers.Dense(
+            d_model, kernel_initializer=init(), dtype=self.dtype_policy, name="ffn_output"
+        )
+
+    def build(self, input_shape):
+        self.inner_dense.build(input_shape)
+        self.output_dense.build(tuple(input_shape[:-1]) + (self.d_ff,))
+        self.built = True
+
+    def call(self, inputs, training=None):
+        hidden = self.inner_dense(inputs)  # (batch, length, d_ff)
+        hidden = self.dropout_layer(hidden, training=training)
+        return self.output_dense(hidden)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.d_model,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "d_model": self.d_model,
+                "d_ff": self.d_ff,
+                "dropout": self.dropout,
+                "activation": keras.activations.serialize(self.activation),
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config

@@ -1,0 +1,106 @@
+"""The sinusoidal positional encoding of "Attention Is All You Need"."""
+
+import keras
+import numpy as np
+from keras import ops
+
+
+def positional_encoding(length, depth, base=10000.0):
+    """The paper's interleaved sine/cosine table.
+
+    `PE[pos, 2i] = sin(pos / base^(2i/depth))` and
+    `PE[pos, 2i+1] = cos(pos / base^(2i/depth))`.
+
+    Args:
+        length: number of positions.
+        depth: size of each position's vector (`d_model`).
+        base: the wavelength base, 10000 in the paper.
+
+    Returns:
+        A float32 NumPy array of shape `(length, depth)`.
+
+    Example:
+
+    >>> table = positional_encoding(50, 128)
+    >>> table.shape
+    (50, 128)
+    >>> table[0, :4].tolist()
+    [0.0, 1.0, 0.0, 1.0]
+    """
+    if length < 1 or depth < 1:
+        raise ValueError(
+            "`length` and `depth` must be positive. "
+            f"Received: length={length}, depth={depth}"
+        )
+    positions = np.arange(length, dtype=np.float64)[:, None]
+    pair_index = np.arange(depth, dtype=np.float64)[None, :] // 2
+    angles = positions / np.power(base, 2.0 * pair_index / depth)
+    table = np.where(np.arange(depth) % 2 == 0, np.sin(angles), np.cos(angles))
+    return table.astype("float32")
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class PositionalEncoding(keras.layers.Layer):
+    """Adds the fixed sinusoidal position signal to a sequence of vectors.
+
+    The table is not trained and not saved: it is rebuilt from `position` and
+    `d_model`. Keras masks pass through unchanged.
+
+    Args:
+        position: the longest sequence the layer accepts.
+        d_model: the size of each vector.
+        **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: float tensor of shape `(batch, length, d_model)`.
+        start_index: position of the first element (a Python int or a scalar
+            tensor); used by cached decoding, which feeds one step at a time.
+
+    Example:
+
+    >>> layer = PositionalEncoding(50, 128)
+    >>> layer.pos_encoding.shape
+    (1, 50, 128)
+    >>> layer(keras.ops.zeros((2, 10, 128))).shape
+    (2, 10, 128)
+
+    References:
+        Vaswani et al., "Attention Is All You Need", 2017, section 3.5.
+    """
+
+    def __init__(self, position, d_model, **kwargs):
+        super().__init__(**kwargs)
+        self.position = int(position)
+        self.d_model = int(d_model)
+        self.pos_encoding = positional_encoding(self.position, self.d_model)[None]
+        self.supports_masking = True
+
+    def call(self, inputs, start_index=0):
+        length = inputs.shape[1]
+        if isinstance(start_index, int) and length is not None:
+            if start_index + length > self.position:
+                raise ValueError(
+                    f"The sequence is longer than `position`={self.position} this "
+                    f"layer was built for. Received: length={length} with "
+                    f"start_index={start_index}"
+                )
+        if inputs.shape[-1] is not None and inputs.shape[-1] != self.d_model:
+            raise ValueError(
+                f"The last axis of `inputs` must equal `d_model`={self.d_model}. "
+                f"Received: inputs.shape={tuple(inputs.shape)}"
+            )
+        table = ops.convert_to_tensor(self.pos_encoding, dtype=inputs.dtype)
+        if isinstance(start_index, int) and length is not None:
+            window = table[:, start_index : start_index + length]
+        else:
+            length = ops.shape(inputs)[1]
+            window = ops.slice(table, (0, start_index, 0), (1, length, self.d_model))
+        return inputs + window
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"position": self.position, "d_model": self.d_model})
+        return config

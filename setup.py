@@ -1,0 +1,47 @@
+"""Packaging for keras-transformer."""
+
+import pathlib
+import re
+
+from setuptools import find_packages, setup
+
+HERE = pathlib.Path(__file__).parent
+VERSION = re.search(
+    r'__version__ = "([^"]+)"',
+    (HERE / "keras_transformer" / "__init__.py").read_text(encoding="utf-8"),
+).group(1)
+
+setup(
+    name="keras-transformer",
+    version=VERSION,
+    description=(
+        "The Transformer of 'Attention Is All You Need' as drop-in Keras 3 layers, "
+        "with cached beam search, XLA training and string-in/string-out SavedModels."
+    ),
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["keras_transformer", "keras_transformer.*"]),
+    include_package_data=True,
+    package_data={"keras_transformer": ["data/*/*"]},
+    install_requires=[
+        "tensorflow>=2.16,<2.22",
+        "tensorflow-text>=2.16,<2.22",
+        "tensorflow-datasets>=4.9",
+        "keras>=3.3",
+        "matplotlib>=3.7",
+        "sacrebleu>=2.3",
+    ],
+    extras_require={
+        "test": ["pytest>=7", "hypothesis>=6", "nbclient>=0.7", "nbformat>=5", "ipykernel>=6"],
+        "bench": ["keras-hub>=0.18", "psutil>=5"],
+        "jax": ["jax[cpu]>=0.4.30"],
+    },
+    entry_points={"console_scripts": ["keras-transformer=keras_transformer.cli:main"]},
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "License :: OSI Approved :: Apache Software License",
+    ],
+)
