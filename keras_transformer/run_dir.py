@@ -1,0 +1,93 @@
+"""The layout of a training run's output directory, shared by all commands.
+
+`keras-transformer train --output saved_models/NAME` writes::
+
+    saved_models/NAME/
+      config.json           preset, model hyper-parameters, max lengths, decoding defaults
+      model.keras           the best model by validation loss (written atomically)
+      tokenizers/source/    the source tokenizer (`SubwordTokenizer.save`)
+      tokenizers/target/    the target tokenizer (the same files when shared)
+      history.csv           one row per epoch
+      logs/                 TensorBoard
+      backup/               `--resume` state (removed when the run finishes)
+
+`keras-transformer export --model saved_models/NAME --output saved_models/NAME-export`
+writes a SavedModel directory (`saved_model.pb`) that needs no project code.
+"""
+
+import json
+import os
+import pathlib
+import shutil
+import tempfile
+
+CONFIG = "config.json"
+MODEL = "model.keras"
+SOURCE_TOKENIZER = "tokenizers/source"
+TARGET_TOKENIZER = "tokenizers/target"
+HISTORY = "history.csv"
+LOGS = "logs"
+BACKUP = "backup"
+
+
+def is_run_dir(path):
+    """Whether `path` holds a training run (a `config.json` and a `model.keras`)."""
+    path = pathlib.Path(path)
+    return (path / CONFIG).is_file() and (path / MODEL).is_file()
+
+
+def is_saved_model(path):
+    """Whether `path` is an exported SavedModel directory."""
+    return (pathlib.Path(path) / "saved_model.pb").is_file()
+
+
+def read_config(path):
+    """The run's `config.json` as a dict; a clear error when it is missing or corrupt."""
+    config_path = pathlib.Path(path) / CONFIG
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{path} is not a training run: it has no {CONFIG}")
+    try:
+        return json.loads(config_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{config_path} is corrupt: {error}") from None
+
+
+def write_json_atomic(path, data):
+    """Writes JSON to a temporary file beside `path`, then renames it over `path`."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, ensure_ascii=False)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        pathlib.Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def replace_dir_atomic(write, destination):
+    """Calls `write(tmp_dir)` then swaps `tmp_dir` into `destination`.
+
+    The previous `destination`, if any, stays intact until the new one is
+    complete: a crash, a full disk or an interrupt inside `write` leaves it as
+    it was.
+    """
+    destination = pathlib.Path(destination)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}."))
+    try:
+        write(str(tmp))
+        old = None
+        if destination.exists():
+            old = destination.with_name(f".{destination.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(destination, old)
+        os.replace(tmp, destination)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
