@@ -1,0 +1,39 @@
+"""Shared fixtures: tiny models, real data, a clean Keras state per test."""
+
+import os
+import pathlib
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import pytest  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+TINY = dict(
+    input_vocab_size=64,
+    target_vocab_size=64,
+    num_layers=2,
+    d_model=32,
+    num_heads=4,
+    d_ff=64,
+    dropout=0.1,
+    max_length=24,
+)
+
+
+@pytest.fixture(scope="session")
+def shared_data_dir():
+    """`../shared/data` beside the repository: the real corpora."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"the real corpora are not at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture(autouse=True)
+def float32_policy():
+    """Every test starts and ends with the float32 policy."""
+    keras.mixed_precision.set_global_policy("float32")
+    yield
+    keras.mixed_precision.set_global_policy("float32")
