@@ -1,0 +1,281 @@
+"""Subword tokenizers: SentencePiece trained in seconds, run by tensorflow-text.
+
+`SubwordTokenizer` is a `tf.Module`, so it can live inside a SavedModel: a
+`Translator` module holds one as an attribute and calls `tokenize` and
+`detokenize` inside its own `tf.function`. The SentencePiece model proto is
+saved inside the SavedModel as an asset-like resource; the loading process
+must `import tensorflow_text` first so that its ops are registered.
+
+Reserved ids, the same in every tokenizer of this package:
+
+| id | piece     | meaning                                  |
+|----|-----------|------------------------------------------|
+| 0  | `<pad>`   | padding (the models and losses ignore 0) |
+| 1  | `<unk>`   | unknown (rare with `byte_fallback=True`) |
+| 2  | `<s>`     | START, the decoder's first input         |
+| 3  | `</s>`    | END, the decoder's last label            |
+"""
+
+import io
+import json
+import os
+import pathlib
+import tempfile
+
+import sentencepiece as spm
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+PAD_ID = 0
+UNK_ID = 1
+START_ID = 2
+END_ID = 3
+NUM_RESERVED_IDS = 4
+
+MODEL_FILENAME = "tokenizer.model"
+CONFIG_FILENAME = "tokenizer.json"
+_MODEL_TYPES = ("unigram", "bpe")
+
+
+def _atomic_write(path, data):
+    """Writes `data` (bytes) to `path` through a temporary file and a rename."""
+    path = pathlib.Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def _iter_texts(texts_or_files):
+    """Yields non-empty lines from strings, or from the UTF-8 text files named."""
+    if isinstance(texts_or_files, (str, os.PathLike)):
+        texts_or_files = [texts_or_files]
+    for item in texts_or_files:
+        if isinstance(item, os.PathLike) or (isinstance(item, str) and os.path.isfile(item)):
+            with open(item, encoding="utf-8") as f:
+                for line in f:
+                    if line.strip():
+                        yield line.rstrip("\r\n")
+        elif isinstance(item, bytes):
+            yield item.decode("utf-8")
+        elif isinstance(item, str):
+            if item.strip():
+                yield item
+        else:
+            raise ValueError(
+                "`texts_or_files` must hold strings or file paths. "
+                f"Received an item of type {type(item).__name__}: {item!r}"
+            )
+
+
+class SubwordTokenizer(tf.Module):
+    """A SentencePiece subword tokenizer as a `tf.Module` (tensorflow-text ops).
+
+    `tokenize` maps a batch of strings to a `tf.RaggedTensor` of int32 ids
+    (no START/END added: the data pipeline adds them); `detokenize` maps ids,
+    ragged or dense and padded with 0, back to strings and ignores the
+    reserved ids 0-3 (pad, unk, START, END). By default text is not
+    Unicode-normalized, only stripped with runs of spaces collapsed, so a
+    round trip returns the input up to whitespace; and with
+    `byte_fallback=True` (the default) characters unseen in training become
+    UTF-8 byte pieces instead of `<unk>`, so any text round-trips.
+
+    Args:
+        model_proto: bytes, a serialized SentencePiece `ModelProto` whose
+            pad/unk/bos/eos ids are 0/1/2/3.
+        name: name of the module.
+
+    Call arguments (of `tokenize`):
+        strings: string tensor of shape `(batch,)`.
+
+    Example:
+
+    >>> tokenizer = SubwordTokenizer.train(
+    ...     ["a small corpus", "of two lines"] * 50, vocab_size=40)
+    >>> ids = tokenizer.tokenize(tf.constant(["a small corpus"]))
+    >>> tokenizer.detokenize(ids).numpy()
+    array([b'a small corpus'], dtype=object)
+    >>> tokenizer.save("/tmp/tok")
+    >>> tokenizer = SubwordTokenizer.load("/tmp/tok")
+    """
+
+    pad_id = PAD_ID
+    unk_id = UNK_ID
+    start_id = START_ID
+    end_id = END_ID
+
+    def __init__(self, model_proto, name=None):
+        super().__init__(name=name)
+        model_proto = bytes(model_proto)
+        processor = spm.SentencePieceProcessor(model_proto=model_proto)
+        reserved = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
+        if reserved != (PAD_ID, UNK_ID, START_ID, END_ID):
+            raise ValueError(
+                "`model_proto` must reserve pad/unk/bos/eos = 0/1/2/3. "
+                f"Received pad/unk/bos/eos = {reserved}"
+            )
+        self._model_proto = model_proto
+        self.vocab_size = processor.vocab_size()
+        self._tokenizer = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
+        self._vocab_size = tf.Variable(self.vocab_size, trainable=False, dtype=tf.int32, name="vocab_size")
+        # Trace the signatures a SavedModel should keep, so a reloaded module can call them.
+        self.tokenize.get_concrete_function(tf.TensorSpec([None], tf.string))
+        self.detokenize.get_concrete_function(tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1))
+        self.detokenize.get_concrete_function(tf.TensorSpec([None, None], tf.int32))
+
+    @tf.function
+    def tokenize(self, strings):
+        """Strings `(batch,)` -> int32 `RaggedTensor` `(batch, None)`, without START/END."""
+        return self._tokenizer.tokenize(strings)
+
+    @tf.function
+    def detokenize(self, ids):
+        """Ids `(batch, length)`, ragged or dense, -> strings `(batch,)`; ids 0-3 are dropped."""
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
+        ids = tf.cast(ids, tf.int32)
+        ids = tf.ragged.boolean_mask(ids, ids >= NUM_RESERVED_IDS)
+        return self._tokenizer.detokenize(ids)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
+    def id_to_piece(self, ids):
+        """Int32 ids -> their subword pieces as strings (for inspection)."""
+        return self._tokenizer.id_to_string(ids)
+
+    @tf.function(input_signature=[])
+    def get_vocab_size(self):
+        """The vocabulary size as a scalar int32 tensor (also `self.vocab_size`, an int)."""
+        return self._vocab_size.read_value()
+
+    @property
+    def model_proto(self):
+        """The serialized SentencePiece model (bytes)."""
+        return self._model_proto
+
+    @classmethod
+    def train(
+        cls,
+        texts_or_files,
+        vocab_size,
+        *,
+        model_type="unigram",
+        character_coverage=0.9995,
+        byte_fallback=True,
+        normalization="identity",
+        max_sentences=2_000_000,
+        seed=0,
+        num_threads=None,
+        name=None,
+    ):
+        """Trains a SentencePiece model on strings or UTF-8 files (one sentence a line).
+
+        Args:
+            texts_or_files: an iterable of strings and/or paths of text files,
+                or one path. Pass source and target text together for a
+                shared vocabulary.
+            vocab_size: int, the number of ids including the 4 reserved ones
+                (and the 256 byte pieces when `byte_fallback`).
+            model_type: `"unigram"` (default) or `"bpe"`.
+            character_coverage: fraction of characters the vocabulary covers;
+                0.9995 suits Korean and other large alphabets; 1.0 for small ones.
+            byte_fallback: bool, encode uncovered characters as UTF-8 bytes.
+            normalization: SentencePiece normalization rule: `"identity"`
+                (default: whitespace is still collapsed), `"nmt_nfkc"`,
+                `"nfkc"`, ... NFKC is not the default because it rewrites
+                Korean chat text (the compatibility jamo of "ㅠㅠ" and "ㅋㅋ"
+                become conjoining jamo, "ᅲᅲ") and Spanish ordinals ("1º" -> "1o").
+            max_sentences: int, at most this many sentences are sampled.
+            seed: int, the seed of that sampling (SentencePiece is otherwise
+                deterministic for a given input and thread count).
+            num_threads: int, trainer threads; default `os.cpu_count()`.
+            name: name of the module.
+
+        Returns:
+            A `SubwordTokenizer`.
+
+        Example:
+
+        >>> tok = SubwordTokenizer.train(["train.en", "train.de"], vocab_size=8000)
+        """
+        if not isinstance(vocab_size, int) or vocab_size <= NUM_RESERVED_IDS:
+            raise ValueError(
+                f"`vocab_size` must be an int larger than {NUM_RESERVED_IDS}. Received: vocab_size={vocab_size!r}"
+            )
+        if model_type not in _MODEL_TYPES:
+            raise ValueError(f"`model_type` must be one of {_MODEL_TYPES}. Received: model_type={model_type!r}")
+        if not 0.0 < character_coverage <= 1.0:
+            raise ValueError(
+                f"`character_coverage` must be in (0, 1]. Received: character_coverage={character_coverage!r}"
+            )
+        texts = list(_iter_texts(texts_or_files))
+        if not texts:
+            raise ValueError("`texts_or_files` holds no non-empty line of text. Received nothing to train on.")
+        writer = io.BytesIO()
+        spm.set_random_generator_seed(seed)
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(texts),
+                model_writer=writer,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=character_coverage,
+                byte_fallback=byte_fallback,
+                normalization_rule_name=normalization,
+                input_sentence_size=max_sentences,
+                shuffle_input_sentence=True,
+                pad_id=PAD_ID,
+                unk_id=UNK_ID,
+                bos_id=START_ID,
+                eos_id=END_ID,
+                num_threads=num_threads or os.cpu_count() or 1,
+                minloglevel=2,
+            )
+        except RuntimeError as e:
+            raise ValueError(
+                f"SentencePiece could not train with vocab_size={vocab_size}, "
+                f"character_coverage={character_coverage}, byte_fallback={byte_fallback} "
+                f"on {len(texts)} lines: {e}"
+            ) from e
+        return cls(writer.getvalue(), name=name)
+
+    def save(self, directory):
+        """Writes `tokenizer.model` (the proto) and `tokenizer.json` to `directory`, atomically."""
+        directory = pathlib.Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        config = {
+            "format": "sentencepiece",
+            "model_file": MODEL_FILENAME,
+            "vocab_size": self.vocab_size,
+            "pad_id": PAD_ID,
+            "unk_id": UNK_ID,
+            "start_id": START_ID,
+            "end_id": END_ID,
+        }
+        _atomic_write(directory / MODEL_FILENAME, self._model_proto)
+        _atomic_write(directory / CONFIG_FILENAME, (json.dumps(config, indent=2) + "\n").encode("utf-8"))
+
+    @classmethod
+    def load(cls, directory, name=None):
+        """Loads a tokenizer written by `save` from `directory`."""
+        directory = pathlib.Path(directory)
+        config_path = directory / CONFIG_FILENAME
+        if not config_path.is_file():
+            raise ValueError(f"`directory` must hold {CONFIG_FILENAME}. Received: directory={str(directory)!r}")
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        if config.get("format") != "sentencepiece":
+            raise ValueError(
+                f"{config_path} must have format 'sentencepiece'. Received: format={config.get('format')!r}"
+            )
+        tokenizer = cls((directory / config["model_file"]).read_bytes(), name=name)
+        if tokenizer.vocab_size != config["vocab_size"]:
+            raise ValueError(
+                f"{config_path} says vocab_size={config['vocab_size']} but the model has {tokenizer.vocab_size}."
+            )
+        return tokenizer

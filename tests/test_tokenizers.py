@@ -1,0 +1,146 @@
+"""SubwordTokenizer: reserved ids, round trips on real lines of every corpus, save/load, SavedModel."""
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import tensorflow as tf
+
+from keras_transformer import tokenizers
+from keras_transformer.datasets import corpora
+from keras_transformer.tokenizers import SubwordTokenizer
+
+LINES_PER_SIDE = 1200  # trained on; the next HELD_OUT lines are unseen
+HELD_OUT = 100
+
+
+@pytest.fixture(scope="module")
+def corpus_lines(shared_data_dir):
+    """Real lines: {"ko": ..., "en": ..., "de": ..., "fr": ..., "es": ...}."""
+    n = LINES_PER_SIDE + HELD_OUT
+    chat = corpora.load_pairs("chatbot-ko", split="train")[:n]
+    en_de = corpora.load_pairs("multi30k-en-de", shared_data_dir)[:n]
+    fr = [t for _, t in corpora.load_pairs("multi30k-en-fr", shared_data_dir)[:n]]
+    spa = corpora.load_split_pairs("en-spa", shared_data_dir)["train"][-n:]  # the long sentences are at the end
+    return {
+        "ko": [q for q, _ in chat] + [a for _, a in chat],
+        "en": [e for e, _ in en_de],
+        "de": [d for _, d in en_de],
+        "fr": fr,
+        "es": [s for _, s in spa],
+    }
+
+
+@pytest.fixture(scope="module")
+def tokenizer(corpus_lines):
+    """One shared vocabulary over five languages, trained on the first lines only (~1 s)."""
+    train = [line for lines in corpus_lines.values() for line in lines[:LINES_PER_SIDE]]
+    return SubwordTokenizer.train(train, vocab_size=3000)
+
+
+def _roundtrip(tokenizer, lines):
+    ids = tokenizer.tokenize(tf.constant(lines))
+    return [s.decode("utf-8") for s in tokenizer.detokenize(ids).numpy()]
+
+
+def test_reserved_ids(tokenizer):
+    assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.start_id, tokenizer.end_id) == (0, 1, 2, 3)
+    pieces = tokenizer.id_to_piece(tf.constant([0, 1, 2, 3])).numpy().tolist()
+    assert pieces == [b"<pad>", b"<unk>", b"<s>", b"</s>"]
+    assert tokenizer.vocab_size == 3000 and int(tokenizer.get_vocab_size()) == 3000
+    ids = tokenizer.tokenize(tf.constant(["Two dogs play.", "두 마리 개"]))
+    assert ids.dtype == tf.int32 and isinstance(ids, tf.RaggedTensor)
+    flat = ids.flat_values.numpy()
+    assert flat.min() >= tokenizers.NUM_RESERVED_IDS and flat.max() < 3000  # no pad/unk/START/END added
+
+
+@pytest.mark.parametrize("language", ["ko", "en", "de", "fr", "es"])
+def test_roundtrip_real_lines(tokenizer, corpus_lines, language):
+    """Seen and unseen lines come back unchanged, up to runs of spaces."""
+    lines = corpus_lines[language][:50] + corpus_lines[language][LINES_PER_SIDE:]
+    assert _roundtrip(tokenizer, lines) == [re.sub(" +", " ", line).strip(" ") for line in lines]
+
+
+def test_roundtrip_exact_on_accents_hangul_and_unseen_characters(tokenizer):
+    lines = [
+        "¿Dónde está la estación? ¡Está allí, señor!",
+        "Él comió pingüino en Cádiz, ¿verdad?",
+        "Ein Mädchen in einem Kleid läuft über die Straße.",
+        "Une fillette à côté d'un garçon, près de l'océan.",
+        "썸 타는 중인데 너무 떨려요 ㅠㅠ ㅋㅋ",  # NFKC would rewrite these compatibility jamo
+        "Llegó en 1º lugar con 2ª marca.",  # and these ordinals
+        "뷁 똠양꿍 😀 ☃ 齋",  # characters absent from training: byte fallback, not <unk>
+    ]
+    ids = tokenizer.tokenize(tf.constant(lines))
+    assert tokenizers.UNK_ID not in ids.flat_values.numpy()
+    assert _roundtrip(tokenizer, lines) == lines
+
+
+def test_detokenize_dense_padded_ids_drops_reserved(tokenizer):
+    ids = tokenizer.tokenize(tf.constant(["A man rides a bike.", "Hola."]))
+    framed = tf.concat([tf.fill([2, 1], tokenizers.START_ID), ids, tf.fill([2, 1], tokenizers.END_ID)], axis=1)
+    dense = framed.to_tensor(default_value=tokenizers.PAD_ID, shape=[2, 20])
+    assert tokenizer.detokenize(dense).numpy().tolist() == [b"A man rides a bike.", b"Hola."]
+    assert tokenizer.detokenize(tf.cast(dense, tf.int64)).numpy().tolist()[1] == b"Hola."
+
+
+def test_save_load(tokenizer, tmp_path):
+    tokenizer.save(tmp_path / "tok")
+    assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == ["tokenizer.json", "tokenizer.model"]
+    config = json.loads((tmp_path / "tok" / "tokenizer.json").read_text())
+    assert config["vocab_size"] == 3000 and (config["pad_id"], config["end_id"]) == (0, 3)
+    reloaded = SubwordTokenizer.load(tmp_path / "tok")
+    batch = tf.constant(["Zwei Hunde spielen im Schnee.", "사랑해요"])
+    assert reloaded.tokenize(batch).to_list() == tokenizer.tokenize(batch).to_list()
+    with pytest.raises(ValueError, match="tokenizer.json"):
+        SubwordTokenizer.load(tmp_path)
+
+
+def test_train_from_files_and_errors(tmp_path):
+    path = tmp_path / "text.txt"
+    path.write_text("\n".join(f"line number {i} of a tiny file" for i in range(200)) + "\n", encoding="utf-8")
+    tokenizer = SubwordTokenizer.train([path], vocab_size=60, byte_fallback=False, model_type="bpe")
+    assert _roundtrip(tokenizer, ["line number 7"]) == ["line number 7"]
+    with pytest.raises(ValueError, match="vocab_size=3"):
+        SubwordTokenizer.train(["text"], vocab_size=3)
+    with pytest.raises(ValueError, match="vocab_size=10"):  # smaller than the alphabet + 256 bytes
+        SubwordTokenizer.train([path], vocab_size=10)
+    with pytest.raises(ValueError, match="model_type"):
+        SubwordTokenizer.train([path], vocab_size=60, model_type="wordpiece")
+    with pytest.raises(ValueError, match="no non-empty line"):
+        SubwordTokenizer.train(["", "  "], vocab_size=60)
+
+
+class _Holder(tf.Module):
+    """What a Translator does: hold the tokenizer, call it inside its own tf.function."""
+
+    def __init__(self, tokenizer):
+        super().__init__()
+        self.tokenizer = tokenizer
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def roundtrip(self, strings):
+        ids = self.tokenizer.tokenize(strings)
+        return self.tokenizer.detokenize(ids.to_tensor()), ids.row_lengths()
+
+
+def test_survives_saved_model_in_a_fresh_process(tokenizer, tmp_path):
+    tf.saved_model.save(_Holder(tokenizer), str(tmp_path / "holder"))
+    script = textwrap.dedent(
+        f"""
+        import tensorflow as tf
+        import tensorflow_text  # registers the SentencePiece ops; loading fails without it
+        holder = tf.saved_model.load({str(tmp_path / "holder")!r})
+        text, lengths = holder.roundtrip(tf.constant(["¿Qué tal?", "Ein Hund läuft.", "잘 자요"]))
+        print("OUT", [t.decode() for t in text.numpy()], lengths.numpy().min() > 0)
+        ids = holder.tokenizer.tokenize(tf.constant(["잘 자요"]))
+        print("OUT", holder.tokenizer.detokenize(ids).numpy()[0].decode(), int(holder.tokenizer.get_vocab_size()))
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = [line for line in result.stdout.splitlines() if line.startswith("OUT")]
+    assert out == ["OUT ['¿Qué tal?', 'Ein Hund läuft.', '잘 자요'] True", "OUT 잘 자요 3000"]
