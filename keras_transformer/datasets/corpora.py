@@ -1,0 +1,162 @@
+"""The corpora the `train` command knows by name, read from local files only.
+
+| name                  | source -> target     | splits (sizes)                                  | files                          |
+|-----------------------|----------------------|-------------------------------------------------|--------------------------------|
+| `chatbot-ko`          | question -> answer   | train 11,232 / validation 591 (seeded, 95/5)    | bundled `ChatbotData.csv`      |
+| `multi30k-en-de`      | English -> German    | train 29,000 / validation 1,014 / test 1,000    | `multi30k_task1/` (user's)     |
+| `multi30k-de-en`      | German -> English    | as above                                        | as above                       |
+| `multi30k-en-fr`, `multi30k-fr-en` | English <-> French | as above                             | as above                       |
+| `spa-en`              | Spanish -> English   | train 90% / validation 5% / test 5% (seeded)    | `spa_eng_anki/spa.txt` (user's)|
+| `en-spa`              | English -> Spanish   | as above (the keras.io example's direction)     | as above                       |
+
+Names read `source-target`. Nothing is downloaded: Multi30k (research use
+only) and Tatoeba (CC-BY) are read from `data_dir`, which may be the corpus
+folder itself or its parent (e.g. `../shared/data`), or from the environment
+variable `KERAS_TRANSFORMER_DATA_DIR`. The Korean chatbot corpus (MIT) is
+bundled in the package.
+
+Example:
+
+>>> pairs = load_pairs("multi30k-en-de", data_dir="../shared/data", split="validation")
+>>> len(pairs)
+1014
+>>> ds = load_corpus("chatbot-ko", split="train")  # {"source": str, "target": str}
+"""
+
+import dataclasses
+import os
+import pathlib
+
+from keras_transformer.datasets import readers
+
+DATA_DIR_ENV = "KERAS_TRANSFORMER_DATA_DIR"
+BUNDLED_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
+SPLIT_SEED = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Corpus:
+    """How to read one named corpus: its folder, its languages and its splits."""
+
+    name: str
+    folder: str
+    source_language: str
+    target_language: str
+    splits: tuple
+    bundled: bool = False
+
+
+def _multi30k(src, tgt):
+    return Corpus(f"multi30k-{src}-{tgt}", "multi30k_task1", src, tgt, ("train", "validation", "test"))
+
+
+CORPORA = {
+    corpus.name: corpus
+    for corpus in [
+        Corpus("chatbot-ko", "korean_chatbot", "ko", "ko", ("train", "validation"), bundled=True),
+        _multi30k("en", "de"),
+        _multi30k("de", "en"),
+        _multi30k("en", "fr"),
+        _multi30k("fr", "en"),
+        Corpus("spa-en", "spa_eng_anki", "es", "en", ("train", "validation", "test")),
+        Corpus("en-spa", "spa_eng_anki", "en", "es", ("train", "validation", "test")),
+    ]
+}
+MULTI30K_FILES = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
+CHATBOT_FILE = "ChatbotData.csv"
+CHATBOT_FRACTIONS = {"validation": 0.05}
+SPA_FILE = "spa.txt"
+SPA_FRACTIONS = {"validation": 0.05, "test": 0.05}
+_MARKER_FILES = {"multi30k_task1": "train.en", "korean_chatbot": CHATBOT_FILE, "spa_eng_anki": SPA_FILE}
+
+
+def get_corpus(name):
+    """Returns the `Corpus` called `name`, or raises a `ValueError` listing the names."""
+    if name not in CORPORA:
+        raise ValueError(f"`name` must be one of {sorted(CORPORA)}. Received: name={name!r}")
+    return CORPORA[name]
+
+
+def resolve_dir(corpus, data_dir=None):
+    """Finds the folder holding `corpus`'s files: `data_dir`, `data_dir/<folder>`, the env var, the bundle."""
+    corpus = get_corpus(corpus) if isinstance(corpus, str) else corpus
+    marker = _MARKER_FILES[corpus.folder]
+    roots = [data_dir] if data_dir is not None else [os.environ.get(DATA_DIR_ENV)]
+    if corpus.bundled and data_dir is None:
+        roots.append(BUNDLED_DIR)
+    for root in filter(None, roots):
+        for candidate in (pathlib.Path(root), pathlib.Path(root) / corpus.folder):
+            if (candidate / marker).is_file():
+                return candidate
+    raise ValueError(
+        f"`data_dir` must be a folder holding {marker} (or its parent holding {corpus.folder}/{marker}) "
+        f"for corpus {corpus.name!r}; nothing is downloaded. Received: data_dir={data_dir!r} "
+        f"(${DATA_DIR_ENV}={os.environ.get(DATA_DIR_ENV)!r})"
+    )
+
+
+def read_chatbot(path):
+    """Reads ChatbotData.csv into `(question, answer, label)` triples; labels are stripped ints 0-2."""
+    rows = readers.iter_rows(path, ["Q", "A", "label"], delimiter=",", header=True, columns=3)
+    triples = []
+    for line, (question, answer, label) in rows:
+        if label not in ("0", "1", "2"):
+            raise ValueError(f"{path}, line {line}: label must be 0, 1 or 2. Received: label={label!r}")
+        triples.append((question, answer, int(label)))
+    return triples
+
+
+def load_split_pairs(name, data_dir=None):
+    """Returns every split of corpus `name` as a dict, split name -> list of `(source, target)`."""
+    corpus = get_corpus(name)
+    folder = resolve_dir(corpus, data_dir)
+    if corpus.folder == "multi30k_task1":
+        src, tgt = corpus.source_language, corpus.target_language
+        return {
+            split: readers.read_aligned(folder / f"{stem}.{src}", folder / f"{stem}.{tgt}")
+            for split, stem in MULTI30K_FILES.items()
+        }
+    if corpus.folder == "korean_chatbot":
+        pairs = [(q, a) for q, a, _ in read_chatbot(folder / CHATBOT_FILE)]
+        return readers.seeded_split(pairs, CHATBOT_FRACTIONS, seed=SPLIT_SEED)
+    pairs = readers.read_delimited(folder / SPA_FILE, 0, 1, delimiter="\t", columns=2)  # English, Spanish
+    splits = readers.seeded_split(pairs, SPA_FRACTIONS, seed=SPLIT_SEED)  # grouped by the English side
+    if corpus.source_language == "es":
+        splits = {split: [(es, en) for en, es in split_pairs] for split, split_pairs in splits.items()}
+    return splits
+
+
+def load_pairs(name, data_dir=None, split="train"):
+    """Returns one split of corpus `name` as a list of `(source, target)` strings (no TensorFlow).
+
+    Args:
+        name: a key of `CORPORA`, e.g. `"multi30k-en-de"`.
+        data_dir: folder of the raw files or its parent; see the module docstring.
+        split: `"train"`, `"validation"` or `"test"` (where the corpus has one).
+    """
+    corpus = get_corpus(name)
+    if split not in corpus.splits:
+        raise ValueError(f"`split` must be one of {corpus.splits} for {name!r}. Received: split={split!r}")
+    return load_split_pairs(name, data_dir)[split]
+
+
+def load_corpus(name, data_dir=None, split="train"):
+    """Returns one split of corpus `name` as a `tf.data.Dataset` of `{"source": str, "target": str}`.
+
+    The pairs are read in Python (a second for 119k lines) and held in memory;
+    use the tensorflow-datasets builders in `parallel_text` for a cached,
+    versioned copy on disk.
+
+    Example:
+
+    >>> ds = load_corpus("multi30k-de-en", data_dir="../shared/data", split="train")
+    >>> next(iter(ds))["source"].numpy().decode()
+    'Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.'
+    """
+    import tensorflow as tf
+
+    pairs = load_pairs(name, data_dir, split)
+    sources, targets = zip(*pairs) if pairs else ((), ())
+    return tf.data.Dataset.from_tensor_slices(
+        {"source": tf.constant(list(sources), tf.string), "target": tf.constant(list(targets), tf.string)}
+    )

@@ -1,0 +1,199 @@
+"""tf.data pipelines: string pairs -> length-bucketed, token-budgeted, padded id batches.
+
+Each batch is `({"encoder_inputs": (B, L), "decoder_inputs": (B, L)}, labels (B, L))`,
+all int32 and padded with 0, where for a pair of token-id lists `src`, `tgt`:
+
+    encoder_inputs = src              (+ [END] if `add_source_end=True`; off by default)
+    decoder_inputs = [START] + tgt    (teacher forcing: the decoder reads the previous token)
+    labels         = tgt + [END]      (the next token at every position; 0 is ignored by the loss)
+
+An example goes to the smallest bucket length `L` in `bucket_boundaries`
+that holds both its encoder and its decoder sequence, and every bucket's
+batches have `B = token_budget // L` rows (rounded down to a multiple of
+`batch_multiple`), so a training epoch has exactly one shape per bucket
+(`bucket_shapes`) and XLA compiles only that many programs. Examples longer
+than `max_length` (default: the largest boundary) are dropped (`"filter"`,
+training default) or cut (`"truncate"`, evaluation default; the cut target
+still ends with END).
+
+Example:
+
+>>> train = load_corpus("multi30k-en-de", data_dir="../shared/data", split="train")
+>>> batches = make_batches(train, tokenizer, token_budget=4096, seed=0)
+>>> (inputs, labels) = next(iter(batches))
+>>> inputs["encoder_inputs"].shape, labels.shape
+(TensorShape([128, 32]), TensorShape([128, 32]))
+"""
+
+import tensorflow as tf
+
+from keras_transformer.tokenizers import END_ID, START_ID
+
+DEFAULT_BUCKETS = (16, 32, 48, 64, 96, 128)
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+def _check_buckets(bucket_boundaries, token_budget, batch_multiple):
+    boundaries = tuple(bucket_boundaries)
+    if not boundaries or list(boundaries) != sorted(set(boundaries)) or boundaries[0] < 2:
+        raise ValueError(
+            "`bucket_boundaries` must be strictly increasing lengths >= 2. "
+            f"Received: bucket_boundaries={bucket_boundaries!r}"
+        )
+    if not isinstance(batch_multiple, int) or batch_multiple < 1:
+        raise ValueError(f"`batch_multiple` must be a positive int. Received: batch_multiple={batch_multiple!r}")
+    if not isinstance(token_budget, int) or token_budget < boundaries[-1]:
+        raise ValueError(
+            "`token_budget` must be an int at least the largest bucket length "
+            f"({boundaries[-1]}). Received: token_budget={token_budget!r}"
+        )
+    return boundaries
+
+
+def bucket_shapes(token_budget=4096, bucket_boundaries=DEFAULT_BUCKETS, batch_multiple=8):
+    """Returns the `(batch_size, length)` of each bucket, shortest first.
+
+    Example:
+
+    >>> bucket_shapes(4096, (16, 32, 64))
+    [(256, 16), (128, 32), (64, 64)]
+    """
+    boundaries = _check_buckets(bucket_boundaries, token_budget, batch_multiple)
+    shapes = []
+    for length in boundaries:
+        size = token_budget // length
+        if size >= batch_multiple:
+            size -= size % batch_multiple
+        shapes.append((size, length))
+    return shapes
+
+
+def tokenize_pairs(dataset, source_tokenizer, target_tokenizer=None, batch_size=1024):
+    """Maps `{"source", "target"}` strings to `{"source", "target"}` int32 id vectors (no START/END).
+
+    Tokenizes `batch_size` strings per call (much faster than one by one);
+    other keys (e.g. `"label"`) are dropped. `target_tokenizer` defaults to
+    `source_tokenizer` (a shared vocabulary).
+    """
+    target_tokenizer = target_tokenizer or source_tokenizer
+
+    def tokenize(example):
+        return {
+            "source": tf.cast(source_tokenizer.tokenize(example["source"]), tf.int32),
+            "target": tf.cast(target_tokenizer.tokenize(example["target"]), tf.int32),
+        }
+
+    return dataset.batch(batch_size).map(tokenize, num_parallel_calls=AUTOTUNE).unbatch()
+
+
+def _limit_length(dataset, max_length, policy, add_source_end):
+    source_room = max_length - int(add_source_end)
+    target_room = max_length - 1  # room for START (inputs) / END (labels)
+    if policy == "filter":
+        return dataset.filter(
+            lambda ex: tf.logical_and(tf.size(ex["source"]) <= source_room, tf.size(ex["target"]) <= target_room)
+        )
+    if policy == "truncate":
+        return dataset.map(
+            lambda ex: {"source": ex["source"][:source_room], "target": ex["target"][:target_room]},
+            num_parallel_calls=AUTOTUNE,
+        )
+    raise ValueError(f"`length_policy` must be 'filter' or 'truncate'. Received: length_policy={policy!r}")
+
+
+def _to_model_inputs(example, add_source_end):
+    source, target = example["source"], example["target"]
+    if add_source_end:
+        source = tf.concat([source, [END_ID]], axis=0)
+    decoder_inputs = tf.concat([[START_ID], target], axis=0)
+    labels = tf.concat([target, [END_ID]], axis=0)
+    return {"encoder_inputs": source, "decoder_inputs": decoder_inputs}, labels
+
+
+def _bucket_and_batch(dataset, shapes, drop_remainder):
+    lengths = tf.constant([length for _, length in shapes], tf.int32)
+    sizes = tf.constant([size for size, _ in shapes], tf.int64)
+
+    def bucket_id(inputs, labels):
+        length = tf.maximum(tf.size(inputs["encoder_inputs"]), tf.size(labels))
+        return tf.cast(tf.searchsorted(lengths, [length], side="left")[0], tf.int64)
+
+    def batch_bucket(key, window):
+        length = tf.cast(tf.gather(lengths, key), tf.int64)
+        padded = ({"encoder_inputs": [length], "decoder_inputs": [length]}, [length])
+        return window.padded_batch(tf.gather(sizes, key), padded_shapes=padded, drop_remainder=drop_remainder)
+
+    return dataset.group_by_window(bucket_id, batch_bucket, window_size_func=lambda key: tf.gather(sizes, key))
+
+
+def make_batches(
+    dataset,
+    source_tokenizer,
+    target_tokenizer=None,
+    *,
+    token_budget=4096,
+    bucket_boundaries=DEFAULT_BUCKETS,
+    batch_multiple=8,
+    max_length=None,
+    length_policy="filter",
+    add_source_end=False,
+    training=True,
+    shuffle_buffer=20_000,
+    seed=None,
+    cache=True,
+):
+    """Turns `{"source", "target"}` strings into bucketed, padded batches for `model.fit`.
+
+    Args:
+        dataset: a `tf.data.Dataset` of `{"source": str, "target": str}`,
+            e.g. from `load_corpus` or a tensorflow-datasets builder.
+        source_tokenizer: anything with `tokenize(strings) -> RaggedTensor`,
+            e.g. a `SubwordTokenizer`.
+        target_tokenizer: the target side's tokenizer; defaults to `source_tokenizer`.
+        token_budget: int, about this many tokens (rows x length) per batch.
+        bucket_boundaries: increasing padded lengths, one per bucket.
+        batch_multiple: round each bucket's batch size down to a multiple of this.
+        max_length: int, the longest sequence kept; default and at most
+            `bucket_boundaries[-1]`.
+        length_policy: `"filter"` drops longer examples, `"truncate"` cuts them.
+        add_source_end: bool, append END to the encoder inputs (the export
+            code must then do the same).
+        training: bool; True shuffles (seeded by `seed`) and drops each
+            bucket's last partial batch, so only `bucket_shapes(...)` occur.
+            False keeps the order and every example (at most one extra,
+            smaller batch per bucket).
+        shuffle_buffer: int, examples in the shuffle buffer (training only).
+        seed: int or None, the shuffle seed; epochs are reshuffled.
+        cache: True caches the tokenized examples in memory, a string caches
+            them in that file, False does not cache.
+
+    Returns:
+        A `tf.data.Dataset` of `({"encoder_inputs": int32 (B, L),
+        "decoder_inputs": int32 (B, L)}, labels int32 (B, L))`, prefetched.
+    """
+    shapes = bucket_shapes(token_budget, bucket_boundaries, batch_multiple)
+    max_length = bucket_boundaries[-1] if max_length is None else max_length
+    if not isinstance(max_length, int) or not 2 <= max_length <= bucket_boundaries[-1]:
+        raise ValueError(
+            f"`max_length` must be an int in [2, {bucket_boundaries[-1]}] (the largest bucket). "
+            f"Received: max_length={max_length!r}"
+        )
+    examples = tokenize_pairs(dataset, source_tokenizer, target_tokenizer)
+    if cache:
+        examples = examples.cache("" if cache is True else cache)
+    examples = _limit_length(examples, max_length, length_policy, add_source_end)
+    if training:
+        examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    examples = examples.map(lambda ex: _to_model_inputs(ex, add_source_end), num_parallel_calls=AUTOTUNE)
+    return _bucket_and_batch(examples, shapes, drop_remainder=training).prefetch(AUTOTUNE)
+
+
+def make_eval_batches(dataset, source_tokenizer, target_tokenizer=None, **kwargs):
+    """`make_batches` for validation and test: no shuffle, nothing dropped, long examples truncated.
+
+    Example:
+
+    >>> val = make_eval_batches(load_corpus("multi30k-en-de", "../shared/data", "validation"), tokenizer)
+    """
+    kwargs.setdefault("length_policy", "truncate")
+    return make_batches(dataset, source_tokenizer, target_tokenizer, training=False, **kwargs)

@@ -1,0 +1,194 @@
+"""Readers, named corpora and tensorflow-datasets builders: real counts, clear errors on bad files."""
+
+import hashlib
+import random
+
+import pytest
+import tensorflow as tf
+
+from keras_transformer.datasets import corpora, parallel_text, readers
+
+# Real counts from ../shared/data (see its README and PROVENANCE.md files).
+MULTI30K = {"train": 29_000, "validation": 1_014, "test": 1_000}
+CHATBOT_TOTAL, SPA_TOTAL = 11_823, 118_964
+
+
+def _write(path, data):
+    path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+    return path
+
+
+# --- readers: errors name the file and the line ----------------------------------------------
+
+
+def test_read_aligned_strips_and_handles_bom_and_crlf(tmp_path):
+    src = _write(tmp_path / "a.en", "\ufeffHello there. \r\nA dog runs.\r\n")
+    tgt = _write(tmp_path / "a.de", "Hallo.\nEin Hund läuft.")  # no final newline
+    assert readers.read_aligned(src, tgt) == [("Hello there.", "Hallo."), ("A dog runs.", "Ein Hund läuft.")]
+
+
+def test_misaligned_files_name_both_files_and_the_line(tmp_path):
+    src = _write(tmp_path / "train.en", "one\ntwo\nthree\n")
+    tgt = _write(tmp_path / "train.de", "eins\nzwei\n")
+    with pytest.raises(ValueError, match=r"Misaligned.*train\.en has 3 lines.*train\.de has 2.*train\.en, line 3"):
+        readers.read_aligned(src, tgt)
+
+
+def test_empty_line_names_file_and_line(tmp_path):
+    src = _write(tmp_path / "x.en", "one\n\nthree\n")
+    with pytest.raises(ValueError, match=r"x\.en, line 2: empty line"):
+        readers.read_lines(src)
+    tsv = _write(tmp_path / "x.tsv", "Go.\tVe.\nHi.\t  \n")
+    with pytest.raises(ValueError, match=r"x\.tsv, line 2: empty column 1"):
+        readers.read_delimited(tsv)
+    with pytest.raises(ValueError, match=r"x2\.tsv, line 2: empty line"):
+        readers.read_delimited(_write(tmp_path / "x2.tsv", "Go.\tVe.\n\nHi.\tHola.\n"))
+
+
+def test_non_utf8_names_file_and_line(tmp_path):
+    latin1 = "Größe\nÜber\n".encode("latin-1")
+    path = _write(tmp_path / "latin1.de", b"fine line\n" + latin1)
+    with pytest.raises(ValueError, match=r"latin1\.de, line 2: not valid UTF-8"):
+        readers.read_lines(path)
+    with pytest.raises(ValueError, match=r"garbage\.tsv, line 1: not valid UTF-8"):
+        readers.read_delimited(_write(tmp_path / "garbage.tsv", bytes(range(128, 256))))
+
+
+def test_tsv_and_csv_columns(tmp_path):
+    tsv = _write(tmp_path / "spa.txt", 'He said "hi".\tDijo "hola".\nGo.\tVe.\textra\n')
+    assert readers.read_delimited(tsv)[0] == ('He said "hi".', 'Dijo "hola".')  # quotes kept in TSV
+    with pytest.raises(ValueError, match=r"spa\.txt, line 2: expected 2 '\\t'-separated columns, found 3"):
+        readers.read_delimited(tsv, columns=2)
+    csv = _write(tmp_path / "qa.csv", 'Q,A,label\n"Hi, you",Hello,0\nBye,"See ya, ""friend""",1\n')
+    assert readers.read_delimited(csv, "Q", "A", delimiter=",", header=True) == [
+        ("Hi, you", "Hello"), ("Bye", 'See ya, "friend"')]
+    with pytest.raises(ValueError, match="no column named 'Question'"):
+        readers.read_delimited(csv, "Question", "A", delimiter=",", header=True)
+
+
+def test_seeded_split_is_deterministic_grouped_and_order_free():
+    pairs = [(f"source {i % 700}", f"target {i}") for i in range(1000)]  # sources repeat
+    splits = readers.seeded_split(pairs, {"validation": 0.1, "test": 0.1}, seed=3)
+    assert sum(map(len, splits.values())) == 1000 and 95 <= len(splits["validation"]) <= 105
+    sources = {name: {s for s, _ in split} for name, split in splits.items()}
+    assert not sources["train"] & sources["validation"] and not sources["validation"] & sources["test"]
+    shuffled = pairs[:]
+    random.Random(0).shuffle(shuffled)
+    again = readers.seeded_split(shuffled, {"validation": 0.1, "test": 0.1}, seed=3)
+    assert {name: set(split) for name, split in again.items()} == {n: set(s) for n, s in splits.items()}
+    other = readers.seeded_split(pairs, {"validation": 0.1, "test": 0.1}, seed=4)
+    assert set(other["validation"]) != set(splits["validation"])
+    with pytest.raises(ValueError, match="fractions"):
+        readers.seeded_split(pairs, {"validation": 0.6, "test": 0.5})
+
+
+# --- named corpora from ../shared/data ---------------------------------------------------------
+
+
+def test_multi30k_counts_and_directions(shared_data_dir):
+    en_de = corpora.load_split_pairs("multi30k-en-de", shared_data_dir)
+    assert {split: len(pairs) for split, pairs in en_de.items()} == MULTI30K
+    assert en_de["train"][0] == (
+        "Two young, White males are outside near many bushes.",
+        "Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",
+    )
+    de_en = corpora.load_pairs("multi30k-de-en", shared_data_dir / "multi30k_task1", split="test")
+    assert de_en == [(d, e) for e, d in en_de["test"]]  # data_dir may be the corpus folder itself
+
+
+def test_chatbot_bundled_counts_and_split(shared_data_dir):
+    bundled = corpora.BUNDLED_DIR / "korean_chatbot" / "ChatbotData.csv"
+    shared = shared_data_dir / "korean_chatbot" / "ChatbotData.csv"
+    assert hashlib.md5(bundled.read_bytes()).hexdigest() == hashlib.md5(shared.read_bytes()).hexdigest()
+    assert (corpora.BUNDLED_DIR / "korean_chatbot" / "LICENSE.upstream").is_file()
+    rows = corpora.read_chatbot(bundled)
+    assert len(rows) == CHATBOT_TOTAL and {label for *_, label in rows} == {0, 1, 2}  # "2   " stripped
+    splits = corpora.load_split_pairs("chatbot-ko")  # the bundled copy: no data_dir needed
+    assert (len(splits["train"]), len(splits["validation"])) == (11_232, 591)
+    assert splits == corpora.load_split_pairs("chatbot-ko", shared_data_dir)
+    assert not {q for q, _ in splits["train"]} & {q for q, _ in splits["validation"]}
+
+
+def test_spa_counts_and_directions(shared_data_dir):
+    en_es = corpora.load_split_pairs("en-spa", shared_data_dir)
+    assert sum(map(len, en_es.values())) == SPA_TOTAL
+    assert {split: len(pairs) for split, pairs in en_es.items()} == {"train": 107_068, "validation": 5_948,
+                                                                     "test": 5_948}
+    assert en_es["train"][0] == ("Hi.", "Hola.")  # pins the seeded split: "Go." went to another split
+    es_en = corpora.load_pairs("spa-en", shared_data_dir, split="validation")
+    assert es_en == [(es, en) for en, es in en_es["validation"]]
+
+
+def test_load_corpus_dataset(shared_data_dir):
+    ds = corpora.load_corpus("multi30k-en-de", shared_data_dir, split="validation")
+    assert ds.element_spec == {"source": tf.TensorSpec([], tf.string), "target": tf.TensorSpec([], tf.string)}
+    assert int(ds.cardinality()) == MULTI30K["validation"]
+    first = next(iter(ds))
+    assert first["target"].numpy().decode() == "Eine Gruppe von Männern lädt Baumwolle auf einen Lastwagen"
+
+
+def test_corpus_errors(tmp_path, monkeypatch):
+    monkeypatch.delenv(corpora.DATA_DIR_ENV, raising=False)
+    with pytest.raises(ValueError, match="`name` must be one of"):
+        corpora.load_pairs("wmt14-en-de")
+    with pytest.raises(ValueError, match=r"`split` must be one of .*split='test'"):
+        corpora.load_pairs("chatbot-ko", split="test")
+    with pytest.raises(ValueError, match=r"train\.en.*nothing is downloaded.*data_dir=None"):
+        corpora.load_pairs("multi30k-en-de")
+    monkeypatch.setenv(corpora.DATA_DIR_ENV, str(tmp_path))
+    with pytest.raises(ValueError, match="KERAS_TRANSFORMER_DATA_DIR"):
+        corpora.load_pairs("spa-en")
+
+
+# --- tensorflow-datasets builders ----------------------------------------------------------------
+
+
+def _counts(builder):
+    return {split: info.num_examples for split, info in builder.info.splits.items()}
+
+
+def test_builder_korean_chatbot(tmp_path):
+    builder = parallel_text.KoreanChatbot(data_dir=tmp_path)
+    builder.download_and_prepare()
+    assert _counts(builder) == {"train": 11_232, "validation": 591}
+    example = next(iter(builder.as_dataset(split="validation")))
+    assert set(example) == {"source", "target", "label"} and 0 <= int(example["label"]) <= 2
+
+
+def test_builder_multi30k(shared_data_dir, tmp_path):
+    builder = parallel_text.Multi30k(config="en-de", source_dir=shared_data_dir / "multi30k_task1", data_dir=tmp_path)
+    builder.download_and_prepare()
+    assert _counts(builder) == MULTI30K
+    assert builder.info.supervised_keys == ("source", "target")
+    with pytest.raises(ValueError, match="source_dir"):  # nothing to download from
+        parallel_text.Multi30k(config="de-en", data_dir=tmp_path).download_and_prepare()
+
+
+def test_builder_tatoeba_spa_eng(shared_data_dir, tmp_path):
+    """The full 119k pairs, from a manual_dir: a few seconds."""
+    builder = parallel_text.TatoebaSpaEng(config="es-en", data_dir=tmp_path)
+    download_config = parallel_text.tfds.download.DownloadConfig(manual_dir=str(shared_data_dir / "spa_eng_anki"))
+    builder.download_and_prepare(download_config=download_config)
+    assert sum(_counts(builder).values()) == SPA_TOTAL
+
+
+def test_builder_parallel_text_generic_and_errors(tmp_path):
+    _write(tmp_path / "train.src", "a b\nc d\n")
+    _write(tmp_path / "train.tgt", "A B\nC D\n")
+    _write(tmp_path / "dev.csv", "src,tgt\nx,X\n")
+    config = parallel_text.ParallelTextConfig(
+        name="toy", files={"train": ("train.src", "train.tgt"), "validation": "dev.csv"},
+        delimiter=",", header=True, source_column="src", target_column="tgt",
+    )
+    builder = parallel_text.ParallelText(config=config, source_dir=tmp_path, data_dir=tmp_path / "tfds")
+    builder.download_and_prepare()
+    assert _counts(builder) == {"train": 2, "validation": 1}
+    assert [ex["target"] for ex in builder.as_dataset(split="validation").as_numpy_iterator()] == [b"X"]
+
+    _write(tmp_path / "bad.tgt", "A B\n")
+    bad = parallel_text.ParallelTextConfig(name="bad", files={"train": (tmp_path / "train.src", tmp_path / "bad.tgt")})
+    with pytest.raises(ValueError, match=r"bad\.tgt has 1"):
+        parallel_text.ParallelText(config=bad, data_dir=tmp_path / "tfds").download_and_prepare()
+    with pytest.raises(ValueError, match="ParallelTextConfig with `files`"):
+        parallel_text.ParallelText(config=parallel_text.ParallelTextConfig(name="none"),
+                                   data_dir=tmp_path / "tfds").download_and_prepare()
