@@ -3,8 +3,30 @@
 import keras
 
 from keras_transformer.layers.decoder_layer import DecoderLayer
-from keras_transformer.layers.embedding import TokenAndPositionEmbedding
+from keras_transformer.layers.embedding import TokenAndPositionEmbedding, check_token_ids
 from keras_transformer.layers.encoder_layer import EncoderLayer
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TransformerModel(keras.Model):
+    """A functional model that rejects token inputs Keras would silently convert.
+
+    Keras casts float inputs to an `int32` `Input` and squeezes a trailing axis
+    of size 1; for token ids both hide a bug upstream, so this model raises a
+    `ValueError` that names the input instead. Everything else is the plain
+    functional `keras.Model` built by `build_transformer`.
+    """
+
+    def call(self, inputs, training=None, mask=None):
+        if isinstance(inputs, dict):
+            named = [(name, inputs[name]) for name in sorted(inputs)]
+        else:
+            named = [(f"inputs[{i}]", x) for i, x in enumerate(inputs)]
+        for name, token_ids in named:
+            if not hasattr(token_ids, "dtype"):
+                token_ids = keras.ops.convert_to_tensor(token_ids)
+            check_token_ids(token_ids, name)
+        return super().call(inputs, training=training, mask=mask)
 
 
 def build_transformer(
@@ -61,7 +83,8 @@ def build_transformer(
         name: model name.
 
     Returns:
-        A `keras.Model`.
+        A `TransformerModel` (a functional `keras.Model` that validates its
+        token inputs).
 
     Example:
 
@@ -124,7 +147,7 @@ def build_transformer(
     else:
         logits = keras.layers.Dense(target_vocab_size, name="logits")(y)
     keras.src.backend.set_keras_mask(logits, None)  # the loss masks padding itself
-    return keras.Model(
+    return TransformerModel(
         inputs={"encoder_inputs": encoder_inputs, "decoder_inputs": decoder_inputs},
         outputs=logits,
         name=name,
