@@ -164,8 +164,8 @@ def make_batches(
             smaller batch per bucket).
         shuffle_buffer: int, examples in the shuffle buffer (training only).
         seed: int or None, the shuffle seed; epochs are reshuffled.
-        cache: True caches the tokenized examples in memory, a string caches
-            them in that file, False does not cache.
+        cache: True caches the tokenized, framed examples in memory, a
+            string caches them in files with that prefix, False does not cache.
 
     Returns:
         A `tf.data.Dataset` of `({"encoder_inputs": int32 (B, L),
@@ -179,12 +179,12 @@ def make_batches(
             f"Received: max_length={max_length!r}"
         )
     examples = tokenize_pairs(dataset, source_tokenizer, target_tokenizer)
-    if cache:
-        examples = examples.cache("" if cache is True else cache)
     examples = _limit_length(examples, max_length, length_policy, add_source_end)
+    examples = examples.map(lambda ex: _to_model_inputs(ex, add_source_end), num_parallel_calls=AUTOTUNE)
+    if cache:  # everything above is deterministic: later epochs only shuffle and batch
+        examples = examples.cache("" if cache is True else cache)
     if training:
         examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    examples = examples.map(lambda ex: _to_model_inputs(ex, add_source_end), num_parallel_calls=AUTOTUNE)
     return _bucket_and_batch(examples, shapes, drop_remainder=training).prefetch(AUTOTUNE)
 
 

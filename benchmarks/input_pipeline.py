@@ -1,0 +1,93 @@
+"""Input-pipeline throughput: Multi30k en-de strings -> bucketed, token-budgeted id batches.
+
+Trains (or loads) a shared SentencePiece vocabulary, builds `make_batches`, runs
+one warm-up epoch (tokenization fills the in-memory cache) and then times
+further epochs, printing sentences/s and target tokens/s (non-padding labels,
+END included) with the machine and the configuration.
+
+Example:
+
+    python benchmarks/input_pipeline.py --data-dir ../shared/data --epochs 3
+"""
+
+import argparse
+import os
+import pathlib
+import platform
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_text  # noqa: E402
+
+from keras_transformer.datasets import corpora, pipeline  # noqa: E402
+from keras_transformer.tokenizers import SubwordTokenizer  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", default="multi30k-en-de", choices=sorted(corpora.CORPORA))
+    parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--tokenizer-dir", default=None, help="load a saved tokenizer instead of training one")
+    parser.add_argument("--token-budget", type=int, default=4096)
+    parser.add_argument("--buckets", default="16,32,48,64,96,128")
+    parser.add_argument("--epochs", type=int, default=3, help="timed epochs after the warm-up epoch")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args()
+
+
+def describe_machine():
+    gpus = [d.name for d in tf.config.list_physical_devices("GPU")]
+    return (
+        f"{platform.node()} | {platform.platform()} | {platform.processor() or platform.machine()} | "
+        f"{os.cpu_count()} CPUs (affinity {len(os.sched_getaffinity(0))}) | GPUs: {gpus or 'none'} | "
+        f"Python {platform.python_version()}, TF {tf.__version__}, tf-text {tensorflow_text.__version__}"
+    )
+
+
+def run_epoch(batches):
+    start, sentences, tokens, steps = time.perf_counter(), 0, 0, 0
+    for _, labels in batches:
+        labels = labels.numpy()
+        sentences += labels.shape[0]
+        tokens += int(np.count_nonzero(labels))
+        steps += 1
+    return time.perf_counter() - start, sentences, tokens, steps
+
+
+def main():
+    args = parse_args()
+    buckets = tuple(int(b) for b in args.buckets.split(","))
+    print("machine:", describe_machine())
+    train = corpora.load_pairs(args.corpus, args.data_dir, split="train")
+    if args.tokenizer_dir:
+        tokenizer = SubwordTokenizer.load(args.tokenizer_dir)
+        print(f"tokenizer: loaded from {args.tokenizer_dir}, vocab {tokenizer.vocab_size}")
+    else:
+        start = time.perf_counter()
+        tokenizer = SubwordTokenizer.train([s for s, _ in train] + [t for _, t in train], args.vocab_size)
+        print(f"tokenizer: shared SentencePiece unigram, vocab {tokenizer.vocab_size}, "
+              f"trained on {2 * len(train)} lines in {time.perf_counter() - start:.1f} s")
+    print(f"config: corpus {args.corpus} train ({len(train)} pairs), token_budget {args.token_budget}, "
+          f"buckets {buckets}, shapes {pipeline.bucket_shapes(args.token_budget, buckets)}, seed {args.seed}")
+    batches = pipeline.make_batches(
+        corpora.load_corpus(args.corpus, args.data_dir, split="train"), tokenizer,
+        token_budget=args.token_budget, bucket_boundaries=buckets, seed=args.seed,
+    )
+    seconds, sentences, tokens, steps = run_epoch(batches)
+    print(f"warm-up epoch (tokenize + cache): {seconds:.2f} s, {sentences / seconds:,.0f} sentences/s")
+    timed = [run_epoch(batches) for _ in range(args.epochs)]
+    seconds = sum(t[0] for t in timed)
+    sentences, tokens, steps = (sum(t[i] for t in timed) for i in (1, 2, 3))
+    print(f"timed {args.epochs} epochs: {seconds:.2f} s, {steps} batches, "
+          f"{sentences / seconds:,.0f} sentences/s, {tokens / seconds:,.0f} target tokens/s, "
+          f"{1e3 * seconds / steps:.2f} ms/batch")
+
+
+if __name__ == "__main__":
+    main()
