@@ -98,7 +98,7 @@ class SubwordTokenizer(tf.Module):
     Example:
 
     >>> tokenizer = SubwordTokenizer.train(
-    ...     ["a small corpus", "of two lines"] * 50, vocab_size=40)
+    ...     ["a small corpus", "of two lines"] * 50, vocab_size=40, byte_fallback=False)
     >>> ids = tokenizer.tokenize(tf.constant(["a small corpus"]))
     >>> tokenizer.detokenize(ids).numpy()
     array([b'a small corpus'], dtype=object)
@@ -170,6 +170,7 @@ class SubwordTokenizer(tf.Module):
         byte_fallback=True,
         normalization="identity",
         max_sentences=2_000_000,
+        hard_vocab_limit=False,
         seed=0,
         num_threads=None,
         name=None,
@@ -192,6 +193,9 @@ class SubwordTokenizer(tf.Module):
                 Korean chat text (the compatibility jamo of "ㅠㅠ" and "ㅋㅋ"
                 become conjoining jamo, "ᅲᅲ") and Spanish ordinals ("1º" -> "1o").
             max_sentences: int, at most this many sentences are sampled.
+            hard_vocab_limit: bool; False (default) makes `vocab_size` an upper
+                bound that a corpus too small for it may not reach (read the
+                result's `vocab_size`), True makes that an error.
             seed: int, the seed of that sampling (SentencePiece is otherwise
                 deterministic for a given input and thread count).
             num_threads: int, trainer threads; default `os.cpu_count()`.
@@ -229,6 +233,7 @@ class SubwordTokenizer(tf.Module):
                 byte_fallback=byte_fallback,
                 normalization_rule_name=normalization,
                 input_sentence_size=max_sentences,
+                hard_vocab_limit=hard_vocab_limit,
                 shuffle_input_sentence=True,
                 pad_id=PAD_ID,
                 unk_id=UNK_ID,

@@ -104,6 +104,10 @@ def test_train_from_files_and_errors(tmp_path):
     path.write_text("\n".join(f"line number {i} of a tiny file" for i in range(200)) + "\n", encoding="utf-8")
     tokenizer = SubwordTokenizer.train([path], vocab_size=60, byte_fallback=False, model_type="bpe")
     assert _roundtrip(tokenizer, ["line number 7"]) == ["line number 7"]
+    small = SubwordTokenizer.train([path], vocab_size=5000)  # more than this corpus holds: an upper bound
+    assert 256 < small.vocab_size < 5000
+    with pytest.raises(ValueError, match="vocab_size=5000"):
+        SubwordTokenizer.train([path], vocab_size=5000, hard_vocab_limit=True)
     with pytest.raises(ValueError, match="vocab_size=3"):
         SubwordTokenizer.train(["text"], vocab_size=3)
     with pytest.raises(ValueError, match="vocab_size=10"):  # smaller than the alphabet + 256 bytes
