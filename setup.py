@@ -30,6 +30,8 @@ setup(
         "tensorflow-text>=2.16,<2.22",
         "tensorflow-datasets>=4.9",
         "keras>=3.3",
+        "sentencepiece>=0.2",
+        "tensorboard>=2.16",
         "matplotlib>=3.7",
         "sacrebleu>=2.3",
     ],

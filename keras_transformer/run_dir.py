@@ -62,6 +62,7 @@ def write_json_atomic(path, data):
             json.dump(data, handle, indent=2, ensure_ascii=False)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         pathlib.Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,137 @@
+"""Training callbacks: a time limit, an atomic best checkpoint, checkpoint averaging."""
+
+import os
+import pathlib
+import time
+
+import keras
+import numpy as np
+
+from keras_transformer import run_dir
+
+
+class TimeLimit(keras.callbacks.Callback):
+    """Stops training once `minutes` have passed; the current epoch ends early.
+
+    Keras still runs validation and the epoch-end callbacks after the stop, so
+    the last, shortened epoch is checkpointed like any other.
+
+    Example:
+
+    >>> model.fit(batches, epochs=1000, callbacks=[TimeLimit(3)])
+    """
+
+    def __init__(self, minutes):
+        super().__init__()
+        self.minutes = minutes
+        self.deadline = None
+
+    def on_train_begin(self, logs=None):
+        self.deadline = time.monotonic() + 60.0 * self.minutes
+
+    def on_train_batch_end(self, batch, logs=None):
+        if time.monotonic() >= self.deadline:
+            self.model.stop_training = True
+
+
+class AtomicBestCheckpoint(keras.callbacks.Callback):
+    """Saves the whole model as `.keras` when `monitor` improves, never half-written.
+
+    The model goes to a temporary file beside `filepath` and is renamed over it,
+    so a crash or an interrupt during the save leaves the previous best intact.
+
+    Args:
+        filepath: where the best model lives (ends in `.keras`).
+        monitor: the logged value to minimise, `"val_loss"` by default.
+        best: the best value so far (to continue a resumed run).
+        on_improvement: optional function `(epoch, value)` called after a save.
+        enabled: False on the workers of a multi-worker run that must not write.
+    """
+
+    def __init__(self, filepath, monitor="val_loss", best=np.inf, on_improvement=None, enabled=True):
+        super().__init__()
+        self.filepath = pathlib.Path(filepath)
+        self.monitor = monitor
+        self.best = best
+        self.on_improvement = on_improvement
+        self.enabled = enabled
+
+    def on_epoch_end(self, epoch, logs=None):
+        value = (logs or {}).get(self.monitor)
+        if value is None or not np.isfinite(value) or value >= self.best:
+            return
+        self.best = float(value)
+        if self.enabled:
+            save_model_atomic(self.model, self.filepath)
+        if self.on_improvement is not None:
+            self.on_improvement(epoch, self.best)
+
+
+def save_model_atomic(model, filepath):
+    """`model.save(filepath)` through a temporary file and a rename."""
+    filepath = pathlib.Path(filepath)
+    filepath.parent.mkdir(parents=True, exist_ok=True)
+    tmp = filepath.with_name(f".{filepath.stem}.tmp{os.getpid()}.keras")
+    try:
+        model.save(tmp)
+        os.replace(tmp, filepath)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+class EpochSnapshots(keras.callbacks.Callback):
+    """Keeps the weights of the last `keep` epochs as `epoch-NNN.weights.h5` files.
+
+    `average_snapshots` then averages them: checkpoint averaging, which gives a
+    smoother, usually better model than the last epoch alone (Vaswani et al.
+    average the last 5 checkpoints of the base model).
+    """
+
+    def __init__(self, directory, keep=5, enabled=True):
+        super().__init__()
+        self.directory = pathlib.Path(directory)
+        self.keep = keep
+        self.enabled = enabled
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not self.enabled:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / f"epoch-{epoch + 1:03d}.weights.h5"
+        tmp = self.directory / f".tmp-{epoch + 1:03d}.weights.h5"
+        self.model.save_weights(tmp)
+        os.replace(tmp, path)
+        for old in snapshot_paths(self.directory)[: -self.keep]:
+            old.unlink(missing_ok=True)
+
+
+def snapshot_paths(directory):
+    """The snapshot files in `directory`, oldest first."""
+    return sorted(pathlib.Path(directory).glob("epoch-*.weights.h5"))
+
+
+def average_snapshots(model, paths):
+    """Sets `model`'s weights to the mean of the weight files `paths`.
+
+    Example:
+
+    >>> average_snapshots(model, snapshot_paths("saved_models/run/snapshots")[-5:])
+    """
+    paths = list(paths)
+    if not paths:
+        raise ValueError("`paths` must name at least one weights file. Received: []")
+    total = None
+    for path in paths:
+        model.load_weights(path)
+        values = [np.asarray(v.numpy(), dtype=np.float64) for v in model.trainable_weights]
+        total = values if total is None else [t + v for t, v in zip(total, values)]
+    for variable, summed in zip(model.trainable_weights, total):
+        variable.assign((summed / len(paths)).astype(variable.dtype))
+    return model
+
+
+def write_status(output, **fields):
+    """Updates fields of the run's config.json (atomically)."""
+    config = run_dir.read_config(output)
+    config.update(fields)
+    run_dir.write_json_atomic(pathlib.Path(output) / run_dir.CONFIG, config)

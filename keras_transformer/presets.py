@@ -1,0 +1,105 @@
+"""Named training configurations for `keras-transformer train --preset NAME`.
+
+Each preset names its corpus, the model's size, the vocabulary, the batches
+and the optimisation, in one readable place. `Preset.replace(...)` derives a
+variant (e.g. `PRESETS["multi30k-en-de"].replace(d_model=512)`).
+
+| preset           | corpus          | layers | d_model | heads | d_ff | vocab (shared) | tokens/batch |
+|------------------|-----------------|--------|---------|-------|------|----------------|--------------|
+| `tiny`           | chatbot-ko, 2k  | 1      | 32      | 2     | 64   | 1000           | 1024         |
+| `chatbot-ko`     | chatbot-ko      | 2      | 256     | 8     | 512  | 8000           | 4096         |
+| `multi30k-en-de` | Multi30k en→de  | 3      | 256     | 4     | 1024 | 8000           | 6144         |
+| `multi30k-de-en` | Multi30k de→en  | 3      | 256     | 4     | 1024 | 8000           | 6144         |
+| `spa-en`         | Tatoeba es→en   | 2      | 256     | 4     | 1024 | 8000           | 6144         |
+
+The chatbot preset is the Korean Transformer chatbot tutorial's model
+(2 layers, d_model 256, 8 heads, d_ff 512, dropout 0.1).
+"""
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """A training configuration; every field is also written to the run's config.json."""
+
+    name: str
+    corpus: str
+    num_layers: int = 2
+    d_model: int = 256
+    num_heads: int = 8
+    d_ff: int = 512
+    dropout: float = 0.1
+    norm_first: bool = False
+    vocab_size: int = 8000
+    character_coverage: float = 0.9995
+    max_length: int = 64
+    token_budget: int = 4096
+    bucket_boundaries: tuple = (16, 32, 48, 64)
+    warmup_steps: int = 4000
+    learning_rate_scale: float = 1.0
+    label_smoothing: float = 0.1
+    epochs: int = 20
+    max_examples: int = 0  # 0 = the whole training split
+    average_last: int = 1  # average the weights of the last N epochs' checkpoints
+    beam_size: int = 4
+    length_penalty: float = 0.6
+
+    def replace(self, **changes):
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+    def model_kwargs(self, vocab_size):
+        """Arguments of `build_transformer` for a shared vocabulary of `vocab_size`."""
+        return dict(
+            input_vocab_size=vocab_size,
+            target_vocab_size=vocab_size,
+            num_layers=self.num_layers,
+            d_model=self.d_model,
+            num_heads=self.num_heads,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            max_length=self.max_length,
+            share_embeddings=True,
+            tie_output_embedding=True,
+            norm_first=self.norm_first,
+        )
+
+    def to_dict(self):
+        config = dataclasses.asdict(self)
+        config["bucket_boundaries"] = list(self.bucket_boundaries)
+        return config
+
+
+PRESETS = {
+    preset.name: preset
+    for preset in [
+        Preset(
+            "tiny", "chatbot-ko", num_layers=1, d_model=32, num_heads=2, d_ff=64, vocab_size=1000,
+            character_coverage=0.98,
+            max_length=32, token_budget=1024, bucket_boundaries=(16, 32), warmup_steps=100,
+            epochs=2, max_examples=2000,
+        ),
+        Preset("chatbot-ko", "chatbot-ko", warmup_steps=1000, epochs=30, max_length=48,
+               bucket_boundaries=(16, 32, 48)),
+        Preset(
+            "multi30k-en-de", "multi30k-en-de", num_layers=3, num_heads=4, d_ff=1024,
+            token_budget=6144, warmup_steps=4000, epochs=30, average_last=5,
+        ),
+        Preset(
+            "multi30k-de-en", "multi30k-de-en", num_layers=3, num_heads=4, d_ff=1024,
+            token_budget=6144, warmup_steps=4000, epochs=30, average_last=5,
+        ),
+        Preset(
+            "spa-en", "spa-en", num_layers=2, num_heads=4, d_ff=1024, token_budget=6144,
+            warmup_steps=4000, epochs=15,
+        ),
+    ]
+}
+
+
+def get_preset(name):
+    """The preset called `name`, or a `ValueError` listing the names."""
+    if name not in PRESETS:
+        raise ValueError(f"`preset` must be one of {sorted(PRESETS)}. Received: preset={name!r}")
+    return PRESETS[name]

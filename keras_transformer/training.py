@@ -1,0 +1,281 @@
+"""Training a Transformer on a named corpus: the engine of `keras-transformer train`."""
+
+import json
+import os
+import pathlib
+import shutil
+import sys
+import time
+
+from keras_transformer import run_dir
+from keras_transformer.presets import get_preset
+
+STRATEGIES = ("default", "mirrored", "multi-worker")
+
+
+def _check_output(output, resume, overwrite):
+    """Refuses to clobber a user's run; says what to do instead."""
+    output = pathlib.Path(output)
+    interrupted = (output / run_dir.BACKUP).exists()
+    has_config = (output / run_dir.CONFIG).is_file()
+    if resume:
+        if has_config:
+            config = run_dir.read_config(output)
+            if config.get("finished") and not interrupted:
+                return "finished"
+            return "resume"
+        return "fresh"
+    if overwrite:
+        shutil.rmtree(output, ignore_errors=True)
+        return "fresh"
+    if interrupted:
+        raise ValueError(
+            f"{output} holds an interrupted run. Pass --resume to continue it, "
+            "--overwrite to start again, or another --output."
+        )
+    if has_config or (output / run_dir.MODEL).exists():
+        raise ValueError(
+            f"{output} already holds a trained model. Pass --overwrite to replace it, "
+            "or another --output."
+        )
+    return "fresh"
+
+
+def _configure_devices(strategy, cpu_devices):
+    import tensorflow as tf
+
+    if cpu_devices and cpu_devices > 1:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(cpu_devices)]
+        )
+    if strategy == "default":
+        return tf.distribute.get_strategy()
+    if strategy == "mirrored":
+        devices = [d.name for d in tf.config.list_logical_devices("GPU")] or [
+            d.name for d in tf.config.list_logical_devices("CPU")
+        ]
+        return tf.distribute.MirroredStrategy(devices)
+    if strategy == "multi-worker":
+        if "TF_CONFIG" not in os.environ:
+            raise ValueError("--strategy multi-worker needs the TF_CONFIG environment variable of each worker.")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    raise ValueError(f"`strategy` must be one of {STRATEGIES}. Received: strategy={strategy!r}")
+
+
+def _worker_role():
+    """(is_chief, worker index) from TF_CONFIG; a single process is the chief."""
+    config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+    task = config.get("task", {})
+    kind, index = task.get("type", "chief"), int(task.get("index", 0))
+    has_chief = "chief" in config.get("cluster", {})
+    return (kind == "chief" or (kind == "worker" and index == 0 and not has_chief)), index
+
+
+def _tokenizer(preset, output, pairs, resume_state, is_chief):
+    from keras_transformer.tokenizers import SubwordTokenizer
+
+    path = pathlib.Path(output) / run_dir.SOURCE_TOKENIZER
+    if resume_state == "resume" and path.is_dir():
+        return SubwordTokenizer.load(path)
+    texts = [text for pair in pairs for text in pair]
+    tokenizer = SubwordTokenizer.train(
+        texts, preset.vocab_size, character_coverage=preset.character_coverage, seed=0
+    )
+    if is_chief:
+        for relative in (run_dir.SOURCE_TOKENIZER, run_dir.TARGET_TOKENIZER):
+            tokenizer.save(pathlib.Path(output) / relative)
+    return tokenizer
+
+
+def _datasets(preset, splits, tokenizer, seed, distributed):
+    import tensorflow as tf
+
+    from keras_transformer.datasets import make_batches, make_eval_batches
+
+    def strings(pairs):
+        sources, targets = zip(*pairs)
+        return tf.data.Dataset.from_tensor_slices({"source": list(sources), "target": list(targets)})
+
+    batching = dict(
+        token_budget=preset.token_budget,
+        bucket_boundaries=tuple(preset.bucket_boundaries),
+        max_length=preset.max_length,
+    )
+    train = make_batches(strings(splits["train"]), tokenizer, seed=seed, **batching)
+    validation = make_eval_batches(strings(splits["validation"]), tokenizer, **batching)
+    if distributed:
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+        train, validation = train.with_options(options), validation.with_options(options)
+    return train, validation
+
+
+def _compile(model, preset):
+    import keras
+
+    from keras_transformer.losses import MaskedSparseCategoricalCrossentropy
+    from keras_transformer.metrics import MaskedAccuracy
+    from keras_transformer.schedules import WarmupSchedule
+
+    schedule = WarmupSchedule(preset.d_model, preset.warmup_steps, scale=preset.learning_rate_scale)
+    model.compile(
+        optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+        loss=MaskedSparseCategoricalCrossentropy(label_smoothing=preset.label_smoothing),
+        metrics=[MaskedAccuracy(name="accuracy")],
+        jit_compile=True,
+    )
+
+
+def train(
+    preset="chatbot-ko",
+    output=None,
+    data_dir=None,
+    epochs=None,
+    minutes=None,
+    resume=False,
+    overwrite=False,
+    strategy="default",
+    mixed_precision=None,
+    seed=0,
+    cpu_devices=None,
+    verbose="auto",
+    **overrides,
+):
+    """Trains preset `preset` and writes a run directory (see `run_dir`) to `output`.
+
+    Args:
+        preset: a name from `keras_transformer.presets.PRESETS`.
+        output: the run directory; default `saved_models/<preset>`.
+        data_dir: where the corpus files are (not needed for the bundled
+            chatbot corpus).
+        epochs: number of epochs; default the preset's.
+        minutes: stop after this many minutes (the epoch under way ends early).
+        resume: continue an interrupted run in `output` from its last epoch.
+        overwrite: replace whatever `output` holds.
+        strategy: `"default"`, `"mirrored"` or `"multi-worker"` (TF_CONFIG).
+        mixed_precision: None, `"mixed_float16"` or `"mixed_bfloat16"`.
+        seed: seed of the weights, the shuffling and the dropout.
+        cpu_devices: split the CPU into this many logical devices (to run
+            `mirrored` without accelerators).
+        verbose: Keras's `fit` verbosity.
+        **overrides: preset fields to change, e.g. `d_model=128`.
+
+    Returns:
+        A dict with the epochs completed, the best validation loss, the minutes
+        and the output path.
+
+    Example:
+
+    >>> summary = train("tiny", output="saved_models/tiny", epochs=1)
+    """
+    config_preset = get_preset(preset).replace(**overrides)
+    output = pathlib.Path(output or pathlib.Path("saved_models") / config_preset.name)
+    resume_state = _check_output(output, resume, overwrite)
+    if resume_state == "finished":
+        config = run_dir.read_config(output)
+        print(f"{output} is a finished run ({config.get('completed_epochs')} epochs): nothing to resume.")
+        return _summary(output, config, 0.0)
+
+    import keras
+
+    from keras_transformer.callbacks import (
+        AtomicBestCheckpoint, EpochSnapshots, TimeLimit, average_snapshots, save_model_atomic,
+        snapshot_paths, write_status,
+    )
+    from keras_transformer.datasets import load_split_pairs
+    from keras_transformer.models import build_transformer
+
+    distribution = _configure_devices(strategy, cpu_devices)
+    is_chief, worker_index = _worker_role() if strategy == "multi-worker" else (True, 0)
+    keras.utils.set_random_seed(seed)
+    if mixed_precision:
+        keras.mixed_precision.set_global_policy(mixed_precision)
+    started = time.monotonic()
+
+    splits = load_split_pairs(config_preset.corpus, data_dir)
+    if config_preset.max_examples:
+        splits["train"] = splits["train"][: config_preset.max_examples]
+    output.mkdir(parents=True, exist_ok=True)
+    tokenizer = _tokenizer(config_preset, output, splits["train"], resume_state, is_chief)
+    config = run_dir.read_config(output) if resume_state == "resume" else {}
+    config.update(
+        preset=config_preset.to_dict(),
+        model=config_preset.model_kwargs(tokenizer.vocab_size),
+        data_dir=None if data_dir is None else str(data_dir),
+        seed=seed,
+        mixed_precision=mixed_precision,
+        strategy=strategy,
+        decoding={"beam_size": config_preset.beam_size, "length_penalty": config_preset.length_penalty,
+                  "max_length": config_preset.max_length},
+        finished=False,
+    )
+    config.setdefault("completed_epochs", 0)
+    if is_chief:
+        run_dir.write_json_atomic(output / run_dir.CONFIG, config)
+
+    train_batches, validation_batches = _datasets(
+        config_preset, splits, tokenizer, seed, distributed=strategy != "default"
+    )
+    with distribution.scope():
+        model = build_transformer(**config["model"])
+        _compile(model, config_preset)
+
+    def record(epoch, value):
+        if is_chief:
+            write_status(output, best_val_loss=value, best_epoch=epoch + 1)
+
+    class EpochCounter(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if is_chief:
+                write_status(output, completed_epochs=epoch + 1)
+
+    backup = output / run_dir.BACKUP
+    if strategy == "multi-worker":
+        backup = backup / f"worker-{worker_index}"
+    callbacks = [
+        keras.callbacks.BackupAndRestore(str(backup), double_checkpoint=True),
+        AtomicBestCheckpoint(output / run_dir.MODEL, best=config.get("best_val_loss", float("inf")),
+                             on_improvement=record, enabled=is_chief),
+        EpochSnapshots(output / "snapshots", keep=config_preset.average_last, enabled=is_chief),
+        EpochCounter(),
+    ]
+    if is_chief:
+        callbacks += [
+            keras.callbacks.CSVLogger(str(output / run_dir.HISTORY), append=True),
+            keras.callbacks.TensorBoard(str(output / run_dir.LOGS), write_graph=False),
+        ]
+    if minutes:
+        callbacks.append(TimeLimit(minutes))
+    total_epochs = epochs or (10_000 if minutes else config_preset.epochs)
+    if verbose == "auto":
+        verbose = 1 if sys.stdout.isatty() else 2
+    model.fit(train_batches, validation_data=validation_batches, epochs=total_epochs,
+              callbacks=callbacks, verbose=verbose)
+
+    config = run_dir.read_config(output) if is_chief else config
+    snapshots = snapshot_paths(output / "snapshots")
+    if is_chief and config_preset.average_last > 1 and len(snapshots) > 1:
+        averaged = average_snapshots(model, snapshots[-config_preset.average_last:])
+        loss = averaged.evaluate(validation_batches, verbose=0, return_dict=True)["loss"]
+        config["averaged"] = {"epochs": len(snapshots[-config_preset.average_last:]), "val_loss": loss}
+        if loss < config.get("best_val_loss", float("inf")):
+            save_model_atomic(averaged, output / run_dir.MODEL)
+            config.update(best_val_loss=loss, best_epoch="averaged")
+    minutes_used = (time.monotonic() - started) / 60.0
+    config.update(finished=True, train_minutes=round(config.get("train_minutes", 0.0) + minutes_used, 2))
+    if is_chief:
+        run_dir.write_json_atomic(output / run_dir.CONFIG, config)
+        shutil.rmtree(output / "snapshots", ignore_errors=True)
+        shutil.rmtree(output / run_dir.BACKUP, ignore_errors=True)
+    return _summary(output, config, minutes_used)
+
+
+def _summary(output, config, minutes):
+    return {
+        "output": str(output),
+        "completed_epochs": config.get("completed_epochs"),
+        "best_val_loss": config.get("best_val_loss"),
+        "best_epoch": config.get("best_epoch"),
+        "minutes": round(minutes, 2),
+    }
