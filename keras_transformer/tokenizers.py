@@ -35,6 +35,8 @@ NUM_RESERVED_IDS = 4
 MODEL_FILENAME = "tokenizer.model"
 CONFIG_FILENAME = "tokenizer.json"
 _MODEL_TYPES = ("unigram", "bpe")
+# Tab, line breaks and the Unicode space separators (category Zs): mapped to " " by `normalization="whitespace"`.
+_SPACE_CODEPOINTS = (0x09, 0x0A, 0x0D, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x3000)
 
 
 def _atomic_write(path, data):
@@ -82,8 +84,9 @@ class SubwordTokenizer(tf.Module):
     (no START/END added: the data pipeline adds them); `detokenize` maps ids,
     ragged or dense and padded with 0, back to strings and ignores the
     reserved ids 0-3 (pad, unk, START, END). By default text is not
-    Unicode-normalized, only stripped with runs of spaces collapsed, so a
-    round trip returns the input up to whitespace; and with
+    Unicode-normalized: tabs and Unicode spaces become spaces, runs of spaces
+    collapse, the ends are stripped, and nothing else changes, so a round
+    trip returns the input up to whitespace; and with
     `byte_fallback=True` (the default) characters unseen in training become
     UTF-8 byte pieces instead of `<unk>`, so any text round-trips.
 
@@ -168,7 +171,7 @@ class SubwordTokenizer(tf.Module):
         model_type="unigram",
         character_coverage=0.9995,
         byte_fallback=True,
-        normalization="identity",
+        normalization="whitespace",
         max_sentences=2_000_000,
         hard_vocab_limit=False,
         seed=0,
@@ -187,11 +190,12 @@ class SubwordTokenizer(tf.Module):
             character_coverage: fraction of characters the vocabulary covers;
                 0.9995 suits Korean and other large alphabets; 1.0 for small ones.
             byte_fallback: bool, encode uncovered characters as UTF-8 bytes.
-            normalization: SentencePiece normalization rule: `"identity"`
-                (default: whitespace is still collapsed), `"nmt_nfkc"`,
-                `"nfkc"`, ... NFKC is not the default because it rewrites
-                Korean chat text (the compatibility jamo of "ㅠㅠ" and "ㅋㅋ"
-                become conjoining jamo, "ᅲᅲ") and Spanish ordinals ("1º" -> "1o").
+            normalization: `"whitespace"` (default: tabs and Unicode spaces
+                such as U+00A0 become spaces; runs of spaces collapse; nothing
+                else changes) or a SentencePiece rule name: `"identity"`,
+                `"nmt_nfkc"`, `"nfkc"`, ... NFKC is not the default because it
+                rewrites Korean chat text (the compatibility jamo of "ㅠㅠ" and
+                "ㅋㅋ" become conjoining jamo, "ᅲᅲ") and Spanish ordinals ("1º" -> "1o").
             max_sentences: int, at most this many sentences are sampled.
             hard_vocab_limit: bool; False (default) makes `vocab_size` an upper
                 bound that a corpus too small for it may not reach (read the
@@ -223,32 +227,38 @@ class SubwordTokenizer(tf.Module):
             raise ValueError("`texts_or_files` holds no non-empty line of text. Received nothing to train on.")
         writer = io.BytesIO()
         spm.set_random_generator_seed(seed)
+        with tempfile.TemporaryDirectory() as tmp:
+            if normalization == "whitespace":
+                rules = pathlib.Path(tmp) / "whitespace.tsv"
+                rules.write_text("".join(f"{c:X}\t20\n" for c in _SPACE_CODEPOINTS), encoding="ascii")
+                rule_args = {"normalization_rule_tsv": str(rules)}
+            else:
+                rule_args = {"normalization_rule_name": normalization}
+            cls._run_trainer(texts, writer, normalization, rule_args, vocab_size=vocab_size, model_type=model_type,
+                             character_coverage=character_coverage, byte_fallback=byte_fallback,
+                             input_sentence_size=max_sentences, hard_vocab_limit=hard_vocab_limit,
+                             num_threads=num_threads or os.cpu_count() or 1)
+        return cls(writer.getvalue(), name=name)
+
+    @staticmethod
+    def _run_trainer(texts, writer, normalization, rule_args, **options):
         try:
             spm.SentencePieceTrainer.train(
                 sentence_iterator=iter(texts),
                 model_writer=writer,
-                vocab_size=vocab_size,
-                model_type=model_type,
-                character_coverage=character_coverage,
-                byte_fallback=byte_fallback,
-                normalization_rule_name=normalization,
-                input_sentence_size=max_sentences,
-                hard_vocab_limit=hard_vocab_limit,
                 shuffle_input_sentence=True,
                 pad_id=PAD_ID,
                 unk_id=UNK_ID,
                 bos_id=START_ID,
                 eos_id=END_ID,
-                num_threads=num_threads or os.cpu_count() or 1,
                 minloglevel=2,
+                **rule_args,
+                **options,
             )
         except RuntimeError as e:
-            raise ValueError(
-                f"SentencePiece could not train with vocab_size={vocab_size}, "
-                f"character_coverage={character_coverage}, byte_fallback={byte_fallback} "
-                f"on {len(texts)} lines: {e}"
-            ) from e
-        return cls(writer.getvalue(), name=name)
+            settings = ", ".join(f"{k}={options[k]}" for k in ("vocab_size", "character_coverage", "byte_fallback"))
+            settings += f", normalization={normalization!r}"
+            raise ValueError(f"SentencePiece could not train with {settings} on {len(texts)} lines: {e}") from e
 
     def save(self, directory):
         """Writes `tokenizer.model` (the proto) and `tokenizer.json` to `directory`, atomically."""
