@@ -1,0 +1,171 @@
+"""`keras-transformer plot`: the figures of `keras_transformer.plotting` as PNG files.
+
+    keras-transformer plot positional-encoding --length 50 --depth 128 --output pe.png
+    keras-transformer plot schedule --d-model 512 --warmup-steps 4000 --steps 40000 --output lr.png
+    keras-transformer plot attention --model saved_models/multi30k-en-de \\
+        --sentence "A man is riding a bike." --output heads.png
+    keras-transformer plot history --csv saved_models/chatbot-ko/history.csv --output curves.png
+"""
+
+import pathlib
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "plot",
+        help="draw a figure as a PNG",
+        description="Draw the positional encoding, the learning-rate schedule, a trained "
+        "model's attention heads or its training curves as a PNG file.",
+    )
+    figures = parser.add_subparsers(dest="figure", metavar="FIGURE")
+    figures.required = True
+
+    def figure(name, help_text):
+        sub = figures.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("--output", required=True, help="PNG file to write")
+        sub.add_argument("--dpi", type=int, default=None, help="resolution (default 100)")
+        return sub
+
+    sub = figure("positional-encoding", "heatmap of the sinusoidal positional encoding")
+    sub.add_argument("--length", type=int, default=50, help="positions (default 50)")
+    sub.add_argument("--depth", type=int, default=128, help="dimensions, d_model (default 128)")
+
+    sub = figure("schedule", "learning rate of the warmup schedule over training steps")
+    sub.add_argument("--d-model", type=int, default=512, help="model width (default 512)")
+    sub.add_argument("--warmup-steps", type=int, default=4000, help="warm-up steps (default 4000)")
+    sub.add_argument("--steps", type=int, default=40000, help="steps on the x axis (default 40000)")
+    sub.add_argument("--scale", type=float, default=1.0, help="factor on the whole curve (default 1)")
+
+    sub = figure("attention", "attention weights of a trained model, one panel per head")
+    sub.add_argument("--model", required=True, help="a training run directory (config.json, model.keras)")
+    sub.add_argument("--sentence", required=True, help="the source sentence")
+    sub.add_argument(
+        "--target", help="a target sentence to attend with (teacher forcing); "
+        "default: the model's own greedy output")
+    sub.add_argument(
+        "--attention", default="cross", choices=["cross", "decoder-self", "encoder"],
+        help="which attention to draw (default: cross, target tokens over source tokens)")
+    sub.add_argument("--layer", type=int, default=-1, help="layer index, negative from the end (default -1)")
+    sub.add_argument("--max-length", type=int, help="tokens to generate at most")
+
+    sub = figure("history", "training curves (loss, accuracy) from a history CSV")
+    sub.add_argument("--csv", required=True, help="history.csv of a run (keras CSVLogger)")
+    sub.add_argument("--title", help="figure title")
+
+    parser.set_defaults(run=run)
+    return parser
+
+
+def run(args):
+    from keras_transformer import plotting
+
+    if args.figure == "positional-encoding":
+        plotting.plot_positional_encoding(args.length, args.depth, output=args.output, dpi=args.dpi)
+    elif args.figure == "schedule":
+        plotting.plot_schedule(args.d_model, args.warmup_steps, args.steps, scale=args.scale,
+                               output=args.output, dpi=args.dpi)
+    elif args.figure == "history":
+        plotting.plot_history(args.csv, output=args.output, dpi=args.dpi, title=args.title)
+    elif args.figure == "attention":
+        _plot_attention(args, plotting)
+    print(f"Wrote {args.output}")
+    return 0
+
+
+def _plot_attention(args, plotting):
+    from keras_transformer import run_dir
+
+    path = pathlib.Path(args.model)
+    if run_dir.is_saved_model(path) and not run_dir.is_run_dir(path):
+        raise ValueError(
+            f"{path} is an exported SavedModel; `plot attention` needs the training run directory "
+            "(config.json, model.keras, tokenizers/) that it was exported from"
+        )
+    if not run_dir.is_run_dir(path):
+        raise FileNotFoundError(f"{path} is not a training run directory (config.json and model.keras)")
+    config = run_dir.read_config(path)
+    model, source_tokenizer, target_tokenizer = load_run(path)
+    source, target, queries = sentence_ids(
+        model, source_tokenizer, target_tokenizer, args.sentence, target=args.target,
+        max_length=args.max_length, add_source_end=_add_source_end(config),
+    )
+    weights = plotting.attention_weights(model, source[None], target[None])
+    key = {"cross": "decoder_cross", "decoder-self": "decoder_self", "encoder": "encoder"}[args.attention]
+    layers = weights[key]
+    if not -len(layers) <= args.layer < len(layers):
+        raise ValueError(f"`--layer` must be in [{-len(layers)}, {len(layers) - 1}]. Received: {args.layer}")
+    source_tokens = pieces(source_tokenizer, source)
+    input_tokens = pieces(target_tokenizer, target)
+    layer = args.layer % len(layers)
+    if args.attention == "cross":
+        rows, columns = queries, source_tokens
+    elif args.attention == "decoder-self":
+        rows, columns = input_tokens, input_tokens
+    else:
+        rows, columns = source_tokens, source_tokens
+    plotting.plot_attention_heads(
+        layers[layer][0], rows, columns, output=args.output, dpi=args.dpi,
+        title=f"{args.attention} attention, layer {layer}: {args.sentence}",
+    )
+
+
+def _add_source_end(config):
+    for section in (config, config.get("preset", {}), config.get("data", {})):
+        if isinstance(section, dict) and "add_source_end" in section:
+            return bool(section["add_source_end"])
+    return False
+
+
+def load_run(path):
+    """`(model, source_tokenizer, target_tokenizer)` of a training run directory."""
+    import keras
+
+    import keras_transformer  # noqa: F401  (registers the custom objects)
+    from keras_transformer import run_dir
+    from keras_transformer.tokenizers import SubwordTokenizer
+
+    path = pathlib.Path(path)
+    model = keras.saving.load_model(path / run_dir.MODEL, compile=False)
+    source_tokenizer = SubwordTokenizer.load(str(path / run_dir.SOURCE_TOKENIZER))
+    target_dir = path / run_dir.TARGET_TOKENIZER
+    target_tokenizer = SubwordTokenizer.load(str(target_dir)) if target_dir.is_dir() else source_tokenizer
+    return model, source_tokenizer, target_tokenizer
+
+
+def sentence_ids(model, source_tokenizer, target_tokenizer, sentence, target=None, max_length=None,
+                 add_source_end=False):
+    """Source ids, decoder input ids (START first) and the pieces each decoder step predicts.
+
+    Without `target` the decoder inputs are the model's greedy output.
+    Returns `(source_ids (src_len,), decoder_inputs (tgt_len,), predicted_tokens)`.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_transformer.tokenizers import END_ID, START_ID
+
+    source = source_tokenizer.tokenize(tf.constant([sentence]))[0].numpy().astype("int32")
+    if add_source_end:
+        source = np.append(source, END_ID).astype("int32")
+    if source.size == 0:
+        raise ValueError(f"`--sentence` has no tokens. Received: {sentence!r}")
+    if target is not None:
+        output = target_tokenizer.tokenize(tf.constant([target]))[0].numpy().astype("int32")
+        output = np.append(output, END_ID)
+    else:
+        from keras_transformer.decoding import greedy_decode, resolve_max_length
+
+        max_length = resolve_max_length(model, max_length)
+        output = np.asarray(greedy_decode(model, source[None], max_length=max_length))[0]
+        ends = np.flatnonzero(output == END_ID)
+        output = output[: ends[0] + 1] if ends.size else output[output != 0]
+    decoder_inputs = np.concatenate([[START_ID], output[:-1]]).astype("int32")
+    return source, decoder_inputs, pieces(target_tokenizer, output)
+
+
+def pieces(tokenizer, ids):
+    """Readable subword pieces of `ids` for axis labels."""
+    import tensorflow as tf
+
+    names = tokenizer.id_to_piece(tf.constant(ids, tf.int32)).numpy()
+    return [name.decode("utf-8", "replace") for name in names]
