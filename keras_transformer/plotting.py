@@ -236,7 +236,8 @@ def plot_masks(token_ids, pad_id=0, output=None, dpi=None):
     tokens = [str(t) for t in token_ids[0]]
     plot_mask(padding, "padding_mask(ids)", ax=axes[0], xlabel="Position", ylabel="Sequence")
     plot_mask(causal, f"causal_mask({length})", ax=axes[1])
-    plot_mask(combined, "padding AND causal, sequence 0", x_labels=tokens, y_labels=tokens, ax=axes[2])
+    plot_mask(combined, "padding AND causal, sequence 0", x_labels=tokens, y_labels=tokens, ax=axes[2],
+              xlabel="Key (token id)", ylabel="Query (token id)")
     return _finish(figure, output, dpi)
 
 
