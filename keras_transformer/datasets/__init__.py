@@ -15,6 +15,11 @@ from keras_transformer.datasets.corpora import CORPORA, get_corpus, load_corpus,
 from keras_transformer.datasets.pipeline import bucket_shapes, make_batches, make_eval_batches, tokenize_pairs
 from keras_transformer.datasets.readers import read_aligned, read_delimited, read_lines, seeded_split
 
+__all__ = [
+    "CORPORA", "get_corpus", "load_corpus", "load_pairs", "load_split_pairs",
+    "bucket_shapes", "make_batches", "make_eval_batches", "tokenize_pairs",
+    "read_aligned", "read_delimited", "read_lines", "seeded_split",
+]
 _BUILDERS = ("Multi30k", "KoreanChatbot", "TatoebaSpaEng", "ParallelText", "ParallelTextConfig")
 
 

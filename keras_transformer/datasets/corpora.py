@@ -1,16 +1,16 @@
 """The corpora the `train` command knows by name, read from local files only.
 
-| name                  | source -> target     | splits (sizes)                                  | files                          |
-|-----------------------|----------------------|-------------------------------------------------|--------------------------------|
-| `chatbot-ko`          | question -> answer   | train 11,232 / validation 591 (seeded, 95/5)    | bundled `ChatbotData.csv`      |
-| `multi30k-en-de`      | English -> German    | train 29,000 / validation 1,014 / test 1,000    | `multi30k_task1/` (user's)     |
-| `multi30k-de-en`      | German -> English    | as above                                        | as above                       |
-| `multi30k-en-fr`, `multi30k-fr-en` | English <-> French | as above                             | as above                       |
-| `spa-en`              | Spanish -> English   | train 90% / validation 5% / test 5% (seeded)    | `spa_eng_anki/spa.txt` (user's)|
-| `en-spa`              | English -> Spanish   | as above (the keras.io example's direction)     | as above                       |
+| name                               | source -> target    | splits                                          |
+|------------------------------------|---------------------|-------------------------------------------------|
+| `chatbot-ko`                       | question -> answer  | train 11,232 / validation 591 (seeded 95/5)     |
+| `multi30k-en-de`, `multi30k-de-en` | English <-> German  | train 29,000 / validation 1,014 / test 1,000    |
+| `multi30k-en-fr`, `multi30k-fr-en` | English <-> French  | as above                                        |
+| `spa-en`, `en-spa`                 | Spanish <-> English | train 107,068 / validation 5,948 / test 5,948   |
 
-Names read `source-target`. Nothing is downloaded: Multi30k (research use
-only) and Tatoeba (CC-BY) are read from `data_dir`, which may be the corpus
+Names read `source-target` (`en-spa` is the keras.io example's direction);
+the Tatoeba split is seeded 90/5/5. Nothing is downloaded: Multi30k (research
+use only: `multi30k_task1/{train,val,test_2016_flickr}.{en,de,fr}`) and
+Tatoeba (CC-BY: `spa_eng_anki/spa.txt`) are read from `data_dir`, which may be the corpus
 folder itself or its parent (e.g. `../shared/data`), or from the environment
 variable `KERAS_TRANSFORMER_DATA_DIR`. The Korean chatbot corpus (MIT) is
 bundled in the package.
