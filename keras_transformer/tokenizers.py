@@ -56,23 +56,22 @@ def _atomic_write(path, data):
 
 
 def _iter_texts(texts_or_files):
-    """Yields non-empty lines from strings, or from the UTF-8 text files named."""
+    """Yields non-empty lines: `str` items are text, `os.PathLike` items (or one path) are UTF-8 files."""
     if isinstance(texts_or_files, (str, os.PathLike)):
-        texts_or_files = [texts_or_files]
+        texts_or_files = [pathlib.Path(texts_or_files)]
     for item in texts_or_files:
-        if isinstance(item, os.PathLike) or (isinstance(item, str) and os.path.isfile(item)):
-            with open(item, encoding="utf-8") as f:
-                for line in f:
-                    if line.strip():
-                        yield line.rstrip("\r\n")
-        elif isinstance(item, bytes):
-            yield item.decode("utf-8")
+        if isinstance(item, os.PathLike):
+            try:
+                lines = pathlib.Path(item).read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError) as e:
+                raise ValueError(f"`texts_or_files` names a file that is not readable UTF-8 text: {item}: {e}") from e
+            yield from (line for line in lines if line.strip())
         elif isinstance(item, str):
             if item.strip():
                 yield item
         else:
             raise ValueError(
-                "`texts_or_files` must hold strings or file paths. "
+                "`texts_or_files` must hold strings (text) or `pathlib.Path`s (files). "
                 f"Received an item of type {type(item).__name__}: {item!r}"
             )
 
@@ -181,9 +180,9 @@ class SubwordTokenizer(tf.Module):
         """Trains a SentencePiece model on strings or UTF-8 files (one sentence a line).
 
         Args:
-            texts_or_files: an iterable of strings and/or paths of text files,
-                or one path. Pass source and target text together for a
-                shared vocabulary.
+            texts_or_files: an iterable of sentences (`str`) and/or text files
+                (`pathlib.Path`, one sentence a line), or one file path. Pass
+                source and target text together for a shared vocabulary.
             vocab_size: int, the number of ids including the 4 reserved ones
                 (and the 256 byte pieces when `byte_fallback`).
             model_type: `"unigram"` (default) or `"bpe"`.
@@ -210,7 +209,8 @@ class SubwordTokenizer(tf.Module):
 
         Example:
 
-        >>> tok = SubwordTokenizer.train(["train.en", "train.de"], vocab_size=8000)
+        >>> files = [pathlib.Path("multi30k_task1/train.en"), pathlib.Path("multi30k_task1/train.de")]
+        >>> tok = SubwordTokenizer.train(files, vocab_size=8000)
         """
         if not isinstance(vocab_size, int) or vocab_size <= NUM_RESERVED_IDS:
             raise ValueError(

@@ -117,6 +117,8 @@ def test_train_from_files_and_errors(tmp_path):
         SubwordTokenizer.train([path], vocab_size=60, normalization="nfd")
     with pytest.raises(ValueError, match="model_type"):
         SubwordTokenizer.train([path], vocab_size=60, model_type="wordpiece")
+    with pytest.raises(ValueError, match="not readable UTF-8"):
+        SubwordTokenizer.train(str(tmp_path / "missing.txt"), vocab_size=60)
     with pytest.raises(ValueError, match="no non-empty line"):
         SubwordTokenizer.train(["", "  "], vocab_size=60)
 
