@@ -1,0 +1,494 @@
+"""Fast autoregressive decoding over the key/value cache: greedy, beam search, sampling.
+
+The encoder runs once per source, the cross-attention keys/values are
+projected once per decoder layer, and every step feeds a single token
+through the decoder, appending its keys/values to a fixed-size cache
+`(batch, 2, max_length, num_heads, key_dim)` per layer; the prefix is never
+re-run. The loops are `keras.ops.while_loop`s with a static `max_length`,
+so a whole decode compiles into one XLA program (`compile_decoder`).
+
+Every search returns generated ids `(batch, max_length)` int32: the tokens
+after START, END included, 0 after END; PAD (0) and START are never
+generated. Two layers of API:
+
+- searches over any `step_fn(tokens, index, state) -> (logits, state)`:
+  `greedy_search`, `beam_search`, `sample_search` (testable without a model);
+- the same for a model from `build_transformer`: `greedy_decode`,
+  `beam_decode`, `sample_decode`, plus `greedy_decode_uncached` (re-runs
+  the whole model at every step, the reference and the benchmark baseline)
+  and `sequence_scores` (teacher-forced log-probabilities).
+
+Example:
+
+>>> model = build_transformer(300, 300, num_layers=1, d_model=32, num_heads=4,
+...                           d_ff=64, max_length=16)
+>>> source = keras.ops.convert_to_tensor([[5, 6, 7, 0]])
+>>> greedy_decode(model, source, max_length=8).shape
+(1, 8)
+>>> ids, scores = beam_decode(model, source, beam_size=4, max_length=8)
+>>> decode = compile_decoder(model, "beam", beam_size=4, max_length=8)
+>>> bool(keras.ops.all(decode(source) == ids[:, 0]))
+True
+
+References:
+    Wu et al., "Google's Neural Machine Translation System", 2016 (length
+    penalty); Holtzman et al., "The Curious Case of Neural Text
+    Degeneration", 2019 (top-p).
+"""
+
+import keras
+from keras import ops
+
+START_ID = 2
+END_ID = 3
+_METHODS = ("greedy", "beam", "sample", "greedy_uncached")
+
+
+def length_penalty(length, alpha=0.6):
+    """GNMT length penalty `((5 + length) / 6) ** alpha`; scores are `log p / lp`."""
+    return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
+
+
+class _Parts:
+    """The named layers of a `build_transformer` model that decoding needs."""
+
+    def __init__(self, model):
+        names = {layer.name for layer in model.layers}
+        if not {"encoder_embedding", "encoder_layer_0", "decoder_layer_0"} <= names:
+            raise ValueError(
+                "`model` must come from `build_transformer` (layers named encoder_embedding, "
+                f"encoder_layer_0, decoder_layer_0, ...). Received: model={model.name!r} "
+                f"with layers {sorted(names)[:8]}"
+            )
+
+        def stack(prefix):
+            return [model.get_layer(f"{prefix}_{i}") for i in range(len(names))
+                    if f"{prefix}_{i}" in names]
+
+        def optional(name):
+            return model.get_layer(name) if name in names else None
+
+        self.encoder_embedding = model.get_layer("encoder_embedding")
+        self.decoder_embedding = optional("decoder_embedding") or self.encoder_embedding
+        self.encoder_layers, self.decoder_layers = stack("encoder_layer"), stack("decoder_layer")
+        self.encoder_norm, self.decoder_norm = optional("encoder_norm"), optional("decoder_norm")
+        self.output_layer = optional("logits")
+        self.max_length = self.decoder_embedding.max_length
+
+    def logits(self, x):
+        if self.decoder_norm is not None:
+            x = self.decoder_norm(x)
+        if self.output_layer is None:
+            return self.decoder_embedding(x, reverse=True)
+        return self.output_layer(x)
+
+
+def _source(source_ids):
+    source_ids = ops.convert_to_tensor(source_ids)
+    if "int" not in keras.backend.standardize_dtype(source_ids.dtype) or len(source_ids.shape) != 2:
+        raise ValueError(
+            "`source_ids` must be integer ids of shape (batch, length), 0 = padding. "
+            f"Received: dtype={source_ids.dtype}, shape={tuple(source_ids.shape)}"
+        )
+    return ops.cast(source_ids, "int32")
+
+
+def _max_length(parts, max_length):
+    max_length = parts.max_length if max_length is None else max_length
+    if not isinstance(max_length, int) or not 1 <= max_length <= parts.max_length:
+        raise ValueError(
+            f"`max_length` must be an int in [1, {parts.max_length}] (the model's max_length). "
+            f"Received: max_length={max_length!r}"
+        )
+    return max_length
+
+
+def _empty(source_ids):
+    """Rows with no real token: they decode to nothing (all zeros)."""
+    return ops.logical_not(ops.any(ops.not_equal(source_ids, 0), axis=1))
+
+
+def resolve_max_length(model, max_length=None):
+    """The number of tokens to generate: `max_length`, checked, or the model's `max_length`."""
+    return _max_length(_Parts(model), max_length)
+
+
+def encode(model, source_ids):
+    """Runs the encoder once: `(memory (batch, src_len, d_model), source_mask (batch, src_len))`.
+
+    `source_mask` is boolean, True at real tokens (id != 0).
+    """
+    parts = model if isinstance(model, _Parts) else _Parts(model)
+    source_ids = _source(source_ids)
+    mask = ops.not_equal(source_ids, 0)
+    x = parts.encoder_embedding(source_ids, training=False)
+    for layer in parts.encoder_layers:
+        x = layer(x, padding_mask=mask, training=False)
+    if parts.encoder_norm is not None:
+        x = parts.encoder_norm(x)
+    return x, mask
+
+
+def make_step_fn(model, source_ids, max_length=None, repeat=1):
+    """The cached decoder step of `model` for `source_ids`, and its initial state.
+
+    Returns `(step_fn, state)`. `step_fn(tokens (batch,), index, state)` feeds
+    `tokens` at position `index` and returns `(logits (batch, vocab) float32,
+    state)`; `state` is one self-attention cache per decoder layer. With
+    `repeat=k` every source row is repeated `k` times (one row per beam).
+    """
+    parts = _Parts(model)
+    max_length = _max_length(parts, max_length)
+    memory, source_mask = encode(parts, source_ids)
+    cross_caches = []
+    for layer in parts.decoder_layers:
+        cache = layer.compute_cross_attention_cache(memory)  # (batch, 2, src_len, heads, key_dim)
+        cross_caches.append(ops.repeat(cache, repeat, axis=0) if repeat > 1 else cache)
+    if repeat > 1:
+        source_mask = ops.repeat(source_mask, repeat, axis=0)
+    rows = ops.shape(source_mask)[0]
+    state = tuple(
+        ops.zeros((rows, 2, max_length, layer.num_heads, layer.d_model // layer.num_heads),
+                  dtype=layer.compute_dtype)
+        for layer in parts.decoder_layers
+    )
+
+    def step_fn(tokens, index, caches):
+        x = parts.decoder_embedding(tokens[:, None], start_index=index, training=False)
+        new_caches = []
+        for layer, cache, cross_cache in zip(parts.decoder_layers, caches, cross_caches):
+            x, cache, _ = layer(
+                x, encoder_padding_mask=source_mask, self_attention_cache=cache,
+                self_attention_cache_update_index=index, cross_attention_cache=cross_cache,
+                training=False,
+            )
+            new_caches.append(cache)
+        return ops.cast(parts.logits(x)[:, 0], "float32"), tuple(new_caches)
+
+    return step_fn, state
+
+
+def _allowed(logits, start_id):
+    """Logits with PAD (0) and START set to -inf: they are never generated."""
+    vocab = ops.arange(ops.shape(logits)[-1])
+    banned = ops.logical_or(ops.equal(vocab, 0), ops.equal(vocab, start_id))
+    return ops.where(banned[None], float("-inf"), ops.cast(logits, "float32"))
+
+
+def _start(batch_size, max_length, start_id):
+    ids = ops.zeros((batch_size, max_length + 1), "int32")
+    return ops.slice_update(ids, (0, 0), ops.full((batch_size, 1), start_id, "int32"))
+
+
+def _finished(batch_size, finished):
+    if finished is None:
+        return ops.zeros((batch_size,), "bool")
+    return ops.cast(finished, "bool")
+
+
+def _token_search(choose, step_fn, state, batch_size, max_length, start_id, end_id, finished):
+    """The loop shared by greedy and sampling: `choose(logits, index) -> tokens`."""
+
+    def cond(index, ids, finished, state):
+        return ops.logical_and(index < max_length, ops.logical_not(ops.all(finished)))
+
+    def body(index, ids, finished, state):
+        logits, state = step_fn(ops.take(ids, index, axis=1), index, state)
+        logits = _allowed(logits, start_id)
+        tokens = ops.where(finished, 0, ops.cast(choose(logits, index), "int32"))
+        ids = ops.slice_update(ids, (0, index + 1), tokens[:, None])
+        return index + 1, ids, ops.logical_or(finished, ops.equal(tokens, end_id)), state
+
+    loop_vars = (ops.convert_to_tensor(0, "int32"), _start(batch_size, max_length, start_id),
+                 _finished(batch_size, finished), state)
+    _, ids, _, _ = ops.while_loop(cond, body, loop_vars)
+    return ids[:, 1:]
+
+
+def greedy_search(step_fn, state, batch_size, max_length, start_id=START_ID, end_id=END_ID,
+                  finished=None):
+    """Greedy search over `step_fn(tokens, index, state) -> (logits, state)`.
+
+    Returns ids `(batch, max_length)`: the argmax token at every step, END
+    included, 0 after END. Rows flagged in `finished` (boolean `(batch,)`,
+    e.g. empty sources) produce nothing. Stops early once every row has
+    produced END.
+    """
+    return _token_search(lambda logits, index: ops.argmax(logits, axis=-1),
+                         step_fn, state, batch_size, max_length, start_id, end_id, finished)
+
+
+def filter_logits(logits, temperature=1.0, top_k=0, top_p=1.0):
+    """Temperature, then top-k and top-p (nucleus) filtering of `(batch, vocab)` logits.
+
+    Filtered-out tokens get `-inf`. `top_k=0` and `top_p=1.0` switch the
+    filters off; all three may be Python numbers or scalar tensors. The most
+    likely token is always kept. `temperature` must be > 0 here (see
+    `sample_search` for 0 = greedy).
+    """
+    logits = ops.cast(logits, "float32") / ops.cast(temperature, "float32")
+    static_off = (isinstance(top_k, int) and top_k == 0
+                  and isinstance(top_p, (int, float)) and top_p >= 1.0)
+    if static_off:
+        return logits
+    vocab = ops.shape(logits)[-1]
+    ordered = ops.flip(ops.sort(logits, axis=-1), axis=-1)  # descending
+    k = ops.cast(top_k, "int32")
+    k = ops.where(k > 0, ops.minimum(k, vocab), vocab)
+    probs = ops.softmax(ordered, axis=-1)
+    before = ops.cumsum(probs, axis=-1) - probs  # probability mass above each token
+    nucleus = ops.sum(ops.cast(before < ops.cast(top_p, "float32"), "int32"), axis=-1)
+    keep = ops.maximum(ops.minimum(nucleus, k), 1)  # (batch,)
+    threshold = ops.take_along_axis(ordered, (keep - 1)[:, None], axis=-1)
+    return ops.where(logits >= threshold, logits, float("-inf"))
+
+
+def sample_search(step_fn, state, batch_size, max_length, temperature=1.0, top_k=0,
+                  top_p=1.0, seed=None, noise=None, start_id=START_ID, end_id=END_ID,
+                  finished=None):
+    """Sampling with temperature, top-k and top-p over `step_fn`.
+
+    Randomness is one uniform number per row and step, drawn up front
+    (`noise`, shape `(batch, max_length)`, values in [0, 1)) from `seed` (int
+    or `keras.random.SeedGenerator`) unless given; the token is found by
+    inverting the filtered distribution's CDF, so the loop itself is
+    stateless and XLA-friendly. `temperature=0` is greedy. `finished` as in
+    `greedy_search`.
+    """
+    if noise is None:
+        noise = keras.random.uniform((batch_size, max_length), seed=seed)
+    noise = ops.cast(noise, "float32")
+    temperature = ops.cast(temperature, "float32")
+
+    def choose(logits, index):
+        greedy = ops.cast(ops.argmax(logits, axis=-1), "int32")
+        filtered = filter_logits(logits, ops.maximum(temperature, 1e-6), top_k, top_p)
+        cdf = ops.cumsum(ops.softmax(filtered, axis=-1), axis=-1)
+        u = ops.take(noise, index, axis=1)[:, None] * cdf[:, -1:]
+        sampled = ops.sum(ops.cast(cdf <= u, "int32"), axis=-1)
+        sampled = ops.minimum(sampled, ops.shape(logits)[-1] - 1)
+        return ops.where(temperature > 0, sampled, greedy)
+
+    return _token_search(choose, step_fn, state, batch_size, max_length, start_id, end_id, finished)
+
+
+def beam_search(step_fn, state, batch_size, max_length, beam_size=4, alpha=0.6,
+                start_id=START_ID, end_id=END_ID, finished=None):
+    """Beam search with the GNMT length penalty over `step_fn`.
+
+    `state` (and `step_fn`'s tokens and logits) hold `batch_size * beam_size`
+    rows, the beams of one source next to each other. Each step extends every
+    live beam, keeps the `2 * beam_size` best candidates, moves those among
+    the `beam_size` best that end with END to the finished list, scored
+    `log p / ((5 + len) / 6) ** alpha` (len counts END), and keeps the
+    `beam_size` best others alive. A source
+    is done once `beam_size` hypotheses have ended (fairseq's rule); the loop
+    stops when every source is done or after `max_length` tokens, when
+    unfinished beams are scored as they are. Sources flagged in `finished`
+    (boolean `(batch,)`) are done from the start with empty hypotheses.
+
+    Returns `(ids (batch, beam_size, max_length), scores (batch, beam_size))`,
+    best first.
+    """
+    k = _check_beam_size(beam_size)
+    ninf = float("-inf")
+    seqs = ops.reshape(ops.repeat(_start(batch_size, max_length, start_id), k, axis=0),
+                       (batch_size, k, max_length + 1))
+    # Only the first beam is live at first, so the first step does not pick duplicates.
+    log_probs = ops.tile(ops.convert_to_tensor([[0.0] + [ninf] * (k - 1)]), (batch_size, 1))
+    fin_seqs = ops.zeros_like(seqs)
+    fin_scores = ops.where(_finished(batch_size, finished)[:, None], 0.0,
+                           ops.full((batch_size, k), ninf))
+    offsets = ops.arange(batch_size, dtype="int32")[:, None] * k
+    top_rank = ops.arange(2 * k, dtype="int32")[None]
+
+    def done(fin_scores):
+        return fin_scores[:, -1] > ninf  # the k-th best finished hypothesis exists
+
+    def cond(index, seqs, log_probs, fin_seqs, fin_scores, state):
+        return ops.logical_and(index < max_length, ops.logical_not(ops.all(done(fin_scores))))
+
+    def body(index, seqs, log_probs, fin_seqs, fin_scores, state):
+        tokens = ops.reshape(ops.take(seqs, index, axis=2), (-1,))
+        logits, state = step_fn(tokens, index, state)
+        logits = _allowed(logits, start_id)
+        vocab = ops.shape(logits)[-1]
+        step_log_probs = ops.reshape(ops.log_softmax(logits, axis=-1), (batch_size, k, vocab))
+        candidates = ops.reshape(log_probs[:, :, None] + step_log_probs, (batch_size, k * vocab))
+        top_scores, top_index = ops.top_k(candidates, 2 * k)  # (batch, 2k)
+        parent, token = top_index // vocab, ops.cast(top_index % vocab, "int32")
+        cand_seqs = ops.take_along_axis(seqs, parent[:, :, None], axis=1)
+        cand_seqs = ops.slice_update(cand_seqs, (0, 0, index + 1), token[:, :, None])
+        ended = ops.equal(token, end_id)
+
+        # The k best candidates that did not end stay alive; reorder the caches.
+        alive_scores, alive = ops.top_k(ops.where(ended, ninf, top_scores), k)
+        seqs = ops.take_along_axis(cand_seqs, alive[:, :, None], axis=1)
+        rows = ops.reshape(ops.take_along_axis(parent, alive, axis=1) + offsets, (-1,))
+        state = tuple(ops.take(cache, rows, axis=0) for cache in state)
+
+        # Ended candidates among the k best join the finished list (frozen once
+        # a source is done); lower-ranked endings are dropped, as in fairseq.
+        accept = ops.logical_and(ended, top_rank < k)
+        accept = ops.logical_and(accept, ops.logical_not(done(fin_scores))[:, None])
+        new_scores = ops.where(accept, top_scores / length_penalty(index + 1, alpha), ninf)
+        fin_scores, fin_seqs = _merge(fin_scores, fin_seqs, new_scores, cand_seqs, k)
+        return index + 1, seqs, alive_scores, fin_seqs, fin_scores, state
+
+    loop_vars = (ops.convert_to_tensor(0, "int32"), seqs, log_probs, fin_seqs, fin_scores, state)
+    index, seqs, log_probs, fin_seqs, fin_scores, _ = ops.while_loop(cond, body, loop_vars)
+    # Sources cut off by max_length: their live beams compete as they are.
+    unfinished = ops.where(done(fin_scores)[:, None], ninf, log_probs / length_penalty(index, alpha))
+    fin_scores, fin_seqs = _merge(fin_scores, fin_seqs, unfinished, seqs, k)
+    return fin_seqs[:, :, 1:], fin_scores
+
+
+def _check_beam_size(beam_size):
+    if not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"`beam_size` must be a positive int. Received: beam_size={beam_size!r}")
+    return beam_size
+
+
+def _merge(scores, seqs, new_scores, new_seqs, k):
+    """The k best of two scored lists of hypotheses, best first."""
+    scores, index = ops.top_k(ops.concatenate([scores, new_scores], axis=1), k)
+    seqs = ops.take_along_axis(ops.concatenate([seqs, new_seqs], axis=1), index[:, :, None], axis=1)
+    return scores, seqs
+
+
+def greedy_decode(model, source_ids, max_length=None, start_id=START_ID, end_id=END_ID):
+    """Cached greedy decoding of `model` (from `build_transformer`).
+
+    An empty source row (all padding) decodes to all zeros.
+
+    Args:
+        model: the Transformer.
+        source_ids: int `(batch, src_len)`, 0 = padding.
+        max_length: tokens to generate at most (END included); default and at
+            most the model's `max_length`. A Python int: shapes stay static.
+        start_id, end_id: the START and END token ids.
+
+    Returns:
+        int32 ids `(batch, max_length)`, 0 after END.
+
+    Example:
+
+    >>> ids = greedy_decode(model, [[5, 6, 7]], max_length=8)
+    """
+    source_ids = _source(source_ids)
+    step_fn, state = make_step_fn(model, source_ids, max_length)
+    max_length = state[0].shape[2]
+    return greedy_search(step_fn, state, ops.shape(source_ids)[0], max_length, start_id, end_id,
+                         _empty(source_ids))
+
+
+def beam_decode(model, source_ids, beam_size=4, alpha=0.6, max_length=None,
+                start_id=START_ID, end_id=END_ID):
+    """Cached beam search of `model`; see `beam_search` for the rules.
+
+    Returns `(ids (batch, beam_size, max_length), scores (batch, beam_size))`,
+    best first; `ids[:, 0]` is the translation. `beam_size=1` is greedy.
+
+    Example:
+
+    >>> ids, scores = beam_decode(model, [[5, 6, 7]], beam_size=4, alpha=0.6)
+    """
+    source_ids = _source(source_ids)
+    step_fn, state = make_step_fn(model, source_ids, max_length, repeat=_check_beam_size(beam_size))
+    max_length = state[0].shape[2]
+    return beam_search(step_fn, state, ops.shape(source_ids)[0], max_length,
+                       beam_size, alpha, start_id, end_id, _empty(source_ids))
+
+
+def sample_decode(model, source_ids, temperature=1.0, top_k=0, top_p=1.0, seed=None,
+                  noise=None, max_length=None, start_id=START_ID, end_id=END_ID):
+    """Cached sampling of `model`; see `sample_search` and `filter_logits`.
+
+    Example:
+
+    >>> ids = sample_decode(model, [[5, 6, 7]], temperature=0.8, top_p=0.9, seed=1)
+    """
+    source_ids = _source(source_ids)
+    step_fn, state = make_step_fn(model, source_ids, max_length)
+    max_length = state[0].shape[2]
+    return sample_search(step_fn, state, ops.shape(source_ids)[0], max_length, temperature,
+                         top_k, top_p, seed, noise, start_id, end_id, _empty(source_ids))
+
+
+def greedy_decode_uncached(model, source_ids, max_length=None, start_id=START_ID, end_id=END_ID):
+    """Greedy decoding that calls the whole model (encoder too) at every step.
+
+    The reference for `greedy_decode` and the baseline of the benchmark: the
+    decoder input is a fixed `(batch, max_length)` buffer, so the loop still
+    compiles, but every step recomputes every position (as the TensorFlow
+    tutorial's decoder does).
+    """
+    source_ids = _source(source_ids)
+    max_length = _max_length(_Parts(model), max_length)
+
+    def step_fn(tokens, index, ids):
+        ids = ops.slice_update(ids, (0, index), tokens[:, None])
+        logits = model({"encoder_inputs": source_ids, "decoder_inputs": ids}, training=False)
+        return ops.cast(ops.take(logits, index, axis=1), "float32"), ids
+
+    batch_size = ops.shape(source_ids)[0]
+    buffer = ops.zeros((batch_size, max_length), "int32")
+    return greedy_search(step_fn, buffer, batch_size, max_length, start_id, end_id,
+                         _empty(source_ids))
+
+
+def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=START_ID, end_id=END_ID):
+    """Teacher-forced score of decoded `output_ids` `(batch, length)` (0 after END).
+
+    The sum of the log-probabilities of the tokens up to and including END,
+    divided by the length penalty of their count (`alpha=0`: the plain
+    log-probability), under the decoding distribution (PAD and START
+    excluded). Comparable with `beam_decode`'s scores.
+    """
+    source_ids, output_ids = _source(source_ids), _source(output_ids)
+    decoder_inputs = ops.concatenate(
+        [ops.full((ops.shape(output_ids)[0], 1), start_id, "int32"), output_ids[:, :-1]], axis=1)
+    logits = model({"encoder_inputs": source_ids, "decoder_inputs": decoder_inputs}, training=False)
+    log_probs = ops.log_softmax(_allowed(logits, start_id), axis=-1)
+    token_log_probs = ops.squeeze(ops.take_along_axis(log_probs, output_ids[:, :, None], axis=2), -1)
+    real = ops.not_equal(output_ids, 0)
+    total = ops.sum(ops.where(real, token_log_probs, 0.0), axis=1)
+    return total / length_penalty(ops.sum(ops.cast(real, "int32"), axis=1), alpha)
+
+
+def compile_decoder(model, method="greedy", jit_compile=True, **options):
+    """`decode(source_ids) -> ids (batch, max_length)` compiled as one program.
+
+    `method` is `"greedy"`, `"beam"` (returns the best beam only),
+    `"sample"` (then `decode(source_ids, noise=None)`) or `"greedy_uncached"`;
+    `options` go to the matching `*_decode` function. On TensorFlow this is a
+    `tf.function` (XLA with `jit_compile=True`); on JAX, `jax.jit`. Pad
+    sources to a few bucket lengths: every new shape compiles once.
+
+    Example:
+
+    >>> decode = compile_decoder(model, "beam", beam_size=4, max_length=32)
+    >>> ids = decode(keras.ops.convert_to_tensor([[5, 6, 7, 0]]))
+    """
+    if method not in _METHODS:
+        raise ValueError(f"`method` must be one of {_METHODS}. Received: method={method!r}")
+
+    def decode(source_ids, noise=None):
+        if method == "greedy":
+            return greedy_decode(model, source_ids, **options)
+        if method == "beam":
+            return beam_decode(model, source_ids, **options)[0][:, 0]
+        if method == "sample":
+            return sample_decode(model, source_ids, noise=noise, **options)
+        return greedy_decode_uncached(model, source_ids, **options)
+
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(decode, jit_compile=jit_compile, reduce_retracing=True)
+    if backend == "jax" and jit_compile:
+        import jax
+
+        return jax.jit(decode)
+    return decode

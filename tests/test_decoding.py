@@ -1,0 +1,162 @@
+"""Cached decoding: equal to the uncached reference, beam search rules, sampling filters, XLA."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras import ops
+
+from keras_transformer import build_transformer, decoding
+
+VOCAB, MAX_LENGTH, STEPS = 64, 16, 10
+SOURCES = np.array(
+    [[5, 6, 7, 8, 9, 0, 0], [10, 11, 12, 13, 14, 15, 16], [20, 0, 0, 0, 0, 0, 0], [0] * 7], "int32"
+)
+
+
+@pytest.fixture(scope="module", params=["post_norm_untied", "pre_norm_tied"])
+def model(request):
+    """Two untrained tiny models (dropout on, so decoding must pass training=False)."""
+    keras.utils.set_random_seed(1)
+    tied = request.param == "pre_norm_tied"
+    return build_transformer(
+        VOCAB, VOCAB, num_layers=2, d_model=32, num_heads=4, d_ff=64, dropout=0.1,
+        max_length=MAX_LENGTH, norm_first=tied, share_embeddings=tied, tie_output_embedding=tied,
+    )
+
+
+def _graph(function, *args, **kwargs):
+    """Runs `function` as a (non-XLA) graph: the same ops as eager, far fewer Python dispatches."""
+    return tf.nest.map_structure(ops.convert_to_numpy, tf.function(lambda: function(*args, **kwargs))())
+
+
+@pytest.fixture(scope="module")
+def greedy(model):
+    return _graph(decoding.greedy_decode, model, SOURCES, max_length=STEPS)
+
+
+def test_cached_greedy_equals_uncached_token_for_token(model, greedy):
+    uncached = _graph(decoding.greedy_decode_uncached, model, SOURCES, max_length=STEPS)
+    np.testing.assert_array_equal(greedy, uncached)
+    assert greedy.shape == (4, STEPS) and greedy.dtype == np.int32
+    np.testing.assert_array_equal(greedy[3], 0)  # an empty source decodes to nothing
+    assert not np.isin(greedy[:3], [0, decoding.START_ID]).any()  # untrained: never ends early
+    eager = decoding.greedy_decode(model, SOURCES[:1], max_length=3)
+    np.testing.assert_array_equal(ops.convert_to_numpy(eager), greedy[:1, :3])
+
+
+def test_cached_step_logits_match_the_full_model(model, greedy):
+    decoder_inputs = np.concatenate([np.full((4, 1), decoding.START_ID), greedy[:, :-1]], 1).astype("int32")
+    full = ops.convert_to_numpy(model({"encoder_inputs": SOURCES, "decoder_inputs": decoder_inputs}))
+    step_fn, state = decoding.make_step_fn(model, SOURCES, max_length=STEPS)
+    for index in range(STEPS):
+        logits, state = step_fn(ops.convert_to_tensor(decoder_inputs[:, index]), index, state)
+        np.testing.assert_allclose(ops.convert_to_numpy(logits)[:3], full[:3, index], atol=1e-4)
+
+
+def test_beam_size_one_is_greedy(model, greedy):
+    ids, _ = _graph(decoding.beam_decode, model, SOURCES, beam_size=1, alpha=0.6, max_length=STEPS)
+    np.testing.assert_array_equal(ids[:, 0], greedy)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_beam_score_is_at_least_greedy_score(model, greedy, alpha):
+    sources = SOURCES[:3]
+    ids, scores = _graph(decoding.beam_decode, model, sources, beam_size=4, alpha=alpha, max_length=STEPS)
+    greedy_score = ops.convert_to_numpy(decoding.sequence_scores(model, sources, greedy[:3], alpha))
+    beam_score = ops.convert_to_numpy(decoding.sequence_scores(model, sources, ids[:, 0], alpha))
+    assert (beam_score >= greedy_score - 1e-4).all(), (beam_score, greedy_score)
+    # The search's own scores are the teacher-forced ones, best first.
+    np.testing.assert_allclose(scores[:, 0], beam_score, atol=1e-4)
+    assert (np.diff(scores, axis=1) <= 1e-6).all()
+
+
+def _constructed_step(index_logits):
+    """A step function whose next-token log-probs depend only on the step index."""
+    table = ops.convert_to_tensor(np.log(np.array(index_logits, "float32") + 1e-9))
+
+    def step_fn(tokens, index, state):
+        row = ops.take(table, ops.minimum(index, len(index_logits) - 1), axis=0)
+        return ops.tile(row[None], (ops.shape(tokens)[0], 1)), state
+
+    return step_fn
+
+
+# Tokens 0-3 are reserved (3 = END); 4 = "a". Step 0: END 0.4, "a" 0.6; then END 0.6, "a" 0.4.
+# Short [END]: log 0.4 = -0.92. Long [a, END]: log 0.36 = -1.02, but lp(2) = (7/6)^alpha.
+LENGTH_CASE = [[0, 0, 0, 0.4, 0.6], [0, 0, 0, 0.6, 0.4]]
+
+
+@pytest.mark.parametrize("alpha, expected", [(0.0, [3, 0, 0]), (2.0, [4, 3, 0])])
+def test_length_penalty_changes_the_ranking(alpha, expected):
+    ids, scores = decoding.beam_search(_constructed_step(LENGTH_CASE), (), 1, 3, beam_size=2, alpha=alpha)
+    np.testing.assert_array_equal(ops.convert_to_numpy(ids[0, 0]), expected)
+    short, long = np.log(0.4), np.log(0.6 * 0.6) / (7 / 6) ** alpha
+    np.testing.assert_allclose(ops.convert_to_numpy(scores[0]), sorted([short, long])[::-1], rtol=1e-5)
+    assert float(ops.convert_to_numpy(decoding.length_penalty(1, alpha))) == pytest.approx(1.0)
+
+
+def test_filter_logits_known_values():
+    logits = ops.log(ops.convert_to_tensor([[0.5, 0.3, 0.15, 0.05]]))
+    kept = lambda filtered: np.isfinite(ops.convert_to_numpy(filtered))[0].tolist()  # noqa: E731
+    assert kept(decoding.filter_logits(logits, top_p=0.7)) == [True, True, False, False]
+    assert kept(decoding.filter_logits(logits, top_p=0.2)) == [True, False, False, False]
+    assert kept(decoding.filter_logits(logits, top_k=3)) == [True, True, True, False]
+    assert kept(decoding.filter_logits(logits, top_k=3, top_p=0.7)) == [True, True, False, False]
+    assert kept(decoding.filter_logits(logits, top_k=ops.convert_to_tensor(1))) == [True, False, False, False]
+    halved = ops.convert_to_numpy(decoding.filter_logits(logits, temperature=0.5))
+    np.testing.assert_allclose(halved, 2 * ops.convert_to_numpy(logits))
+
+
+def test_sampling_inverts_the_filtered_cdf():
+    step_fn = _constructed_step([[0, 0, 0, 0.05, 0.5, 0.3, 0.15]])
+    noise = np.array([[0.1], [0.5], [0.7], [0.99]], "float32")  # one step
+    sample = lambda **kw: ops.convert_to_numpy(  # noqa: E731
+        decoding.sample_search(step_fn, (), 4, 1, noise=noise, **kw))[:, 0].tolist()
+    assert sample(top_k=2) == [4, 4, 5, 5]  # p = (0.625, 0.375) over tokens 4 and 5
+    assert sample(top_p=0.9) == [4, 4, 5, 6]
+    assert sample(temperature=0.0) == [4, 4, 4, 4]  # greedy
+    seeded = [decoding.sample_search(step_fn, (), 4, 3, seed=7) for _ in range(2)]
+    np.testing.assert_array_equal(*map(ops.convert_to_numpy, seeded))
+
+
+def test_sample_with_temperature_zero_or_top_k_one_is_greedy(model, greedy):
+    for options in (dict(temperature=0.0), dict(top_k=1)):
+        sampled = _graph(decoding.sample_decode, model, SOURCES, seed=3, max_length=STEPS, **options)
+        np.testing.assert_array_equal(sampled, greedy)
+
+
+def test_compiled_xla_decoders_match_graph(model, greedy):
+    source = ops.convert_to_tensor(SOURCES)
+    xla_greedy = decoding.compile_decoder(model, "greedy", max_length=STEPS)(source)
+    np.testing.assert_array_equal(ops.convert_to_numpy(xla_greedy), greedy)
+    options = dict(beam_size=3, alpha=0.6, max_length=STEPS)
+    xla_beam = decoding.compile_decoder(model, "beam", **options)(source)
+    ids, _ = _graph(decoding.beam_decode, model, SOURCES, **options)
+    np.testing.assert_array_equal(ops.convert_to_numpy(xla_beam), ids[:, 0])
+
+
+def test_the_decoding_loop_has_no_python_per_token(model):
+    """The traced program is the same size for 2 and 12 steps: one while loop, not unrolled."""
+    spec = tf.TensorSpec([None, None], tf.int32)
+    sizes = []
+    for steps in (2, 12):
+        graph = decoding.compile_decoder(model, "beam", jit_compile=False, beam_size=2,
+                                         max_length=steps).get_concrete_function(spec).graph
+        sizes.append(len(graph.as_graph_def().node))
+        assert any(op.type in ("While", "StatelessWhile") for op in graph.get_operations())
+    assert sizes[0] == sizes[1]
+
+
+def test_clear_errors(model):
+    with pytest.raises(ValueError, match="max_length"):
+        decoding.greedy_decode(model, SOURCES, max_length=MAX_LENGTH + 1)
+    with pytest.raises(ValueError, match="source_ids"):
+        decoding.greedy_decode(model, SOURCES.astype("float32"))
+    with pytest.raises(ValueError, match="beam_size"):
+        decoding.beam_decode(model, SOURCES, beam_size=0, max_length=4)
+    with pytest.raises(ValueError, match="method"):
+        decoding.compile_decoder(model, "nucleus")
+    dense = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    with pytest.raises(ValueError, match="build_transformer"):
+        decoding.greedy_decode(dense, SOURCES)
