@@ -35,6 +35,7 @@ __all__ = [
     "plot_schedule",
     "read_history",
     "save_figure",
+    "sentence_attention",
 ]
 
 
@@ -311,6 +312,73 @@ def attention_weights(model, source_ids, target_ids, training=False):
         result["decoder_self"].append(_to_numpy(self_scores))
         result["decoder_cross"].append(_to_numpy(cross_scores))
     return result
+
+
+def sentence_attention(model, source_tokenizer, sentence, target_tokenizer=None, target=None,
+                       max_length=None, add_source_end=False):
+    """Attention maps of one sentence, with its tokens, ready for `plot_attention_heads`.
+
+    Tokenizes `sentence`, lets the model translate it greedily (or, with
+    `target`, uses that target under teacher forcing) and runs
+    `attention_weights` on the pair.
+
+    Args:
+        model: a model from `build_transformer`.
+        source_tokenizer: a `SubwordTokenizer` (anything with `tokenize` and `id_to_piece`).
+        sentence: the source sentence (a Python string).
+        target_tokenizer: the target side's tokenizer; defaults to `source_tokenizer`.
+        target: an optional target sentence to attend with instead of the model's output.
+        max_length: tokens to generate at most (greedy decoding).
+        add_source_end: append END to the source, as the training data did.
+
+    Returns:
+        A dict: `source_tokens` (keys of the cross-attention), `input_tokens`
+        (the decoder inputs, START first), `output_tokens` (what each decoder
+        step predicts, END last), `source_ids`, `target_ids` (1-D int arrays)
+        and `weights` (`attention_weights`' dict, batch of one).
+
+    Example:
+
+    >>> result = sentence_attention(model, tokenizer, "A man is riding a bike.")
+    >>> plot_attention_heads(result["weights"]["decoder_cross"][-1][0],
+    ...                      result["output_tokens"], result["source_tokens"])
+    """
+    import tensorflow as tf
+
+    from keras_transformer.tokenizers import END_ID, START_ID
+
+    target_tokenizer = source_tokenizer if target_tokenizer is None else target_tokenizer
+    source = source_tokenizer.tokenize(tf.constant([sentence]))[0].numpy().astype("int32")
+    if add_source_end:
+        source = np.append(source, END_ID).astype("int32")
+    if source.size == 0:
+        raise ValueError(f"`sentence` has no tokens. Received: sentence={sentence!r}")
+    if target is not None:
+        output = target_tokenizer.tokenize(tf.constant([target]))[0].numpy().astype("int32")
+        output = np.append(output, END_ID)
+    else:
+        from keras_transformer.decoding import greedy_decode, resolve_max_length
+
+        max_length = resolve_max_length(model, max_length)
+        output = _to_numpy(greedy_decode(model, source[None], max_length=max_length))[0]
+        ends = np.flatnonzero(output == END_ID)
+        output = output[: ends[0] + 1] if ends.size else output[output != 0]
+    decoder_inputs = np.concatenate([[START_ID], output[:-1]]).astype("int32")
+    return {
+        "source_tokens": _pieces(source_tokenizer, source),
+        "input_tokens": _pieces(target_tokenizer, decoder_inputs),
+        "output_tokens": _pieces(target_tokenizer, output),
+        "source_ids": source,
+        "target_ids": decoder_inputs,
+        "weights": attention_weights(model, source[None], decoder_inputs[None]),
+    }
+
+
+def _pieces(tokenizer, ids):
+    import tensorflow as tf
+
+    names = _to_numpy(tokenizer.id_to_piece(tf.constant(ids, tf.int32)))
+    return [name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name) for name in names]
 
 
 def plot_attention_heads(weights, query_tokens, key_tokens=None, title=None, output=None, dpi=None,

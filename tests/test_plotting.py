@@ -147,16 +147,18 @@ def test_cli_figures(tmp_path, history_csv):
 
 
 def test_cli_attention(tmp_path, run_directory):
-    for attention in ("cross", "encoder"):
-        output = tmp_path / f"{attention}.png"
-        assert main(["plot", "attention", "--model", str(run_directory), "--sentence", "a man is riding a bike",
-                     "--attention", attention, "--max-length", "6", "--output", str(output)]) == 0
-        assert_png(output)
-    output = tmp_path / "forced.png"
-    assert main(["plot", "attention", "--model", str(run_directory), "--sentence", "a dog",
-                 "--target", "two dogs play", "--attention", "decoder-self", "--layer", "0",
-                 "--output", str(output)]) == 0
+    output = tmp_path / "cross.png"  # the model's own greedy output as the target
+    assert main(["plot", "attention", "--model", str(run_directory), "--sentence", "a man is riding a bike",
+                 "--max-length", "4", "--output", str(output)]) == 0
     assert_png(output)
+    for attention, layer in (("encoder", "-1"), ("decoder-self", "0")):
+        output = tmp_path / f"{attention}.png"
+        assert main(["plot", "attention", "--model", str(run_directory), "--sentence", "a dog",
+                     "--target", "two dogs play", "--attention", attention, "--layer", layer,
+                     "--output", str(output)]) == 0
+        assert_png(output)
+    assert main(["plot", "attention", "--model", str(run_directory), "--sentence", "a dog", "--target", "a",
+                 "--layer", "5", "--output", str(tmp_path / "bad.png")]) == 2
 
 
 def test_cli_errors(tmp_path, capsys):
@@ -169,3 +171,20 @@ def test_cli_errors(tmp_path, capsys):
                  "--output", str(tmp_path / "a.png")]) == 2
     assert "not a training run" in capsys.readouterr().err
     assert not (tmp_path / "h.png").exists() and not (tmp_path / "a.png").exists()
+
+
+def test_sentence_attention(run_directory):
+    from keras_transformer.commands.plot import load_run
+
+    model, source_tokenizer, target_tokenizer = load_run(run_directory)
+    result = plotting.sentence_attention(model, source_tokenizer, "a man is riding", target_tokenizer,
+                                         target="two dogs play")
+    assert result["input_tokens"][0] == "<s>" and result["output_tokens"][-1] == "</s>"
+    assert result["input_tokens"][1:] == result["output_tokens"][:-1]  # teacher forcing: shifted by one
+    cross = result["weights"]["decoder_cross"][-1]
+    assert cross.shape == (1, 2, len(result["output_tokens"]), len(result["source_tokens"]))
+    greedy = plotting.sentence_attention(model, source_tokenizer, "a dog", max_length=5)
+    assert 1 <= len(greedy["output_tokens"]) <= 5
+    assert greedy["weights"]["decoder_self"][0].shape[-1] == len(greedy["input_tokens"])
+    with pytest.raises(ValueError, match="no tokens"):
+        plotting.sentence_attention(model, source_tokenizer, "   ")

@@ -85,24 +85,20 @@ def _plot_attention(args, plotting):
         raise FileNotFoundError(f"{path} is not a training run directory (config.json and model.keras)")
     config = run_dir.read_config(path)
     model, source_tokenizer, target_tokenizer = load_run(path)
-    source, target, queries = sentence_ids(
-        model, source_tokenizer, target_tokenizer, args.sentence, target=args.target,
+    result = plotting.sentence_attention(
+        model, source_tokenizer, args.sentence, target_tokenizer, target=args.target,
         max_length=args.max_length, add_source_end=_add_source_end(config),
     )
-    weights = plotting.attention_weights(model, source[None], target[None])
     key = {"cross": "decoder_cross", "decoder-self": "decoder_self", "encoder": "encoder"}[args.attention]
-    layers = weights[key]
+    layers = result["weights"][key]
     if not -len(layers) <= args.layer < len(layers):
         raise ValueError(f"`--layer` must be in [{-len(layers)}, {len(layers) - 1}]. Received: {args.layer}")
-    source_tokens = pieces(source_tokenizer, source)
-    input_tokens = pieces(target_tokenizer, target)
     layer = args.layer % len(layers)
-    if args.attention == "cross":
-        rows, columns = queries, source_tokens
-    elif args.attention == "decoder-self":
-        rows, columns = input_tokens, input_tokens
-    else:
-        rows, columns = source_tokens, source_tokens
+    rows, columns = {
+        "cross": (result["output_tokens"], result["source_tokens"]),
+        "decoder-self": (result["input_tokens"], result["input_tokens"]),
+        "encoder": (result["source_tokens"], result["source_tokens"]),
+    }[args.attention]
     plotting.plot_attention_heads(
         layers[layer][0], rows, columns, output=args.output, dpi=args.dpi,
         title=f"{args.attention} attention, layer {layer}: {args.sentence}",
@@ -126,46 +122,16 @@ def load_run(path):
 
     path = pathlib.Path(path)
     model = keras.saving.load_model(path / run_dir.MODEL, compile=False)
-    source_tokenizer = SubwordTokenizer.load(str(path / run_dir.SOURCE_TOKENIZER))
-    target_dir = path / run_dir.TARGET_TOKENIZER
-    target_tokenizer = SubwordTokenizer.load(str(target_dir)) if target_dir.is_dir() else source_tokenizer
-    return model, source_tokenizer, target_tokenizer
+    source_dir, target_dir = path / run_dir.SOURCE_TOKENIZER, path / run_dir.TARGET_TOKENIZER
+    source_tokenizer = SubwordTokenizer.load(str(source_dir))
+    if not target_dir.is_dir() or _same_files(source_dir, target_dir):
+        return model, source_tokenizer, source_tokenizer  # one shared vocabulary
+    return model, source_tokenizer, SubwordTokenizer.load(str(target_dir))
 
 
-def sentence_ids(model, source_tokenizer, target_tokenizer, sentence, target=None, max_length=None,
-                 add_source_end=False):
-    """Source ids, decoder input ids (START first) and the pieces each decoder step predicts.
+def _same_files(first, second):
+    files = sorted(p.name for p in first.iterdir() if p.is_file())
+    return files == sorted(p.name for p in second.iterdir() if p.is_file()) and all(
+        (first / name).read_bytes() == (second / name).read_bytes() for name in files
+    )
 
-    Without `target` the decoder inputs are the model's greedy output.
-    Returns `(source_ids (src_len,), decoder_inputs (tgt_len,), predicted_tokens)`.
-    """
-    import numpy as np
-    import tensorflow as tf
-
-    from keras_transformer.tokenizers import END_ID, START_ID
-
-    source = source_tokenizer.tokenize(tf.constant([sentence]))[0].numpy().astype("int32")
-    if add_source_end:
-        source = np.append(source, END_ID).astype("int32")
-    if source.size == 0:
-        raise ValueError(f"`--sentence` has no tokens. Received: {sentence!r}")
-    if target is not None:
-        output = target_tokenizer.tokenize(tf.constant([target]))[0].numpy().astype("int32")
-        output = np.append(output, END_ID)
-    else:
-        from keras_transformer.decoding import greedy_decode, resolve_max_length
-
-        max_length = resolve_max_length(model, max_length)
-        output = np.asarray(greedy_decode(model, source[None], max_length=max_length))[0]
-        ends = np.flatnonzero(output == END_ID)
-        output = output[: ends[0] + 1] if ends.size else output[output != 0]
-    decoder_inputs = np.concatenate([[START_ID], output[:-1]]).astype("int32")
-    return source, decoder_inputs, pieces(target_tokenizer, output)
-
-
-def pieces(tokenizer, ids):
-    """Readable subword pieces of `ids` for axis labels."""
-    import tensorflow as tf
-
-    names = tokenizer.id_to_piece(tf.constant(ids, tf.int32)).numpy()
-    return [name.decode("utf-8", "replace") for name in names]
