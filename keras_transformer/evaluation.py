@@ -1,0 +1,97 @@
+"""Corpus BLEU and chrF with sacreBLEU, cased and lowercased, from lists or files.
+
+sacreBLEU scores detokenized text with its own standard tokenization
+(`13a`), so scores compare across papers and toolkits; its signature (the
+exact settings) is returned with every score.
+
+Example:
+
+>>> scores = score(["Ein Hund rennt."], ["Ein Hund rennt im Schnee."])
+>>> sorted(scores)
+['bleu', 'bleu_lowercase', 'chrf', 'chrf_lowercase', 'num_sentences', 'signatures']
+>>> scores = score_files("hypotheses.de", "test_2016_flickr.de")
+"""
+
+import pathlib
+
+from sacrebleu.metrics import BLEU, CHRF
+
+
+def read_lines(path):
+    """The lines of a UTF-8 text file, newlines stripped; empty lines are kept.
+
+    Raises a `ValueError` naming the file and line of a byte that is not UTF-8.
+    """
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise ValueError(f"`path` must be an existing file. Received: path={str(path)!r}")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(f"{path}, line {line}: not valid UTF-8 ({error.reason})") from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
+
+
+def score(hypotheses, references):
+    """Corpus BLEU and chrF of `hypotheses` against `references`.
+
+    Args:
+        hypotheses: list of strings, one translation per sentence.
+        references: list of strings (one reference each), or a list of such
+            lists (several references per sentence).
+
+    Returns:
+        A dict: `bleu`, `bleu_lowercase`, `chrf`, `chrf_lowercase` (floats,
+        0-100), `num_sentences` and `signatures` (sacreBLEU's settings).
+
+    Example:
+
+    >>> score(["the cat sat"], ["the cat sat"])["bleu"]
+    100.00000000000004
+    """
+    hypotheses, references = list(hypotheses), list(references)
+    flat = not references or isinstance(references[0], str)
+    reference_sets = [references] if flat else [list(r) for r in references]
+    if not hypotheses:
+        raise ValueError("`hypotheses` must not be empty. Received: hypotheses=[]")
+    for index, refs in enumerate(reference_sets):
+        if len(refs) != len(hypotheses):
+            raise ValueError(
+                "`references` must have one line per hypothesis. Received: "
+                f"{len(hypotheses)} hypotheses and {len(refs)} references (set {index})"
+            )
+    results, signatures = {"num_sentences": len(hypotheses)}, {}
+    for name, metric in (("bleu", BLEU), ("chrf", CHRF)):
+        for suffix, lowercase in (("", False), ("_lowercase", True)):
+            scorer = metric(lowercase=lowercase)
+            results[name + suffix] = scorer.corpus_score(hypotheses, reference_sets).score
+            signatures[name + suffix] = str(scorer.get_signature())
+    results["signatures"] = signatures
+    return results
+
+
+def score_files(hypothesis_path, reference_paths):
+    """`score` on UTF-8 files, one sentence a line (several reference files allowed).
+
+    Example:
+
+    >>> score_files("hypotheses.de", ["reference.de"])["bleu"]
+    """
+    if isinstance(reference_paths, (str, pathlib.Path)):
+        reference_paths = [reference_paths]
+    return score(read_lines(hypothesis_path), [read_lines(p) for p in reference_paths])
+
+
+def format_scores(scores):
+    """One line for people: `BLEU 23.41 (lowercased 24.02)  chrF 51.20 (...)  1000 sentences`."""
+    return (
+        f"BLEU {scores['bleu']:.2f} (lowercased {scores['bleu_lowercase']:.2f})  "
+        f"chrF {scores['chrf']:.2f} (lowercased {scores['chrf_lowercase']:.2f})  "
+        f"{scores['num_sentences']} sentences"
+    )
+
