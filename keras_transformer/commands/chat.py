@@ -1,0 +1,60 @@
+"""`keras-transformer chat`: an interactive loop; an empty line or end of input ends it.
+
+Example::
+
+    keras-transformer chat --model saved_models/korean-chatbot --temperature 0.8 --top-p 0.9
+"""
+
+import sys
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "chat", help="talk to a model interactively (sampling options)",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument("--model", required=True,
+                        help="a training run directory or an exported SavedModel")
+    parser.add_argument("--temperature", type=float, default=0.8,
+                        help="sampling temperature; 0 = greedy (default 0.8)")
+    parser.add_argument("--top-k", type=int, default=0, help="keep the k likeliest tokens (0 = all)")
+    parser.add_argument("--top-p", type=float, default=0.9,
+                        help="keep the smallest set of tokens with this probability (1 = all)")
+    parser.add_argument("--seed", type=int, default=-1, help="random seed (-1 = random)")
+    parser.add_argument("--beam", type=int, default=None,
+                        help="use beam search with this many beams instead of sampling")
+    parser.set_defaults(run=run)
+
+
+def run(args):
+    from keras_transformer.commands.translate import translate_lines
+    from keras_transformer.export import load
+
+    if args.temperature < 0 or args.top_k < 0 or not 0 < args.top_p <= 1:
+        raise ValueError(
+            "--temperature and --top-k must be >= 0 and --top-p in (0, 1]. Received: "
+            f"temperature={args.temperature}, top_k={args.top_k}, top_p={args.top_p}"
+        )
+    translator = load(args.model, beam_size=args.beam)
+    interactive = sys.stdin.isatty()
+    if interactive:
+        print("Type a sentence; an empty line or Ctrl-D ends the chat.", file=sys.stderr)
+    turn = 0
+    while True:
+        if interactive:
+            print("> ", end="", file=sys.stderr, flush=True)
+        line = sys.stdin.buffer.readline()
+        turn += 1
+        try:
+            text = line.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise ValueError(f"input line {turn} is not valid UTF-8 text") from None
+        if not text:
+            return 0
+        if args.beam is not None:
+            reply = translate_lines(translator, [text], greedy=args.beam == 1)[0]
+        else:
+            seed = args.seed if args.seed < 0 else args.seed + turn
+            sample = (args.temperature, args.top_k, args.top_p, seed)
+            reply = translate_lines(translator, [text], sample=sample)[0]
+        print(reply, flush=True)

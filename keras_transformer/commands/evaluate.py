@@ -1,0 +1,57 @@
+"""`keras-transformer evaluate`: translate a source file and score it with sacreBLEU and chrF.
+
+Example::
+
+    keras-transformer evaluate --model saved_models/multi30k-en-de \\
+        --source ../shared/data/multi30k_task1/test_2016_flickr.en \\
+        --reference ../shared/data/multi30k_task1/test_2016_flickr.de --beam 4 --output scores.json
+"""
+
+import json
+import sys
+
+from keras_transformer.commands.translate import add_model_arguments
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "evaluate", help="BLEU and chrF of a model on a test set",
+        description=__doc__.split("\n\n")[0],
+    )
+    add_model_arguments(parser)
+    parser.add_argument("--source", required=True, help="UTF-8 source file, one sentence a line")
+    parser.add_argument("--reference", required=True, nargs="+",
+                        help="UTF-8 reference file(s), line-aligned with --source")
+    parser.add_argument("--output", help="write the scores here as JSON")
+    parser.add_argument("--hypotheses", help="also write the translations here")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(run=run)
+
+
+def run(args):
+    from keras_transformer import evaluation, run_dir
+    from keras_transformer.commands.translate import Progress, translate_lines, warn_truncated
+    from keras_transformer.export import load
+
+    sources = evaluation.read_lines(args.source)
+    references = [evaluation.read_lines(path) for path in args.reference]
+    for path, refs in zip(args.reference, references):
+        if len(refs) != len(sources):
+            raise ValueError(f"{path} has {len(refs)} lines but {args.source} has {len(sources)}")
+    translator = load(args.model, beam_size=args.beam, alpha=args.alpha)
+    warn_truncated(translator, sources)
+    progress = None if args.quiet else Progress(len(sources))
+    hypotheses = translate_lines(translator, sources, args.batch_size,
+                                 greedy=args.beam == 1, progress=progress)
+    scores = evaluation.score(hypotheses, references)
+    beam = 1 if args.beam == 1 else int(translator.beam_size.numpy())
+    scores.update(model=str(args.model), source=str(args.source),
+                  reference=[str(p) for p in args.reference], beam_size=beam)
+    print(evaluation.format_scores(scores), file=sys.stderr)
+    print(json.dumps(scores, indent=2, ensure_ascii=False))
+    if args.hypotheses:
+        with open(args.hypotheses, "w", encoding="utf-8") as handle:
+            handle.writelines(h + "\n" for h in hypotheses)
+    if args.output:
+        run_dir.write_json_atomic(args.output, scores)
+    return 0

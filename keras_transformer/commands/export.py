@@ -1,0 +1,46 @@
+"""`keras-transformer export`: a training run -> a SavedModel that takes and returns strings.
+
+Example::
+
+    keras-transformer export --model saved_models/multi30k-en-de --output saved_models/en-de-export
+
+Load it anywhere with TensorFlow and tensorflow-text only::
+
+    import tensorflow as tf, tensorflow_text  # the import registers the tokenizer ops
+    translate = tf.saved_model.load("saved_models/en-de-export")
+    translate(tf.constant(["A dog runs."]))
+"""
+
+import sys
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "export", help="export a training run as a string-in, string-out SavedModel",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument("--model", required=True, help="a training run directory")
+    parser.add_argument("--output", required=True, help="the SavedModel directory to write")
+    parser.add_argument("--beam", type=int, default=None,
+                        help="beam size of the default signature, 1 = greedy (default: the run's, else 4)")
+    parser.add_argument("--alpha", type=float, default=None, help="length-penalty exponent (default 0.6)")
+    parser.add_argument("--max-length", type=int, default=None,
+                        help="tokens generated at most (default: the model's max_length)")
+    parser.add_argument("--no-xla", action="store_true", help="do not compile the decoder with XLA")
+    parser.set_defaults(run=run)
+
+
+def run(args):
+    from keras_transformer import run_dir
+    from keras_transformer.export import load
+
+    if not run_dir.is_run_dir(args.model):
+        kind = "a SavedModel already" if run_dir.is_saved_model(args.model) else "not a training run"
+        raise ValueError(f"{args.model} is {kind}: --model needs a run directory "
+                         "(config.json + model.keras + tokenizers/)")
+    translator = load(args.model, beam_size=args.beam, alpha=args.alpha,
+                      max_length=args.max_length, jit_compile=not args.no_xla)
+    path = translator.save(args.output)
+    print(f"Exported {args.model} to {path} (beam {int(translator.beam_size.numpy())}). "
+          "Load it with `import tensorflow_text` then `tf.saved_model.load`.", file=sys.stderr)
+    return 0

@@ -1,0 +1,153 @@
+"""`keras-transformer translate`: sentences from the command line, a file or stdin.
+
+Example::
+
+    keras-transformer translate --model saved_models/multi30k-en-de "A dog runs."
+    keras-transformer translate --model saved_models/en-de-export --input test.en > test.hyp.de
+    echo "A dog runs." | keras-transformer translate --model saved_models/multi30k-en-de --beam 1
+"""
+
+import sys
+import time
+
+SENTENCES_HELP = "sentences to translate; without them, --input or stdin (one sentence a line)"
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "translate", help="translate sentences with a trained or exported model",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument("sentences", nargs="*", help=SENTENCES_HELP)
+    add_model_arguments(parser)
+    parser.add_argument("--input", help="a UTF-8 file, one sentence a line (default: stdin)")
+    parser.add_argument("--output", help="write the translations here (default: stdout)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(run=run)
+
+
+def add_model_arguments(parser):
+    """`--model`, `--beam`, `--alpha`, `--batch-size`, shared with `evaluate`."""
+    parser.add_argument("--model", required=True,
+                        help="a training run directory or an exported SavedModel")
+    parser.add_argument("--beam", type=int, default=None,
+                        help="beam size, 1 = greedy (default: the model's, else 4)")
+    parser.add_argument("--alpha", type=float, default=None,
+                        help="length-penalty exponent of the beam search (default 0.6)")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+
+
+def run(args):
+    from keras_transformer.export import load
+
+    sentences = [check_utf8(s, f"argument {i}") for i, s in enumerate(args.sentences, 1)]
+    from_file = not sentences
+    if from_file:
+        sentences = read_lines(args.input)
+    translator = load(args.model, beam_size=args.beam, alpha=args.alpha)
+    warn_truncated(translator, sentences)
+    progress = None if args.quiet or not from_file else Progress(len(sentences))
+    translations = translate_lines(translator, sentences, args.batch_size,
+                                   greedy=args.beam == 1, progress=progress)
+    text = "".join(t + "\n" for t in translations)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return 0
+
+
+def check_utf8(text, where):
+    """`text` as it is, or a `ValueError` if it holds bytes that were not UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{where} is not valid UTF-8 text") from None
+    return text
+
+
+def read_lines(path=None):
+    """Lines of a UTF-8 file (or of stdin when `path` is None), newlines stripped."""
+    if path is None:
+        data, name = sys.stdin.buffer.read(), "stdin"
+    else:
+        try:
+            with open(path, "rb") as handle:
+                data, name = handle.read(), path
+        except OSError as error:
+            raise ValueError(f"cannot read {path}: {error.strerror}") from None
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(f"{name}, line {line}: not valid UTF-8 ({error.reason})") from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
+
+
+def warn_truncated(translator, sentences):
+    """Warns on stderr for each sentence longer than the model's source limit."""
+    import tensorflow as tf
+
+    if not sentences:
+        return
+    limit = int(translator.max_source_length.numpy())
+    lengths = translator.source_lengths(tf.constant(sentences)).numpy()
+    for number, length in enumerate(lengths, 1):
+        if length > limit:
+            print(f"warning: sentence {number} has {length} tokens; truncated to {limit}",
+                  file=sys.stderr)
+
+
+def translate_lines(translator, sentences, batch_size=32, greedy=False, sample=None, progress=None):
+    """Translations of `sentences` in input order, batched by similar length.
+
+    `sample` is `(temperature, top_k, top_p, seed)` to sample instead.
+    """
+    import tensorflow as tf
+
+    if batch_size < 1:
+        raise ValueError(f"`--batch-size` must be positive. Received: {batch_size}")
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    results = [""] * len(sentences)
+    for start in range(0, len(order), batch_size):
+        batch = order[start:start + batch_size]
+        strings = tf.constant([sentences[i] for i in batch], tf.string)
+        if sample is not None:
+            temperature, top_k, top_p, seed = sample
+            outputs = translator.sample(strings, tf.constant(temperature, tf.float32),
+                                        tf.constant(top_k, tf.int32), tf.constant(top_p, tf.float32),
+                                        tf.constant(seed, tf.int64))
+        else:
+            outputs = translator.greedy(strings) if greedy else translator(strings)
+        for i, output in zip(batch, outputs.numpy()):
+            results[i] = output.decode("utf-8")
+        if progress is not None:
+            progress.update(len(batch))
+    if progress is not None:
+        progress.close()
+    return results
+
+
+class Progress:
+    """A one-line progress bar on stderr: `translated 300/1000 [=====     ] 41.2 sentences/s`."""
+
+    def __init__(self, total, stream=None):
+        self.total, self.done, self.start = total, 0, time.time()
+        self.stream = stream or sys.stderr
+
+    def update(self, count):
+        self.done += count
+        rate = self.done / max(time.time() - self.start, 1e-9)
+        filled = int(20 * self.done / max(self.total, 1))
+        self.stream.write(f"\rtranslated {self.done}/{self.total} "
+                          f"[{'=' * filled}{' ' * (20 - filled)}] {rate:.1f} sentences/s")
+        self.stream.flush()
+
+    def close(self):
+        self.stream.write("\n")
+        self.stream.flush()

@@ -1,0 +1,109 @@
+"""`keras-transformer translate | chat | evaluate | export` on a tiny trained run."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from keras_transformer import cli
+from test_export import tiny_run_dir  # the shared tiny run directory (built once per session)
+
+
+@pytest.fixture(scope="module")
+def run():
+    return tiny_run_dir()
+
+
+def _main(capsys, monkeypatch, argv, stdin=None):
+    """Runs the command in-process: `(exit code, stdout, stderr)`."""
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_translate_arguments_and_stdin(run, capsys, monkeypatch):
+    path, pairs = run
+    code, out, _ = _main(capsys, monkeypatch, ["translate", "--model", str(path), "--beam", "1",
+                                                pairs[0][0], "", pairs[1][0]])
+    assert code == 0 and out.split("\n") == [pairs[0][1], "", pairs[1][1], ""]
+    long = " ".join(s for s, _ in pairs)
+    stdin = f"{pairs[2][0]}\n{long}\n\n".encode("utf-8")
+    code, out, err = _main(capsys, monkeypatch, ["translate", "--model", str(path), "--quiet"], stdin)
+    assert code == 0 and len(out.split("\n")) == 4 and out.split("\n")[2] == ""
+    assert "warning: sentence 2 has" in err and "truncated to 32" in err
+
+
+def test_translate_file_with_progress(run, capsys, monkeypatch, tmp_path):
+    path, pairs = run
+    (tmp_path / "in.en").write_text("".join(s + "\n" for s, _ in pairs[:5]), encoding="utf-8")
+    code, out, err = _main(capsys, monkeypatch, ["translate", "--model", str(path), "--input",
+                                                 str(tmp_path / "in.en"), "--output", str(tmp_path / "out.de")])
+    assert code == 0 and out == "" and "translated 5/5" in err
+    assert len((tmp_path / "out.de").read_text(encoding="utf-8").splitlines()) == 5
+
+
+@pytest.mark.parametrize("argv, stdin, message", [
+    (["translate", "--model", "{run}"], b"fine\n\xff\xfe not utf-8\n", "stdin, line 2: not valid UTF-8"),
+    (["translate", "--model", "{run}", "caf\udce9"], None, "argument 1 is not valid UTF-8"),
+    (["translate", "--model", "{tmp}", "hello"], None, "is not a model"),
+    (["evaluate", "--model", "{run}", "--source", "{tmp}/nothing", "--reference", "{tmp}/nothing"], None,
+     "must be an existing file"),
+    (["export", "--model", "{tmp}", "--output", "{tmp}/out"], None, "not a training run"),
+])
+def test_clear_one_line_errors(run, capsys, monkeypatch, tmp_path, argv, stdin, message):
+    argv = [a.format(run=run[0], tmp=tmp_path) for a in argv]
+    code, out, err = _main(capsys, monkeypatch, argv, stdin)
+    assert code == 2 and message in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_evaluate_writes_json(run, capsys, monkeypatch, tmp_path):
+    path, pairs = run
+    (tmp_path / "src").write_text("".join(s + "\n" for s, _ in pairs[:6]), encoding="utf-8")
+    (tmp_path / "ref").write_text("".join(t + "\n" for _, t in pairs[:6]), encoding="utf-8")
+    code, out, err = _main(capsys, monkeypatch, [
+        "evaluate", "--model", str(path), "--source", str(tmp_path / "src"), "--reference",
+        str(tmp_path / "ref"), "--beam", "1", "--output", str(tmp_path / "scores.json"),
+        "--hypotheses", str(tmp_path / "hyp"), "--quiet"])
+    assert code == 0 and "BLEU" in err
+    written = json.loads((tmp_path / "scores.json").read_text(encoding="utf-8"))
+    assert json.loads(out) == written
+    assert written["bleu"] > 90 and written["beam_size"] == 1 and written["num_sentences"] == 6
+    assert (tmp_path / "hyp").read_text(encoding="utf-8").splitlines() == [t for _, t in pairs[:6]]
+
+
+def test_export_then_translate_and_chat_with_the_saved_model(run, capsys, monkeypatch, tmp_path):
+    path, pairs = run
+    output = tmp_path / "saved_models" / "tiny"
+    output.mkdir(parents=True)
+    (output / "stale.txt").write_text("an older export")
+    code, _, err = _main(capsys, monkeypatch, ["export", "--model", str(path), "--output", str(output)])
+    assert code == 0 and "Exported" in err
+    assert (output / "saved_model.pb").is_file() and not (output / "stale.txt").exists()  # replaced
+    code, out, _ = _main(capsys, monkeypatch, ["translate", "--model", str(output), "--beam", "1", pairs[3][0]])
+    assert code == 0 and out == pairs[3][1] + "\n"
+    code, _, err = _main(capsys, monkeypatch, ["translate", "--model", str(output), "--beam", "3", "x"])
+    assert code == 2 and "exported with beam_size=4" in err
+
+    stdin = f"{pairs[0][0]}\n{pairs[1][0]}\n\nnever read\n".encode("utf-8")
+    code, out, _ = _main(capsys, monkeypatch, ["chat", "--model", str(output), "--temperature", "0"], stdin)
+    assert code == 0 and out.splitlines() == [pairs[0][1], pairs[1][1]]  # stops at the empty line
+    code, out, _ = _main(capsys, monkeypatch, ["chat", "--model", str(output), "--seed", "1", "--top-k", "5"],
+                         pairs[0][0].encode("utf-8"))  # ends at end of input
+    assert code == 0 and len(out.splitlines()) == 1
+
+
+def test_console_entry_point_in_a_subprocess(run):
+    path, pairs = run
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_transformer.cli", "translate", "--model", str(path), pairs[4][0]],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == [pairs[4][1]]
