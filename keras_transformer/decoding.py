@@ -14,16 +14,18 @@ generated. Two layers of API:
 - searches over any `step_fn(tokens, index, state) -> (logits, state)`:
   `greedy_search`, `beam_search`, `sample_search` (testable without a model);
 - the same for a model from `build_transformer`: `greedy_decode`,
-  `beam_decode`, `sample_decode`, plus `greedy_decode_uncached` (re-runs
-  the whole model at every step, the reference and the benchmark baseline)
-  and `sequence_scores` (teacher-forced log-probabilities).
+  `beam_decode`, `sample_decode` over `make_step_fn`, plus
+  `greedy_decode_uncached` over `make_uncached_step_fn` (re-runs the whole
+  model at every step: the reference and the benchmark baseline) and
+  `sequence_scores` (teacher-forced log-probabilities).
 
 Example:
 
+>>> from keras_transformer import build_transformer
 >>> model = build_transformer(300, 300, num_layers=1, d_model=32, num_heads=4,
 ...                           d_ff=64, max_length=16)
 >>> source = keras.ops.convert_to_tensor([[5, 6, 7, 0]])
->>> greedy_decode(model, source, max_length=8).shape
+>>> tuple(greedy_decode(model, source, max_length=8).shape)
 (1, 8)
 >>> ids, scores = beam_decode(model, source, beam_size=4, max_length=8)
 >>> decode = compile_decoder(model, "beam", beam_size=4, max_length=8)
@@ -41,7 +43,7 @@ from keras import ops
 
 START_ID = 2
 END_ID = 3
-_METHODS = ("greedy", "beam", "sample", "greedy_uncached")
+_METHODS = ("greedy", "beam", "sample", "greedy_uncached", "beam_uncached")
 
 
 def length_penalty(length, alpha=0.6):
@@ -415,26 +417,47 @@ def sample_decode(model, source_ids, temperature=1.0, top_k=0, top_p=1.0, seed=N
                          top_k, top_p, seed, noise, start_id, end_id, _empty(source_ids))
 
 
-def greedy_decode_uncached(model, source_ids, max_length=None, start_id=START_ID, end_id=END_ID):
-    """Greedy decoding that calls the whole model (encoder too) at every step.
+def make_uncached_step_fn(model, source_ids, max_length=None, repeat=1):
+    """Like `make_step_fn`, but every step calls the whole model (encoder too).
 
-    The reference for `greedy_decode` and the baseline of the benchmark: the
-    decoder input is a fixed `(batch, max_length)` buffer, so the loop still
-    compiles, but every step recomputes every position (as the TensorFlow
-    tutorial's decoder does).
+    The state is the decoder input buffer `(batch * repeat, max_length)`; the
+    step writes `tokens` at `index` and reads the logits there. The buffer has
+    a fixed length, so the loop still compiles, but every step recomputes
+    every position (as the TensorFlow tutorial's decoder does): the
+    reference for the cached step and the benchmark's baseline.
     """
     source_ids = _source(source_ids)
     max_length = _max_length(_Parts(model), max_length)
+    if repeat > 1:
+        source_ids = ops.repeat(source_ids, repeat, axis=0)
 
-    def step_fn(tokens, index, ids):
+    def step_fn(tokens, index, state):
+        (ids,) = state
         ids = ops.slice_update(ids, (0, index), tokens[:, None])
         logits = model({"encoder_inputs": source_ids, "decoder_inputs": ids}, training=False)
-        return ops.cast(ops.take(logits, index, axis=1), "float32"), ids
+        return ops.cast(ops.take(logits, index, axis=1), "float32"), (ids,)
 
-    batch_size = ops.shape(source_ids)[0]
-    buffer = ops.zeros((batch_size, max_length), "int32")
-    return greedy_search(step_fn, buffer, batch_size, max_length, start_id, end_id,
+    return step_fn, (ops.zeros((ops.shape(source_ids)[0], max_length), "int32"),)
+
+
+def greedy_decode_uncached(model, source_ids, max_length=None, start_id=START_ID, end_id=END_ID):
+    """Greedy decoding that calls the whole model at every step (`make_uncached_step_fn`).
+
+    Must equal `greedy_decode` token for token; it is only slower.
+    """
+    source_ids = _source(source_ids)
+    step_fn, state = make_uncached_step_fn(model, source_ids, max_length)
+    return greedy_search(step_fn, state, ops.shape(source_ids)[0], state[0].shape[1], start_id, end_id,
                          _empty(source_ids))
+
+
+def beam_decode_uncached(model, source_ids, beam_size=4, alpha=0.6, max_length=None,
+                         start_id=START_ID, end_id=END_ID):
+    """`beam_decode` over `make_uncached_step_fn`: the same result, the benchmark's baseline."""
+    source_ids = _source(source_ids)
+    step_fn, state = make_uncached_step_fn(model, source_ids, max_length, _check_beam_size(beam_size))
+    return beam_search(step_fn, state, ops.shape(source_ids)[0], state[0].shape[1],
+                       beam_size, alpha, start_id, end_id, _empty(source_ids))
 
 
 def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=START_ID, end_id=END_ID):
@@ -460,7 +483,8 @@ def compile_decoder(model, method="greedy", jit_compile=True, **options):
     """`decode(source_ids) -> ids (batch, max_length)` compiled as one program.
 
     `method` is `"greedy"`, `"beam"` (returns the best beam only),
-    `"sample"` (then `decode(source_ids, noise=None)`) or `"greedy_uncached"`;
+    `"sample"` (then `decode(source_ids, noise=None)`), `"greedy_uncached"` or
+    `"beam_uncached"`;
     `options` go to the matching `*_decode` function. On TensorFlow this is a
     `tf.function` (XLA with `jit_compile=True`); on JAX, `jax.jit`. Pad
     sources to a few bucket lengths: every new shape compiles once.
@@ -480,7 +504,9 @@ def compile_decoder(model, method="greedy", jit_compile=True, **options):
             return beam_decode(model, source_ids, **options)[0][:, 0]
         if method == "sample":
             return sample_decode(model, source_ids, noise=noise, **options)
-        return greedy_decode_uncached(model, source_ids, **options)
+        if method == "greedy_uncached":
+            return greedy_decode_uncached(model, source_ids, **options)
+        return beam_decode_uncached(model, source_ids, **options)[0][:, 0]
 
     backend = keras.backend.backend()
     if backend == "tensorflow":

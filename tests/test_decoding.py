@@ -66,6 +66,10 @@ def test_beam_score_is_at_least_greedy_score(model, greedy, alpha):
     greedy_score = ops.convert_to_numpy(decoding.sequence_scores(model, sources, greedy[:3], alpha))
     beam_score = ops.convert_to_numpy(decoding.sequence_scores(model, sources, ids[:, 0], alpha))
     assert (beam_score >= greedy_score - 1e-4).all(), (beam_score, greedy_score)
+    uncached, uncached_scores = _graph(decoding.beam_decode_uncached, model, sources, beam_size=4,
+                                       alpha=alpha, max_length=STEPS)
+    np.testing.assert_array_equal(uncached, ids)
+    np.testing.assert_allclose(uncached_scores, scores, atol=1e-4)
     # The search's own scores are the teacher-forced ones, best first.
     np.testing.assert_allclose(scores[:, 0], beam_score, atol=1e-4)
     assert (np.diff(scores, axis=1) <= 1e-6).all()
