@@ -1,0 +1,335 @@
+"""The optional JAX lane: the layers' and the model's core checks on Keras's JAX backend.
+
+The layers are written with `keras.ops`, so they should run unchanged with
+`KERAS_BACKEND=jax`. Keras fixes its backend at import, so the checks run in a
+subprocess: this file, run as a script (`python tests/test_backend_jax.py`),
+executes every check on the backend it finds and prints one JSON line of
+results; the pytest side starts it with `KERAS_BACKEND=jax` and reports each
+check as its own test.
+
+The subprocess uses this interpreter when it can import `jax`, else the one in
+`KERAS_TRANSFORMER_JAX_PYTHON`; without either the tests are skipped. `.ci/jax`
+builds a virtual environment with the `jax` extra and runs this lane.
+"""
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import traceback
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+CHECKS = {}
+
+
+def check(function):
+    CHECKS[function.__name__] = function
+    return function
+
+
+# --------------------------------------------------------------------------
+# The checks (run inside the JAX subprocess; each raises on failure)
+# --------------------------------------------------------------------------
+
+
+def _np(x):
+    import keras
+
+    return keras.ops.convert_to_numpy(keras.ops.cast(x, "float32"))
+
+
+def _replayed(layer, first, second):
+    """Both calls with the same dropout randomness (the seed state restored)."""
+    import keras
+
+    seeds = [v for v in layer.non_trainable_variables if "seed_generator" in v.path]
+    assert seeds
+    saved = [keras.ops.convert_to_numpy(v) for v in seeds]
+    a = first()
+    for variable, value in zip(seeds, saved):
+        variable.assign(value)
+    return a, second()
+
+
+@check
+def backend_is_jax():
+    import keras
+
+    assert keras.backend.backend() == "jax", keras.backend.backend()
+
+
+@check
+def attention_known_values():
+    import numpy as np
+
+    import keras_transformer as kt
+
+    k = [[10.0, 0, 0], [0, 10, 0], [0, 0, 10], [0, 0, 10]]
+    v = [[1.0, 0], [10, 0], [100, 5], [1000, 6]]
+    out, weights = kt.scaled_dot_product_attention([[0.0, 10, 0], [0, 0, 10]], k, v)
+    np.testing.assert_allclose(_np(weights), [[0, 1, 0, 0], [0, 0, 0.5, 0.5]], atol=1e-6)
+    np.testing.assert_allclose(_np(out), [[10, 0], [550, 5.5]], rtol=1e-5, atol=1e-4)
+
+
+@check
+def attention_matches_keras():
+    import keras
+    import numpy as np
+
+    import keras_transformer as kt
+
+    rng = np.random.default_rng(0)
+    q, v = rng.normal(size=(2, 5, 16)).astype("float32"), rng.normal(size=(2, 7, 16)).astype("float32")
+    ours, ref = kt.MultiHeadAttention(16, 4), keras.layers.MultiHeadAttention(4, 4)
+    ours(q, v), ref(q, v)
+    ours.set_weights(ref.get_weights())
+    mask = rng.random((2, 5, 7)) < 0.6
+    mask[..., 0] = True
+    for kwargs in ({}, {"attention_mask": mask}):
+        out, scores = ours(q, v, return_attention_scores=True, **kwargs)
+        ref_out, ref_scores = ref(q, v, return_attention_scores=True, **kwargs)
+        np.testing.assert_allclose(_np(out), _np(ref_out), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(_np(scores), _np(ref_scores), rtol=1e-5, atol=1e-5)
+    ours, ref = kt.MultiHeadAttention(16, 4), keras.layers.MultiHeadAttention(4, 4)
+    ours(q, q), ref(q, q)
+    ours.set_weights(ref.get_weights())
+    np.testing.assert_allclose(
+        _np(ours(q, q, use_causal_mask=True)), _np(ref(q, q, use_causal_mask=True)), rtol=1e-5, atol=1e-5
+    )
+
+
+@check
+def blocked_keys_get_zero_weight():
+    import numpy as np
+
+    import keras_transformer as kt
+
+    rng = np.random.default_rng(1)
+    q, v = rng.normal(size=(2, 4, 8)).astype("float32"), rng.normal(size=(2, 6, 8)).astype("float32")
+    mask = rng.random((2, 4, 6)) < 0.5
+    mask[1, 2] = False  # a fully blocked query
+    out, weights = kt.MultiHeadAttention(8, 2, dropout=0.5)(
+        q, v, attention_mask=mask, return_attention_scores=True, training=True
+    )
+    weights = _np(weights)
+    assert np.isfinite(_np(out)).all() and np.isfinite(weights).all()
+    assert (weights[np.broadcast_to(~mask[:, None], weights.shape)] == 0).all()
+    assert (weights[1, :, 2] == 0).all()
+
+
+@check
+def decoder_layer_is_causal_under_dropout():
+    import numpy as np
+
+    import keras_transformer as kt
+
+    rng = np.random.default_rng(2)
+    x, memory = rng.normal(size=(2, 6, 8)).astype("float32"), rng.normal(size=(2, 5, 8)).astype("float32")
+    changed = x.copy()
+    changed[:, 3:] = rng.normal(size=changed[:, 3:].shape)
+    layer = kt.DecoderLayer(8, 2, 16, dropout=0.3, attention_dropout=0.3, activation_dropout=0.3)
+    layer(x, memory)
+    out, out_changed = _replayed(
+        layer, lambda: layer(x, memory, training=True), lambda: layer(changed, memory, training=True)
+    )
+    np.testing.assert_array_equal(_np(out)[:, :3], _np(out_changed)[:, :3])
+    assert not np.allclose(_np(out), _np(layer(x, memory, training=False)))  # dropout was on
+
+
+@check
+def encoder_layer_ignores_padding():
+    import numpy as np
+
+    import keras_transformer as kt
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(3, 5, 8)).astype("float32")
+    real = np.arange(5)[None] < np.array([[5], [2], [0]])
+    changed = np.where(real[..., None], x, 50 * rng.normal(size=x.shape)).astype("float32")
+    for norm_first in (False, True):
+        layer = kt.EncoderLayer(8, 2, 16, norm_first=norm_first)
+        out, scores = layer(x, padding_mask=real, return_attention_scores=True)
+        out_changed = layer(changed, padding_mask=real)
+        assert np.isfinite(_np(out)).all()
+        np.testing.assert_allclose(_np(out)[real], _np(out_changed)[real], rtol=1e-5, atol=1e-5)
+        scores = _np(scores)
+        assert (scores[np.broadcast_to(~real[:, None, None, :], scores.shape)] == 0).all()
+
+
+@check
+def cached_decoding_matches_full_pass():
+    import keras
+    import numpy as np
+
+    import keras_transformer as kt
+
+    rng = np.random.default_rng(4)
+    length, d_model, heads = 5, 8, 2
+    x, memory = rng.normal(size=(2, length, d_model)).astype("float32"), rng.normal(size=(2, 4, 8)).astype("float32")
+    layer = kt.DecoderLayer(d_model, heads, 16)
+    full = _np(layer(x, memory))
+    cache = keras.ops.zeros((2, 2, length, heads, d_model // heads))
+    cross_cache = layer.compute_cross_attention_cache(memory)
+    steps = []
+    for i in range(length):
+        out, cache, cross_cache = layer(
+            x[:, i : i + 1], self_attention_cache=cache, self_attention_cache_update_index=i,
+            cross_attention_cache=cross_cache,
+        )
+        steps.append(_np(out))
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-5, atol=1e-5)
+
+
+@check
+def stacks_carry_the_padding_mask():
+    import numpy as np
+
+    import keras_transformer as kt
+
+    encoder = kt.Encoder(2, vocab_size=20, max_length=8, d_model=8, num_heads=2, d_ff=16)
+    decoder = kt.Decoder(2, vocab_size=20, max_length=8, d_model=8, num_heads=2, d_ff=16)
+    source = np.array([[4, 5, 6, 0], [7, 0, 0, 0]], "int32")
+    target = np.array([[1, 3, 0], [1, 0, 0]], "int32")
+    out = decoder(target, encoder(source))
+    padded = decoder(target, encoder(np.pad(source, ((0, 0), (0, 3)))))
+    np.testing.assert_allclose(_np(out), _np(padded), rtol=1e-5, atol=1e-5)
+
+
+def _tiny_transformer(**overrides):
+    import keras_transformer as kt
+
+    args = dict(
+        input_vocab_size=24, target_vocab_size=24, num_layers=1, d_model=16, num_heads=2,
+        d_ff=32, dropout=0.1, max_length=10,
+    )
+    args.update(overrides)
+    return kt.build_transformer(**args)
+
+
+def _batch():
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    source = rng.integers(1, 24, size=(8, 7)).astype("int32")
+    target = rng.integers(1, 24, size=(8, 6)).astype("int32")
+    source[::2, 4:] = 0
+    target[1::2, 3:] = 0
+    decoder_inputs = np.concatenate([np.full((8, 1), 2, "int32"), target[:, :-1]], axis=1)
+    return {"encoder_inputs": source, "decoder_inputs": decoder_inputs}, target
+
+
+@check
+def transformer_fits_with_xla_and_is_deterministic():
+    import keras
+    import numpy as np
+
+    import keras_transformer as kt
+
+    def run(seed):
+        keras.utils.set_random_seed(seed)
+        model = _tiny_transformer()
+        model.compile(
+            optimizer=keras.optimizers.Adam(kt.WarmupSchedule(16, warmup_steps=4)),
+            loss=kt.MaskedSparseCategoricalCrossentropy(),
+            metrics=[kt.MaskedAccuracy()],
+            jit_compile=True,
+        )
+        inputs, labels = _batch()
+        history = model.fit(inputs, labels, batch_size=4, epochs=2, verbose=0)
+        return history.history["loss"]
+
+    first, again = run(3), run(3)
+    assert np.isfinite(first).all() and first[-1] != first[0]
+    np.testing.assert_array_equal(first, again)
+
+
+@check
+def transformer_saves_and_reloads():
+    import tempfile
+
+    import keras
+    import numpy as np
+
+    model = _tiny_transformer(norm_first=True, tie_output_embedding=True)
+    inputs, _ = _batch()
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "model.keras")
+        model.save(path)
+        reloaded = keras.models.load_model(path)
+    np.testing.assert_array_equal(_np(model(inputs)), _np(reloaded(inputs)))
+
+
+@check
+def transformer_mixed_precision():
+    import keras
+    import numpy as np
+
+    inputs, _ = _batch()
+    for policy in ("mixed_float16", "mixed_bfloat16"):
+        keras.mixed_precision.set_global_policy(policy)
+        try:
+            logits = _tiny_transformer()(inputs, training=True)
+            assert keras.backend.standardize_dtype(logits.dtype) == policy.split("_")[1]
+            assert np.isfinite(_np(logits)).all()
+        finally:
+            keras.mixed_precision.set_global_policy("float32")
+
+
+def run_checks():
+    """Runs every check in this process; returns {name: "ok" or the traceback}."""
+    results = {}
+    for name, function in CHECKS.items():
+        try:
+            function()
+            results[name] = "ok"
+        except Exception:  # noqa: BLE001 (reported, not swallowed)
+            results[name] = traceback.format_exc()
+    return results
+
+
+# --------------------------------------------------------------------------
+# The pytest side
+# --------------------------------------------------------------------------
+
+
+def _jax_python():
+    if importlib.util.find_spec("jax") is not None:
+        return sys.executable
+    return os.environ.get("KERAS_TRANSFORMER_JAX_PYTHON")
+
+
+@pytest.fixture(scope="module")
+def jax_results():
+    python = _jax_python()
+    if not python:
+        pytest.skip(
+            "jax is not importable here: install the `jax` extra "
+            "(pip install -e '.[jax]'), run .ci/jax, or point "
+            "KERAS_TRANSFORMER_JAX_PYTHON at a Python that has jax"
+        )
+    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3")
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    process = subprocess.run(
+        [python, __file__], env=env, cwd=REPO, capture_output=True, text=True, timeout=900
+    )
+    lines = [line for line in process.stdout.splitlines() if line.startswith("{")]
+    if process.returncode not in (0, 1) or not lines:
+        pytest.fail(f"the JAX subprocess failed (exit {process.returncode}):\n{process.stderr[-4000:]}")
+    return json.loads(lines[-1])
+
+
+@pytest.mark.parametrize("name", list(CHECKS))
+def test_on_jax_backend(jax_results, name):
+    assert name in jax_results, f"{name} did not run"
+    assert jax_results[name] == "ok", f"{name} failed on the JAX backend:\n{jax_results[name]}"
+
+
+if __name__ == "__main__":
+    results = run_checks()
+    print(json.dumps(results))
+    sys.exit(0 if all(value == "ok" for value in results.values()) else 1)
