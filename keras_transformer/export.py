@@ -77,6 +77,9 @@ class Translator(tf.Module):
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer or source_tokenizer
+        _check_vocab("source_tokenizer", self.source_tokenizer,
+                     model.get_layer("encoder_embedding").vocab_size)
+        _check_vocab("target_tokenizer", self.target_tokenizer, model.outputs[0].shape[-1])
         self._source_limit = max_source_length - int(add_source_end)
         self._add_source_end = add_source_end
         self._decode_length = decoding.resolve_max_length(model, max_length)
@@ -153,6 +156,15 @@ class Translator(tf.Module):
         return str(path)
 
 
+def _check_vocab(name, tokenizer, model_vocab):
+    vocab = getattr(tokenizer, "vocab_size", model_vocab)
+    if vocab != model_vocab:
+        raise ValueError(
+            f"`{name}` does not fit the model: its vocab_size is {vocab}, the model's is "
+            f"{model_vocab}. Received: {name}={tokenizer!r}"
+        )
+
+
 def _pad_to_buckets(ids, max_source_length):
     """Ragged ids -> dense `(batch', width)`: batch to a power of two, width to a multiple of 16."""
     batch = tf.shape(ids.row_lengths())[0]
@@ -196,6 +208,9 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True)
         if not hasattr(translator, "greedy") or not hasattr(translator, "beam_size"):
             raise ValueError(f"{path} is a SavedModel but not a Translator export "
                              "(`keras-transformer export` writes those)")
+        if alpha is not None or max_length is not None:
+            raise ValueError(f"{path} is a SavedModel: its length penalty and max length were fixed "
+                             "at export; export again from the run directory to change them")
         exported = int(translator.beam_size.numpy())
         if beam_size not in (None, 1, exported):
             raise ValueError(

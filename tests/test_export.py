@@ -170,6 +170,8 @@ def test_load_errors_are_one_line(run, exported, tmp_path):
         load(tmp_path / "missing")
     with pytest.raises(ValueError, match="exported with beam_size=4"):
         load(exported, beam_size=2)
+    with pytest.raises(ValueError, match="fixed at export"):
+        load(exported, alpha=1.0)
     corrupt = tmp_path / "corrupt"
     shutil.copytree(run[0], corrupt)
     (corrupt / run_dir.MODEL).write_bytes(b"not a zip file")
@@ -181,3 +183,9 @@ def test_load_errors_are_one_line(run, exported, tmp_path):
     (broken_export / "saved_model.pb").write_bytes(b"garbage")
     with pytest.raises(ValueError, match="could not load the SavedModel"):
         load(broken_export)
+
+
+def test_tokenizer_must_fit_the_model(translator):
+    model = build_transformer(64, 64, num_layers=1, d_model=32, num_heads=4, d_ff=64, max_length=16)
+    with pytest.raises(ValueError, match="`source_tokenizer` does not fit the model: its vocab_size is 400"):
+        Translator(model, translator.source_tokenizer)
