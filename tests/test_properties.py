@@ -15,7 +15,11 @@ all padding) and head counts, under the `float32`, `mixed_float16` and
   dropout was really active and that the perturbation really changed later
   positions, so it cannot pass vacuously;
 * padding invariance: changing what sits at padded positions changes no
-  output at real positions.
+  output at real positions;
+* mixed precision tracks float32: with the same weights, `mixed_float16` and
+  `mixed_bfloat16` models give nearly float32's logits (variables stay float32).
+
+Every test resets the global dtype policy to float32 when it ends.
 """
 
 import keras
@@ -311,3 +315,28 @@ def test_transformer_is_causal_finite_and_ignores_padding(policy, batches, norm_
     padded = {"encoder_inputs": np.pad(source, ((0, 0), (0, 2))), "decoder_inputs": target}
     tolerance = dict(rtol=1e-5, atol=1e-5) if policy == "float32" else dict(rtol=2e-2, atol=2e-2)
     np.testing.assert_allclose(_np(model(padded, training=False)), _np(model(inputs, training=False)), **tolerance)
+
+
+@pytest.mark.parametrize("mixed_policy, tolerance", [("mixed_float16", 0.02), ("mixed_bfloat16", 0.06)])
+def test_mixed_precision_tracks_float32(mixed_policy, tolerance):
+    """Given float32's weights, a mixed-precision model computes nearly the same logits."""
+    rng = np.random.default_rng(0)
+    source = rng.integers(1, VOCAB, size=(3, 7)).astype("int32")
+    target = rng.integers(1, VOCAB, size=(3, 5)).astype("int32")
+    source[1, 3:], target[2, 2:], source[2] = 0, 0, 0  # padding, and a source of padding only
+    inputs = {"encoder_inputs": source, "decoder_inputs": target}
+    args = dict(num_layers=2, d_model=16, num_heads=4, d_ff=32, max_length=MAX_LENGTH)
+    reference = kt.build_transformer(VOCAB, VOCAB, **args)
+    expected = _np(reference(inputs))
+    keras.mixed_precision.set_global_policy(mixed_policy)
+    try:
+        model = kt.build_transformer(VOCAB, VOCAB, **args)
+        model.set_weights(reference.get_weights())
+        logits = model(inputs)
+        assert keras.backend.standardize_dtype(logits.dtype) == mixed_policy.split("_")[1]
+        assert all(w.dtype == "float32" for w in model.weights)  # variables stay float32
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    logits = _np(logits)
+    assert np.isfinite(logits).all()
+    assert np.abs(logits - expected).max() <= tolerance * np.abs(expected).max()
