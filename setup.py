@@ -29,6 +29,7 @@ setup(
         "tensorflow>=2.16,<2.22",
         "tensorflow-text>=2.16,<2.22",
         "tensorflow-datasets>=4.9",
+        "importlib_resources",  # used by tensorflow-datasets' builders, undeclared there
         "keras>=3.3",
         "sentencepiece>=0.2",
         "tensorboard>=2.16",
@@ -44,6 +45,5 @@ setup(
     classifiers=[
         "Programming Language :: Python :: 3",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
-        "License :: OSI Approved :: Apache Software License",
     ],
 )

@@ -9,7 +9,9 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
     """Cross-entropy from logits with label smoothing, averaged over real tokens.
 
     Labels equal to `pad_id` contribute nothing, to the sum or to the count: the
-    loss is the mean over non-padding tokens of the batch. With smoothing `ε`
+    loss is the mean over non-padding tokens of the batch. (With
+    `reduction=None` the per-token values are zero at padding and scaled by
+    `positions / real tokens`, so that their plain mean is that loss.) With smoothing `ε`
     the target distribution is `(1 - ε)` on the label plus `ε / vocab_size`
     everywhere, computed without building a one-hot tensor:
     `loss = logsumexp(z) - (1 - ε) · z_label - ε · mean(z)`.
@@ -52,7 +54,11 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         if self.label_smoothing:
             token_loss -= self.label_smoothing * ops.mean(logits, axis=-1)
         real = ops.cast(ops.not_equal(labels, self.pad_id), "float32")
-        return ops.sum(token_loss * real) / ops.maximum(ops.sum(real), 1.0)
+        # Per-token losses, zero at padding and scaled so that Keras's
+        # "sum_over_batch_size" mean over all positions is the mean over real
+        # tokens (and Keras still divides by the replicas under tf.distribute).
+        positions = ops.cast(ops.size(real), "float32")
+        return token_loss * real * (positions / ops.maximum(ops.sum(real), 1.0))
 
     def get_config(self):
         config = super().get_config()

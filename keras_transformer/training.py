@@ -6,6 +6,7 @@ import pathlib
 import shutil
 import sys
 import time
+import warnings
 
 from keras_transformer import run_dir
 from keras_transformer.presets import get_preset
@@ -111,7 +112,7 @@ def _datasets(preset, splits, tokenizer, seed, distributed):
     return train, validation
 
 
-def _compile(model, preset):
+def _compile(model, preset, jit_compile=True):
     import keras
 
     from keras_transformer.losses import MaskedSparseCategoricalCrossentropy
@@ -123,8 +124,25 @@ def _compile(model, preset):
         optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
         loss=MaskedSparseCategoricalCrossentropy(label_smoothing=preset.label_smoothing),
         metrics=[MaskedAccuracy(name="accuracy")],
-        jit_compile=True,
+        jit_compile=jit_compile,
     )
+
+
+def _reduce_logs_across_workers(model):
+    """Gives each logged value a batch axis so Keras can average it over workers.
+
+    Keras 3 averages a multi-worker run's logs with `reduce("MEAN", axis=0)`,
+    which fails on the scalars that metrics return (tensorflow#72388).
+    """
+    compute_metrics = model.compute_metrics
+
+    def compute_metrics_with_axis(*args, **kwargs):
+        logs = compute_metrics(*args, **kwargs)
+        return {name: tf.reshape(value, (1,)) for name, value in logs.items()}
+
+    import tensorflow as tf
+
+    model.compute_metrics = compute_metrics_with_axis
 
 
 def train(
@@ -178,6 +196,7 @@ def train(
         return _summary(output, config, 0.0)
 
     import keras
+    import tensorflow as tf
 
     from keras_transformer.callbacks import (
         AtomicBestCheckpoint, EpochSnapshots, TimeLimit, average_snapshots, save_model_atomic,
@@ -219,7 +238,19 @@ def train(
     )
     with distribution.scope():
         model = build_transformer(**config["model"])
-        _compile(model, config_preset)
+        # XLA has no collectives on CPU devices (b/194942685): data-parallel
+        # runs without accelerators go without it; everything else uses it.
+        cpu_distributed = strategy != "default" and not tf.config.list_logical_devices("GPU")
+        _compile(model, config_preset, jit_compile=not cpu_distributed)
+        if strategy != "default" and hasattr(model, "_maybe_symbolic_build"):
+            # Under a strategy, Keras builds the metrics from a MEAN-reduced
+            # copy of the first distributed batch: float, which the model
+            # rejects as token ids, and a nested reduce that multi-worker runs
+            # cannot do. Build them from a real integer batch instead.
+            model._symbolic_build(data_batch=next(iter(train_batches)))
+            model._maybe_symbolic_build = lambda *args, **kwargs: None
+        if strategy == "multi-worker":
+            _reduce_logs_across_workers(model)
 
     def record(epoch, value):
         if is_chief:
@@ -250,8 +281,12 @@ def train(
     total_epochs = epochs or (10_000 if minutes else config_preset.epochs)
     if verbose == "auto":
         verbose = 1 if sys.stdout.isatty() else 2
-    model.fit(train_batches, validation_data=validation_batches, epochs=total_epochs,
-              callbacks=callbacks, verbose=verbose)
+    with warnings.catch_warnings():
+        # The bucketed dataset's length is unknown until its first epoch ends.
+        warnings.filterwarnings("ignore", message="Your input ran out of data")
+        warnings.filterwarnings("ignore", message="`shuffle=True` was passed")
+        model.fit(train_batches, validation_data=validation_batches, epochs=total_epochs,
+                  callbacks=callbacks, verbose=verbose)
 
     config = run_dir.read_config(output) if is_chief else config
     snapshots = snapshot_paths(output / "snapshots")
@@ -264,6 +299,7 @@ def train(
             config.update(best_val_loss=loss, best_epoch="averaged")
     minutes_used = (time.monotonic() - started) / 60.0
     config.update(finished=True, train_minutes=round(config.get("train_minutes", 0.0) + minutes_used, 2))
+    shutil.rmtree(backup, ignore_errors=True)
     if is_chief:
         run_dir.write_json_atomic(output / run_dir.CONFIG, config)
         shutil.rmtree(output / "snapshots", ignore_errors=True)

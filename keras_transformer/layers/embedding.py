@@ -108,7 +108,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             return ops.matmul(inputs, ops.transpose(kernel))  # (batch, length, vocab)
         check_token_ids(inputs, "token_ids")
         length = inputs.shape[1]
-        if isinstance(start_index, int) and length is not None:
+        if isinstance(start_index, int) and isinstance(length, int):
             if start_index + length > self.max_length:
                 raise ValueError(
                     f"The sequence is longer than `max_length`={self.max_length}. "

@@ -77,7 +77,7 @@ class PositionalEncoding(keras.layers.Layer):
 
     def call(self, inputs, start_index=0):
         length = inputs.shape[1]
-        if isinstance(start_index, int) and length is not None:
+        if isinstance(start_index, int) and isinstance(length, int):
             if start_index + length > self.position:
                 raise ValueError(
                     f"The sequence is longer than `position`={self.position} this "
@@ -90,11 +90,13 @@ class PositionalEncoding(keras.layers.Layer):
                 f"Received: inputs.shape={tuple(inputs.shape)}"
             )
         table = ops.convert_to_tensor(self.pos_encoding, dtype=inputs.dtype)
-        if isinstance(start_index, int) and length is not None:
+        if isinstance(start_index, int) and isinstance(length, int):
             window = table[:, start_index : start_index + length]
         else:
-            length = ops.shape(inputs)[1]
-            window = ops.slice(table, (0, start_index, 0), (1, length, self.d_model))
+            # A gather, not a slice: it also works where the length is a
+            # symbolic dimension (JAX's shape polymorphism in functional builds).
+            positions = ops.arange(ops.shape(inputs)[1]) + start_index
+            window = ops.take(table, positions, axis=1)
         return inputs + window
 
     def compute_output_shape(self, input_shape):

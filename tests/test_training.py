@@ -1,0 +1,118 @@
+"""The train command: run directory, refusal to clobber, kill-and-resume, distribution."""
+
+import csv
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer import run_dir
+from keras_transformer.cli import main
+from keras_transformer.training import train
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+SMALL = dict(max_examples=300)  # the tiny preset on 300 chatbot pairs
+
+
+def _history(output):
+    with open(pathlib.Path(output) / run_dir.HISTORY, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _train_in_subprocess(output, env=None, **kwargs):
+    arguments = dict(preset="tiny", output=str(output), verbose=2, **SMALL, **kwargs)
+    script = f"from keras_transformer.training import train; train(**{arguments!r})"
+    return subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env={**os.environ, **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    output = tmp_path_factory.mktemp("runs") / "tiny"
+    code = main(["train", "--preset", "tiny", "--epochs", "2", "--output", str(output)])
+    assert code == 0
+    return output
+
+
+def test_train_writes_a_complete_run_directory(tiny_run):
+    config = run_dir.read_config(tiny_run)
+    assert config["finished"] and config["completed_epochs"] == 2
+    assert run_dir.is_run_dir(tiny_run)
+    assert (tiny_run / run_dir.SOURCE_TOKENIZER / "tokenizer.model").is_file()
+    assert any((tiny_run / run_dir.LOGS).rglob("events.out.tfevents.*"))
+    assert not (tiny_run / run_dir.BACKUP).exists()
+    history = _history(tiny_run)
+    losses = [float(row["val_loss"]) for row in history]
+    assert len(history) == 2 and all(np.isfinite(losses)) and losses[1] < losses[0]
+    model = keras.models.load_model(tiny_run / run_dir.MODEL)
+    assert model.count_params() > 0
+
+
+def test_refuses_to_overwrite_a_trained_model(tiny_run, capsys):
+    assert main(["train", "--preset", "tiny", "--epochs", "1", "--output", str(tiny_run)]) == 2
+    assert "already holds a trained model" in capsys.readouterr().err
+    summary = train("tiny", output=tiny_run, resume=True)  # finished: nothing to do
+    assert summary["completed_epochs"] == 2
+
+
+def test_killed_training_resumes_without_losing_an_epoch(tmp_path):
+    output = tmp_path / "run"
+    process = _train_in_subprocess(output, epochs=3)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        config_path = output / run_dir.CONFIG
+        if config_path.is_file() and json.loads(config_path.read_text()).get("completed_epochs", 0) >= 1:
+            break
+        time.sleep(0.2)
+    assert process.poll() is None, process.communicate()[0][-3000:]
+    time.sleep(1.0)  # somewhere inside the second epoch
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert (output / run_dir.BACKUP).exists()
+
+    resumed = _train_in_subprocess(output, epochs=3, resume=True)
+    log = resumed.communicate(timeout=600)[0]
+    assert resumed.returncode == 0, log[-3000:]
+    config = run_dir.read_config(output)
+    assert config["finished"] and config["completed_epochs"] == 3
+    epochs = [int(row["epoch"]) for row in _history(output)]
+    assert sorted(set(epochs)) == [0, 1, 2], epochs
+    keras.models.load_model(output / run_dir.MODEL)
+
+
+def test_mirrored_strategy_on_two_cpu_devices(tmp_path):
+    process = _train_in_subprocess(tmp_path / "run", epochs=2, strategy="mirrored", cpu_devices=2)
+    log = process.communicate(timeout=600)[0]
+    assert process.returncode == 0, log[-3000:]
+    losses = [float(row["loss"]) for row in _history(tmp_path / "run")]
+    assert all(np.isfinite(losses)) and losses[1] < losses[0]
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_multi_worker_strategy_with_two_local_workers(tmp_path):
+    workers = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
+    processes = []
+    for index in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        output = tmp_path / ("run" if index == 0 else f"worker-{index}")
+        processes.append(_train_in_subprocess(output, env={"TF_CONFIG": json.dumps(tf_config)},
+                                              epochs=2, strategy="multi-worker"))
+    logs = [process.communicate(timeout=900)[0] for process in processes]
+    for process, log in zip(processes, logs):
+        assert process.returncode == 0, log[-3000:]
+    losses = [float(row["loss"]) for row in _history(tmp_path / "run")]
+    assert len(losses) == 2 and all(np.isfinite(losses)) and losses[1] < losses[0]
+    assert run_dir.is_run_dir(tmp_path / "run")
