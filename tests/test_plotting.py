@@ -149,7 +149,7 @@ def test_cli_figures(tmp_path, history_csv):
 def test_cli_attention(tmp_path, run_directory):
     output = tmp_path / "cross.png"  # the model's own greedy output as the target
     assert main(["plot", "attention", "--model", str(run_directory), "--sentence", "a man is riding a bike",
-                 "--max-length", "4", "--output", str(output)]) == 0
+                 "--max-length", "4", "--columns", "1", "--output", str(output)]) == 0
     assert_png(output)
     for attention, layer in (("encoder", "-1"), ("decoder-self", "0")):
         output = tmp_path / f"{attention}.png"

@@ -47,6 +47,7 @@ def add_parser(subparsers):
         help="which attention to draw (default: cross, target tokens over source tokens)")
     sub.add_argument("--layer", type=int, default=-1, help="layer index, negative from the end (default -1)")
     sub.add_argument("--max-length", type=int, help="tokens to generate at most")
+    sub.add_argument("--columns", type=int, default=4, help="heads per row of panels (default 4)")
 
     sub = figure("history", "training curves (loss, accuracy) from a history CSV")
     sub.add_argument("--csv", required=True, help="history.csv of a run (keras CSVLogger)")
@@ -94,13 +95,13 @@ def _plot_attention(args, plotting):
     if not -len(layers) <= args.layer < len(layers):
         raise ValueError(f"`--layer` must be in [{-len(layers)}, {len(layers) - 1}]. Received: {args.layer}")
     layer = args.layer % len(layers)
-    rows, columns = {
+    query_tokens, key_tokens = {
         "cross": (result["output_tokens"], result["source_tokens"]),
         "decoder-self": (result["input_tokens"], result["input_tokens"]),
         "encoder": (result["source_tokens"], result["source_tokens"]),
     }[args.attention]
     plotting.plot_attention_heads(
-        layers[layer][0], rows, columns, output=args.output, dpi=args.dpi,
+        layers[layer][0], query_tokens, key_tokens, output=args.output, dpi=args.dpi, columns=args.columns,
         title=f"{args.attention} attention, layer {layer}: {args.sentence}",
     )
 
