@@ -7,7 +7,7 @@ variant (e.g. `PRESETS["multi30k-en-de"].replace(d_model=512)`).
 | preset           | corpus          | layers | d_model | heads | d_ff | vocab (shared) | tokens/batch |
 |------------------|-----------------|--------|---------|-------|------|----------------|--------------|
 | `tiny`           | chatbot-ko, 2k  | 1      | 32      | 2     | 64   | 1000           | 1024         |
-| `chatbot-ko`     | chatbot-ko      | 2      | 256     | 8     | 512  | 8000           | 4096         |
+| `chatbot-ko`     | chatbot-ko      | 2      | 256     | 8     | 512  | 8000           | 2048         |
 | `multi30k-en-de` | Multi30k en→de  | 3      | 256     | 4     | 1024 | 8000           | 6144         |
 | `multi30k-de-en` | Multi30k de→en  | 3      | 256     | 4     | 1024 | 8000           | 6144         |
 | `spa-en`         | Tatoeba es→en   | 2      | 256     | 4     | 1024 | 8000           | 6144         |
@@ -80,8 +80,8 @@ PRESETS = {
             max_length=32, token_budget=1024, bucket_boundaries=(16, 32), warmup_steps=100,
             epochs=2, max_examples=2000,
         ),
-        Preset("chatbot-ko", "chatbot-ko", warmup_steps=1000, epochs=30, max_length=48,
-               bucket_boundaries=(16, 32, 48)),
+        Preset("chatbot-ko", "chatbot-ko", warmup_steps=400, epochs=30, max_length=48,
+               token_budget=2048, bucket_boundaries=(16, 32, 48)),
         Preset(
             "multi30k-en-de", "multi30k-en-de", num_layers=3, num_heads=4, d_ff=1024,
             token_budget=6144, warmup_steps=4000, epochs=30, average_last=5,

@@ -104,7 +104,7 @@ def _datasets(preset, splits, tokenizer, seed, distributed):
         max_length=preset.max_length,
     )
     train = make_batches(strings(splits["train"]), tokenizer, seed=seed, **batching)
-    validation = make_eval_batches(strings(splits["validation"]), tokenizer, **batching)
+    validation = make_eval_batches(strings(splits["validation"]), tokenizer, pad_batches=True, **batching)
     if distributed:
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA

@@ -134,3 +134,14 @@ def test_separate_target_tokenizer(multi30k):
                                                           bucket_boundaries=(16,), batch_multiple=1)))
     assert labels.numpy()[0, :4].tolist() == _ids("abc") + [END_ID]
     assert tokenizer.detokenize(inputs["encoder_inputs"]).numpy()[0] == b"Ein Hund."
+
+
+def test_padded_eval_batches_have_one_shape_per_bucket_and_keep_every_example(multi30k):
+    data_dir, tokenizer = multi30k
+    config = dict(token_budget=2048, bucket_boundaries=(16, 32, 64), batch_multiple=8)
+    validation = corpora.load_corpus("multi30k-en-de", data_dir, split="validation")
+    batches = list(pipeline.make_eval_batches(validation, tokenizer, pad_batches=True, **config))
+    shapes = {tuple(labels.shape) for _, labels in batches}
+    assert shapes <= set(pipeline.bucket_shapes(**config))
+    real_rows = sum(int((labels.numpy() != 0).any(axis=1).sum()) for _, labels in batches)
+    assert real_rows == 1014

@@ -110,7 +110,17 @@ def _to_model_inputs(example, add_source_end):
     return {"encoder_inputs": source, "decoder_inputs": decoder_inputs}, labels
 
 
-def _bucket_and_batch(dataset, shapes, drop_remainder):
+def _pad_rows(inputs, labels, size):
+    """Appends all-padding rows up to `size`: they count in no loss or metric."""
+    missing = size - tf.shape(labels, out_type=tf.int64)[0]
+
+    def pad(tensor):
+        return tf.pad(tensor, [[0, missing], [0, 0]])
+
+    return {name: pad(value) for name, value in inputs.items()}, pad(labels)
+
+
+def _bucket_and_batch(dataset, shapes, drop_remainder, pad_batches=False):
     lengths = tf.constant([length for _, length in shapes], tf.int32)
     sizes = tf.constant([size for size, _ in shapes], tf.int64)
 
@@ -120,8 +130,12 @@ def _bucket_and_batch(dataset, shapes, drop_remainder):
 
     def batch_bucket(key, window):
         length = tf.cast(tf.gather(lengths, key), tf.int64)
+        size = tf.gather(sizes, key)
         padded = ({"encoder_inputs": [length], "decoder_inputs": [length]}, [length])
-        return window.padded_batch(tf.gather(sizes, key), padded_shapes=padded, drop_remainder=drop_remainder)
+        batches = window.padded_batch(size, padded_shapes=padded, drop_remainder=drop_remainder)
+        if pad_batches and not drop_remainder:
+            batches = batches.map(lambda inputs, labels: _pad_rows(inputs, labels, size))
+        return batches
 
     return dataset.group_by_window(bucket_id, batch_bucket, window_size_func=lambda key: tf.gather(sizes, key))
 
@@ -141,6 +155,7 @@ def make_batches(
     shuffle_buffer=20_000,
     seed=None,
     cache=True,
+    pad_batches=False,
 ):
     """Turns `{"source", "target"}` strings into bucketed, padded batches for `model.fit`.
 
@@ -166,6 +181,10 @@ def make_batches(
         seed: int or None, the shuffle seed; epochs are reshuffled.
         cache: True caches the tokenized, framed examples in memory, a
             string caches them in files with that prefix, False does not cache.
+        pad_batches: bool; with `training=False`, fill each bucket's last
+            batch with all-padding rows (which count in no loss or metric) so
+            that evaluation, too, has one shape per bucket and XLA compiles
+            no extra program for the remainders.
 
     Returns:
         A `tf.data.Dataset` of `({"encoder_inputs": int32 (B, L),
@@ -185,7 +204,7 @@ def make_batches(
         examples = examples.cache("" if cache is True else cache)
     if training:
         examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    return _bucket_and_batch(examples, shapes, drop_remainder=training).prefetch(AUTOTUNE)
+    return _bucket_and_batch(examples, shapes, drop_remainder=training, pad_batches=pad_batches).prefetch(AUTOTUNE)
 
 
 def make_eval_batches(dataset, source_tokenizer, target_tokenizer=None, **kwargs):
