@@ -47,9 +47,12 @@ def read_config(path):
     if not config_path.is_file():
         raise FileNotFoundError(f"{path} is not a training run: it has no {CONFIG}")
     try:
-        return json.loads(config_path.read_text(encoding="utf-8"))
+        config = json.loads(config_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{config_path} is corrupt: {error}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{config_path} is corrupt: expected a JSON object, found {type(config).__name__}")
+    return config
 
 
 def write_json_atomic(path, data):
