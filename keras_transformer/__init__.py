@@ -4,6 +4,7 @@ __version__ = "0.1.0"
 
 from keras_transformer.layers import *  # noqa: F401,F403
 from keras_transformer.layers import __all__ as _layers_all
+from keras_transformer.decoding import beam_decode, greedy_decode, sample_decode
 from keras_transformer.losses import MaskedSparseCategoricalCrossentropy
 from keras_transformer.metrics import MaskedAccuracy
 from keras_transformer.models import build_transformer
@@ -13,5 +14,11 @@ __all__ = list(_layers_all) + [
     "MaskedAccuracy",
     "MaskedSparseCategoricalCrossentropy",
     "WarmupSchedule",
+    "beam_decode",
     "build_transformer",
+    "greedy_decode",
+    "sample_decode",
 ]
+# TensorFlow-only parts (tokenizers, datasets, export, training) are imported
+# from their modules, e.g. `from keras_transformer.export import Translator`,
+# so that the layers and decoding also import on Keras's JAX backend.
