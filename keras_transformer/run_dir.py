@@ -82,9 +82,9 @@ def replace_dir_atomic(write, destination):
     destination = pathlib.Path(destination)
     destination.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}."))
+    old = None
     try:
         write(str(tmp))
-        old = None
         if destination.exists():
             old = destination.with_name(f".{destination.name}.old")
             shutil.rmtree(old, ignore_errors=True)
@@ -94,4 +94,6 @@ def replace_dir_atomic(write, destination):
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and old.exists() and not destination.exists():
+            os.replace(old, destination)  # the swap failed half-way: put the previous one back
         raise
