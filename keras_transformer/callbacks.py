@@ -1,4 +1,4 @@
-"""Training callbacks: a time limit, an atomic best checkpoint, checkpoint averaging."""
+"""Training callbacks: a time limit, an atomic best checkpoint, a guarded backup, checkpoint averaging."""
 
 import os
 import pathlib
@@ -77,6 +77,39 @@ def save_model_atomic(model, filepath):
         os.replace(tmp, filepath)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+class BackupAndRestore(keras.callbacks.BackupAndRestore):
+    """Keras's `BackupAndRestore` (with `double_checkpoint`) whose corrupt backup is a clear error.
+
+    Keras falls back to the previous epoch's copy (`*.bkp`) only when the
+    weights file fails to open; here a half-written `training_metadata.json`
+    falls back to it too. When no copy can be read, `on_train_begin` raises a
+    one-line `ValueError` naming the backup directory instead of h5py's or
+    json's error.
+    """
+
+    def __init__(self, backup_dir, **kwargs):
+        kwargs.setdefault("double_checkpoint", True)
+        super().__init__(backup_dir, **kwargs)
+
+    def _load_model(self):
+        if not self.model.built:
+            return super()._load_model()  # Keras's own error
+        try:
+            return super()._load_model()
+        except (ValueError, KeyError, TypeError) as error:
+            raise OSError(f"{type(error).__name__}: {error}") from error  # Keras then tries the copy
+
+    def on_train_begin(self, logs=None):
+        try:
+            super().on_train_begin(logs)
+        except Exception as error:  # noqa: BLE001  (h5py, json, Keras: all mean "unusable")
+            message = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+            raise ValueError(
+                f"{self.backup_dir}: cannot resume from this backup (corrupt, or of another model?): "
+                f"{message}. Delete it to train again from the first epoch, or pass --overwrite."
+            ) from None
 
 
 class EpochSnapshots(keras.callbacks.Callback):

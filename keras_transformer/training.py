@@ -199,8 +199,8 @@ def train(
     import tensorflow as tf
 
     from keras_transformer.callbacks import (
-        AtomicBestCheckpoint, EpochSnapshots, TimeLimit, average_snapshots, save_model_atomic,
-        snapshot_paths, write_status,
+        AtomicBestCheckpoint, BackupAndRestore, EpochSnapshots, TimeLimit, average_snapshots,
+        save_model_atomic, snapshot_paths, write_status,
     )
     from keras_transformer.datasets import load_split_pairs
     from keras_transformer.models import build_transformer
@@ -265,7 +265,7 @@ def train(
     if strategy == "multi-worker":
         backup = backup / f"worker-{worker_index}"
     callbacks = [
-        keras.callbacks.BackupAndRestore(str(backup), double_checkpoint=True),
+        BackupAndRestore(str(backup), double_checkpoint=True),
         AtomicBestCheckpoint(output / run_dir.MODEL, best=config.get("best_val_loss", float("inf")),
                              on_improvement=record, enabled=is_chief),
         EpochSnapshots(output / "snapshots", keep=config_preset.average_last, enabled=is_chief),
