@@ -78,7 +78,12 @@ def _tokenizer(preset, output, pairs, resume_state, is_chief):
 
     path = pathlib.Path(output) / run_dir.SOURCE_TOKENIZER
     if resume_state == "resume" and path.is_dir():
-        return SubwordTokenizer.load(path)
+        try:
+            return SubwordTokenizer.load(path)
+        except Exception as error:  # noqa: BLE001  (SentencePiece, JSON, I/O: all mean "corrupt")
+            message = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+            raise ValueError(f"{path}: cannot resume, the tokenizer does not load: {message}. "
+                             "Pass --overwrite to start again.") from None
     texts = [text for pair in pairs for text in pair]
     tokenizer = SubwordTokenizer.train(
         texts, preset.vocab_size, character_coverage=preset.character_coverage, seed=0
