@@ -270,7 +270,6 @@ def train(
     if strategy == "multi-worker":
         backup = backup / f"worker-{worker_index}"
     callbacks = [
-        BackupAndRestore(str(backup), double_checkpoint=True),
         AtomicBestCheckpoint(output / run_dir.MODEL, best=config.get("best_val_loss", float("inf")),
                              on_improvement=record, enabled=is_chief),
         EpochSnapshots(output / "snapshots", keep=config_preset.average_last, enabled=is_chief),
@@ -283,6 +282,9 @@ def train(
         ]
     if minutes:
         callbacks.append(TimeLimit(minutes))
+    # Last: an epoch counts as done for --resume only once its checkpoint, status
+    # and log row are written; if the run dies before, --resume trains it again.
+    callbacks.append(BackupAndRestore(str(backup), double_checkpoint=True))
     total_epochs = epochs or (10_000 if minutes else config_preset.epochs)
     if verbose == "auto":
         verbose = 1 if sys.stdout.isatty() else 2
