@@ -1,6 +1,8 @@
 """The notebooks run top to bottom, in this interpreter, and are stored with their outputs.
 
-Notebook 01 runs in the default test run (about 10-20 s on a CPU).
+Notebook 01 runs in the default test run (about 10-20 s on a CPU); 02 (chatbot
+training) and 03 (Multi30k translation, BLEU, export) train models for minutes
+and are `slow`: `pytest -m slow tests/test_notebooks.py`.
 """
 
 import json
@@ -91,3 +93,15 @@ def test_notebook_01_positional_encoding_and_attention(kernel_dir):
     assert "output:  [[10.  0.]]" in text and "[[550.    5.5]]" in text
     assert "weights: (1, 8, 60, 60)" in text
 
+
+@pytest.mark.slow
+def test_notebook_02_train_chatbot(kernel_dir):
+    notebook = execute("02_train_chatbot.ipynb", kernel_dir, timeout=3600)
+    assert images(notebook) >= 2  # the schedule and the training curves
+
+
+@pytest.mark.slow
+def test_notebook_03_translate_export_and_attention(kernel_dir, shared_data_dir):
+    notebook = execute("03_translate_export_and_attention.ipynb", kernel_dir, timeout=3600)
+    text = "".join(output.get("text", "") for cell in code_cells(notebook) for output in cell.outputs)
+    assert "BLEU" in text and images(notebook) >= 2
