@@ -9,8 +9,13 @@ Example:
 
 >>> from keras_transformer import plotting
 >>> fig = plotting.plot_positional_encoding(50, 128, output="positional_encoding.png")
->>> weights = attention_weights(model, source_ids, target_ids)["decoder_cross"][-1][0]
->>> fig = plotting.plot_attention_heads(weights, query_tokens, key_tokens)
+>>> result = plotting.sentence_attention(model, tokenizer, "A man is riding a bike.")
+>>> fig = plotting.plot_attention_heads(result["weights"]["decoder_cross"][-1][0],
+...                                     result["output_tokens"], result["source_tokens"])
+
+`attention_weights(model, source_ids, target_ids)` gives every layer's maps
+for batches of ids; `sentence_attention` tokenizes and translates one
+sentence first. The `keras-transformer plot` command draws the same figures.
 """
 
 import csv
