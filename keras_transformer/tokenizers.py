@@ -89,6 +89,12 @@ class SubwordTokenizer(tf.Module):
     `byte_fallback=True` (the default) characters unseen in training become
     UTF-8 byte pieces instead of `<unk>`, so any text round-trips.
 
+    Seed first, then tokenize: `keras.utils.set_random_seed` (and
+    `tf.random.set_seed`) resets TensorFlow's eager context, which drops the
+    SentencePiece resource of every tokenizer made before it (tensorflow/text
+    #570); such a tokenizer then fails with `NotFoundError: ... does not
+    exist`. Make or load tokenizers after seeding.
+
     Args:
         model_proto: bytes, a serialized SentencePiece `ModelProto` whose
             pad/unk/bos/eos ids are 0/1/2/3.
