@@ -133,7 +133,8 @@ def test_concurrent_requests_match_single_threaded(served):
     results, errors, seconds = _serve(translator, REQUESTS_PER_THREAD, inputs)
     assert errors == []
     assert len(results) == THREADS * REQUESTS_PER_THREAD
-    mismatches = [(m, t[:30], out[:30], reference[m, t][:30]) for m, t, out in results if out != reference[m, t]]
+    mismatches = [(m, t[:30], out[:30], reference[m, t][:30])
+                  for m, t, out in results if out != reference[m, t]]
     assert mismatches == []
     print(f"\n{THREADS} threads x {REQUESTS_PER_THREAD} requests: {len(results) / seconds:.1f} requests/s "
           f"({seconds:.1f} s, first calls' XLA compiles included) on {len(inputs)} distinct inputs")
@@ -141,4 +142,5 @@ def test_concurrent_requests_match_single_threaded(served):
     # Warm now: the steady rate.
     results, errors, seconds = _serve(translator, REQUESTS_PER_THREAD, inputs, seed=1)
     assert errors == [] and all(out == reference[m, t] for m, t, out in results)
-    print(f"{THREADS} threads x {REQUESTS_PER_THREAD} requests, warm: {len(results) / seconds:.1f} requests/s")
+    print(f"{THREADS} threads x {REQUESTS_PER_THREAD} requests, warm: "
+          f"{len(results) / seconds:.1f} requests/s")
