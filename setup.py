@@ -37,7 +37,10 @@ setup(
         "sacrebleu>=2.3",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6", "nbclient>=0.7", "nbformat>=5", "ipykernel>=6"],
+        "test": [
+            "pytest>=7", "hypothesis>=6", "nbclient>=0.7", "nbformat>=5", "ipykernel>=6",
+            "keras-hub>=0.18",  # the parity tests compare with its TransformerEncoder/Decoder
+        ],
         "bench": ["keras-hub>=0.18", "psutil>=5"],
         "jax": ["jax[cpu]>=0.4.30"],
     },
