@@ -258,7 +258,7 @@ def test_attention_parity_with_causal_mask(with_padding, return_scores):
 
 @pytest.fixture(scope="module")
 def keras_hub():
-    return pytest.importorskip("keras_hub", reason="keras-hub (the `bench` extra) is not installed")
+    return pytest.importorskip("keras_hub", reason="keras-hub (in the `test` extra) is not installed")
 
 
 def _copy_weights_by_name(source, target, names):
