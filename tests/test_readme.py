@@ -1,0 +1,18 @@
+"""The README's drop-in example runs as printed."""
+
+import pathlib
+import re
+
+README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _python_block_after(heading):
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index(heading):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_layers_example_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    exec(compile(_python_block_after("## The layers, in your own model"), "README.md", "exec"), {})
+    assert (tmp_path / "classifier.keras").is_file()
