@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.attention import HashDropout, MultiHeadAttention
 from keras_transformer.layers.encoder_layer import EncoderLayer
 
 
@@ -62,7 +62,7 @@ class DecoderLayer(EncoderLayer):
         self.cross_attention_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, name="cross_attention_norm", **common
         )
-        self.cross_attention_dropout = keras.layers.Dropout(
+        self.cross_attention_dropout = HashDropout(
             self.dropout, name="cross_attention_dropout", **common
         )
 

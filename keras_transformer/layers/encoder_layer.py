@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.attention import HashDropout, MultiHeadAttention
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
 
 
@@ -86,7 +86,7 @@ class EncoderLayer(keras.layers.Layer):
         self.self_attention_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, name="self_attention_norm", **common
         )
-        self.self_attention_dropout = keras.layers.Dropout(
+        self.self_attention_dropout = HashDropout(
             dropout, name="self_attention_dropout", **common
         )
         self.ffn = PositionwiseFeedForward(
@@ -97,7 +97,7 @@ class EncoderLayer(keras.layers.Layer):
         self.ffn_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, name="ffn_norm", **common
         )
-        self.ffn_dropout = keras.layers.Dropout(dropout, name="ffn_dropout", **common)
+        self.ffn_dropout = HashDropout(dropout, name="ffn_dropout", **common)
 
     def build(self, input_shape):
         self.self_attention.build(input_shape, input_shape)

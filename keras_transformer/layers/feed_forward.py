@@ -2,6 +2,8 @@
 
 import keras
 
+from keras_transformer.layers.attention import HashDropout
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class PositionwiseFeedForward(keras.layers.Layer):
@@ -54,7 +56,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
             d_ff, activation=self.activation, kernel_initializer=init(),
             dtype=self.dtype_policy, name="ffn_inner",
         )
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = HashDropout(
             dropout, dtype=self.dtype_policy, name="ffn_dropout"
         )
         self.output_dense = keras.layers.Dense(
