@@ -8,12 +8,21 @@ variant (e.g. `PRESETS["multi30k-en-de"].replace(d_model=512)`).
 |------------------|-----------------|--------|---------|-------|------|----------------|--------------|
 | `tiny`           | chatbot-ko, 2k  | 1      | 32      | 2     | 64   | 1000           | 1024         |
 | `chatbot-ko`     | chatbot-ko      | 2      | 256     | 8     | 512  | 8000           | 2048         |
-| `multi30k-en-de` | Multi30k en→de  | 3      | 256     | 4     | 1024 | 8000           | 6144         |
-| `multi30k-de-en` | Multi30k de→en  | 3      | 256     | 4     | 1024 | 8000           | 6144         |
+| `multi30k-en-de` | Multi30k en→de  | 3      | 256     | 4     | 1024 | 8000           | 3072         |
+| `multi30k-de-en` | Multi30k de→en  | 3      | 256     | 4     | 1024 | 8000           | 3072         |
 | `spa-en`         | Tatoeba es→en   | 2      | 256     | 4     | 1024 | 8000           | 6144         |
 
 The chatbot preset is the Korean Transformer chatbot tutorial's model
 (2 layers, d_model 256, 8 heads, d_ff 512, dropout 0.1).
+
+The Multi30k presets are a recipe for a small corpus on a small machine, where
+the number of updates, not the model, limits quality: buckets every 4 tokens
+up to 24 (11% padding on Multi30k instead of 39% with buckets of 16), batches
+of ~3,072 tokens (~180 updates an epoch), a warmup of 1,200 steps (a peak
+learning rate of 1.4e-3), dropout 0.2, label smoothing 0.1, a shared 8,000-piece
+vocabulary with tied embeddings, the average of the last 5 epochs' weights,
+and beam search with a GNMT length penalty. `max_minutes` caps the run at
+86 minutes from the start of `train` (tokenizer and compilation included).
 """
 
 import dataclasses
@@ -42,6 +51,7 @@ class Preset:
     epochs: int = 20
     max_examples: int = 0  # 0 = the whole training split
     average_last: int = 1  # average the weights of the last N epochs' checkpoints
+    max_minutes: float = 0.0  # stop training after this many minutes (0 = no limit)
     beam_size: int = 4
     length_penalty: float = 0.6
 
@@ -71,6 +81,13 @@ class Preset:
         return config
 
 
+MULTI30K_EN_DE = Preset(
+    "multi30k-en-de", "multi30k-en-de", num_layers=3, num_heads=4, d_ff=1024, dropout=0.2,
+    token_budget=3072, bucket_boundaries=(12, 16, 20, 24, 32, 48, 64),
+    warmup_steps=1200, learning_rate_scale=0.8, epochs=60, max_minutes=86.0,
+    average_last=5, beam_size=5,
+)
+
 PRESETS = {
     preset.name: preset
     for preset in [
@@ -82,14 +99,8 @@ PRESETS = {
         ),
         Preset("chatbot-ko", "chatbot-ko", warmup_steps=400, epochs=30, max_length=48,
                token_budget=2048, bucket_boundaries=(16, 32, 48)),
-        Preset(
-            "multi30k-en-de", "multi30k-en-de", num_layers=3, num_heads=4, d_ff=1024,
-            token_budget=6144, warmup_steps=4000, epochs=30, average_last=5,
-        ),
-        Preset(
-            "multi30k-de-en", "multi30k-de-en", num_layers=3, num_heads=4, d_ff=1024,
-            token_budget=6144, warmup_steps=4000, epochs=30, average_last=5,
-        ),
+        MULTI30K_EN_DE,
+        MULTI30K_EN_DE.replace(name="multi30k-de-en", corpus="multi30k-de-en"),
         Preset(
             "spa-en", "spa-en", num_layers=2, num_heads=4, d_ff=1024, token_budget=6144,
             warmup_steps=4000, epochs=15,

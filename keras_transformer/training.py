@@ -173,7 +173,8 @@ def train(
         data_dir: where the corpus files are (not needed for the bundled
             chatbot corpus).
         epochs: number of epochs; default the preset's.
-        minutes: stop after this many minutes (the epoch under way ends early).
+        minutes: stop after this many minutes from the start (the epoch under
+            way ends early); default the preset's `max_minutes` (0: no limit).
         resume: continue an interrupted run in `output` from its last epoch.
         overwrite: replace whatever `output` holds.
         strategy: `"default"`, `"mirrored"` or `"multi-worker"` (TF_CONFIG).
@@ -280,8 +281,10 @@ def train(
             keras.callbacks.CSVLogger(str(output / run_dir.HISTORY), append=True),
             keras.callbacks.TensorBoard(str(output / run_dir.LOGS), write_graph=False),
         ]
+    minutes = minutes or config_preset.max_minutes
     if minutes:
-        callbacks.append(TimeLimit(minutes))
+        # The budget counts from the start of `train`: tokenizer and data included.
+        callbacks.append(TimeLimit(minutes - (time.monotonic() - started) / 60.0))
     # Last: an epoch counts as done for --resume only once its checkpoint, status
     # and log row are written; if the run dies before, --resume trains it again.
     callbacks.append(BackupAndRestore(str(backup), double_checkpoint=True))
