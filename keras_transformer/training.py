@@ -173,8 +173,9 @@ def train(
         data_dir: where the corpus files are (not needed for the bundled
             chatbot corpus).
         epochs: number of epochs; default the preset's.
-        minutes: stop after this many minutes from the start (the epoch under
-            way ends early); default the preset's `max_minutes` (0: no limit).
+        minutes: stop after this many minutes of this call (the epoch under
+            way ends early); default: what remains of the preset's
+            `max_minutes` for the whole run (0: no limit).
         resume: continue an interrupted run in `output` from its last epoch.
         overwrite: replace whatever `output` holds.
         strategy: `"default"`, `"mirrored"` or `"multi-worker"` (TF_CONFIG).
@@ -236,6 +237,7 @@ def train(
         finished=False,
     )
     config.setdefault("completed_epochs", 0)
+    prior_minutes = config.get("train_minutes", 0.0)  # of the run before a --resume
     if is_chief:
         run_dir.write_json_atomic(output / run_dir.CONFIG, config)
 
@@ -265,7 +267,8 @@ def train(
     class EpochCounter(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):
             if is_chief:
-                write_status(output, completed_epochs=epoch + 1)
+                minutes = prior_minutes + (time.monotonic() - started) / 60.0
+                write_status(output, completed_epochs=epoch + 1, train_minutes=round(minutes, 2))
 
     backup = output / run_dir.BACKUP
     if strategy == "multi-worker":
@@ -281,14 +284,16 @@ def train(
             keras.callbacks.CSVLogger(str(output / run_dir.HISTORY), append=True),
             keras.callbacks.TensorBoard(str(output / run_dir.LOGS), write_graph=False),
         ]
-    minutes = minutes or config_preset.max_minutes
+    total_epochs = epochs or (10_000 if minutes else config_preset.epochs)
+    if not minutes and config_preset.max_minutes:
+        # The preset's budget is the whole run's, earlier (resumed) parts included.
+        minutes = config_preset.max_minutes - prior_minutes
     if minutes:
-        # The budget counts from the start of `train`: tokenizer and data included.
-        callbacks.append(TimeLimit(minutes - (time.monotonic() - started) / 60.0))
+        # Counted from the start of `train`: the tokenizer and the data included.
+        callbacks.append(TimeLimit(max(minutes - (time.monotonic() - started) / 60.0, 0.0)))
     # Last: an epoch counts as done for --resume only once its checkpoint, status
     # and log row are written; if the run dies before, --resume trains it again.
     callbacks.append(BackupAndRestore(str(backup), double_checkpoint=True))
-    total_epochs = epochs or (10_000 if minutes else config_preset.epochs)
     if verbose == "auto":
         verbose = 1 if sys.stdout.isatty() else 2
     with warnings.catch_warnings():
@@ -308,7 +313,7 @@ def train(
             save_model_atomic(averaged, output / run_dir.MODEL)
             config.update(best_val_loss=loss, best_epoch="averaged")
     minutes_used = (time.monotonic() - started) / 60.0
-    config.update(finished=True, train_minutes=round(config.get("train_minutes", 0.0) + minutes_used, 2))
+    config.update(finished=True, train_minutes=round(prior_minutes + minutes_used, 2))
     shutil.rmtree(backup, ignore_errors=True)
     if is_chief:
         run_dir.write_json_atomic(output / run_dir.CONFIG, config)

@@ -63,6 +63,16 @@ def test_refuses_to_overwrite_a_trained_model(tiny_run, capsys):
     assert summary["completed_epochs"] == 2
 
 
+def test_a_preset_time_budget_stops_the_run_and_is_recorded(tmp_path):
+    output = tmp_path / "run"
+    # The tiny preset has 2 epochs; a budget spent before the first batch ends stops it there.
+    summary = train("tiny", output=output, verbose=0, max_minutes=1e-4, **SMALL)
+    config = run_dir.read_config(output)
+    assert summary["completed_epochs"] == 1 and config["finished"]
+    assert config["preset"]["max_minutes"] == 1e-4 and config["train_minutes"] > 0
+    assert len(_history(output)) == 1
+
+
 def test_killed_training_resumes_without_losing_an_epoch(tmp_path):
     output = tmp_path / "run"
     process = _train_in_subprocess(output, epochs=3)

@@ -1,0 +1,140 @@
+"""Multi30k end to end: train a preset from scratch, tune the decoder on val, score test.
+
+1. `keras-transformer train --preset multi30k-en-de` (or `-de-en`) into
+   `--output`; a finished run there is reused, an interrupted one resumed.
+2. Beam search (the preset's beam size) on `val` for each length penalty
+   in `--alphas`; the best by val BLEU is kept and written into the run's
+   `config.json`, so `translate`, `evaluate` and `export` use it. Test sets
+   play no part in any choice.
+3. `test_2016_flickr` (and any other `test_*` files of the folder, e.g. a
+   2017 set), translated once with that setting, scored with sacreBLEU
+   (13a, cased and `--lowercase`) and chrF; greedy decoding too, for
+   reference.
+4. A JSON of the scores, the training minutes, the epochs and the model
+   size, with the machine and the command.
+
+Example (about 90 minutes on 2 CPU cores)::
+
+    python benchmarks/multi30k.py --data-dir ../shared/data/multi30k_task1
+    python benchmarks/multi30k.py --direction de-en --data-dir ../shared/data/multi30k_task1
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+LANGUAGES = {"en-de": ("en", "de"), "de-en": ("de", "en")}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--direction", default="en-de", choices=sorted(LANGUAGES))
+    parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data" / "multi30k_task1"),
+                        help="the multi30k_task1 folder (train/val/test_2016_flickr files)")
+    parser.add_argument("--output", help="run directory (default: runs/multi30k-DIRECTION)")
+    parser.add_argument("--alphas", default="0.6,1.0",
+                        help="GNMT length penalties to try on val (comma-separated)")
+    parser.add_argument("--batch-size", type=int, default=100, help="sentences per decoding batch")
+    parser.add_argument("--json", help="where the scores go (default: benchmarks/results/multi30k-DIRECTION.json)")
+    return parser.parse_args(argv)
+
+
+def decode(run, sentences, beam_size, alpha, batch_size, greedy=False):
+    """(translations, seconds) of a run directory's model on `sentences`."""
+    from keras_transformer.commands.translate import translate_lines
+    from keras_transformer.export import load
+
+    translator = load(run, beam_size=beam_size, alpha=alpha)
+    started = time.perf_counter()
+    hypotheses = translate_lines(translator, sentences, batch_size, greedy=greedy)
+    return hypotheses, time.perf_counter() - started
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    source, target = LANGUAGES[args.direction]
+    preset = f"multi30k-{args.direction}"
+    data = pathlib.Path(args.data_dir)
+    run = pathlib.Path(args.output or REPO / "runs" / preset)
+    results_path = pathlib.Path(args.json or REPO / "benchmarks" / "results" / f"{preset}.json")
+
+    from keras_transformer import evaluation, run_dir
+    from keras_transformer.training import train
+
+    summary = train(preset=preset, output=run, data_dir=data, resume=True)
+    print(json.dumps(summary), flush=True)
+    config = run_dir.read_config(run)
+    beam_size = config["decoding"]["beam_size"]
+
+    def read(stem, language):
+        return evaluation.read_lines(data / f"{stem}.{language}")
+
+    val_sources, val_references = read("val", source), read("val", target)
+    tuning = {}
+    for alpha in [float(a) for a in args.alphas.split(",")]:
+        hypotheses, seconds = decode(run, val_sources, beam_size, alpha, args.batch_size)
+        tuning[alpha] = dict(evaluation.score(hypotheses, val_references), seconds=seconds)
+        print(f"val, beam {beam_size}, alpha {alpha}: {evaluation.format_scores(tuning[alpha])}", flush=True)
+    alpha = max(tuning, key=lambda a: tuning[a]["bleu"])
+    config["decoding"]["length_penalty"] = alpha
+    config["decoding"]["tuned_on"] = "val"
+    run_dir.write_json_atomic(run / run_dir.CONFIG, config)
+
+    tests = {}
+    for path in sorted(data.glob(f"test_*.{source}")):
+        stem = path.name[: -len(source) - 1]
+        if not (data / f"{stem}.{target}").is_file():
+            continue
+        sources, references = read(stem, source), read(stem, target)
+        hypotheses, seconds = decode(run, sources, beam_size, alpha, args.batch_size)
+        greedy, greedy_seconds = decode(run, sources, 1, None, args.batch_size, greedy=True)
+        out = results_path.parent / f"{preset}.{stem}.hyp.{target}"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+        tests[stem] = {
+            "beam": dict(evaluation.score(hypotheses, references), seconds=seconds),
+            "greedy": dict(evaluation.score(greedy, references), seconds=greedy_seconds),
+            "hypotheses": str(out.relative_to(REPO)) if out.is_relative_to(REPO) else str(out),
+        }
+        print(f"{stem}, beam {beam_size}, alpha {alpha}: {evaluation.format_scores(tests[stem]['beam'])}")
+        print(f"{stem}, greedy: {evaluation.format_scores(tests[stem]['greedy'])}", flush=True)
+
+    import keras
+
+    model = keras.saving.load_model(run / run_dir.MODEL, compile=False)
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), platform.machine()) if os.path.exists("/proc/cpuinfo") \
+        else platform.machine()
+    report = {
+        "command": " ".join(["python"] + sys.argv),
+        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": {"cpu": cpu, "cpus": os.cpu_count(), "python": platform.python_version(),
+                    "keras": keras.__version__},
+        "direction": args.direction,
+        "run": str(run),
+        "preset": config["preset"],
+        "parameters": model.count_params(),
+        "training": {key: config.get(key) for key in
+                     ("train_minutes", "completed_epochs", "best_val_loss", "best_epoch", "averaged")},
+        "decoding": {"beam_size": beam_size, "length_penalty": alpha, "chosen_on": "val BLEU",
+                     "val": {str(a): s for a, s in tuning.items()}},
+        "test": tests,
+    }
+    results_path.parent.mkdir(parents=True, exist_ok=True)
+    run_dir.write_json_atomic(results_path, report)
+    print(f"Wrote {results_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
