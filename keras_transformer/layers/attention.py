@@ -68,6 +68,11 @@ def add_bias(x, bias):
     return _add_bias(x, ops.convert_to_tensor(bias, dtype=x.dtype))
 
 
+def is_plain_dense(dense):
+    """Whether a `Dense`/`EinsumDense` is plain (no LoRA, not quantized): its kernel may be read directly."""
+    return not (getattr(dense, "lora_enabled", False) or getattr(dense, "quantization_mode", None))
+
+
 def _uint32(value):
     return ops.convert_to_tensor(value, dtype="uint32")
 
@@ -270,14 +275,6 @@ class MultiHeadAttention(keras.layers.Layer):
         """
         return ops.stack(self._project_keys_and_values(value, key), axis=1)
 
-    @staticmethod
-    def _is_plain(dense):
-        """Whether `dense` is a plain projection whose kernel may be read directly."""
-        return not (
-            getattr(dense, "lora_enabled", False)
-            or getattr(dense, "quantization_mode", None)
-        )
-
     def _project(self, inputs, dense):
         """`dense(inputs)`: `(batch, length, d_model)` -> `(batch, length, heads, key_dim)`.
 
@@ -288,7 +285,7 @@ class MultiHeadAttention(keras.layers.Layer):
         gradient of `einsum("btd,dhk->bthk")` is a batch of per-sequence
         products summed afterwards, several times slower on CPU.
         """
-        if not self._is_plain(dense):
+        if not is_plain_dense(dense):
             return dense(inputs)
         width = self.num_heads * self.key_dim
         kernel = ops.reshape(dense.kernel, (self.d_model, width))
@@ -304,7 +301,7 @@ class MultiHeadAttention(keras.layers.Layer):
     def _output_projection(self, context):
         """`(batch, q_len, heads, key_dim)` -> `(batch, q_len, d_model)` as one 2-D matmul."""
         dense = self.output_dense
-        if not self._is_plain(dense):
+        if not is_plain_dense(dense):
             return dense(context)
         width = self.num_heads * self.key_dim
         flat = ops.reshape(context, tuple(ops.shape(context)[:-2]) + (width,))

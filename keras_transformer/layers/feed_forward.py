@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers.attention import HashDropout, add_bias
+from keras_transformer.layers.attention import HashDropout, add_bias, is_plain_dense
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -77,7 +77,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
     @staticmethod
     def _dense(dense, inputs):
         """`dense(inputs)`, with `add_bias`'s cheaper bias gradient for a plain `Dense`."""
-        if getattr(dense, "lora_enabled", False) or getattr(dense, "quantization_mode", None):
+        if not is_plain_dense(dense):
             return dense(inputs)
         outputs = ops.matmul(inputs, ops.cast(dense.kernel, inputs.dtype))
         if dense.use_bias:
