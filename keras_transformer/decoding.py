@@ -2,10 +2,14 @@
 
 The encoder runs once per source, the cross-attention keys/values are
 projected once per decoder layer, and every step feeds a single token
-through the decoder, appending its keys/values to a fixed-size cache
-`(batch, 2, max_length, num_heads, key_dim)` per layer; the prefix is never
-re-run. The loops are `keras.ops.while_loop`s with a static `max_length`,
-so a whole decode compiles into one XLA program (`compile_decoder`).
+through the decoder, appending its keys/values to a fixed-size cache (a keys
+and a values tensor `(batch, num_heads, positions, key_dim)` per layer); the
+prefix is never re-run. The beams of a source share one cache and attend it
+through their ancestry, so beam search never copies the cache to reorder it.
+The loops are `keras.ops.while_loop`s over static shapes, run in three
+phases whose cache holds a quarter, a half, then all of `max_length`, so a
+whole decode compiles into one XLA program (`compile_decoder`) and short
+outputs never touch the rest of the cache.
 
 Every search returns generated ids `(batch, max_length)` int32: the tokens
 after START, END included, 0 after END; PAD (0) and START are never
@@ -131,43 +135,77 @@ def encode(model, source_ids):
     return x, mask
 
 
-def make_step_fn(model, source_ids, max_length=None, repeat=1):
+def make_step_fn(model, source_ids, max_length=None, beam_size=1):
     """The cached decoder step of `model` for `source_ids`, and its initial state.
 
-    Returns `(step_fn, state)`. `step_fn(tokens (batch,), index, state)` feeds
-    `tokens` at position `index` and returns `(logits (batch, vocab) float32,
-    state)`; `state` is one self-attention cache per decoder layer. With
-    `repeat=k` every source row is repeated `k` times (one row per beam).
+    Returns `(step_fn, state)`. `step_fn(tokens, index, state)` feeds `tokens`
+    `(batch * beam_size,)` at position `index` and returns `(logits
+    (batch * beam_size, vocab) float32, state)`. `state` is `(caches,
+    ancestry)`: one self-attention cache `(keys, values)` per decoder layer,
+    each `(batch, heads, max_length * beam_size, key_dim)`, and the int32
+    `ancestry` `(batch, beam_size, max_length)`.
+
+    With `beam_size=k` the rows are k beams per source, next to each other,
+    and the beams of a source share its cache: beam `j`'s keys/values for
+    position `p` sit at `p * k + j`, and `ancestry[:, j, p]` names the beam
+    whose entry beam `j` descends from at position `p`. Each beam attends
+    only the entries it descends from, so beam search reorders the small
+    ancestry (`reorder_beams`), never the cache, and the beams of a source
+    meet its encoder output as the queries of one cross-attention.
     """
     parts = _Parts(model)
     max_length = _max_length(parts, max_length)
+    beams = _check_beam_size(beam_size)
     memory, source_mask = encode(parts, source_ids)
-    cross_caches = []
-    for layer in parts.decoder_layers:
-        cache = layer.compute_cross_attention_cache(memory)  # (batch, 2, src_len, heads, key_dim)
-        cross_caches.append(ops.repeat(cache, repeat, axis=0) if repeat > 1 else cache)
-    if repeat > 1:
-        source_mask = ops.repeat(source_mask, repeat, axis=0)
-    rows = ops.shape(source_mask)[0]
-    state = tuple(
-        ops.zeros((rows, 2, max_length, layer.num_heads, layer.d_model // layer.num_heads),
-                  dtype=layer.compute_dtype)
+    cross_caches = [layer.compute_cross_attention_cache(memory) for layer in parts.decoder_layers]
+    batch = ops.shape(source_mask)[0]
+    caches = tuple(
+        tuple(ops.zeros((batch, layer.num_heads, max_length * beams, layer.d_model // layer.num_heads),
+                        dtype=layer.compute_dtype) for _ in "kv")
         for layer in parts.decoder_layers
     )
+    own_beam = ops.arange(beams, dtype="int32")[None, :, None]
 
-    def step_fn(tokens, index, caches):
+    def step_fn(tokens, index, state):
+        caches, ancestry = state
+        # Each beam's own entry at `index` (written for one beam too: a loop
+        # variable that never changes breaks TensorFlow's XLA conversion).
+        own = ops.broadcast_to(own_beam, (ops.shape(ancestry)[0], beams, 1))
+        ancestry = ops.slice_update(ancestry, (0, 0, index), own)
+        mask = _ancestry_mask(ancestry, caches[0][0].shape[2] // beams) if beams > 1 else None
         x = parts.decoder_embedding(tokens[:, None], start_index=index, training=False)
+        x = ops.reshape(x, (-1, beams, ops.shape(x)[-1]))  # (batch, beams, d_model)
         new_caches = []
         for layer, cache, cross_cache in zip(parts.decoder_layers, caches, cross_caches):
             x, cache, _ = layer(
                 x, encoder_padding_mask=source_mask, self_attention_cache=cache,
-                self_attention_cache_update_index=index, cross_attention_cache=cross_cache,
-                training=False,
+                self_attention_cache_update_index=index * beams, cross_attention_cache=cross_cache,
+                decoder_attention_mask=mask, training=False,
             )
             new_caches.append(cache)
-        return ops.cast(parts.logits(x)[:, 0], "float32"), tuple(new_caches)
+        logits = parts.logits(x)
+        logits = ops.reshape(logits, (-1, ops.shape(logits)[-1]))
+        return ops.cast(logits, "float32"), (tuple(new_caches), ancestry)
 
-    return step_fn, state
+    return step_fn, (caches, ops.zeros((batch, beams, max_length), "int32"))
+
+
+def _ancestry_mask(ancestry, positions):
+    """`(batch, beams, positions * beams)`: True where beam `j` descends from the cache entry."""
+    beams = ancestry.shape[1]
+    ancestors = ancestry[:, :, :positions, None]  # (batch, beams, positions, 1)
+    mask = ops.equal(ancestors, ops.arange(beams, dtype="int32")[None, None, None])
+    return ops.reshape(mask, (-1, beams, positions * beams))
+
+
+def reorder_beams(state, parents):
+    """`make_step_fn`'s state after beam search picked `parents` `(batch, beams)`.
+
+    Beam `j` continues beam `parents[:, j]`: it takes over that beam's
+    ancestry. The cache itself stays where it is.
+    """
+    caches, ancestry = state
+    return caches, ops.take_along_axis(ancestry, parents[:, :, None], axis=1)
 
 
 def _allowed(logits, start_id):
@@ -188,11 +226,50 @@ def _finished(batch_size, finished):
     return ops.cast(finished, "bool")
 
 
-def _token_search(choose, step_fn, state, batch_size, max_length, start_id, end_id, finished):
-    """The loop shared by greedy and sampling: `choose(logits, index) -> tokens`."""
+def resize_cache(state, length):
+    """`make_step_fn`'s state with room for `length` positions: cut, or padded with zeros.
 
-    def cond(index, ids, finished, state):
-        return ops.logical_and(index < max_length, ops.logical_not(ops.all(finished)))
+    The searches call it with growing lengths (`resize_state`): the first
+    steps then attend a quarter of the cache.
+    """
+    caches, ancestry = state
+    entries = length * ancestry.shape[1]
+
+    def resize(cache):  # (batch, heads, entries, key_dim), position-major
+        if cache.shape[2] >= entries:
+            return cache[:, :, :entries]
+        return ops.pad(cache, ((0, 0), (0, 0), (0, entries - cache.shape[2]), (0, 0)))
+
+    return keras.tree.map_structure(resize, caches), ancestry
+
+
+def _phases(max_length, resize_state):
+    """The state lengths the loop runs through: max_length / 4, / 2, then max_length."""
+    if resize_state is None:
+        return [max_length]
+    return sorted({-(-max_length // 4), -(-max_length // 2), max_length})
+
+
+def _phased_loop(body, done, loop_vars, max_length, resize_state):
+    """`while index < max_length and not done(loop_vars)`, with the state resized between phases.
+
+    `loop_vars` is `(index, ..., state)`. Each phase is its own loop with
+    static shapes; a phase whose start finds the loop over runs no step.
+    """
+    for length in _phases(max_length, resize_state):
+        if resize_state is not None:
+            loop_vars = (*loop_vars[:-1], resize_state(loop_vars[-1], length))
+
+        def cond(*loop_vars, length=length):
+            return ops.logical_and(loop_vars[0] < length, ops.logical_not(done(*loop_vars)))
+
+        loop_vars = ops.while_loop(cond, body, loop_vars)
+    return loop_vars
+
+
+def _token_search(choose, step_fn, state, batch_size, max_length, start_id, end_id, finished,
+                  resize_state=None):
+    """The loop shared by greedy and sampling: `choose(logits, index) -> tokens`."""
 
     def body(index, ids, finished, state):
         logits, state = step_fn(ops.take(ids, index, axis=1), index, state)
@@ -203,21 +280,25 @@ def _token_search(choose, step_fn, state, batch_size, max_length, start_id, end_
 
     loop_vars = (ops.convert_to_tensor(0, "int32"), _start(batch_size, max_length, start_id),
                  _finished(batch_size, finished), state)
-    _, ids, _, _ = ops.while_loop(cond, body, loop_vars)
+    _, ids, _, _ = _phased_loop(body, lambda index, ids, finished, state: ops.all(finished),
+                                loop_vars, max_length, resize_state)
     return ids[:, 1:]
 
 
 def greedy_search(step_fn, state, batch_size, max_length, start_id=START_ID, end_id=END_ID,
-                  finished=None):
+                  finished=None, resize_state=None):
     """Greedy search over `step_fn(tokens, index, state) -> (logits, state)`.
 
     Returns ids `(batch, max_length)`: the argmax token at every step, END
     included, 0 after END. Rows flagged in `finished` (boolean `(batch,)`,
     e.g. empty sources) produce nothing. Stops early once every row has
-    produced END.
+    produced END. With `resize_state(state, length)` (e.g. `resize_cache`)
+    the loop runs in phases whose state holds max_length / 4, / 2, then
+    max_length positions.
     """
     return _token_search(lambda logits, index: ops.argmax(logits, axis=-1),
-                         step_fn, state, batch_size, max_length, start_id, end_id, finished)
+                         step_fn, state, batch_size, max_length, start_id, end_id, finished,
+                         resize_state)
 
 
 def filter_logits(logits, temperature=1.0, top_k=0, top_p=1.0):
@@ -247,15 +328,15 @@ def filter_logits(logits, temperature=1.0, top_k=0, top_p=1.0):
 
 def sample_search(step_fn, state, batch_size, max_length, temperature=1.0, top_k=0,
                   top_p=1.0, seed=None, noise=None, start_id=START_ID, end_id=END_ID,
-                  finished=None):
+                  finished=None, resize_state=None):
     """Sampling with temperature, top-k and top-p over `step_fn`.
 
     Randomness is one uniform number per row and step, drawn up front
     (`noise`, shape `(batch, max_length)`, values in [0, 1)) from `seed` (int
     or `keras.random.SeedGenerator`) unless given; the token is found by
     inverting the filtered distribution's CDF, so the loop itself is
-    stateless and XLA-friendly. `temperature=0` is greedy. `finished` as in
-    `greedy_search`.
+    stateless and XLA-friendly. `temperature=0` is greedy. `finished` and
+    `resize_state` as in `greedy_search`.
     """
     if noise is None:
         noise = keras.random.uniform((batch_size, max_length), seed=seed)
@@ -271,11 +352,13 @@ def sample_search(step_fn, state, batch_size, max_length, temperature=1.0, top_k
         sampled = ops.minimum(sampled, ops.shape(logits)[-1] - 1)
         return ops.where(temperature > 0, sampled, greedy)
 
-    return _token_search(choose, step_fn, state, batch_size, max_length, start_id, end_id, finished)
+    return _token_search(choose, step_fn, state, batch_size, max_length, start_id, end_id, finished,
+                         resize_state)
 
 
 def beam_search(step_fn, state, batch_size, max_length, beam_size=4, alpha=0.6,
-                start_id=START_ID, end_id=END_ID, finished=None):
+                start_id=START_ID, end_id=END_ID, finished=None, resize_state=None,
+                reorder_state=None):
     """Beam search with the GNMT length penalty over `step_fn`.
 
     `state` (and `step_fn`'s tokens and logits) hold `batch_size * beam_size`
@@ -288,6 +371,10 @@ def beam_search(step_fn, state, batch_size, max_length, beam_size=4, alpha=0.6,
     stops when every source is done or after `max_length` tokens, when
     unfinished beams are scored as they are. Sources flagged in `finished`
     (boolean `(batch,)`) are done from the start with empty hypotheses.
+    `resize_state` as in `greedy_search`. `reorder_state(state, parents)`
+    gives the state of the new beams, `parents` `(batch, beam_size)` naming
+    each one's parent beam (e.g. `reorder_beams`); by default every state
+    tensor's rows are gathered.
 
     Returns `(ids (batch, beam_size, max_length), scores (batch, beam_size))`,
     best first.
@@ -301,14 +388,16 @@ def beam_search(step_fn, state, batch_size, max_length, beam_size=4, alpha=0.6,
     fin_seqs = ops.zeros_like(seqs)
     fin_scores = ops.where(_finished(batch_size, finished)[:, None], 0.0,
                            ops.full((batch_size, k), ninf))
-    offsets = ops.arange(batch_size, dtype="int32")[:, None] * k
+    if reorder_state is None:
+        offsets = ops.arange(batch_size, dtype="int32")[:, None] * k
+
+        def reorder_state(state, parents):
+            rows = ops.reshape(parents + offsets, (-1,))
+            return keras.tree.map_structure(lambda x: ops.take(x, rows, axis=0), state)
     top_rank = ops.arange(2 * k, dtype="int32")[None]
 
     def done(fin_scores):
         return fin_scores[:, -1] > ninf  # the k-th best finished hypothesis exists
-
-    def cond(index, seqs, log_probs, fin_seqs, fin_scores, state):
-        return ops.logical_and(index < max_length, ops.logical_not(ops.all(done(fin_scores))))
 
     def body(index, seqs, log_probs, fin_seqs, fin_scores, state):
         tokens = ops.reshape(ops.take(seqs, index, axis=2), (-1,))
@@ -326,8 +415,7 @@ def beam_search(step_fn, state, batch_size, max_length, beam_size=4, alpha=0.6,
         # The k best candidates that did not end stay alive; reorder the caches.
         alive_scores, alive = ops.top_k(ops.where(ended, ninf, top_scores), k)
         seqs = ops.take_along_axis(cand_seqs, alive[:, :, None], axis=1)
-        rows = ops.reshape(ops.take_along_axis(parent, alive, axis=1) + offsets, (-1,))
-        state = tuple(ops.take(cache, rows, axis=0) for cache in state)
+        state = reorder_state(state, ops.cast(ops.take_along_axis(parent, alive, axis=1), "int32"))
 
         # Ended candidates among the k best join the finished list (frozen once
         # a source is done); lower-ranked endings are dropped, as in fairseq.
@@ -338,7 +426,8 @@ def beam_search(step_fn, state, batch_size, max_length, beam_size=4, alpha=0.6,
         return index + 1, seqs, alive_scores, fin_seqs, fin_scores, state
 
     loop_vars = (ops.convert_to_tensor(0, "int32"), seqs, log_probs, fin_seqs, fin_scores, state)
-    index, seqs, log_probs, fin_seqs, fin_scores, _ = ops.while_loop(cond, body, loop_vars)
+    index, seqs, log_probs, fin_seqs, fin_scores, _ = _phased_loop(
+        body, lambda *loop_vars: ops.all(done(loop_vars[4])), loop_vars, max_length, resize_state)
     # Sources cut off by max_length: their live beams compete as they are.
     unfinished = ops.where(done(fin_scores)[:, None], ninf, log_probs / length_penalty(index, alpha))
     fin_scores, fin_seqs = _merge(fin_scores, fin_seqs, unfinished, seqs, k)
@@ -379,9 +468,9 @@ def greedy_decode(model, source_ids, max_length=None, start_id=START_ID, end_id=
     """
     source_ids = _source(source_ids)
     step_fn, state = make_step_fn(model, source_ids, max_length)
-    max_length = state[0].shape[2]
+    max_length = state[1].shape[2]
     return greedy_search(step_fn, state, ops.shape(source_ids)[0], max_length, start_id, end_id,
-                         _empty(source_ids))
+                         _empty(source_ids), resize_cache)
 
 
 def beam_decode(model, source_ids, beam_size=4, alpha=0.6, max_length=None,
@@ -396,10 +485,10 @@ def beam_decode(model, source_ids, beam_size=4, alpha=0.6, max_length=None,
     >>> ids, scores = beam_decode(model, [[5, 6, 7]], beam_size=4, alpha=0.6)
     """
     source_ids = _source(source_ids)
-    step_fn, state = make_step_fn(model, source_ids, max_length, repeat=_check_beam_size(beam_size))
-    max_length = state[0].shape[2]
-    return beam_search(step_fn, state, ops.shape(source_ids)[0], max_length,
-                       beam_size, alpha, start_id, end_id, _empty(source_ids))
+    step_fn, state = make_step_fn(model, source_ids, max_length, beam_size)
+    return beam_search(step_fn, state, ops.shape(source_ids)[0], state[1].shape[2],
+                       beam_size, alpha, start_id, end_id, _empty(source_ids), resize_cache,
+                       reorder_beams)
 
 
 def sample_decode(model, source_ids, temperature=1.0, top_k=0, top_p=1.0, seed=None,
@@ -412,9 +501,10 @@ def sample_decode(model, source_ids, temperature=1.0, top_k=0, top_p=1.0, seed=N
     """
     source_ids = _source(source_ids)
     step_fn, state = make_step_fn(model, source_ids, max_length)
-    max_length = state[0].shape[2]
+    max_length = state[1].shape[2]
     return sample_search(step_fn, state, ops.shape(source_ids)[0], max_length, temperature,
-                         top_k, top_p, seed, noise, start_id, end_id, _empty(source_ids))
+                         top_k, top_p, seed, noise, start_id, end_id, _empty(source_ids),
+                         resize_cache)
 
 
 def make_uncached_step_fn(model, source_ids, max_length=None, repeat=1):

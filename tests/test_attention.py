@@ -91,13 +91,20 @@ def test_cache_steps_equal_full_causal_attention():
     mha = kt.MultiHeadAttention(d_model=16, num_heads=4)
     x = np.random.default_rng(3).normal(size=(2, 5, 16)).astype("float32")
     full = ops.convert_to_numpy(mha(x, x, use_causal_mask=True))
-    cache = ops.zeros((2, 2, 5, 4, 4))
+    cache = (ops.zeros((2, 4, 5, 4)), ops.zeros((2, 4, 5, 4)))  # keys, values
     steps = []
     for index in range(5):
         step = x[:, index : index + 1]
         out, cache = mha(step, step, use_causal_mask=True, cache=cache, cache_update_index=index)
         steps.append(ops.convert_to_numpy(out))
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-5, atol=1e-5)
+
+
+def test_a_cache_that_is_not_a_keys_values_pair_is_a_value_error():
+    mha = kt.MultiHeadAttention(d_model=16, num_heads=4)
+    x = ops.ones((2, 1, 16))
+    with pytest.raises(ValueError, match=r"`cache` must be a pair \(keys, values\)"):
+        mha(x, x, cache=ops.zeros((2, 2, 4, 5, 4)), cache_update_index=0)
 
 
 def test_cross_attention_cache_equals_recomputing():

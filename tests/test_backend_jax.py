@@ -172,7 +172,7 @@ def cached_decoding_matches_full_pass():
     x, memory = rng.normal(size=(2, length, d_model)).astype("float32"), rng.normal(size=(2, 4, 8)).astype("float32")
     layer = kt.DecoderLayer(d_model, heads, 16)
     full = _np(layer(x, memory))
-    cache = keras.ops.zeros((2, 2, length, heads, d_model // heads))
+    cache = tuple(keras.ops.zeros((2, heads, length, d_model // heads)) for _ in "kv")
     cross_cache = layer.compute_cross_attention_cache(memory)
     steps = []
     for i in range(length):

@@ -87,6 +87,11 @@ def _mix32(x):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
+def _heads_first(projected):
+    """`(batch, length, heads, key_dim)` -> the cache layout `(batch, heads, length, key_dim)`."""
+    return ops.transpose(projected, (0, 2, 1, 3))
+
+
 class HashDropout(keras.layers.Dropout):
     """`keras.layers.Dropout` whose random bits come from a cheap hash, not Philox.
 
@@ -162,8 +167,10 @@ class MultiHeadAttention(keras.layers.Layer):
     `value` (from an embedding with `mask_zero=True`) are honoured: padded keys
     are never attended. `use_causal_mask=True` adds the look-ahead mask.
 
-    For incremental decoding pass `cache`, a tensor of shape
-    `(batch, 2, max_len, num_heads, key_dim)` holding projected keys and values:
+    For incremental decoding pass `cache`, a pair `(keys, values)` of projected
+    keys and values, each of shape `(batch, num_heads, max_len, key_dim)`
+    (two tensors, heads before positions: each step attends them where they
+    are, without copying or transposing the cache):
     - with `cache_update_index=i`, the keys/values of the current `query` steps
       are written at position `i` and the query attends the cache; with
       `use_causal_mask=True` it sees positions `<= i` only;
@@ -271,9 +278,9 @@ class MultiHeadAttention(keras.layers.Layer):
     def compute_cache(self, value, key=None):
         """Projects `value`/`key` once: the cache of a cross-attention layer.
 
-        Returns a tensor of shape `(batch, 2, k_len, num_heads, key_dim)`.
+        Returns `(keys, values)`, each of shape `(batch, num_heads, k_len, key_dim)`.
         """
-        return ops.stack(self._project_keys_and_values(value, key), axis=1)
+        return tuple(_heads_first(x) for x in self._project_keys_and_values(value, key))
 
     def _project(self, inputs, dense):
         """`dense(inputs)`: `(batch, length, d_model)` -> `(batch, length, heads, key_dim)`.
@@ -329,24 +336,35 @@ class MultiHeadAttention(keras.layers.Layer):
         key = value if key is None else key
         q = self._project(query, self.query_dense)  # (batch, q_len, heads, key_dim)
         if cache is None:
-            k, v = self._project_keys_and_values(value, key)
-        elif cache_update_index is None:
-            k, v = cache[:, 0], cache[:, 1]
+            k, v = self._project_keys_and_values(value, key)  # (batch, k_len, heads, key_dim)
+            key_axes = "bshk"
         else:
-            step = ops.stack(self._project_keys_and_values(value, key), axis=1)
-            start = (0, 0, cache_update_index, 0, 0)
-            cache = ops.slice_update(cache, start, ops.cast(step, cache.dtype))
-            k, v = cache[:, 0], cache[:, 1]
+            if not isinstance(cache, (tuple, list)) or len(cache) != 2:
+                raise ValueError(
+                    "`cache` must be a pair (keys, values), each of shape (batch, num_heads, "
+                    f"length, key_dim). Received: cache of type {type(cache).__name__}"
+                )
+            k, v = cache  # (batch, heads, k_len, key_dim)
+            if cache_update_index is not None:
+                start = (0, 0, cache_update_index, 0)
+                k, v = (
+                    ops.slice_update(old, start, ops.cast(_heads_first(new), old.dtype))
+                    for old, new in zip((k, v), self._project_keys_and_values(value, key))
+                )
+                cache = (k, v)
+            key_axes = "bhsk"
 
+        length_axis = key_axes.index("s")
+        k_len = k.shape[length_axis] if k.shape[length_axis] is not None else ops.shape(k)[length_axis]
         mask = self._attention_mask(
-            query, k, attention_mask, use_causal_mask, cache_update_index,
-            key_mask if key_mask is not None else value_mask,
+            query, k_len, attention_mask, use_causal_mask,
+            cache_update_index, key_mask if key_mask is not None else value_mask,
         )
         q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
-        scores = ops.einsum("bqhk,bshk->bhqs", q, k)  # (batch, heads, q_len, k_len)
+        scores = ops.einsum(f"bqhk,{key_axes}->bhqs", q, k)  # (batch, heads, q_len, k_len)
         weights = masked_softmax(scores, None if mask is None else mask[:, None])
         dropped = self.dropout_layer(weights, training=training)
-        context = ops.einsum("bhqs,bshk->bqhk", dropped, v)
+        context = ops.einsum(f"bhqs,{key_axes}->bqhk", dropped, v)
         output = self._output_projection(context)
 
         outputs = (output,)
@@ -356,10 +374,10 @@ class MultiHeadAttention(keras.layers.Layer):
             outputs += (cache,)
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def _attention_mask(self, query, keys, attention_mask, use_causal_mask,
+    def _attention_mask(self, query, k_len, attention_mask, use_causal_mask,
                         cache_update_index, key_padding):
         """Merges explicit, implicit (Keras) and causal masks to (batch, q, k)."""
-        q_len, k_len = query.shape[1], keys.shape[1]
+        q_len = query.shape[1]
         if attention_mask is not None:
             attention_mask = ops.convert_to_tensor(attention_mask)
             self._check_mask_shape(attention_mask, query.shape[0], q_len, k_len)
@@ -374,7 +392,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 causal = causal_mask(q_len)
             else:
                 query_positions = ops.arange(q_len)[:, None] + cache_update_index
-                causal = ops.greater_equal(query_positions, ops.arange(ops.shape(keys)[1])[None])
+                causal = ops.greater_equal(query_positions, ops.arange(k_len)[None])
             causal = causal[None]
         return merge_masks(attention_mask, key_padding, causal)
 
@@ -385,7 +403,7 @@ class MultiHeadAttention(keras.layers.Layer):
         ok = len(shape) in (2, 3)
         if ok:
             for got, want in zip(reversed(shape), reversed(expected)):
-                if got is not None and want is not None and got not in (1, want):
+                if isinstance(got, int) and isinstance(want, int) and got not in (1, want):
                     ok = False
         if not ok:
             raise ValueError(

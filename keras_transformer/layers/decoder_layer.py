@@ -20,8 +20,8 @@ class DecoderLayer(EncoderLayer):
     the Keras masks of `decoder_sequence` and `encoder_sequence` are used.
     Without `encoder_sequence` the layer is a decoder-only (GPT-style) block.
 
-    Incremental decoding: pass `self_attention_cache` of shape
-    `(batch, 2, max_len, num_heads, key_dim)` with
+    Incremental decoding: pass `self_attention_cache`, a pair `(keys, values)`
+    each of shape `(batch, num_heads, max_len, key_dim)`, with
     `self_attention_cache_update_index` (the position of the current token),
     and `cross_attention_cache` from `compute_cross_attention_cache()`; the call
     then returns `(output, self_attention_cache, cross_attention_cache)`.
@@ -38,6 +38,10 @@ class DecoderLayer(EncoderLayer):
         cross_attention_cache: the decoding cache (see above).
         return_attention_scores: also return the self- and cross-attention
             weights, `(batch, heads, target_len, target_len | source_len)`.
+        decoder_attention_mask: optional boolean self-attention mask
+            `(batch, target_len, target_len | cache_len)`, `True` = may
+            attend, merged with the look-ahead mask (e.g. which cached
+            positions each beam descends from, in beam search).
         training: whether dropout is active.
 
     Example:
@@ -87,6 +91,7 @@ class DecoderLayer(EncoderLayer):
         self_attention_cache_update_index=None,
         cross_attention_cache=None,
         return_attention_scores=False,
+        decoder_attention_mask=None,
         training=None,
         decoder_sequence_mask=None,
         encoder_sequence_mask=None,
@@ -103,7 +108,7 @@ class DecoderLayer(EncoderLayer):
                 # With a cache the keys are the cache's positions: the causal
                 # mask alone says which of them are filled.
                 value_mask=None if use_cache else decoder_padding_mask,
-                use_causal_mask=True, return_attention_scores=True, training=training,
+                attention_mask=decoder_attention_mask, use_causal_mask=True, return_attention_scores=True, training=training,
                 cache=self_attention_cache,
                 cache_update_index=self_attention_cache_update_index,
             )
