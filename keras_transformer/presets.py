@@ -39,6 +39,7 @@ class Preset:
     num_heads: int = 8
     d_ff: int = 512
     dropout: float = 0.1
+    attention_dropout: float = 0.0  # on the attention weights
     norm_first: bool = False
     vocab_size: int = 8000
     character_coverage: float = 0.9995
@@ -69,6 +70,7 @@ class Preset:
             num_heads=self.num_heads,
             d_ff=self.d_ff,
             dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
             max_length=self.max_length,
             share_embeddings=True,
             tie_output_embedding=True,
