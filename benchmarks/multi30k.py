@@ -42,7 +42,7 @@ def parse_args(argv=None):
     parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data" / "multi30k_task1"),
                         help="the multi30k_task1 folder (train/val/test_2016_flickr files)")
     parser.add_argument("--output", help="run directory (default: runs/multi30k-DIRECTION)")
-    parser.add_argument("--alphas", default="0.6,1.0",
+    parser.add_argument("--alphas", default="0.6,1.0,1.5,2.0,2.5,3.0",
                         help="GNMT length penalties to try on val (comma-separated)")
     parser.add_argument("--batch-size", type=int, default=100, help="sentences per decoding batch")
     parser.add_argument("--json", help="where the scores go (default: benchmarks/results/multi30k-DIRECTION.json)")
