@@ -6,6 +6,7 @@ import pytest
 from keras import ops
 
 import keras_transformer as kt
+from keras_transformer.layers.attention import HashDropout
 
 KEYS = np.array([[10, 0, 0], [0, 10, 0], [0, 0, 10], [0, 0, 10]], dtype="float32")
 VALUES = np.array([[1, 0], [10, 0], [100, 5], [1000, 6]], dtype="float32")
@@ -105,6 +106,13 @@ def test_a_cache_that_is_not_a_keys_values_pair_is_a_value_error():
     x = ops.ones((2, 1, 16))
     with pytest.raises(ValueError, match=r"`cache` must be a pair \(keys, values\)"):
         mha(x, x, cache=ops.zeros((2, 2, 4, 5, 4)), cache_update_index=0)
+
+
+def test_hash_dropout_is_registered_and_reloads():
+    layer = HashDropout(0.25)
+    assert keras.saving.get_registered_name(HashDropout) == "keras_transformer>HashDropout"
+    restored = keras.layers.deserialize(keras.layers.serialize(layer))
+    assert type(restored) is HashDropout and restored.rate == 0.25
 
 
 def test_cross_attention_cache_equals_recomputing():

@@ -86,12 +86,12 @@ def _mix32(x):
     return ops.bitwise_xor(x, ops.right_shift(x, 15))
 
 
-@keras.saving.register_keras_serializable(package="keras_transformer")
 def _heads_first(projected):
     """`(batch, length, heads, key_dim)` -> the cache layout `(batch, heads, length, key_dim)`."""
     return ops.transpose(projected, (0, 2, 1, 3))
 
 
+@keras.saving.register_keras_serializable(package="keras_transformer")
 class HashDropout(keras.layers.Dropout):
     """`keras.layers.Dropout` whose random bits come from a cheap hash, not Philox.
 
