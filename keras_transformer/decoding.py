@@ -164,14 +164,13 @@ def make_step_fn(model, source_ids, max_length=None, beam_size=1):
                         dtype=layer.compute_dtype) for _ in "kv")
         for layer in parts.decoder_layers
     )
-    own_beam = ops.arange(beams, dtype="int32")[None, :, None]
+    # Each beam's own entry at the current position (written for one beam too:
+    # a loop variable that never changes breaks TensorFlow's XLA conversion).
+    own_beam = ops.broadcast_to(ops.arange(beams, dtype="int32")[None, :, None], (batch, beams, 1))
 
     def step_fn(tokens, index, state):
         caches, ancestry = state
-        # Each beam's own entry at `index` (written for one beam too: a loop
-        # variable that never changes breaks TensorFlow's XLA conversion).
-        own = ops.broadcast_to(own_beam, (ops.shape(ancestry)[0], beams, 1))
-        ancestry = ops.slice_update(ancestry, (0, 0, index), own)
+        ancestry = ops.slice_update(ancestry, (0, 0, index), own_beam)
         mask = _ancestry_mask(ancestry, caches[0][0].shape[2] // beams) if beams > 1 else None
         x = parts.decoder_embedding(tokens[:, None], start_index=index, training=False)
         x = ops.reshape(x, (-1, beams, ops.shape(x)[-1]))  # (batch, beams, d_model)

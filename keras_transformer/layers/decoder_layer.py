@@ -108,7 +108,8 @@ class DecoderLayer(EncoderLayer):
                 # With a cache the keys are the cache's positions: the causal
                 # mask alone says which of them are filled.
                 value_mask=None if use_cache else decoder_padding_mask,
-                attention_mask=decoder_attention_mask, use_causal_mask=True, return_attention_scores=True, training=training,
+                attention_mask=decoder_attention_mask, use_causal_mask=True,
+                return_attention_scores=True, training=training,
                 cache=self_attention_cache,
                 cache_update_index=self_attention_cache_update_index,
             )
