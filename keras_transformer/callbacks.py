@@ -1,4 +1,4 @@
-"""Training callbacks: a time limit, an atomic best checkpoint, a guarded backup, checkpoint averaging."""
+"""Training callbacks: time limit, cooldown, atomic best checkpoint, guarded backup, checkpoint averaging."""
 
 import os
 import pathlib
@@ -32,6 +32,73 @@ class TimeLimit(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if time.monotonic() >= self.deadline:
             self.model.stop_training = True
+
+
+class CooldownToEnd(keras.callbacks.Callback):
+    """Anneals a `WarmupSchedule` linearly to zero at the end of training.
+
+    The end is the earlier of `minutes` from the start of `fit` and the end of
+    epoch `epochs`. At each epoch end from the moment the remaining share of
+    the run is at most `fraction` (of `total_minutes`, or of `epochs`), the
+    callback projects the optimizer step at which the run will end, from the
+    last epoch's pace (its validation included), and sets the schedule's
+    cooldown to end there; the projection is renewed at every later epoch end.
+
+    Args:
+        schedule: the optimizer's `WarmupSchedule`.
+        fraction: the last share of the run spent cooling down, e.g. 0.3.
+        minutes: the time left to this `fit`, or None.
+        total_minutes: the whole run's budget (a resumed run's earlier part
+            included); default `minutes`.
+        epochs: the last epoch of the run, or None.
+        on_update: optional function `(start, end)` called when the cooldown
+            is set (e.g. to record it for `--resume`).
+
+    Example:
+
+    >>> schedule = WarmupSchedule(256, warmup_steps=1200)
+    >>> model.compile(keras.optimizers.Adam(schedule), loss=...)
+    >>> model.fit(batches, epochs=1000, callbacks=[TimeLimit(80), CooldownToEnd(schedule, 0.3, minutes=80)])
+    """
+
+    def __init__(self, schedule, fraction, minutes=None, total_minutes=None, epochs=None, on_update=None):
+        super().__init__()
+        if not 0.0 < fraction <= 1.0:
+            raise ValueError(f"`fraction` must be in (0, 1]. Received: fraction={fraction}")
+        if minutes is None and epochs is None:
+            raise ValueError("`CooldownToEnd` needs `minutes` or `epochs` to know where training ends.")
+        self.schedule = schedule
+        self.fraction = fraction
+        self.minutes = minutes
+        self.total_minutes = total_minutes or minutes
+        self.epochs = epochs
+        self.on_update = on_update
+
+    def on_train_begin(self, logs=None):
+        self.deadline = None if self.minutes is None else time.monotonic() + 60.0 * self.minutes
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch_started = (time.monotonic(), int(self.model.optimizer.iterations.numpy()))
+
+    def on_epoch_end(self, epoch, logs=None):
+        now, step = time.monotonic(), int(self.model.optimizer.iterations.numpy())
+        started, first_step = self._epoch_started
+        steps_per_epoch = max(step - first_step, 1)
+        remaining, cooling = [], False
+        if self.deadline is not None:
+            seconds_left = max(self.deadline - now, 0.0)
+            remaining.append(seconds_left / max((now - started) / steps_per_epoch, 1e-9))
+            cooling |= seconds_left <= 60.0 * self.fraction * self.total_minutes
+        if self.epochs is not None:
+            epochs_left = max(self.epochs - (epoch + 1), 0)
+            remaining.append(epochs_left * steps_per_epoch)
+            cooling |= epochs_left <= self.fraction * self.epochs
+        if not cooling or min(remaining) < 1:
+            return
+        start = self.schedule.cooldown[0] if self.schedule.cooldown else step
+        self.schedule.set_cooldown(start, step + max(int(min(remaining)), 1))
+        if self.on_update is not None:
+            self.on_update(*self.schedule.cooldown)
 
 
 class AtomicBestCheckpoint(keras.callbacks.Callback):

@@ -48,6 +48,7 @@ class Preset:
     bucket_boundaries: tuple = (16, 32, 48, 64)
     warmup_steps: int = 4000
     learning_rate_scale: float = 1.0
+    cooldown_fraction: float = 0.0  # anneal the rate linearly to 0 over this last share of the run
     label_smoothing: float = 0.1
     epochs: int = 20
     max_examples: int = 0  # 0 = the whole training split
@@ -86,7 +87,7 @@ class Preset:
 MULTI30K_EN_DE = Preset(
     "multi30k-en-de", "multi30k-en-de", num_layers=3, num_heads=4, d_ff=1024, dropout=0.2,
     token_budget=3072, bucket_boundaries=(12, 16, 20, 24, 32, 48, 64),
-    warmup_steps=1200, learning_rate_scale=0.8, epochs=60, max_minutes=86.0,
+    warmup_steps=1200, learning_rate_scale=0.8, cooldown_fraction=0.3, epochs=60, max_minutes=86.0,
     average_last=5, beam_size=5,
 )
 

@@ -117,20 +117,22 @@ def _datasets(preset, splits, tokenizer, seed, distributed):
     return train, validation
 
 
-def _compile(model, preset, jit_compile=True):
+def _compile(model, preset, jit_compile=True, cooldown=None):
     import keras
 
     from keras_transformer.losses import MaskedSparseCategoricalCrossentropy
     from keras_transformer.metrics import MaskedAccuracy
     from keras_transformer.schedules import WarmupSchedule
 
-    schedule = WarmupSchedule(preset.d_model, preset.warmup_steps, scale=preset.learning_rate_scale)
+    schedule = WarmupSchedule(preset.d_model, preset.warmup_steps, scale=preset.learning_rate_scale,
+                              cooldown=cooldown)
     model.compile(
         optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
         loss=MaskedSparseCategoricalCrossentropy(label_smoothing=preset.label_smoothing),
         metrics=[MaskedAccuracy(name="accuracy")],
         jit_compile=jit_compile,
     )
+    return schedule
 
 
 def _reduce_logs_across_workers(model):
@@ -206,7 +208,7 @@ def train(
     import tensorflow as tf
 
     from keras_transformer.callbacks import (
-        AtomicBestCheckpoint, BackupAndRestore, EpochSnapshots, TimeLimit, average_snapshots,
+        AtomicBestCheckpoint, BackupAndRestore, CooldownToEnd, EpochSnapshots, TimeLimit, average_snapshots,
         save_model_atomic, snapshot_paths, write_status,
     )
     from keras_transformer.datasets import load_split_pairs
@@ -249,7 +251,7 @@ def train(
         # XLA has no collectives on CPU devices (b/194942685): data-parallel
         # runs without accelerators go without it; everything else uses it.
         cpu_distributed = strategy != "default" and not tf.config.list_logical_devices("GPU")
-        _compile(model, config_preset, jit_compile=not cpu_distributed)
+        schedule = _compile(model, config_preset, jit_compile=not cpu_distributed, cooldown=config.get("cooldown"))
         if strategy != "default" and hasattr(model, "_maybe_symbolic_build"):
             # Under a strategy, Keras builds the metrics from a MEAN-reduced
             # copy of the first distributed batch: float, which the model
@@ -284,13 +286,25 @@ def train(
             keras.callbacks.CSVLogger(str(output / run_dir.HISTORY), append=True),
             keras.callbacks.TensorBoard(str(output / run_dir.LOGS), write_graph=False),
         ]
-    total_epochs = epochs or (10_000 if minutes else config_preset.epochs)
+    epoch_limit = epochs or (None if minutes else config_preset.epochs)
+    budget = minutes or config_preset.max_minutes  # this call's, or the preset's for the whole run
     if not minutes and config_preset.max_minutes:
         # The preset's budget is the whole run's, earlier (resumed) parts included.
         minutes = config_preset.max_minutes - prior_minutes
     if minutes:
         # Counted from the start of `train`: the tokenizer and the data included.
-        callbacks.append(TimeLimit(max(minutes - (time.monotonic() - started) / 60.0, 0.0)))
+        minutes = max(minutes - (time.monotonic() - started) / 60.0, 0.0)
+        callbacks.append(TimeLimit(minutes))
+    if config_preset.cooldown_fraction:
+
+        def record_cooldown(start, end):
+            if is_chief:
+                write_status(output, cooldown=[start, end])
+
+        callbacks.append(CooldownToEnd(
+            schedule, config_preset.cooldown_fraction, minutes=minutes or None, total_minutes=budget or None,
+            epochs=epoch_limit, on_update=record_cooldown,
+        ))
     # Last: an epoch counts as done for --resume only once its checkpoint, status
     # and log row are written; if the run dies before, --resume trains it again.
     callbacks.append(BackupAndRestore(str(backup), double_checkpoint=True))
@@ -300,7 +314,7 @@ def train(
         # The bucketed dataset's length is unknown until its first epoch ends.
         warnings.filterwarnings("ignore", message="Your input ran out of data")
         warnings.filterwarnings("ignore", message="`shuffle=True` was passed")
-        model.fit(train_batches, validation_data=validation_batches, epochs=total_epochs,
+        model.fit(train_batches, validation_data=validation_batches, epochs=epoch_limit or 10_000,
                   callbacks=callbacks, verbose=verbose)
 
     config = run_dir.read_config(output) if is_chief else config

@@ -66,3 +66,22 @@ def test_loss_and_metric_configs_round_trip():
     assert (clone.label_smoothing, clone.pad_id) == (0.2, 1)
     metric = kt.MaskedAccuracy.from_config(kt.MaskedAccuracy(pad_id=1).get_config())
     assert metric.pad_id == 1
+
+
+def test_cooldown_decays_the_rate_linearly_to_zero():
+    plain = kt.WarmupSchedule(d_model=64, warmup_steps=10)
+    cooled = kt.WarmupSchedule(d_model=64, warmup_steps=10, cooldown=(100, 200))
+    factors = [float(cooled(step - 1)) / float(plain(step - 1)) for step in [50, 100, 150, 190, 200, 300]]
+    assert factors == pytest.approx([1.0, 1.0, 0.5, 0.1, 0.0, 0.0], abs=1e-5)
+    assert cooled.cooldown == (100, 200) and plain.cooldown is None
+    plain.set_cooldown(10, 20)
+    assert float(plain(19)) == 0.0
+    with pytest.raises(ValueError, match="start=20, end=20"):
+        plain.set_cooldown(20, 20)
+
+
+def test_cooldown_serializes_inside_the_optimizer():
+    optimizer = keras.optimizers.Adam(kt.WarmupSchedule(128, warmup_steps=50, cooldown=(60, 90)))
+    restored = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+    schedule = keras.saving.deserialize_keras_object(restored.get_config()["learning_rate"])
+    assert schedule.cooldown == (60, 90)

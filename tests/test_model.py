@@ -118,7 +118,7 @@ inputs = dict(np.load({str(tmp_path / 'inputs.npz')!r}))
 np.save({str(tmp_path / 'outputs.npy')!r}, keras.ops.convert_to_numpy(model(inputs)))
 schedule = keras.saving.deserialize_keras_object(model.optimizer.get_config()["learning_rate"])
 assert isinstance(schedule, keras_transformer.WarmupSchedule), schedule
-assert schedule.get_config() == {{"d_model": 32, "warmup_steps": 100, "scale": 1.0}}
+assert schedule.get_config() == {{"d_model": 32, "warmup_steps": 100, "scale": 1.0, "cooldown": None}}
 assert type(model).__name__ == "TransformerModel"
 """
     subprocess.run([sys.executable, "-c", script], check=True, cwd=pathlib.Path(__file__).parents[1])
@@ -147,6 +147,22 @@ def test_fit_with_xla_on_a_tf_data_dataset(policy):
     history = model.fit(_toy_dataset(), epochs=3, verbose=0).history
     assert np.isfinite(history["loss"]).all() and np.isfinite(history["masked_accuracy"]).all()
     assert history["loss"][-1] < history["loss"][0]
+
+
+def test_a_cooldown_set_after_compilation_reaches_the_compiled_step():
+    keras.utils.set_random_seed(1)
+    model = kt.build_transformer(**TINY)
+    schedule = kt.WarmupSchedule(32, warmup_steps=10)
+    model.compile(optimizer=keras.optimizers.Adam(schedule), loss=kt.MaskedSparseCategoricalCrossentropy(),
+                  jit_compile=True)
+    model.fit(_toy_dataset(), epochs=1, verbose=0)  # compiles the step
+    steps = int(model.optimizer.iterations.numpy())
+    schedule.set_cooldown(0, steps)  # the rate is 0 from here on
+    before = [variable.numpy().copy() for variable in model.trainable_weights]
+    model.fit(_toy_dataset(), epochs=1, verbose=0)
+    assert int(model.optimizer.iterations.numpy()) == 2 * steps
+    for old, variable in zip(before, model.trainable_weights):
+        np.testing.assert_array_equal(old, variable.numpy())
 
 
 def _multi30k_pairs(shared_data_dir, count):

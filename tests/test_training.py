@@ -73,6 +73,16 @@ def test_a_preset_time_budget_stops_the_run_and_is_recorded(tmp_path):
     assert len(_history(output)) == 1
 
 
+def test_cooldown_anneals_the_rate_to_zero_at_the_last_epoch(tmp_path):
+    output = tmp_path / "run"
+    train("tiny", output=output, epochs=4, verbose=0, cooldown_fraction=0.5, **SMALL)
+    config = run_dir.read_config(output)
+    start, end = config["cooldown"]  # set at the end of epoch 2, renewed at the end of epoch 3
+    assert config["completed_epochs"] == 4 and 0 < start < end
+    steps_per_epoch = start / 2
+    assert end - start == pytest.approx(2 * steps_per_epoch, rel=0.2)
+
+
 def test_killed_training_resumes_without_losing_an_epoch(tmp_path):
     output = tmp_path / "run"
     process = _train_in_subprocess(output, epochs=3)
