@@ -97,6 +97,8 @@ class CooldownToEnd(keras.callbacks.Callback):
             return
         start = self.schedule.cooldown[0] if self.schedule.cooldown else step
         self.schedule.set_cooldown(start, step + max(int(min(remaining)), 1))
+        if keras.backend.backend() == "jax":
+            self.model.make_train_function(force=True)  # JAX traced the old cooldown in as a constant
         if self.on_update is not None:
             self.on_update(*self.schedule.cooldown)
 

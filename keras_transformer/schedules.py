@@ -65,7 +65,12 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return None if start >= _NEVER else (int(start), int(end))
 
     def set_cooldown(self, start, end):
-        """Decays the rate linearly to zero from optimizer step `start` to step `end`."""
+        """Decays the rate linearly to zero from optimizer step `start` to step `end`.
+
+        A train step compiled by TensorFlow sees the change (the cooldown lives
+        in variables); one traced by JAX holds the old values as constants
+        until it is traced again: `model.make_train_function(force=True)`.
+        """
         if not 0 <= start < end:
             raise ValueError(f"The cooldown needs 0 <= start < end. Received: start={start}, end={end}")
         self._cooldown_start.assign(float(start))

@@ -248,6 +248,29 @@ def transformer_fits_with_xla_and_is_deterministic():
 
 
 @check
+def cooldown_to_end_reaches_the_traced_step():
+    import keras
+    import numpy as np
+
+    import keras_transformer as kt
+    from keras_transformer.callbacks import CooldownToEnd
+
+    model = _tiny_transformer()
+    schedule = kt.WarmupSchedule(16, warmup_steps=4)
+    model.compile(optimizer=keras.optimizers.Adam(schedule), loss=kt.MaskedSparseCategoricalCrossentropy(),
+                  jit_compile=True)
+    inputs, labels = _batch()
+    # Epoch 2 is the cooldown, to end at step 4: later steps have a rate of 0.
+    model.fit(inputs, labels, batch_size=4, epochs=2, verbose=0, callbacks=[CooldownToEnd(schedule, 0.5, epochs=2)])
+    assert schedule.cooldown == (2, 4), schedule.cooldown
+    # fit reuses the step the callback traced again: with the cooldown over, the weights stay.
+    before = [keras.ops.convert_to_numpy(v) for v in model.trainable_weights]
+    model.fit(inputs, labels, batch_size=4, epochs=1, verbose=0)
+    for old, variable in zip(before, model.trainable_weights):
+        np.testing.assert_array_equal(old, keras.ops.convert_to_numpy(variable))
+
+
+@check
 def transformer_saves_and_reloads():
     import tempfile
 
