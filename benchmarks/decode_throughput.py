@@ -33,7 +33,6 @@ Example:
 import argparse
 import os
 import pathlib
-import platform
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -45,6 +44,7 @@ from keras import ops  # noqa: E402
 
 from keras_transformer import build_transformer, decoding, run_dir  # noqa: E402
 from keras_transformer.tokenizers import SubwordTokenizer  # noqa: E402
+from machine import machine_line  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "multi30k_task1"
@@ -72,15 +72,6 @@ def parse_args():
     if args.full_length is None:
         args.full_length = args.model is None
     return args
-
-
-def describe_machine():
-    gpus = [d.name for d in tf.config.list_physical_devices("GPU")]
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (
-        f"{platform.node()} | {platform.processor() or platform.machine()} | {os.cpu_count()} CPUs "
-        f"(load {load:.1f}) | GPUs: {gpus or 'none'} | TF {tf.__version__}, Keras {keras.__version__}"
-    )
 
 
 def model_and_tokenizer(args, sentences):
@@ -207,7 +198,7 @@ def main():
     path = pathlib.Path(args.data_dir) / SPLITS[args.split]
     sentences = path.read_text(encoding="utf-8").splitlines()[: args.sentences]
     model, tokenizer, kind = model_and_tokenizer(args, sentences)
-    print(f"machine: {describe_machine()}")
+    print(f"machine: {machine_line()}")
     print(f"model: {model.count_params() / 1e6:.1f}M parameters, {kind}")
     stop = "never stops at END (all steps)" if args.full_length else "stops when every row has ended"
     print(f"data: {len(sentences)} sentences of {path.name}, batches of {args.batch_size}, "

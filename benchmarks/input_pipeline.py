@@ -13,17 +13,15 @@ Example:
 import argparse
 import os
 import pathlib
-import platform
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tensorflow_text  # noqa: E402
 
 from keras_transformer.datasets import corpora, pipeline  # noqa: E402
 from keras_transformer.tokenizers import SubwordTokenizer  # noqa: E402
+from machine import machine_line  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -41,15 +39,6 @@ def parse_args():
     return parser.parse_args()
 
 
-def describe_machine():
-    gpus = [d.name for d in tf.config.list_physical_devices("GPU")]
-    return (
-        f"{platform.node()} | {platform.platform()} | {platform.processor() or platform.machine()} | "
-        f"{os.cpu_count()} CPUs (affinity {len(os.sched_getaffinity(0))}) | GPUs: {gpus or 'none'} | "
-        f"Python {platform.python_version()}, TF {tf.__version__}, tf-text {tensorflow_text.__version__}"
-    )
-
-
 def run_epoch(batches):
     start, sentences, tokens, steps = time.perf_counter(), 0, 0, 0
     for _, labels in batches:
@@ -63,7 +52,7 @@ def run_epoch(batches):
 def main():
     args = parse_args()
     buckets = tuple(int(b) for b in args.buckets.split(","))
-    print("machine:", describe_machine())
+    print("machine:", machine_line())
     train = corpora.load_pairs(args.corpus, args.data_dir, split="train")
     if args.tokenizer_dir:
         tokenizer = SubwordTokenizer.load(args.tokenizer_dir)

@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import pathlib
-import platform
 import sys
 import time
 
@@ -32,6 +31,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = pathlib.Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from machine import describe_machine  # noqa: E402
 
 LANGUAGES = {"en-de": ("en", "de"), "de-en": ("de", "en")}
 
@@ -112,14 +113,10 @@ def main(argv=None):
     import keras
 
     model = keras.saving.load_model(run / run_dir.MODEL, compile=False)
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), platform.machine()) if os.path.exists("/proc/cpuinfo") \
-        else platform.machine()
     report = {
         "command": " ".join(["python"] + sys.argv),
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "machine": {"cpu": cpu, "cpus": os.cpu_count(), "python": platform.python_version(),
-                    "keras": keras.__version__},
+        "machine": describe_machine(),
         "direction": args.direction,
         "run": str(run),
         "preset": config["preset"],

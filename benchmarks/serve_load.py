@@ -27,7 +27,6 @@ Example:
 import argparse
 import os
 import pathlib
-import platform
 import random
 import shutil
 import statistics
@@ -37,11 +36,11 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_transformer import run_dir  # noqa: E402
 from keras_transformer.export import load  # noqa: E402
+from machine import machine_line  # noqa: E402
 
 
 def parse_args():
@@ -53,19 +52,6 @@ def parse_args():
     parser.add_argument("--method", default="both", choices=["both", "beam", "greedy"])
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args()
-
-
-def describe_machine():
-    gpus = [d.name for d in tf.config.list_physical_devices("GPU")]
-    load_average = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    threads = (tf.config.threading.get_intra_op_parallelism_threads(),
-               tf.config.threading.get_inter_op_parallelism_threads())
-    return (
-        f"{platform.node()} | {platform.processor() or platform.machine()} | {os.cpu_count()} CPUs "
-        f"(load {load_average:.1f}) | GPUs: {gpus or 'none'} | TF {tf.__version__}, "
-        f"Keras {keras.__version__} "
-        f"| TF intra/inter-op threads {threads} (0 = automatic)"
-    )
 
 
 def saved_model(args, workdir):
@@ -141,7 +127,9 @@ def serve(translator, plans, reference):
 def main():
     args = parse_args()
     thread_counts = [int(n) for n in args.threads.split(",")]
-    print(describe_machine())
+    threads = (tf.config.threading.get_intra_op_parallelism_threads(),
+               tf.config.threading.get_inter_op_parallelism_threads())
+    print(f"{machine_line()} | TF intra/inter-op threads {threads} (0 = automatic)")
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="serve-load-"))
     try:
         path, description = saved_model(args, workdir)

@@ -62,7 +62,6 @@ import json
 import math
 import os
 import pathlib
-import platform
 import resource
 import subprocess
 import sys
@@ -74,6 +73,8 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from machine import describe_machine  # noqa: E402
 
 FRAMEWORKS = ("ours", "keras_hub", "pytorch")
 LABELS = {"ours": "keras-transformer", "keras_hub": "keras-hub", "pytorch": "PyTorch (eager)"}
@@ -290,29 +291,6 @@ def available(framework):
 # --------------------------------------------------------------------------
 # Measurement
 # --------------------------------------------------------------------------
-
-
-def describe_machine():
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import keras
-    import tensorflow as tf
-
-    import importlib.metadata
-
-    versions = {"python": platform.python_version(), "tensorflow": tf.__version__, "keras": keras.__version__}
-    for name in ("keras-hub", "torch"):
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    return {"host": platform.node(), "cpu": cpu, "cpus": os.cpu_count(), "versions": versions}
 
 
 def peak_rss_mb():

@@ -1,0 +1,58 @@
+"""What a benchmark ran on: one description shared by every script in `benchmarks/`.
+
+Example:
+
+>>> from machine import describe_machine, machine_line
+>>> info = describe_machine()          # a dict, for a JSON report
+>>> print(machine_line(info))          # one line, for a log
+"""
+
+import importlib.metadata
+import os
+import platform
+import sys
+
+PACKAGES = ("tensorflow", "tensorflow-text", "keras", "keras-hub", "torch", "jax", "sacrebleu")
+
+
+def cpu_model():
+    """The CPU's model name from /proc/cpuinfo, else what `platform` knows."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def describe_machine():
+    """Host, CPU, cores, load, accelerators and package versions, as a dict."""
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    tf = sys.modules.get("tensorflow")  # GPUs as the running TensorFlow sees them, if it is loaded
+    gpus = [device.name for device in tf.config.list_physical_devices("GPU")] if tf else []
+    return {
+        "host": platform.node(),
+        "cpu": cpu_model(),
+        "cpus": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "load_average_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+        "gpus": gpus,
+        "versions": versions,
+    }
+
+
+def machine_line(info=None):
+    """`describe_machine()` on one line."""
+    info = info or describe_machine()
+    versions = ", ".join(f"{name} {version}" for name, version in info["versions"].items())
+    return (
+        f"{info['host']} | {info['cpu']} | {info['cpus']} CPUs ({info['cpus_usable']} usable, "
+        f"load {info['load_average_1min']}) | GPUs: {', '.join(info['gpus']) or 'none'} | {versions}"
+    )
