@@ -99,7 +99,7 @@ def main(argv=None):
         sources, references = read(stem, source), read(stem, target)
         hypotheses, seconds = decode(run, sources, beam_size, alpha, args.batch_size)
         greedy, greedy_seconds = decode(run, sources, 1, None, args.batch_size, greedy=True)
-        out = results_path.parent / f"{preset}.{stem}.hyp.{target}"
+        out = results_path.parent / f"{results_path.stem}.{stem}.hyp.{target}"  # beside the JSON
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
         tests[stem] = {
