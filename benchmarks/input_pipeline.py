@@ -1,7 +1,8 @@
 """Input-pipeline throughput: Multi30k en-de strings -> bucketed, token-budgeted id batches.
 
 Trains (or loads) a shared SentencePiece vocabulary, builds `make_batches`, runs
-one warm-up epoch (tokenization fills the in-memory cache) and then times
+one warm-up epoch (which fills the in-memory cache: of the token ids, or of the
+strings with `--subword-sampling`, which tokenizes every epoch) and then times
 further epochs, printing sentences/s and target tokens/s (non-padding labels,
 END included) with the machine and the configuration.
 
@@ -36,6 +37,8 @@ def parse_args():
     parser.add_argument("--buckets", default="16,32,48,64,96,128")
     parser.add_argument("--epochs", type=int, default=3, help="timed epochs after the warm-up epoch")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--subword-sampling", type=float, default=0.0,
+                        help="tokenize with `tokenizer.sampler(ALPHA)`, again every epoch (0: off)")
     return parser.parse_args()
 
 
@@ -63,13 +66,16 @@ def main():
         print(f"tokenizer: shared SentencePiece unigram, vocab {tokenizer.vocab_size}, "
               f"trained on {2 * len(train)} lines in {time.perf_counter() - start:.1f} s")
     print(f"config: corpus {args.corpus} train ({len(train)} pairs), token_budget {args.token_budget}, "
-          f"buckets {buckets}, shapes {pipeline.bucket_shapes(args.token_budget, buckets)}, seed {args.seed}")
+          f"buckets {buckets}, shapes {pipeline.bucket_shapes(args.token_budget, buckets)}, seed {args.seed}, "
+          f"subword sampling {args.subword_sampling or 'off'}")
+    if args.subword_sampling:
+        tokenizer = tokenizer.sampler(args.subword_sampling)
     batches = pipeline.make_batches(
         corpora.load_corpus(args.corpus, args.data_dir, split="train"), tokenizer,
         token_budget=args.token_budget, bucket_boundaries=buckets, seed=args.seed,
     )
     seconds, sentences, tokens, steps = run_epoch(batches)
-    print(f"warm-up epoch (tokenize + cache): {seconds:.2f} s, {sentences / seconds:,.0f} sentences/s")
+    print(f"warm-up epoch (fills the cache): {seconds:.2f} s, {sentences / seconds:,.0f} sentences/s")
     timed = [run_epoch(batches) for _ in range(args.epochs)]
     seconds = sum(t[0] for t in timed)
     sentences, tokens, steps = (sum(t[i] for t in timed) for i in (1, 2, 3))

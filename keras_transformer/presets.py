@@ -49,6 +49,7 @@ class Preset:
     norm_first: bool = False
     vocab_size: int = 8000
     character_coverage: float = 0.9995
+    subword_sampling: float = 0.0  # train on sampled segmentations with this alpha (0 = off; see `sampler`)
     max_length: int = 64
     token_budget: int = 4096
     bucket_boundaries: tuple = (16, 32, 48, 64)

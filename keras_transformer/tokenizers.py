@@ -162,6 +162,34 @@ class SubwordTokenizer(tf.Module):
         """The vocabulary size as a scalar int32 tensor (also `self.vocab_size`, an int)."""
         return self._vocab_size.read_value()
 
+    def sampler(self, alpha=0.3, nbest_size=-1):
+        """A tokenizer that samples a segmentation on every call (subword regularization).
+
+        Training on sampled segmentations of the same text (Kudo, 2018) makes
+        a model see each word split several ways, a regularizer that helps
+        most on small corpora. Use it for training batches only: evaluation
+        and decoding take the most likely segmentation (`tokenize`).
+        SentencePiece's sampling is not seeded by `keras.utils.set_random_seed`.
+
+        Args:
+            alpha: float in (0, 1], the sharpness of the sampling: segmentations
+                are drawn with probability proportional to `P(x) ** alpha`, so
+                1.0 follows the unigram model and smaller values split more
+                (on Multi30k, 0.3 makes sequences ~11% longer; 0.1, ~90%).
+            nbest_size: -1 samples from all segmentations; `n > 1` from the
+                `n` best.
+
+        Returns:
+            An object with the `tokenize` of this tokenizer (same ids, same
+            vocabulary) and `samples_segmentation = True`, which tells
+            `make_batches` to tokenize again every epoch.
+
+        Example:
+
+        >>> tokenizer.sampler(alpha=0.3).tokenize(tf.constant(["a small corpus"]))
+        """
+        return SegmentationSampler(self._model_proto, alpha=alpha, nbest_size=nbest_size)
+
     @property
     def model_proto(self):
         """The serialized SentencePiece model (bytes)."""
@@ -300,3 +328,23 @@ class SubwordTokenizer(tf.Module):
                 f"{config_path} says vocab_size={config['vocab_size']} but the model has {tokenizer.vocab_size}."
             )
         return tokenizer
+
+
+class SegmentationSampler:
+    """`tokenize` with a sampled segmentation; made by `SubwordTokenizer.sampler`."""
+
+    samples_segmentation = True
+
+    def __init__(self, model_proto, alpha=0.3, nbest_size=-1):
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < alpha <= 1.0:
+            raise ValueError(f"`alpha` must be a number in (0, 1]. Received: alpha={alpha!r}")
+        if isinstance(nbest_size, bool) or not isinstance(nbest_size, int) or nbest_size in (0, 1) or nbest_size < -1:
+            raise ValueError(f"`nbest_size` must be -1 (all) or an int above 1. Received: nbest_size={nbest_size!r}")
+        self.alpha, self.nbest_size = float(alpha), nbest_size
+        self._tokenizer = tf_text.SentencepieceTokenizer(
+            model=model_proto, out_type=tf.int32, nbest_size=nbest_size, alpha=self.alpha
+        )
+
+    def tokenize(self, strings):
+        """Strings `(batch,)` -> int32 `RaggedTensor` `(batch, None)`: one sampled segmentation each."""
+        return self._tokenizer.tokenize(strings)

@@ -108,7 +108,8 @@ def _datasets(preset, splits, tokenizer, seed, distributed):
         bucket_boundaries=tuple(preset.bucket_boundaries),
         max_length=preset.max_length,
     )
-    train = make_batches(strings(splits["train"]), tokenizer, seed=seed, **batching)
+    train_tokenizer = tokenizer.sampler(preset.subword_sampling) if preset.subword_sampling else tokenizer
+    train = make_batches(strings(splits["train"]), train_tokenizer, seed=seed, **batching)
     validation = make_eval_batches(strings(splits["validation"]), tokenizer, pad_batches=True, **batching)
     if distributed:
         options = tf.data.Options()

@@ -145,3 +145,15 @@ def test_padded_eval_batches_have_one_shape_per_bucket_and_keep_every_example(mu
     assert shapes <= set(pipeline.bucket_shapes(**config))
     real_rows = sum(int((labels.numpy() != 0).any(axis=1).sum()) for _, labels in batches)
     assert real_rows == 1014
+
+
+def test_a_sampling_tokenizer_gets_new_segmentations_every_epoch(multi30k):
+    data_dir, tokenizer = multi30k
+    validation = corpora.load_corpus("multi30k-en-de", data_dir, split="validation").take(300)
+    batches = pipeline.make_batches(validation, tokenizer.sampler(alpha=0.3), training=False, token_budget=2048,
+                                    bucket_boundaries=(16, 32, 64, 128))
+    epochs = [[labels.numpy() for _, labels in batches] for _ in range(2)]
+    texts = [sorted(text for labels in epoch for text in tokenizer.detokenize(labels).numpy()) for epoch in epochs]
+    assert len(texts[0]) == 300 and texts[0] == texts[1]  # the same sentences (the strings are cached) ...
+    assert any(a.shape != b.shape or (a != b).any() for a, b in zip(*epochs))  # ... split another way
+

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -86,6 +87,27 @@ def test_detokenize_dense_padded_ids_drops_reserved(tokenizer):
     dense = framed.to_tensor(default_value=tokenizers.PAD_ID, shape=[2, 20])
     assert tokenizer.detokenize(dense).numpy().tolist() == [b"A man rides a bike.", b"Hola."]
     assert tokenizer.detokenize(tf.cast(dense, tf.int64)).numpy().tolist()[1] == b"Hola."
+
+
+def test_sampler_draws_other_segmentations_of_the_same_text(tokenizer, corpus_lines):
+    lines = corpus_lines["de"][LINES_PER_SIDE:]
+    viterbi = tokenizer.tokenize(tf.constant(lines)).to_list()
+    draws = [tokenizer.sampler(alpha=0.3).tokenize(tf.constant(lines)) for _ in range(2)]
+    assert draws[0].to_list() != draws[1].to_list() != viterbi  # a new segmentation every call
+    for ids in draws:
+        assert [s.decode() for s in tokenizer.detokenize(ids).numpy()] == [" ".join(line.split()) for line in lines]
+        assert ids.flat_values.numpy().max() < tokenizer.vocab_size
+    mean_length = {alpha: tokenizer.sampler(alpha).tokenize(tf.constant(lines)).row_lengths().numpy().mean()
+                   for alpha in (1.0, 0.3, 0.1)}
+    viterbi_length = np.mean([len(ids) for ids in viterbi])
+    assert viterbi_length <= mean_length[1.0] < mean_length[0.3] < mean_length[0.1]  # smaller alpha, finer splits
+
+
+@pytest.mark.parametrize("bad", [dict(alpha=0.0), dict(alpha=1.5), dict(alpha="0.3"), dict(nbest_size=0),
+                                 dict(nbest_size=1), dict(nbest_size=-2)])
+def test_sampler_rejects_bad_settings(tokenizer, bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        tokenizer.sampler(**bad)
 
 
 def test_save_load(tokenizer, tmp_path):

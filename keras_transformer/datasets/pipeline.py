@@ -163,7 +163,8 @@ def make_batches(
         dataset: a `tf.data.Dataset` of `{"source": str, "target": str}`,
             e.g. from `load_corpus` or a tensorflow-datasets builder.
         source_tokenizer: anything with `tokenize(strings) -> RaggedTensor`,
-            e.g. a `SubwordTokenizer`.
+            e.g. a `SubwordTokenizer`, or its `sampler()` for subword
+            regularization (a new segmentation every epoch).
         target_tokenizer: the target side's tokenizer; defaults to `source_tokenizer`.
         token_budget: int, about this many tokens (rows x length) per batch.
         bucket_boundaries: increasing padded lengths, one per bucket.
@@ -179,8 +180,9 @@ def make_batches(
             smaller batch per bucket).
         shuffle_buffer: int, examples in the shuffle buffer (training only).
         seed: int or None, the shuffle seed; epochs are reshuffled.
-        cache: True caches the tokenized, framed examples in memory, a
-            string caches them in files with that prefix, False does not cache.
+        cache: True caches the tokenized, framed examples in memory (the
+            strings, with a sampling tokenizer), a string caches them in
+            files with that prefix, False does not cache.
         pad_batches: bool; with `training=False`, fill each bucket's last
             batch with all-padding rows (which count in no loss or metric) so
             that evaluation, too, has one shape per bucket and XLA compiles
@@ -197,12 +199,17 @@ def make_batches(
             f"`max_length` must be an int in [2, {bucket_boundaries[-1]}] (the largest bucket). "
             f"Received: max_length={max_length!r}"
         )
+    resample = any(getattr(t, "samples_segmentation", False) for t in (source_tokenizer, target_tokenizer))
+    if cache and resample:  # cache the strings: every epoch draws new segmentations
+        dataset = dataset.cache("" if cache is True else cache)
+    if training and resample:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     examples = tokenize_pairs(dataset, source_tokenizer, target_tokenizer)
     examples = _limit_length(examples, max_length, length_policy, add_source_end)
     examples = examples.map(lambda ex: _to_model_inputs(ex, add_source_end), num_parallel_calls=AUTOTUNE)
-    if cache:  # everything above is deterministic: later epochs only shuffle and batch
+    if cache and not resample:  # everything above is deterministic: later epochs only shuffle and batch
         examples = examples.cache("" if cache is True else cache)
-    if training:
+    if training and not resample:
         examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     return _bucket_and_batch(examples, shapes, drop_remainder=training, pad_batches=pad_batches).prefetch(AUTOTUNE)
 
