@@ -157,3 +157,9 @@ def test_a_sampling_tokenizer_gets_new_segmentations_every_epoch(multi30k):
     assert len(texts[0]) == 300 and texts[0] == texts[1]  # the same sentences (the strings are cached) ...
     assert any(a.shape != b.shape or (a != b).any() for a, b in zip(*epochs))  # ... split another way
 
+
+def test_batches_run_without_tf_data_autotuning(multi30k):
+    """Its background thread stalled `fit` for up to a minute when Keras deleted an epoch's iterator."""
+    _, tokenizer = multi30k
+    assert pipeline.make_batches(_pairs(("a", "b")), tokenizer, seed=0).options().autotune.enabled is False
+    assert pipeline.make_eval_batches(_pairs(("a", "b")), tokenizer).options().autotune.enabled is False

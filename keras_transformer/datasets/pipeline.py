@@ -31,6 +31,12 @@ from keras_transformer.tokenizers import END_ID, START_ID
 
 DEFAULT_BUCKETS = (16, 32, 48, 64, 96, 128)
 AUTOTUNE = tf.data.AUTOTUNE
+# The autotuner's background thread made `model.fit` stall for up to a minute, at
+# 0% CPU, when Keras deleted an epoch's iterator (`benchmarks/epoch_stalls.py`:
+# three Multi30k epochs took 344 s with it, 234 s without). These pipelines are
+# cheap: fixed parallelism does.
+_WITHOUT_AUTOTUNING = tf.data.Options()
+_WITHOUT_AUTOTUNING.autotune.enabled = False
 
 
 def _check_buckets(bucket_boundaries, token_budget, batch_multiple):
@@ -190,7 +196,9 @@ def make_batches(
 
     Returns:
         A `tf.data.Dataset` of `({"encoder_inputs": int32 (B, L),
-        "decoder_inputs": int32 (B, L)}, labels int32 (B, L))`, prefetched.
+        "decoder_inputs": int32 (B, L)}, labels int32 (B, L))`, prefetched,
+        with tf.data's autotuning off (its thread stalled `fit` for up to a
+        minute between epochs).
     """
     shapes = bucket_shapes(token_budget, bucket_boundaries, batch_multiple)
     max_length = bucket_boundaries[-1] if max_length is None else max_length
@@ -211,7 +219,8 @@ def make_batches(
         examples = examples.cache("" if cache is True else cache)
     if training and not resample:
         examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    return _bucket_and_batch(examples, shapes, drop_remainder=training, pad_batches=pad_batches).prefetch(AUTOTUNE)
+    batches = _bucket_and_batch(examples, shapes, drop_remainder=training, pad_batches=pad_batches)
+    return batches.prefetch(AUTOTUNE).with_options(_WITHOUT_AUTOTUNING)
 
 
 def make_eval_batches(dataset, source_tokenizer, target_tokenizer=None, **kwargs):
