@@ -41,7 +41,7 @@ setup(
             "pytest>=7", "hypothesis>=6", "nbclient>=0.7", "nbformat>=5", "ipykernel>=6",
             "keras-hub>=0.18",  # the parity tests compare with its TransformerEncoder/Decoder
         ],
-        "bench": ["keras-hub>=0.18", "psutil>=5"],
+        "bench": ["keras-hub>=0.18", "psutil>=5", "sacremoses>=0.1"],
         "jax": ["jax[cpu]>=0.4.30"],
     },
     entry_points={"console_scripts": ["keras-transformer=keras_transformer.cli:main"]},

@@ -1,0 +1,61 @@
+"""BLEU on lowercased, Moses-normalized and Moses-tokenized text: the metric of published Multi30k results.
+
+Detokenized translations (what `translate` and `benchmarks/multi30k.py` write)
+are punctuation-normalized, lowercased and tokenized with sacremoses, then
+scored by sacreBLEU without further tokenization against references prepared
+the same way, e.g. Multi30k's `tok/test_2016_flickr.lc.norm.tok.de`. Prints
+this BLEU beside sacreBLEU's own lowercased 13a BLEU against the raw
+references, so the two metrics can be compared on the same translations.
+Needs `pip install sacremoses`.
+
+Example:
+
+    python benchmarks/tokenized_bleu.py benchmarks/results/multi30k-en-de.test_2016_flickr.hyp.de \\
+        --data-dir ../shared/data/multi30k_task1 --test test_2016_flickr --language de
+"""
+
+import argparse
+import pathlib
+import sys
+
+import sacrebleu
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def moses_lowercased(lines, language):
+    """Normalizes punctuation, lowercases and tokenizes (`&quot;` escapes, as Multi30k's `tok/` files)."""
+    from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+    normalizer, tokenizer = MosesPunctNormalizer(lang=language), MosesTokenizer(lang=language)
+    return [tokenizer.tokenize(normalizer.normalize(line).lower(), return_str=True) for line in lines]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("hypotheses", help="detokenized translations, one a line")
+    parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data" / "multi30k_task1"))
+    parser.add_argument("--test", default="test_2016_flickr")
+    parser.add_argument("--language", default="de")
+    args = parser.parse_args(argv)
+
+    data = pathlib.Path(args.data_dir)
+    hypotheses = pathlib.Path(args.hypotheses).read_text(encoding="utf-8").splitlines()
+    raw = (data / f"{args.test}.{args.language}").read_text(encoding="utf-8").splitlines()
+    tokenized = (data / "tok" / f"{args.test}.lc.norm.tok.{args.language}").read_text(encoding="utf-8").splitlines()
+    if not len(hypotheses) == len(raw) == len(tokenized):
+        raise SystemExit(f"line counts differ: {len(hypotheses)} translations, {len(raw)} references, "
+                         f"{len(tokenized)} tokenized references")
+    same = sum(a == b for a, b in zip(moses_lowercased(raw, args.language), tokenized))
+    ours = sacrebleu.corpus_bleu(moses_lowercased(hypotheses, args.language), [tokenized], tokenize="none",
+                                 force=True)
+    sacre = sacrebleu.corpus_bleu(hypotheses, [raw], lowercase=True)
+    print(f"{args.hypotheses}")
+    print(f"  BLEU, lowercased Moses-tokenized text (against tok/): {ours.score:.2f}")
+    print(f"  sacreBLEU --lowercase, 13a (against the raw references): {sacre.score:.2f}")
+    print(f"  (the raw references, prepared the same way, equal {same} of {len(raw)} tok/ lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
