@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import keras
 import numpy as np
@@ -27,9 +26,9 @@ def _history(output):
         return list(csv.DictReader(handle))
 
 
-def _train_in_subprocess(output, env=None, **kwargs):
+def _train_in_subprocess(output, env=None, prelude="", **kwargs):
     arguments = dict(preset="tiny", output=str(output), verbose=2, **SMALL, **kwargs)
-    script = f"from keras_transformer.training import train; train(**{arguments!r})"
+    script = prelude + f"\nfrom keras_transformer.training import train; train(**{arguments!r})"
     return subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env={**os.environ, **(env or {})},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -83,20 +82,25 @@ def test_cooldown_anneals_the_rate_to_zero_at_the_last_epoch(tmp_path):
     assert end - start == pytest.approx(2 * steps_per_epoch, rel=0.2)
 
 
+_KILL_INSIDE_THE_SECOND_EPOCH = """
+import os, signal
+from keras_transformer import callbacks
+def note_epoch(self, epoch, logs=None):
+    self.epoch_under_way = epoch
+def kill_inside_the_second_epoch(self, batch, logs=None):
+    if self.epoch_under_way == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+callbacks.EpochSnapshots.on_epoch_begin = note_epoch
+callbacks.EpochSnapshots.on_train_batch_end = kill_inside_the_second_epoch
+"""
+
+
 def test_killed_training_resumes_without_losing_an_epoch(tmp_path):
     output = tmp_path / "run"
-    process = _train_in_subprocess(output, epochs=3)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and process.poll() is None:
-        config_path = output / run_dir.CONFIG
-        if config_path.is_file() and json.loads(config_path.read_text()).get("completed_epochs", 0) >= 1:
-            break
-        time.sleep(0.2)
-    assert process.poll() is None, process.communicate()[0][-3000:]
-    time.sleep(1.0)  # somewhere inside the second epoch
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    assert (output / run_dir.BACKUP).exists()
+    killed = _train_in_subprocess(output, epochs=3, prelude=_KILL_INSIDE_THE_SECOND_EPOCH)
+    log = killed.communicate(timeout=600)[0]
+    assert killed.returncode == -signal.SIGKILL, log[-3000:]  # after the second epoch's first batch
+    assert (output / run_dir.BACKUP).exists() and run_dir.read_config(output)["completed_epochs"] == 1
 
     resumed = _train_in_subprocess(output, epochs=3, resume=True)
     log = resumed.communicate(timeout=600)[0]
