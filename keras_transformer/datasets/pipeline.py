@@ -207,18 +207,24 @@ def make_batches(
             f"`max_length` must be an int in [2, {bucket_boundaries[-1]}] (the largest bucket). "
             f"Received: max_length={max_length!r}"
         )
+
+    def cache_and_shuffle(dataset):
+        if cache:
+            dataset = dataset.cache("" if cache is True else cache)
+        if training:
+            dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        return dataset
+
+    # Cached after the deterministic work, so that later epochs only shuffle and
+    # batch; before tokenizing when a tokenizer samples, so every epoch samples anew.
     resample = any(getattr(t, "samples_segmentation", False) for t in (source_tokenizer, target_tokenizer))
-    if cache and resample:  # cache the strings: every epoch draws new segmentations
-        dataset = dataset.cache("" if cache is True else cache)
-    if training and resample:
-        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    if resample:
+        dataset = cache_and_shuffle(dataset)
     examples = tokenize_pairs(dataset, source_tokenizer, target_tokenizer)
     examples = _limit_length(examples, max_length, length_policy, add_source_end)
     examples = examples.map(lambda ex: _to_model_inputs(ex, add_source_end), num_parallel_calls=AUTOTUNE)
-    if cache and not resample:  # everything above is deterministic: later epochs only shuffle and batch
-        examples = examples.cache("" if cache is True else cache)
-    if training and not resample:
-        examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    if not resample:
+        examples = cache_and_shuffle(examples)
     batches = _bucket_and_batch(examples, shapes, drop_remainder=training, pad_batches=pad_batches)
     return batches.prefetch(AUTOTUNE).with_options(_WITHOUT_AUTOTUNING)
 
