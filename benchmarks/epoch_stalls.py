@@ -23,11 +23,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_transformer.datasets import load_split_pairs, make_batches, make_eval_batches  # noqa: E402
+from keras_transformer.datasets import load_split_pairs  # noqa: E402
 from keras_transformer.models import build_transformer  # noqa: E402
 from keras_transformer.presets import get_preset  # noqa: E402
 from keras_transformer.tokenizers import SubwordTokenizer  # noqa: E402
-from keras_transformer.training import _compile  # noqa: E402
+from keras_transformer.training import _compile, _datasets  # noqa: E402
 from machine import machine_line  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -64,21 +64,16 @@ def main():
     print("machine:", machine_line())
     print(f"config: preset {preset.name}, {args.epochs} epochs, tf.data autotuning {'on' if args.autotune else 'off'}")
     splits = load_split_pairs(preset.corpus, args.data_dir)
-    tokenizer = SubwordTokenizer.train([text for pair in splits["train"] for text in pair], preset.vocab_size)
+    if preset.max_examples:
+        splits["train"] = splits["train"][: preset.max_examples]
+    tokenizer = SubwordTokenizer.train([text for pair in splits["train"] for text in pair], preset.vocab_size,
+                                       character_coverage=preset.character_coverage, seed=0)  # as `train` does
 
-    def batches(make, pairs, **kwargs):
-        sources, targets = zip(*pairs)
-        strings = tf.data.Dataset.from_tensor_slices({"source": list(sources), "target": list(targets)})
-        dataset = make(strings, tokenizer, token_budget=preset.token_budget,
-                       bucket_boundaries=preset.bucket_boundaries, max_length=preset.max_length, **kwargs)
-        if args.autotune:
-            options = tf.data.Options()
-            options.autotune.enabled = True
-            dataset = dataset.with_options(options)
-        return dataset
-
-    train = batches(make_batches, splits["train"], seed=0)
-    validation = batches(make_eval_batches, splits["validation"], pad_batches=True)
+    train, validation = _datasets(preset, splits, tokenizer, seed=0, distributed=False)
+    if args.autotune:
+        options = tf.data.Options()
+        options.autotune.enabled = True
+        train, validation = train.with_options(options), validation.with_options(options)
     model = build_transformer(**preset.model_kwargs(tokenizer.vocab_size))
     _compile(model, preset)
     model.fit(train, validation_data=validation, epochs=args.epochs, callbacks=[EpochTimes()], verbose=0)
