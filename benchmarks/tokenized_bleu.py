@@ -15,10 +15,15 @@ Example:
 """
 
 import argparse
+import os
 import pathlib
 import sys
 
-import sacrebleu
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import sacrebleu  # noqa: E402
+
+from keras_transformer.evaluation import read_lines, score  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -40,19 +45,19 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     data = pathlib.Path(args.data_dir)
-    hypotheses = pathlib.Path(args.hypotheses).read_text(encoding="utf-8").splitlines()
-    raw = (data / f"{args.test}.{args.language}").read_text(encoding="utf-8").splitlines()
-    tokenized = (data / "tok" / f"{args.test}.lc.norm.tok.{args.language}").read_text(encoding="utf-8").splitlines()
+    hypotheses = read_lines(args.hypotheses)
+    raw = read_lines(data / f"{args.test}.{args.language}")
+    tokenized = read_lines(data / "tok" / f"{args.test}.lc.norm.tok.{args.language}")
     if not len(hypotheses) == len(raw) == len(tokenized):
         raise SystemExit(f"line counts differ: {len(hypotheses)} translations, {len(raw)} references, "
                          f"{len(tokenized)} tokenized references")
     same = sum(a == b for a, b in zip(moses_lowercased(raw, args.language), tokenized))
     ours = sacrebleu.corpus_bleu(moses_lowercased(hypotheses, args.language), [tokenized], tokenize="none",
                                  force=True)
-    sacre = sacrebleu.corpus_bleu(hypotheses, [raw], lowercase=True)
+    sacre = score(hypotheses, raw)["bleu_lowercase"]
     print(f"{args.hypotheses}")
     print(f"  BLEU, lowercased Moses-tokenized text (against tok/): {ours.score:.2f}")
-    print(f"  sacreBLEU --lowercase, 13a (against the raw references): {sacre.score:.2f}")
+    print(f"  sacreBLEU --lowercase, 13a (against the raw references): {sacre:.2f}")
     print(f"  (the raw references, prepared the same way, equal {same} of {len(raw)} tok/ lines)")
     return 0
 
