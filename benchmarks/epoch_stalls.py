@@ -23,11 +23,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_transformer.datasets import load_split_pairs  # noqa: E402
 from keras_transformer.models import build_transformer  # noqa: E402
 from keras_transformer.presets import get_preset  # noqa: E402
-from keras_transformer.tokenizers import SubwordTokenizer  # noqa: E402
-from keras_transformer.training import _compile, _datasets  # noqa: E402
+from keras_transformer.training import _compile, _datasets, _load_splits, _train_tokenizer  # noqa: E402
 from machine import machine_line  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -63,11 +61,8 @@ def main():
     preset = get_preset(args.preset)
     print("machine:", machine_line())
     print(f"config: preset {preset.name}, {args.epochs} epochs, tf.data autotuning {'on' if args.autotune else 'off'}")
-    splits = load_split_pairs(preset.corpus, args.data_dir)
-    if preset.max_examples:
-        splits["train"] = splits["train"][: preset.max_examples]
-    tokenizer = SubwordTokenizer.train([text for pair in splits["train"] for text in pair], preset.vocab_size,
-                                       character_coverage=preset.character_coverage, seed=0)  # as `train` does
+    splits = _load_splits(preset, args.data_dir)
+    tokenizer = _train_tokenizer(preset, splits["train"])
 
     train, validation = _datasets(preset, splits, tokenizer, seed=0, distributed=False)
     if args.autotune:

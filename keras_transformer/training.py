@@ -73,6 +73,24 @@ def _worker_role():
     return (kind == "chief" or (kind == "worker" and index == 0 and not has_chief)), index
 
 
+def _load_splits(preset, data_dir):
+    """The preset's corpus splits, the training split cut to `preset.max_examples` when that is set."""
+    from keras_transformer.datasets import load_split_pairs
+
+    splits = load_split_pairs(preset.corpus, data_dir)
+    if preset.max_examples:
+        splits["train"] = splits["train"][: preset.max_examples]
+    return splits
+
+
+def _train_tokenizer(preset, pairs):
+    """A shared SentencePiece vocabulary learned from both sides of `pairs` with the preset's settings."""
+    from keras_transformer.tokenizers import SubwordTokenizer
+
+    texts = [text for pair in pairs for text in pair]
+    return SubwordTokenizer.train(texts, preset.vocab_size, character_coverage=preset.character_coverage, seed=0)
+
+
 def _tokenizer(preset, output, pairs, resume_state, is_chief):
     from keras_transformer.tokenizers import SubwordTokenizer
 
@@ -84,10 +102,7 @@ def _tokenizer(preset, output, pairs, resume_state, is_chief):
             message = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
             raise ValueError(f"{path}: cannot resume, the tokenizer does not load: {message}. "
                              "Pass --overwrite to start again.") from None
-    texts = [text for pair in pairs for text in pair]
-    tokenizer = SubwordTokenizer.train(
-        texts, preset.vocab_size, character_coverage=preset.character_coverage, seed=0
-    )
+    tokenizer = _train_tokenizer(preset, pairs)
     if is_chief:
         for relative in (run_dir.SOURCE_TOKENIZER, run_dir.TARGET_TOKENIZER):
             tokenizer.save(pathlib.Path(output) / relative)
@@ -212,7 +227,6 @@ def train(
         AtomicBestCheckpoint, BackupAndRestore, CooldownToEnd, EpochSnapshots, TimeLimit, average_snapshots,
         save_model_atomic, snapshot_paths, write_status,
     )
-    from keras_transformer.datasets import load_split_pairs
     from keras_transformer.models import build_transformer
 
     distribution = _configure_devices(strategy, cpu_devices)
@@ -222,9 +236,7 @@ def train(
         keras.mixed_precision.set_global_policy(mixed_precision)
     started = time.monotonic()
 
-    splits = load_split_pairs(config_preset.corpus, data_dir)
-    if config_preset.max_examples:
-        splits["train"] = splits["train"][: config_preset.max_examples]
+    splits = _load_splits(config_preset, data_dir)
     output.mkdir(parents=True, exist_ok=True)
     tokenizer = _tokenizer(config_preset, output, splits["train"], resume_state, is_chief)
     config = run_dir.read_config(output) if resume_state == "resume" else {}
