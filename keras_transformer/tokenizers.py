@@ -186,7 +186,11 @@ class SubwordTokenizer(tf.Module):
 
         Example:
 
-        >>> tokenizer.sampler(alpha=0.3).tokenize(tf.constant(["a small corpus"]))
+        >>> tokenizer = SubwordTokenizer.train(
+        ...     ["a small corpus", "of two lines"] * 50, vocab_size=40, byte_fallback=False)
+        >>> ids = tokenizer.sampler(alpha=0.3).tokenize(tf.constant(["a small corpus"]))
+        >>> tokenizer.detokenize(ids).numpy()  # whichever split was drawn
+        array([b'a small corpus'], dtype=object)
         """
         return SegmentationSampler(self._model_proto, alpha=alpha, nbest_size=nbest_size)
 
