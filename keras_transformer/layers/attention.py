@@ -105,8 +105,8 @@ class HashDropout(keras.layers.Dropout):
     ten nanoseconds an element, which made the 26 dropouts of a 3+3-layer
     Transformer's training step about a tenth of its time; the hash costs a
     fraction of a nanosecond. With a `noise_shape` it falls back to Keras's
-    dropout. Every dropout of this package's attention, feed-forward, encoder
-    and decoder layers is a `HashDropout`.
+    dropout. Every dropout of this package's layers (embedding, attention,
+    feed-forward, encoder and decoder) is a `HashDropout`.
 
     Example:
 

@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.layers.attention import HashDropout
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 
 
@@ -89,7 +90,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         self.position_encoding = PositionalEncoding(
             max_length, d_model, dtype=self.dtype_policy, name="position_encoding"
         )
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = HashDropout(
             dropout, dtype=self.dtype_policy, name="embedding_dropout"
         )
 
