@@ -117,7 +117,8 @@ def test_hash_dropout_is_registered_and_reloads():
 
 
 def test_every_dropout_of_the_model_is_a_hash_dropout():
-    # Keras's Philox dropout is slow under XLA on CPU; the embedding's once cost ~4% of a training step.
+    # Keras's Philox dropout is slow under XLA on CPU: the embedding's, the last one left,
+    # cost ~4% of a training step.
     model = kt.build_transformer(**TINY)
     dropouts = [layer for layer in model._flatten_layers() if isinstance(layer, keras.layers.Dropout)]
     assert dropouts and all(type(layer) is HashDropout for layer in dropouts), {
