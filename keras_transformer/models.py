@@ -92,7 +92,7 @@ def build_transformer(
     ...                           num_heads=4, d_ff=128, max_length=32)
     >>> logits = model({"encoder_inputs": keras.ops.ones((2, 7), "int32"),
     ...                 "decoder_inputs": keras.ops.ones((2, 5), "int32")})
-    >>> logits.shape
+    >>> tuple(logits.shape)
     (2, 5, 1000)
     """
     if share_embeddings and input_vocab_size != target_vocab_size:

@@ -205,7 +205,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     >>> mha = MultiHeadAttention(d_model=64, num_heads=8)
     >>> x = keras.ops.ones((2, 5, 64))
-    >>> mha(x, x, use_causal_mask=True).shape
+    >>> tuple(mha(x, x, use_causal_mask=True).shape)
     (2, 5, 64)
 
     References:

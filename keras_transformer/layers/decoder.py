@@ -32,7 +32,7 @@ class Decoder(Encoder):
     >>> decoder = Decoder(2, vocab_size=90, max_length=16, d_model=32, num_heads=4, d_ff=64)
     >>> source = keras.ops.convert_to_tensor([[5, 9, 2, 0]])
     >>> target = keras.ops.convert_to_tensor([[1, 4, 0]])
-    >>> decoder(target, encoder(source)).shape
+    >>> tuple(decoder(target, encoder(source)).shape)
     (1, 3, 32)
     """
 

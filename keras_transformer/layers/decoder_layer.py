@@ -48,7 +48,7 @@ class DecoderLayer(EncoderLayer):
 
     >>> layer = DecoderLayer(d_model=32, num_heads=4, d_ff=64)
     >>> x, memory = keras.ops.ones((2, 5, 32)), keras.ops.ones((2, 7, 32))
-    >>> layer(x, memory).shape
+    >>> tuple(layer(x, memory).shape)
     (2, 5, 32)
 
     References:

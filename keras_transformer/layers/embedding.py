@@ -56,7 +56,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
     Example:
 
     >>> embed = TokenAndPositionEmbedding(vocab_size=100, d_model=16, max_length=10)
-    >>> embed(keras.ops.convert_to_tensor([[5, 7, 0]])).shape
+    >>> tuple(embed(keras.ops.convert_to_tensor([[5, 7, 0]])).shape)
     (1, 3, 16)
 
     References:

@@ -31,7 +31,7 @@ class Encoder(keras.layers.Layer):
 
     >>> encoder = Encoder(num_layers=2, vocab_size=100, max_length=16,
     ...                   d_model=32, num_heads=4, d_ff=64)
-    >>> encoder(keras.ops.convert_to_tensor([[5, 9, 2, 0]])).shape
+    >>> tuple(encoder(keras.ops.convert_to_tensor([[5, 9, 2, 0]])).shape)
     (1, 4, 32)
     """
 

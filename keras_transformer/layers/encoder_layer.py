@@ -44,7 +44,7 @@ class EncoderLayer(keras.layers.Layer):
     Example:
 
     >>> layer = EncoderLayer(d_model=32, num_heads=4, d_ff=64)
-    >>> layer(keras.ops.ones((2, 7, 32))).shape
+    >>> tuple(layer(keras.ops.ones((2, 7, 32))).shape)
     (2, 7, 32)
 
     References:

@@ -27,7 +27,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
     Example:
 
     >>> ffn = PositionwiseFeedForward(d_model=16, d_ff=64)
-    >>> ffn(keras.ops.ones((2, 3, 16))).shape
+    >>> tuple(ffn(keras.ops.ones((2, 3, 16))).shape)
     (2, 3, 16)
 
     References:

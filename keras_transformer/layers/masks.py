@@ -22,8 +22,8 @@ def padding_mask(token_ids, pad_id=0):
 
     Example:
 
-    >>> padding_mask([[5, 7, 0, 0]])
-    <tf.Tensor: shape=(1, 4), dtype=bool, numpy=array([[ True,  True, False, False]])>
+    >>> ops.convert_to_numpy(padding_mask([[5, 7, 0, 0]]))
+    array([[ True,  True, False, False]])
     """
     return ops.not_equal(ops.convert_to_tensor(token_ids), pad_id)
 

@@ -59,9 +59,9 @@ class PositionalEncoding(keras.layers.Layer):
     Example:
 
     >>> layer = PositionalEncoding(50, 128)
-    >>> layer.pos_encoding.shape
+    >>> tuple(layer.pos_encoding.shape)
     (1, 50, 128)
-    >>> layer(keras.ops.zeros((2, 10, 128))).shape
+    >>> tuple(layer(keras.ops.zeros((2, 10, 128))).shape)
     (2, 10, 128)
 
     References:
