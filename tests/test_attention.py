@@ -7,7 +7,7 @@ from keras import ops
 
 import keras_transformer as kt
 from conftest import TINY
-from keras_transformer.layers.attention import HashDropout, add_bias
+from keras_transformer.layers.attention import HashDropout
 
 KEYS = np.array([[10, 0, 0], [0, 10, 0], [0, 0, 10], [0, 0, 10]], dtype="float32")
 VALUES = np.array([[1, 0], [10, 0], [100, 5], [1000, 6]], dtype="float32")
@@ -134,25 +134,3 @@ def test_cross_attention_cache_equals_recomputing():
     direct = mha(query, memory)
     cached, _ = mha(query, memory, cache=mha.compute_cache(memory))
     np.testing.assert_allclose(ops.convert_to_numpy(cached), ops.convert_to_numpy(direct), atol=1e-5)
-
-
-@pytest.mark.parametrize("jit_compile", [False, True])
-def test_add_bias_gives_a_plain_add_s_values_and_gradients(jit_compile):
-    import tensorflow as tf
-
-    rng = np.random.default_rng(2)
-    x = tf.Variable(rng.normal(size=(4, 7, 24)).astype("float32"))
-    bias = tf.Variable(rng.normal(size=(24,)).astype("float32"))
-    upstream = rng.normal(size=(4, 7, 24)).astype("float32")
-
-    @tf.function(jit_compile=jit_compile)
-    def values_and_gradients(add):
-        with tf.GradientTape() as tape:
-            out = add(x, bias)
-            loss = tf.reduce_sum(out * upstream)
-        return [out, *tape.gradient(loss, [x, bias])]
-
-    got = values_and_gradients(add_bias)
-    want = values_and_gradients(lambda x, b: x + b)
-    for g, w, name in zip(got, want, ("output", "d_x", "d_bias")):
-        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-5, err_msg=name)

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.masks import causal_mask, large_negative, merge_masks
+from keras_transformer.layers.token_sums import add_bias, is_plain_dense
 
 
 def scaled_dot_product_attention(query, key, value, mask=None):
@@ -39,38 +40,6 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     scores = ops.matmul(query, ops.swapaxes(key, -1, -2)) / math.sqrt(depth)
     weights = masked_softmax(scores, mask)
     return ops.matmul(weights, value), weights
-
-
-def add_bias(x, bias):
-    """`x + bias` (bias along the last axis) whose bias gradient is a matmul.
-
-    The bias gradient is a sum of the incoming gradient over all tokens, a
-    reduction over a non-minor axis that XLA on CPU emits as a windowed tree
-    reduction running at well under 1 GB/s. Here it is the product of a
-    `(2, tokens)` matrix of ones with the `(tokens, width)` gradient (row 0
-    kept): a small matmul, which made a 3+3-layer model's training step ~3%
-    faster. Same values up to float rounding; float32 on the TensorFlow
-    backend only (elsewhere, and in other dtypes, a plain `x + bias`).
-    """
-    if keras.backend.backend() != "tensorflow" or keras.backend.standardize_dtype(x.dtype) != "float32":
-        return x + bias
-
-    @ops.custom_gradient
-    def _add_bias(x, bias):
-        def grad(*args, upstream=None):
-            upstream = args[0] if upstream is None else upstream
-            rows = ops.reshape(upstream, (-1, ops.shape(bias)[-1]))  # (tokens, width)
-            ones = ops.ones((2, ops.shape(rows)[0]), dtype=rows.dtype)
-            return upstream, ops.matmul(ones, rows)[0]
-
-        return x + bias, grad
-
-    return _add_bias(x, ops.convert_to_tensor(bias, dtype=x.dtype))
-
-
-def is_plain_dense(dense):
-    """Whether a `Dense`/`EinsumDense` is plain (no LoRA, not quantized): its kernel may be read directly."""
-    return not (getattr(dense, "lora_enabled", False) or getattr(dense, "quantization_mode", None))
 
 
 def _uint32(value):

@@ -5,6 +5,7 @@ import keras
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.encoder import Encoder
 from keras_transformer.layers.masks import padding_mask
+from keras_transformer.layers.token_sums import layer_norm
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -71,7 +72,7 @@ class Decoder(Encoder):
                 encoder_padding_mask=encoder_padding_mask, training=training,
             )
         if self.final_norm is not None:
-            x = self.final_norm(x)
+            x = layer_norm(self.final_norm, x)
         return x
 
     def compute_mask(self, token_ids, mask=None):

@@ -5,6 +5,7 @@ import keras
 from keras_transformer.layers.embedding import TokenAndPositionEmbedding
 from keras_transformer.layers.encoder_layer import EncoderLayer
 from keras_transformer.layers.masks import padding_mask
+from keras_transformer.layers.token_sums import layer_norm
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -99,7 +100,7 @@ class Encoder(keras.layers.Layer):
         for layer in self.stack:
             x = layer(x, padding_mask=mask, training=training)
         if self.final_norm is not None:
-            x = self.final_norm(x)
+            x = layer_norm(self.final_norm, x)
         return x
 
     def compute_mask(self, token_ids, mask=None):

@@ -4,6 +4,7 @@ import keras
 
 from keras_transformer.layers.attention import HashDropout, MultiHeadAttention
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
+from keras_transformer.layers.token_sums import layer_norm
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -132,10 +133,10 @@ class EncoderLayer(keras.layers.Layer):
     def _residual(self, x, norm, dropout, sublayer, training):
         """`sublayer` with residual and LayerNorm; returns `(x, sublayer's extra outputs)`."""
         if self.norm_first:
-            outputs = sublayer(norm(x))
+            outputs = sublayer(layer_norm(norm, x))
             return x + dropout(outputs[0], training=training), outputs[1:]
         outputs = sublayer(x)
-        return norm(x + dropout(outputs[0], training=training)), outputs[1:]
+        return layer_norm(norm, x + dropout(outputs[0], training=training)), outputs[1:]
 
     def _feed_forward(self, x, training):
         x, _ = self._residual(

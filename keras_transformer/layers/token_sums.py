@@ -1,0 +1,107 @@
+"""Gradients of per-feature weights (biases, LayerNorm scale and offset) as small matmuls.
+
+A weight broadcast over every token has for gradient a sum over the tokens: a
+reduction over a non-minor axis, which XLA on CPU emits as a windowed tree
+reduction running at well under 1 GB/s. As the product of a `(2, tokens)`
+matrix of ones with the `(tokens, width)` gradient it runs at matmul speed.
+`add_bias` and `layer_norm` keep the plain computation's values (up to float
+rounding) and change only that part of its backward pass, in float32 on the
+TensorFlow backend; elsewhere they are the plain computation.
+"""
+
+import keras
+from keras import ops
+
+
+def _uses_token_sums(dtype):
+    return keras.backend.backend() == "tensorflow" and keras.backend.standardize_dtype(dtype) == "float32"
+
+
+def token_sums(gradient, width):
+    """`gradient` summed over every axis but the last (of size `width`), as one small matmul.
+
+    Example:
+
+    >>> ops.convert_to_numpy(token_sums(ops.ones((2, 3, 4)), 4))
+    array([6., 6., 6., 6.], dtype=float32)
+    """
+    rows = ops.reshape(gradient, (-1, width))  # (tokens, width)
+    # Two rows of ones, row 0 kept: XLA turns a single row back into a reduction.
+    ones = ops.ones((2, ops.shape(rows)[0]), dtype=rows.dtype)
+    return ops.matmul(ones, rows)[0]
+
+
+def add_bias(x, bias):
+    """`x + bias` (bias along the last axis) whose bias gradient is `token_sums`.
+
+    Made a 3+3-layer model's training step ~3% faster.
+
+    Example:
+
+    >>> ops.convert_to_numpy(add_bias(ops.zeros((1, 2)), ops.ones((2,))))
+    array([[1., 1.]], dtype=float32)
+    """
+    if not _uses_token_sums(x.dtype):
+        return x + bias
+
+    @ops.custom_gradient
+    def _add_bias(x, bias):
+        def grad(*args, upstream=None):
+            upstream = args[0] if upstream is None else upstream
+            return upstream, token_sums(upstream, ops.shape(bias)[-1])
+
+        return x + bias, grad
+
+    return _add_bias(x, ops.convert_to_tensor(bias, dtype=x.dtype))
+
+
+def is_plain_dense(dense):
+    """Whether a `Dense`/`EinsumDense` is plain (no LoRA, not quantized): its kernel may be read directly."""
+    return not (getattr(dense, "lora_enabled", False) or getattr(dense, "quantization_mode", None))
+
+
+def layer_norm(norm, x):
+    """`norm(x)` for a `keras.layers.LayerNormalization`, with `token_sums` weight gradients.
+
+    In the usual case (float32 on the TensorFlow backend, the last axis
+    normalized, with scale and offset, not `rms_scaling`) the LayerNorm is
+    computed from `norm`'s own weights, and the gradients of its scale and
+    offset are `token_sums`; the normalization's own gradient is left to
+    autodiff. In a 3+3-layer model's training step this took the windowed
+    reductions from 14 to 3 ms. Otherwise it is `norm(x)`. The layer, its
+    weights and its config are Keras's own either way.
+
+    Example:
+
+    >>> norm = keras.layers.LayerNormalization(epsilon=1e-6)
+    >>> ops.convert_to_numpy(layer_norm(norm, ops.convert_to_tensor([[1.0, 3.0]]))).round(4)
+    array([[-1.,  1.]], dtype=float32)
+    """
+    axes = [norm.axis] if isinstance(norm.axis, int) else list(norm.axis)
+    if not (
+        _uses_token_sums(x.dtype)
+        and norm.compute_dtype == "float32"
+        and axes in ([-1], [len(x.shape) - 1])
+        and norm.center and norm.scale and not norm.rms_scaling
+    ):
+        return norm(x)
+    if not norm.built:
+        norm.build(x.shape)
+    return _layer_norm(x, ops.cast(norm.gamma, x.dtype), ops.cast(norm.beta, x.dtype), norm.epsilon)
+
+
+def _layer_norm(x, gamma, beta, epsilon):
+    mean = ops.mean(x, axis=-1, keepdims=True)
+    centered = x - mean
+    normed = centered * ops.rsqrt(ops.mean(ops.square(centered), axis=-1, keepdims=True) + epsilon)
+
+    @ops.custom_gradient
+    def scale_and_shift(normed, gamma, beta):
+        def grad(*args, upstream=None):
+            upstream = args[0] if upstream is None else upstream
+            width = ops.shape(gamma)[-1]
+            return upstream * gamma, token_sums(upstream * normed, width), token_sums(upstream, width)
+
+        return normed * gamma + beta, grad
+
+    return scale_and_shift(normed, gamma, beta)
