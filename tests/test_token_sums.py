@@ -51,7 +51,7 @@ def _norm_with_weights(shape, seed, **kwargs):
 
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_layer_norm_gives_keras_values_and_every_gradient(jit_compile):
-    # Offset and spread, so that a wrong mean or variance term in the closed-form gradient shows.
+    # Offset and spread, so that a wrong mean or variance term, forward or backward, shows.
     x = (3 * np.random.default_rng(0).normal(size=(4, 7, 32)) + 1).astype("float32")
     norm = _norm_with_weights(x.shape, seed=3)
     got = values_and_gradients(lambda x: layer_norm(norm, x), [x], [norm.gamma, norm.beta], jit_compile)

@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.masks import causal_mask, large_negative, merge_masks
-from keras_transformer.layers.token_sums import add_bias, is_plain_dense
+from keras_transformer.layers.token_sums import add_bias
 
 
 def scaled_dot_product_attention(query, key, value, mask=None):
@@ -40,6 +40,11 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     scores = ops.matmul(query, ops.swapaxes(key, -1, -2)) / math.sqrt(depth)
     weights = masked_softmax(scores, mask)
     return ops.matmul(weights, value), weights
+
+
+def is_plain_dense(dense):
+    """Whether a `Dense`/`EinsumDense` is plain (no LoRA, not quantized): its kernel may be read directly."""
+    return not (getattr(dense, "lora_enabled", False) or getattr(dense, "quantization_mode", None))
 
 
 def _uint32(value):

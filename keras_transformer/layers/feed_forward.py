@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers.attention import HashDropout
-from keras_transformer.layers.token_sums import add_bias, is_plain_dense
+from keras_transformer.layers.attention import HashDropout, is_plain_dense
+from keras_transformer.layers.token_sums import add_bias
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -55,11 +55,6 @@ def add_bias(x, bias):
     return _add_bias(x, ops.convert_to_tensor(bias, dtype=x.dtype))
 
 
-def is_plain_dense(dense):
-    """Whether a `Dense`/`EinsumDense` is plain (no LoRA, not quantized): its kernel may be read directly."""
-    return not (getattr(dense, "lora_enabled", False) or getattr(dense, "quantization_mode", None))
-
-
 def layer_norm(norm, x):
     """`norm(x)` for a `keras.layers.LayerNormalization`, with `token_sums` weight gradients.
 
