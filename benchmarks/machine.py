@@ -28,7 +28,7 @@ def cpu_model():
 
 
 def describe_machine():
-    """Host, CPU, cores, load, accelerators and package versions, as a dict."""
+    """Host, CPU, cores, load, accelerators, TensorFlow's CPU allocator and package versions, as a dict."""
     versions = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
@@ -37,6 +37,7 @@ def describe_machine():
             pass
     tf = sys.modules.get("tensorflow")  # GPUs as the running TensorFlow sees them, if it is loaded
     gpus = [device.name for device in tf.config.list_physical_devices("GPU")] if tf else []
+    bfc = os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "").lower() in ("1", "true")
     return {
         "host": platform.node(),
         "cpu": cpu_model(),
@@ -44,6 +45,7 @@ def describe_machine():
         "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "load_average_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
         "gpus": gpus,
+        "tf_cpu_allocator": "bfc" if bfc else "default",
         "versions": versions,
     }
 
@@ -54,5 +56,6 @@ def machine_line(info=None):
     versions = ", ".join(f"{name} {version}" for name, version in info["versions"].items())
     return (
         f"{info['host']} | {info['cpu']} | {info['cpus']} CPUs ({info['cpus_usable']} usable, "
-        f"load {info['load_average_1min']}) | GPUs: {', '.join(info['gpus']) or 'none'} | {versions}"
+        f"load {info['load_average_1min']}) | GPUs: {', '.join(info['gpus']) or 'none'} | "
+        f"TensorFlow CPU allocator: {info['tf_cpu_allocator']} | {versions}"
     )

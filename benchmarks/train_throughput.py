@@ -68,6 +68,11 @@ import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Importing keras_transformer turns on TensorFlow's BFC CPU allocator; it is set
+# here too, before any framework allocates, so that keras-hub trains on the same
+# allocator whichever model is built first. Run with TF_CPU_ALLOCATOR_USE_BFC=false
+# to time both on TensorFlow's default allocator instead.
+os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
