@@ -27,6 +27,15 @@ def cpu_model():
     return platform.processor() or platform.machine()
 
 
+def tf_cpu_allocator(tf):
+    """"bfc" or "default": the CPU allocator the running TensorFlow uses (only BFC keeps statistics)."""
+    try:
+        tf.config.experimental.get_memory_info("CPU:0")
+    except ValueError:
+        return "default"
+    return "bfc"
+
+
 def describe_machine():
     """Host, CPU, cores, load, accelerators, TensorFlow's CPU allocator and package versions, as a dict."""
     versions = {"python": platform.python_version()}
@@ -37,7 +46,6 @@ def describe_machine():
             pass
     tf = sys.modules.get("tensorflow")  # GPUs as the running TensorFlow sees them, if it is loaded
     gpus = [device.name for device in tf.config.list_physical_devices("GPU")] if tf else []
-    bfc = os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "").lower() in ("1", "true")
     return {
         "host": platform.node(),
         "cpu": cpu_model(),
@@ -45,7 +53,7 @@ def describe_machine():
         "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "load_average_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
         "gpus": gpus,
-        "tf_cpu_allocator": "bfc" if bfc else "default",
+        "tf_cpu_allocator": tf_cpu_allocator(tf) if tf else None,  # None: TensorFlow not loaded
         "versions": versions,
     }
 

@@ -389,6 +389,8 @@ def main(argv=None):
             print(f"Skipping {name}: {reason}.")
             frameworks.remove(name)
 
+    import tensorflow  # noqa: F401  (the ceiling needs it; loaded here, the description names its CPU allocator)
+
     machine = describe_machine()
     if args.scaling:
         return scaling(args, frameworks, config, machine)
