@@ -8,7 +8,7 @@ Example:
 
 >>> scores = score(["Ein Hund rennt."], ["Ein Hund rennt im Schnee."])
 >>> sorted(scores)
-['bleu', 'bleu_lowercase', 'chrf', 'chrf_lowercase', 'num_sentences', 'signatures']
+['bleu', 'bleu_lowercase', 'chrf', 'chrf_lowercase', 'length_ratio', 'num_sentences', 'signatures']
 >>> scores = score_files("hypotheses.de", "test_2016_flickr.de")
 """
 
@@ -47,7 +47,10 @@ def score(hypotheses, references):
 
     Returns:
         A dict: `bleu`, `bleu_lowercase`, `chrf`, `chrf_lowercase` (floats,
-        0-100), `num_sentences` and `signatures` (sacreBLEU's settings).
+        0-100), `length_ratio` (the hypotheses' length over the references',
+        in BLEU's tokens; below 1 BLEU's brevity penalty applies, well above
+        1 the translations run long), `num_sentences` and `signatures`
+        (sacreBLEU's settings).
 
     Example:
 
@@ -69,8 +72,11 @@ def score(hypotheses, references):
     for name, metric in (("bleu", BLEU), ("chrf", CHRF)):
         for suffix, lowercase in (("", False), ("_lowercase", True)):
             scorer = metric(lowercase=lowercase)
-            results[name + suffix] = scorer.corpus_score(hypotheses, reference_sets).score
+            corpus = scorer.corpus_score(hypotheses, reference_sets)
+            results[name + suffix] = corpus.score
             signatures[name + suffix] = str(scorer.get_signature())
+            if name + suffix == "bleu":
+                results["length_ratio"] = corpus.sys_len / max(corpus.ref_len, 1)
     results["signatures"] = signatures
     return results
 
@@ -88,10 +94,14 @@ def score_files(hypothesis_path, reference_paths):
 
 
 def format_scores(scores):
-    """One line for people: `BLEU 23.41 (lowercased 24.02)  chrF 51.20 (...)  1000 sentences`."""
+    """One line for people.
+
+    E.g. `BLEU 23.41 (lowercased 24.02)  chrF 51.20 (lowercased 52.03)  length 0.982  1000 sentences`.
+    """
     return (
         f"BLEU {scores['bleu']:.2f} (lowercased {scores['bleu_lowercase']:.2f})  "
         f"chrF {scores['chrf']:.2f} (lowercased {scores['chrf_lowercase']:.2f})  "
+        f"length {scores['length_ratio']:.3f}  "
         f"{scores['num_sentences']} sentences"
     )
 

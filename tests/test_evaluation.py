@@ -18,6 +18,11 @@ def test_known_values():
     assert scores["bleu"] < scores["bleu_lowercase"] < 100  # "a dog" vs "A dog" counts only cased
     assert scores["chrf"] < scores["chrf_lowercase"]
     assert scores["num_sentences"] == 2
+    assert perfect["length_ratio"] == pytest.approx(1.0)
+    reference = sacrebleu.corpus_bleu(HYPOTHESES, [REFERENCES])  # 13a: "snow" vs "snow ."
+    assert scores["length_ratio"] == pytest.approx(reference.sys_len / reference.ref_len)
+    assert scores["length_ratio"] < 1
+    assert evaluation.score(["a dog runs in the deep snow ."], ["a dog runs ."])["length_ratio"] == 2.0
     assert "case:lc" in scores["signatures"]["bleu_lowercase"]
     assert "case:mixed" in scores["signatures"]["bleu"]
 
