@@ -1,5 +1,6 @@
 """Training a Transformer on a named corpus: the engine of `keras-transformer train`."""
 
+import contextlib
 import json
 import os
 import pathlib
@@ -323,10 +324,7 @@ def train(
     callbacks.append(BackupAndRestore(str(backup), double_checkpoint=True))
     if verbose == "auto":
         verbose = 1 if sys.stdout.isatty() else 2
-    with warnings.catch_warnings():
-        # The bucketed dataset's length is unknown until its first epoch ends.
-        warnings.filterwarnings("ignore", message="Your input ran out of data")
-        warnings.filterwarnings("ignore", message="`shuffle=True` was passed")
+    with _unknown_length_warnings_ignored():
         model.fit(train_batches, validation_data=validation_batches, epochs=epoch_limit or 10_000,
                   callbacks=callbacks, verbose=verbose)
 
@@ -334,7 +332,8 @@ def train(
     snapshots = snapshot_paths(output / "snapshots")
     if is_chief and config_preset.average_last > 1 and len(snapshots) > 1:
         averaged = average_snapshots(model, snapshots[-config_preset.average_last:])
-        loss = averaged.evaluate(validation_batches, verbose=0, return_dict=True)["loss"]
+        with _unknown_length_warnings_ignored():
+            loss = averaged.evaluate(validation_batches, verbose=0, return_dict=True)["loss"]
         config["averaged"] = {"epochs": len(snapshots[-config_preset.average_last:]), "val_loss": loss}
         if loss < config.get("best_val_loss", float("inf")):
             save_model_atomic(averaged, output / run_dir.MODEL)
@@ -347,6 +346,19 @@ def train(
         shutil.rmtree(output / "snapshots", ignore_errors=True)
         shutil.rmtree(output / run_dir.BACKUP, ignore_errors=True)
     return _summary(output, config, minutes_used)
+
+
+@contextlib.contextmanager
+def _unknown_length_warnings_ignored():
+    """Silences Keras's warnings about datasets of unknown length.
+
+    A bucketed dataset's number of batches is unknown until a pass over it
+    ends, so Keras warns that the input "ran out of data" when it does.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Your input ran out of data")
+        warnings.filterwarnings("ignore", message="`shuffle=True` was passed")
+        yield
 
 
 def _summary(output, config, minutes):

@@ -72,6 +72,18 @@ def test_a_preset_time_budget_stops_the_run_and_is_recorded(tmp_path):
     assert len(_history(output)) == 1
 
 
+def test_the_last_epochs_are_averaged_without_a_spurious_warning(tmp_path, recwarn):
+    output = tmp_path / "run"
+    train("tiny", output=output, verbose=0, average_last=2, **SMALL)
+    config = run_dir.read_config(output)
+    assert config["averaged"]["epochs"] == 2 and np.isfinite(config["averaged"]["val_loss"])
+    assert config["best_val_loss"] == min(config["averaged"]["val_loss"],
+                                          *(float(row["val_loss"]) for row in _history(output)))
+    assert not (output / "snapshots").exists()  # averaged, then removed
+    # Keras warns that a dataset of unknown length "ran out of data"; training is not interrupted.
+    assert not [w for w in recwarn if "ran out of data" in str(w.message)]
+
+
 def test_cooldown_anneals_the_rate_to_zero_at_the_last_epoch(tmp_path):
     output = tmp_path / "run"
     train("tiny", output=output, epochs=4, verbose=0, cooldown_fraction=0.5, **SMALL)
