@@ -47,6 +47,17 @@ def test_masked_keys_get_exactly_zero_weight_and_empty_rows_are_zero():
     assert (weights[1] == 0).all() and (ops.convert_to_numpy(output)[1] == 0).all()
 
 
+def test_a_single_key_gets_all_the_weight_without_a_warning(recwarn):
+    q, k, v = np.ones((2, 3, 4), "float32"), np.full((2, 1, 4), 3.0, "float32"), np.full((2, 1, 2), 7.0, "float32")
+    mask = np.array([[[1]] * 3, [[1], [0], [1]]], dtype=bool)
+    output, weights = kt.scaled_dot_product_attention(q, k, v, mask=mask)
+    np.testing.assert_array_equal(ops.convert_to_numpy(weights)[..., 0], [[1, 1, 1], [1, 0, 1]])
+    np.testing.assert_array_equal(ops.convert_to_numpy(output)[1, :, 0], [7, 0, 7])
+    output, weights = kt.scaled_dot_product_attention(q, k, v)
+    assert (ops.convert_to_numpy(weights) == 1).all()
+    assert not [w for w in recwarn if "softmax" in str(w.message)]
+
+
 def test_masks_are_true_where_attention_is_allowed():
     np.testing.assert_array_equal(
         ops.convert_to_numpy(kt.padding_mask(np.array([[4, 2, 0]]))), [[True, True, False]]

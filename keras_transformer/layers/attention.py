@@ -118,11 +118,19 @@ def masked_softmax(scores, mask=None):
     dtype = scores.dtype
     scores = ops.cast(scores, "float32")
     if mask is None:
-        return ops.cast(ops.softmax(scores, axis=-1), dtype)
+        return ops.cast(_softmax(scores), dtype)
     mask = ops.cast(mask, "bool")
     scores = ops.where(mask, scores, large_negative("float32"))
-    weights = ops.where(mask, ops.softmax(scores, axis=-1), 0.0)
+    weights = ops.where(mask, _softmax(scores), 0.0)
     return ops.cast(weights, dtype)
+
+
+def _softmax(scores):
+    if scores.shape[-1] == 1:
+        # One key (a one-token source, a first decoding step) gets weight 1;
+        # `ops.softmax` would warn that a softmax over one value is a mistake.
+        return ops.exp(scores - scores)  # 1, or NaN where the score is
+    return ops.softmax(scores, axis=-1)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
