@@ -350,10 +350,11 @@ def train(
 
 @contextlib.contextmanager
 def _unknown_length_warnings_ignored():
-    """Silences Keras's warnings about datasets of unknown length.
+    """Silences two Keras warnings that a bucketed tf.data dataset always raises.
 
-    A bucketed dataset's number of batches is unknown until a pass over it
-    ends, so Keras warns that the input "ran out of data" when it does.
+    Its number of batches is unknown until a pass over it ends, so Keras warns
+    that the input "ran out of data" when it does; and `fit` warns that it
+    ignores `shuffle=True` for a dataset (the batches are shuffled already).
     """
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Your input ran out of data")
