@@ -3,9 +3,11 @@
 1. `keras-transformer train --preset multi30k-en-de` (or `-de-en`) into
    `--output`; a finished run there is reused, an interrupted one resumed.
 2. Beam search (the preset's beam size) on `val` for each length penalty
-   in `--alphas`; the best by val BLEU is kept and written into the run's
-   `config.json`, so `translate`, `evaluate` and `export` use it. Test sets
-   play no part in any choice.
+   in `--alphas`; the best by BLEU is kept and written into the run's
+   `config.json`, so `translate`, `evaluate` and `export` use it. A run that
+   held training pairs out (`Preset.dev_examples`) is scored on that dev set
+   too, and the choice is made there, on sentences with the training data's
+   lengths. Test sets play no part in any choice.
 3. `test_2016_flickr` (and any other `test_*` files of the folder, e.g. a
    2017 set), translated once with that setting, scored with sacreBLEU
    (13a, cased and `--lowercase`) and chrF; greedy decoding too, for
@@ -70,7 +72,8 @@ def main(argv=None):
     results_path = pathlib.Path(args.json or REPO / "benchmarks" / "results" / f"{preset}.json")
 
     from keras_transformer import evaluation, run_dir
-    from keras_transformer.training import train
+    from keras_transformer.datasets import load_pairs
+    from keras_transformer.training import hold_out_dev, train
 
     summary = train(preset=preset, output=run, data_dir=data, resume=True)
     print(json.dumps(summary), flush=True)
@@ -80,15 +83,21 @@ def main(argv=None):
     def read(stem, language):
         return evaluation.read_lines(data / f"{stem}.{language}")
 
-    val_sources, val_references = read("val", source), read("val", target)
-    tuning = {}
+    tuning_sets = {"val": (read("val", source), read("val", target))}
+    if config["preset"].get("dev_examples"):
+        held_out = hold_out_dev(load_pairs(preset, data, "train"), config["preset"]["dev_examples"])["dev"]
+        tuning_sets["dev"] = tuple(list(side) for side in zip(*held_out))
+    tuning = {name: {} for name in tuning_sets}
     for alpha in [float(a) for a in args.alphas.split(",")]:
-        hypotheses, seconds = decode(run, val_sources, beam_size, alpha, args.batch_size)
-        tuning[alpha] = dict(evaluation.score(hypotheses, val_references), seconds=seconds)
-        print(f"val, beam {beam_size}, alpha {alpha}: {evaluation.format_scores(tuning[alpha])}", flush=True)
-    alpha = max(tuning, key=lambda a: tuning[a]["bleu"])
+        for name, (sources, references) in tuning_sets.items():
+            hypotheses, seconds = decode(run, sources, beam_size, alpha, args.batch_size)
+            tuning[name][alpha] = dict(evaluation.score(hypotheses, references), seconds=seconds)
+            print(f"{name}, beam {beam_size}, alpha {alpha}: {evaluation.format_scores(tuning[name][alpha])}",
+                  flush=True)
+    tuned_on = "dev" if "dev" in tuning else "val"
+    alpha = max(tuning[tuned_on], key=lambda a: tuning[tuned_on][a]["bleu"])
     config["decoding"]["length_penalty"] = alpha
-    config["decoding"]["tuned_on"] = "val"
+    config["decoding"]["tuned_on"] = tuned_on
     run_dir.write_json_atomic(run / run_dir.CONFIG, config)
 
     tests = {}
@@ -123,8 +132,8 @@ def main(argv=None):
         "parameters": model.count_params(),
         "training": {key: config.get(key) for key in
                      ("train_minutes", "completed_epochs", "best_val_loss", "best_epoch", "averaged")},
-        "decoding": {"beam_size": beam_size, "length_penalty": alpha, "chosen_on": "val BLEU",
-                     "val": {str(a): s for a, s in tuning.items()}},
+        "decoding": {"beam_size": beam_size, "length_penalty": alpha, "chosen_on": f"{tuned_on} BLEU",
+                     **{name: {str(a): s for a, s in scores.items()} for name, scores in tuning.items()}},
         "test": tests,
     }
     results_path.parent.mkdir(parents=True, exist_ok=True)

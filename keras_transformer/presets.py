@@ -60,6 +60,7 @@ class Preset:
     label_smoothing: float = 0.1
     epochs: int = 20
     max_examples: int = 0  # 0 = the whole training split
+    dev_examples: int = 0  # hold out this many training pairs as a "dev" split for choosing decoding settings
     average_last: int = 1  # average the weights of the last N epochs' checkpoints
     max_minutes: float = 0.0  # stop training after this many minutes (0 = no limit)
     beam_size: int = 4
