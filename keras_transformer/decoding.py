@@ -18,7 +18,8 @@ generated. Two layers of API:
 - searches over any `step_fn(tokens, index, state) -> (logits, state)`:
   `greedy_search`, `beam_search`, `sample_search` (testable without a model);
 - the same for a model from `build_transformer`: `greedy_decode`,
-  `beam_decode`, `sample_decode` over `make_step_fn`, plus
+  `beam_decode`, `sample_decode` over `make_step_fn` (or, given a list of
+  models, an ensemble over `make_ensemble_step_fn`), plus
   `greedy_decode_uncached` over `make_uncached_step_fn` (re-runs the whole
   model at every step: the reference and the benchmark baseline) and
   `sequence_scores` (teacher-forced log-probabilities).
@@ -42,6 +43,8 @@ References:
     Degeneration", 2019 (top-p).
 """
 
+import math
+
 import keras
 from keras import ops
 
@@ -59,6 +62,11 @@ class _Parts:
     """The named layers of a `build_transformer` model that decoding needs."""
 
     def __init__(self, model):
+        if isinstance(model, (list, tuple)):
+            raise ValueError(
+                "An ensemble (a list of models) is decoded by `greedy_decode`, `beam_decode` and "
+                f"`sample_decode`; this function takes one model. Received: a list of {len(model)} models"
+            )
         names = {layer.name for layer in model.layers}
         if not {"encoder_embedding", "encoder_layer_0", "decoder_layer_0"} <= names:
             raise ValueError(
@@ -115,8 +123,36 @@ def _empty(source_ids):
 
 
 def resolve_max_length(model, max_length=None):
-    """The number of tokens to generate: `max_length`, checked, or the model's `max_length`."""
-    return _max_length(_Parts(model), max_length)
+    """The number of tokens to generate: `max_length`, checked, or the model's `max_length`.
+
+    `model` may be an ensemble (a list of models), whose members share it.
+    """
+    return _max_length(_Parts(ensemble_members(model)[0]), max_length)
+
+
+def ensemble_members(models):
+    """The models of `models` (one model, or a list of them), checked to fit together.
+
+    The members of an ensemble must share their source and target
+    vocabularies and their `max_length`: they decode one token sequence
+    together. Anything else is a `ValueError` naming the member.
+    """
+    members = list(models) if isinstance(models, (list, tuple)) else [models]
+    if not members:
+        raise ValueError("An ensemble needs at least one model. Received: models=[]")
+
+    def shape(model):
+        parts = _Parts(model)
+        return (parts.encoder_embedding.vocab_size, model.outputs[0].shape[-1], parts.max_length)
+
+    first = shape(members[0])
+    for index, member in enumerate(members[1:], start=1):
+        if shape(member) != first:
+            raise ValueError(
+                "The models of an ensemble must share (source vocab, target vocab, max_length). "
+                f"Received: {first} for model 0 and {shape(member)} for model {index}"
+            )
+    return members
 
 
 def encode(model, source_ids):
@@ -205,6 +241,48 @@ def reorder_beams(state, parents):
     """
     caches, ancestry = state
     return caches, ops.take_along_axis(ancestry, parents[:, :, None], axis=1)
+
+
+def make_ensemble_step_fn(models, source_ids, max_length=None, beam_size=1):
+    """`make_step_fn` for an ensemble: the mean of the members' next-token distributions.
+
+    Each member runs its own cached step; `step_fn` returns the log of the
+    mean of their probabilities (`log (1/n) sum_i softmax(logits_i)`), which
+    the searches use as logits. The state is the tuple of the members'
+    states; `per_member(resize_cache)` and `per_member(reorder_beams)`
+    resize and reorder it. One model in a list decodes as that model does.
+
+    Example:
+
+    >>> step_fn, state = make_ensemble_step_fn([model, model], [[5, 6, 7]], max_length=8)
+    >>> logits, state = step_fn(keras.ops.convert_to_tensor([START_ID]), 0, state)
+    >>> tuple(logits.shape)
+    (1, 300)
+    """
+    members = ensemble_members(models)
+    steps, states = zip(*(make_step_fn(model, source_ids, max_length, beam_size) for model in members))
+    log_count = math.log(len(members))
+
+    def step_fn(tokens, index, state):
+        outputs = [step(tokens, index, member) for step, member in zip(steps, state)]
+        log_probs = ops.stack([ops.log_softmax(logits, axis=-1) for logits, _ in outputs])
+        return ops.logsumexp(log_probs, axis=0) - log_count, tuple(member for _, member in outputs)
+
+    return step_fn, tuple(states)
+
+
+def per_member(state_fn):
+    """`state_fn(state, *args)` (e.g. `resize_cache`) applied to each member of an ensemble's state."""
+    return lambda state, *args: tuple(state_fn(member, *args) for member in state)
+
+
+def _cached(model, source_ids, max_length, beam_size=1):
+    """`(step_fn, state, max_length, resize_state, reorder_state)` of a model or an ensemble."""
+    if isinstance(model, (list, tuple)):
+        step_fn, state = make_ensemble_step_fn(model, source_ids, max_length, beam_size)
+        return step_fn, state, state[0][1].shape[2], per_member(resize_cache), per_member(reorder_beams)
+    step_fn, state = make_step_fn(model, source_ids, max_length, beam_size)
+    return step_fn, state, state[1].shape[2], resize_cache, reorder_beams
 
 
 def _allowed(logits, start_id):
@@ -452,7 +530,8 @@ def greedy_decode(model, source_ids, max_length=None, start_id=START_ID, end_id=
     An empty source row (all padding) decodes to all zeros.
 
     Args:
-        model: the Transformer.
+        model: the Transformer, or a list of them: an ensemble, decoded by
+            the mean of their distributions (`make_ensemble_step_fn`).
         source_ids: int `(batch, src_len)`, 0 = padding.
         max_length: tokens to generate at most (END included); default and at
             most the model's `max_length`. A Python int: shapes stay static.
@@ -466,15 +545,14 @@ def greedy_decode(model, source_ids, max_length=None, start_id=START_ID, end_id=
     >>> ids = greedy_decode(model, [[5, 6, 7]], max_length=8)
     """
     source_ids = _source(source_ids)
-    step_fn, state = make_step_fn(model, source_ids, max_length)
-    max_length = state[1].shape[2]
+    step_fn, state, max_length, resize_state, _ = _cached(model, source_ids, max_length)
     return greedy_search(step_fn, state, ops.shape(source_ids)[0], max_length, start_id, end_id,
-                         _empty(source_ids), resize_cache)
+                         _empty(source_ids), resize_state)
 
 
 def beam_decode(model, source_ids, beam_size=4, alpha=0.6, max_length=None,
                 start_id=START_ID, end_id=END_ID):
-    """Cached beam search of `model`; see `beam_search` for the rules.
+    """Cached beam search of `model` (or an ensemble, a list of models); see `beam_search`.
 
     Returns `(ids (batch, beam_size, max_length), scores (batch, beam_size))`,
     best first; `ids[:, 0]` is the translation. `beam_size=1` is greedy.
@@ -484,26 +562,25 @@ def beam_decode(model, source_ids, beam_size=4, alpha=0.6, max_length=None,
     >>> ids, scores = beam_decode(model, [[5, 6, 7]], beam_size=4, alpha=0.6)
     """
     source_ids = _source(source_ids)
-    step_fn, state = make_step_fn(model, source_ids, max_length, beam_size)
-    return beam_search(step_fn, state, ops.shape(source_ids)[0], state[1].shape[2],
-                       beam_size, alpha, start_id, end_id, _empty(source_ids), resize_cache,
-                       reorder_beams)
+    step_fn, state, max_length, resize_state, reorder_state = _cached(
+        model, source_ids, max_length, _check_beam_size(beam_size))
+    return beam_search(step_fn, state, ops.shape(source_ids)[0], max_length, beam_size, alpha,
+                       start_id, end_id, _empty(source_ids), resize_state, reorder_state)
 
 
 def sample_decode(model, source_ids, temperature=1.0, top_k=0, top_p=1.0, seed=None,
                   noise=None, max_length=None, start_id=START_ID, end_id=END_ID):
-    """Cached sampling of `model`; see `sample_search` and `filter_logits`.
+    """Cached sampling of `model` (or an ensemble); see `sample_search` and `filter_logits`.
 
     Example:
 
     >>> ids = sample_decode(model, [[5, 6, 7]], temperature=0.8, top_p=0.9, seed=1)
     """
     source_ids = _source(source_ids)
-    step_fn, state = make_step_fn(model, source_ids, max_length)
-    max_length = state[1].shape[2]
+    step_fn, state, max_length, resize_state, _ = _cached(model, source_ids, max_length)
     return sample_search(step_fn, state, ops.shape(source_ids)[0], max_length, temperature,
                          top_k, top_p, seed, noise, start_id, end_id, _empty(source_ids),
-                         resize_cache)
+                         resize_state)
 
 
 def make_uncached_step_fn(model, source_ids, max_length=None, repeat=1):

@@ -164,3 +164,55 @@ def test_clear_errors(model):
     dense = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     with pytest.raises(ValueError, match="build_transformer"):
         decoding.greedy_decode(dense, SOURCES)
+
+
+@pytest.fixture(scope="module")
+def other(model):
+    """A second model of the same shape with other weights: an ensemble's member."""
+    keras.utils.set_random_seed(2)
+    return keras.models.clone_model(model)
+
+
+def test_an_ensemble_of_one_model_decodes_as_that_model(model, greedy):
+    np.testing.assert_array_equal(_graph(decoding.greedy_decode, [model], SOURCES, max_length=STEPS), greedy)
+    options = dict(beam_size=3, alpha=0.6, max_length=STEPS)
+    ids, scores = _graph(decoding.beam_decode, model, SOURCES[:3], **options)
+    ensemble_ids, ensemble_scores = _graph(decoding.beam_decode, [model], SOURCES[:3], **options)
+    np.testing.assert_array_equal(ensemble_ids, ids)
+    np.testing.assert_allclose(ensemble_scores, scores, atol=1e-4)
+
+
+def test_an_ensemble_picks_the_argmax_of_its_members_mean_distribution(model, other):
+    ids = _graph(decoding.greedy_decode, [model, other], SOURCES[:3], max_length=STEPS)
+    assert not np.array_equal(ids, _graph(decoding.greedy_decode, model, SOURCES[:3], max_length=STEPS))
+    # Teacher-force both members on the ensemble's output: every token is the
+    # argmax of the mean of their probabilities (PAD and START excluded).
+    inputs = np.concatenate([np.full((3, 1), decoding.START_ID), ids[:, :-1]], 1).astype("int32")
+    probs = [ops.convert_to_numpy(ops.softmax(member({"encoder_inputs": SOURCES[:3], "decoder_inputs": inputs})))
+             for member in (model, other)]
+    mean = (probs[0] + probs[1]) / 2
+    mean[..., [0, decoding.START_ID]] = -1
+    np.testing.assert_array_equal(ids, mean.argmax(-1))
+    # The ensemble's step returns the log of that mean.
+    step_fn, state = decoding.make_ensemble_step_fn([model, other], SOURCES[:3], max_length=STEPS)
+    logits, _ = step_fn(ops.convert_to_tensor(inputs[:, 0]), 0, state)
+    np.testing.assert_allclose(np.exp(ops.convert_to_numpy(logits)), (probs[0] + probs[1])[:, 0] / 2, atol=1e-5)
+
+
+def test_an_ensemble_beam_search_compiles_with_xla(model, other):
+    options = dict(beam_size=3, alpha=0.6, max_length=STEPS)
+    xla = decoding.compile_decoder([model, other], "beam", **options)(ops.convert_to_tensor(SOURCES))
+    ids, _ = _graph(decoding.beam_decode, [model, other], SOURCES, **options)
+    np.testing.assert_array_equal(ops.convert_to_numpy(xla), ids[:, 0])
+    np.testing.assert_array_equal(ids[3], 0)  # an empty source still decodes to nothing
+
+
+def test_ensemble_errors_name_the_member(model):
+    wider = build_transformer(VOCAB + 1, VOCAB + 1, num_layers=1, d_model=32, num_heads=4, d_ff=64,
+                              max_length=MAX_LENGTH)
+    with pytest.raises(ValueError, match=r"must share .*model 1"):
+        decoding.greedy_decode([model, wider], SOURCES)
+    with pytest.raises(ValueError, match="at least one model"):
+        decoding.greedy_decode([], SOURCES)
+    with pytest.raises(ValueError, match="takes one model"):
+        decoding.greedy_decode_uncached([model, model], SOURCES)
