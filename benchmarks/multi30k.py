@@ -13,7 +13,8 @@
    (13a, cased and `--lowercase`) and chrF; greedy decoding too, for
    reference.
 4. A JSON of the scores, the training minutes, the epochs and the model
-   size, with the machine and the command.
+   size (all members' for an ensemble preset), with the machine and the
+   command.
 
 Example (about 90 minutes on 2 CPU cores)::
 
@@ -61,6 +62,18 @@ def decode(run, sentences, beam_size, alpha, batch_size, greedy=False):
     started = time.perf_counter()
     hypotheses = translate_lines(translator, sentences, batch_size, greedy=greedy)
     return hypotheses, time.perf_counter() - started
+
+
+def training_record(run, config):
+    """The run's training figures; an ensemble's per member, with the minutes of all."""
+    from keras_transformer import run_dir
+
+    keys = ("train_minutes", "completed_epochs", "best_val_loss", "best_epoch", "averaged")
+    if not config.get("members"):
+        return {key: config.get(key) for key in keys}
+    members = [run_dir.read_config(run / member) for member in config["members"]]
+    return {"train_minutes": config.get("train_minutes"),
+            "members": [{key: member.get(key) for key in keys} for member in members]}
 
 
 def main(argv=None):
@@ -121,7 +134,7 @@ def main(argv=None):
 
     import keras
 
-    model = keras.saving.load_model(run / run_dir.MODEL, compile=False)
+    models = [keras.saving.load_model(path, compile=False) for path in run_dir.model_paths(run)]
     report = {
         "command": " ".join(["python"] + sys.argv),
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -129,9 +142,8 @@ def main(argv=None):
         "direction": args.direction,
         "run": str(run),
         "preset": config["preset"],
-        "parameters": model.count_params(),
-        "training": {key: config.get(key) for key in
-                     ("train_minutes", "completed_epochs", "best_val_loss", "best_epoch", "averaged")},
+        "parameters": sum(model.count_params() for model in models),
+        "training": training_record(run, config),
         "decoding": {"beam_size": beam_size, "length_penalty": alpha, "chosen_on": f"{tuned_on} BLEU",
                      **{name: {str(a): s for a, s in scores.items()} for name, scores in tuning.items()}},
         "test": tests,

@@ -34,7 +34,8 @@ class Translator(tf.Module):
     """A Transformer with its tokenizers and decoder: `translator(strings) -> strings`.
 
     Args:
-        model: a model from `build_transformer`.
+        model: a model from `build_transformer`, or a list of them: an
+            ensemble, which decodes with the mean of their distributions.
         source_tokenizer: a `SubwordTokenizer` (or any `tf.Module` with
             `tokenize(strings) -> RaggedTensor` and `detokenize(ids)`).
         target_tokenizer: the target tokenizer; defaults to `source_tokenizer`.
@@ -65,7 +66,8 @@ class Translator(tf.Module):
                  alpha=0.6, max_length=None, max_source_length=None, add_source_end=False,
                  jit_compile=True, name=None):
         super().__init__(name=name)
-        model_max = model.get_layer("encoder_embedding").max_length
+        first = decoding.ensemble_members(model)[0]  # the members share vocabularies and lengths
+        model_max = first.get_layer("encoder_embedding").max_length
         max_source_length = model_max if max_source_length is None else max_source_length
         if not isinstance(max_source_length, int) or not 1 <= max_source_length <= model_max:
             raise ValueError(
@@ -78,8 +80,8 @@ class Translator(tf.Module):
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer or source_tokenizer
         _check_vocab("source_tokenizer", self.source_tokenizer,
-                     model.get_layer("encoder_embedding").vocab_size)
-        _check_vocab("target_tokenizer", self.target_tokenizer, model.outputs[0].shape[-1])
+                     first.get_layer("encoder_embedding").vocab_size)
+        _check_vocab("target_tokenizer", self.target_tokenizer, first.outputs[0].shape[-1])
         self._source_limit = max_source_length - int(add_source_end)
         self._add_source_end = add_source_end
         self._decode_length = decoding.resolve_max_length(model, max_length)
@@ -181,7 +183,8 @@ def _pad_to_buckets(ids, max_source_length):
 def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True):
     """A translator from a training run directory or an exported SavedModel.
 
-    A run directory (`config.json` + `model.keras` + `tokenizers/`) gives a
+    A run directory (`config.json` + `model.keras` + `tokenizers/`, or an
+    ensemble's `config.json` + `tokenizers/` + members) gives a
     live `Translator` built with the given decoding options (defaults from
     the config's `decoding` section: `beam_size`, `length_penalty`,
     `max_length`; else beam 4 and alpha 0.6). A SavedModel gives the
@@ -230,8 +233,9 @@ def _load_run_dir(path, beam_size, alpha, max_length, jit_compile):
     from keras_transformer.tokenizers import SubwordTokenizer
 
     config = run_dir.read_config(path)
-    model = _guarded(path / run_dir.MODEL, "model",
-                     lambda: keras.saving.load_model(path / run_dir.MODEL, compile=False))
+    models = [_guarded(model_path, "model", lambda p=model_path: keras.saving.load_model(p, compile=False))
+              for model_path in run_dir.model_paths(path)]
+    model = models[0] if len(models) == 1 else models  # a list: an ensemble
     source = _guarded(path / run_dir.SOURCE_TOKENIZER, "tokenizer",
                       lambda: SubwordTokenizer.load(path / run_dir.SOURCE_TOKENIZER))
     target_path = path / run_dir.TARGET_TOKENIZER

@@ -28,8 +28,9 @@ epochs' weights, and beam search with a GNMT length penalty. `max_minutes`
 caps the run at 86 minutes from the start of `train` (tokenizer and
 compilation included). The variants that lost on val are in the README: the
 3+3-layer width-256 model, more dropout, a linear cooldown of the rate to
-zero over the last 30% of the budget (`cooldown_fraction=0.3`), and a
-4,000-piece vocabulary.
+zero over the last 30% of the budget (`cooldown_fraction=0.3`), a
+4,000-piece vocabulary, and an ensemble of two models that share the
+budget (`ensemble=2`).
 """
 
 import dataclasses
@@ -62,6 +63,7 @@ class Preset:
     max_examples: int = 0  # 0 = the whole training split
     dev_examples: int = 0  # hold out this many training pairs as a "dev" split for choosing decoding settings
     average_last: int = 1  # average the weights of the last N epochs' checkpoints
+    ensemble: int = 1  # train this many models one after the other (1/N of the time each); decode them together
     max_minutes: float = 0.0  # stop training after this many minutes (0 = no limit)
     beam_size: int = 4
     length_penalty: float = 0.6

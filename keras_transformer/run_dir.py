@@ -11,6 +11,11 @@
       logs/                 TensorBoard
       backup/               `--resume` state (removed when the run finishes)
 
+An ensemble preset (`Preset.ensemble = n`) writes one run directory per
+member, `member-0/` ... `member-{n-1}/` (each as above), beside the
+ensemble's own `config.json` (listing them under `"members"`) and
+`tokenizers/`; the commands load all members from the ensemble's directory.
+
 `keras-transformer export --model saved_models/NAME --output saved_models/NAME-export`
 writes a SavedModel directory (`saved_model.pb`) that needs no project code.
 """
@@ -31,9 +36,31 @@ BACKUP = "backup"
 
 
 def is_run_dir(path):
-    """Whether `path` holds a training run (a `config.json` and a `model.keras`)."""
+    """Whether `path` holds a training run (a `config.json` and a `model.keras`, or members with one)."""
     path = pathlib.Path(path)
-    return (path / CONFIG).is_file() and (path / MODEL).is_file()
+    return (path / CONFIG).is_file() and ((path / MODEL).is_file() or any(path.glob(f"member-*/{MODEL}")))
+
+
+def is_ensemble(path):
+    """Whether the run at `path` is an ensemble (its config lists `members`)."""
+    return bool(read_config(path).get("members"))
+
+
+def model_paths(path):
+    """The run's `model.keras` files: its own, or one per member of an ensemble.
+
+    An ensemble whose members have not all finished training is a
+    `ValueError` that says which member to resume.
+    """
+    path = pathlib.Path(path)
+    members = read_config(path).get("members")
+    if not members:
+        return [path / MODEL]
+    missing = [member for member in members if not (path / member / MODEL).is_file()]
+    if missing:
+        raise ValueError(f"{path} is an unfinished ensemble: {', '.join(missing)} has no {MODEL} yet. "
+                         "Train it with --resume.")
+    return [path / member / MODEL for member in members]
 
 
 def is_saved_model(path):

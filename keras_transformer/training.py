@@ -18,8 +18,9 @@ STRATEGIES = ("default", "mirrored", "multi-worker")
 def _check_output(output, resume, overwrite):
     """Refuses to clobber a user's run; says what to do instead."""
     output = pathlib.Path(output)
-    interrupted = (output / run_dir.BACKUP).exists()
     has_config = (output / run_dir.CONFIG).is_file()
+    interrupted = (output / run_dir.BACKUP).exists() or (
+        has_config and run_dir.is_ensemble(output) and not run_dir.read_config(output).get("finished"))
     if resume:
         if has_config:
             config = run_dir.read_config(output)
@@ -123,7 +124,12 @@ def _train_tokenizer(preset, pairs):
     return SubwordTokenizer.train(texts, preset.vocab_size, character_coverage=preset.character_coverage, seed=0)
 
 
-def _tokenizer(preset, output, pairs, resume_state, is_chief):
+def _tokenizer(preset, output, pairs, resume_state, is_chief, shared_from=None):
+    """The run's tokenizer: loaded when resuming, else `shared_from`'s (a run directory) or a new one.
+
+    Call it after seeding: `keras.utils.set_random_seed` drops the tokenizers
+    made before it (see `SubwordTokenizer`).
+    """
     from keras_transformer.tokenizers import SubwordTokenizer
 
     path = pathlib.Path(output) / run_dir.SOURCE_TOKENIZER
@@ -134,7 +140,10 @@ def _tokenizer(preset, output, pairs, resume_state, is_chief):
             message = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
             raise ValueError(f"{path}: cannot resume, the tokenizer does not load: {message}. "
                              "Pass --overwrite to start again.") from None
-    tokenizer = _train_tokenizer(preset, pairs)
+    if shared_from is not None:
+        tokenizer = SubwordTokenizer.load(pathlib.Path(shared_from) / run_dir.SOURCE_TOKENIZER)
+    else:
+        tokenizer = _train_tokenizer(preset, pairs)
     if is_chief:
         for relative in (run_dir.SOURCE_TOKENIZER, run_dir.TARGET_TOKENIZER):
             tokenizer.save(pathlib.Path(output) / relative)
@@ -243,15 +252,76 @@ def train(
     Example:
 
     >>> summary = train("tiny", output="saved_models/tiny", epochs=1)
+
+    A preset with `ensemble=n` trains n models one after the other, with
+    seeds `seed`, `seed + 1`, ..., into `output/member-0`, ... (each a run
+    directory of its own), sharing one tokenizer; each gets `1/n` of the
+    time budget (`max_minutes` or `minutes`) and `epochs` epochs. `output`
+    then holds the ensemble's config.json and tokenizers, and every command
+    that takes a run directory decodes with the members' mean distribution
+    (`keras_transformer.decoding.make_ensemble_step_fn`).
     """
     config_preset = get_preset(preset).replace(**overrides)
+    if not isinstance(config_preset.ensemble, int) or config_preset.ensemble < 1:
+        raise ValueError(f"`ensemble` must be a positive int (the number of models). "
+                         f"Received: ensemble={config_preset.ensemble!r}")
     output = pathlib.Path(output or pathlib.Path("saved_models") / config_preset.name)
     resume_state = _check_output(output, resume, overwrite)
     if resume_state == "finished":
         config = run_dir.read_config(output)
         print(f"{output} is a finished run ({config.get('completed_epochs')} epochs): nothing to resume.")
         return _summary(output, config, 0.0)
+    options = dict(data_dir=data_dir, epochs=epochs, minutes=minutes, strategy=strategy,
+                   mixed_precision=mixed_precision, seed=seed, cpu_devices=cpu_devices, verbose=verbose)
+    if config_preset.ensemble > 1:
+        return _train_ensemble(config_preset, output, resume_state, **options)
+    return _train_run(config_preset, output, resume_state, **options)
 
+
+def _train_ensemble(preset, output, resume_state, *, data_dir, epochs, minutes, strategy, seed, **options):
+    """Trains the members of an ensemble preset one after the other (see `train`)."""
+    if strategy != "default":
+        raise ValueError(f"An ensemble preset trains with the default strategy only. Received: "
+                         f"ensemble={preset.ensemble}, strategy={strategy!r}")
+    started = time.monotonic()
+    count = preset.ensemble
+    member_preset = preset.replace(ensemble=1, max_minutes=preset.max_minutes / count)
+    members = [f"member-{index}" for index in range(count)]
+    splits = _load_splits(preset, data_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    tokenizer = _tokenizer(preset, output, splits["train"], resume_state, is_chief=True)
+    config = run_dir.read_config(output) if resume_state == "resume" else {}
+    config.update(
+        preset=preset.to_dict(),
+        model=preset.model_kwargs(tokenizer.vocab_size),
+        data_dir=None if data_dir is None else str(data_dir),
+        seed=seed,
+        members=members,
+        decoding={"beam_size": preset.beam_size, "length_penalty": preset.length_penalty,
+                  "max_length": preset.max_length},
+        finished=False,
+    )
+    run_dir.write_json_atomic(output / run_dir.CONFIG, config)
+    for index, member in enumerate(members):
+        member_state = _check_output(output / member, resume=True, overwrite=False)
+        if member_state != "finished":
+            _train_run(member_preset, output / member, member_state, data_dir=data_dir, epochs=epochs,
+                       minutes=minutes and minutes / count, strategy=strategy, seed=seed + index,
+                       tokenizer_from=output, **options)
+    member_configs = [run_dir.read_config(output / member) for member in members]
+    config.update(
+        finished=True,
+        train_minutes=round(sum(member.get("train_minutes", 0.0) for member in member_configs), 2),
+        completed_epochs=[member.get("completed_epochs") for member in member_configs],
+        best_val_loss=[member.get("best_val_loss") for member in member_configs],
+    )
+    run_dir.write_json_atomic(output / run_dir.CONFIG, config)
+    return _summary(output, config, (time.monotonic() - started) / 60.0)
+
+
+def _train_run(config_preset, output, resume_state, *, data_dir, epochs, minutes, strategy,
+               mixed_precision, seed, cpu_devices, verbose, tokenizer_from=None):
+    """Trains one model into the run directory `output` (see `train`), with `tokenizer_from`'s tokenizer if given."""
     import keras
     import tensorflow as tf
 
@@ -270,7 +340,7 @@ def train(
 
     splits = _load_splits(config_preset, data_dir)
     output.mkdir(parents=True, exist_ok=True)
-    tokenizer = _tokenizer(config_preset, output, splits["train"], resume_state, is_chief)
+    tokenizer = _tokenizer(config_preset, output, splits["train"], resume_state, is_chief, tokenizer_from)
     config = run_dir.read_config(output) if resume_state == "resume" else {}
     config.update(
         preset=config_preset.to_dict(),
