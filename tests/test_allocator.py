@@ -48,7 +48,8 @@ def test_import_turns_on_the_bfc_allocator():
 def test_the_users_setting_wins(value):
     variable, allocator = run_probe(value)
     assert variable == f"variable {value}"  # left as the user set it
-    # TensorFlow then picks the allocator it picks without the package. That is its
-    # default allocator, except where TensorFlow finds CUDA libraries: then its CPU
-    # device reports BFC statistics whatever the variable says.
+    # TensorFlow then picks the allocator it picks without the package: its default
+    # allocator, except where TensorFlow loads its CUDA platform (it logs "failed
+    # call to cuInit" without a GPU); there its CPU device reports BFC statistics
+    # with the variable "false" too.
     assert allocator == run_probe(value, import_package=False)[1]
