@@ -278,6 +278,21 @@ def train(
     return _train_run(config_preset, output, resume_state, **options)
 
 
+def _run_config(preset, output, resume_state, tokenizer, data_dir, **fields):
+    """The run's config.json at the start of training (the resumed run's, updated), not yet finished."""
+    config = run_dir.read_config(output) if resume_state == "resume" else {}
+    config.update(
+        preset=preset.to_dict(),
+        model=preset.model_kwargs(tokenizer.vocab_size),
+        data_dir=None if data_dir is None else str(data_dir),
+        **fields,
+        decoding={"beam_size": preset.beam_size, "length_penalty": preset.length_penalty,
+                  "max_length": preset.max_length},
+        finished=False,
+    )
+    return config
+
+
 def _train_ensemble(preset, output, resume_state, *, data_dir, epochs, minutes, strategy, seed, **options):
     """Trains the members of an ensemble preset one after the other (see `train`)."""
     if strategy != "default":
@@ -290,17 +305,7 @@ def _train_ensemble(preset, output, resume_state, *, data_dir, epochs, minutes, 
     splits = _load_splits(preset, data_dir)
     output.mkdir(parents=True, exist_ok=True)
     tokenizer = _tokenizer(preset, output, splits["train"], resume_state, is_chief=True)
-    config = run_dir.read_config(output) if resume_state == "resume" else {}
-    config.update(
-        preset=preset.to_dict(),
-        model=preset.model_kwargs(tokenizer.vocab_size),
-        data_dir=None if data_dir is None else str(data_dir),
-        seed=seed,
-        members=members,
-        decoding={"beam_size": preset.beam_size, "length_penalty": preset.length_penalty,
-                  "max_length": preset.max_length},
-        finished=False,
-    )
+    config = _run_config(preset, output, resume_state, tokenizer, data_dir, seed=seed, members=members)
     run_dir.write_json_atomic(output / run_dir.CONFIG, config)
     for index, member in enumerate(members):
         member_state = _check_output(output / member, resume=True, overwrite=False)
@@ -341,18 +346,8 @@ def _train_run(config_preset, output, resume_state, *, data_dir, epochs, minutes
     splits = _load_splits(config_preset, data_dir)
     output.mkdir(parents=True, exist_ok=True)
     tokenizer = _tokenizer(config_preset, output, splits["train"], resume_state, is_chief, tokenizer_from)
-    config = run_dir.read_config(output) if resume_state == "resume" else {}
-    config.update(
-        preset=config_preset.to_dict(),
-        model=config_preset.model_kwargs(tokenizer.vocab_size),
-        data_dir=None if data_dir is None else str(data_dir),
-        seed=seed,
-        mixed_precision=mixed_precision,
-        strategy=strategy,
-        decoding={"beam_size": config_preset.beam_size, "length_penalty": config_preset.length_penalty,
-                  "max_length": config_preset.max_length},
-        finished=False,
-    )
+    config = _run_config(config_preset, output, resume_state, tokenizer, data_dir, seed=seed,
+                         mixed_precision=mixed_precision, strategy=strategy)
     config.setdefault("completed_epochs", 0)
     prior_minutes = config.get("train_minutes", 0.0)  # of the run before a --resume
     if is_chief:
