@@ -41,11 +41,6 @@ def is_run_dir(path):
     return (path / CONFIG).is_file() and ((path / MODEL).is_file() or any(path.glob(f"member-*/{MODEL}")))
 
 
-def is_ensemble(path):
-    """Whether the run at `path` is an ensemble (its config lists `members`)."""
-    return bool(read_config(path).get("members"))
-
-
 def model_paths(path):
     """The run's `model.keras` files: its own, or one per member of an ensemble.
 

@@ -18,18 +18,18 @@ STRATEGIES = ("default", "mirrored", "multi-worker")
 def _check_output(output, resume, overwrite):
     """Refuses to clobber a user's run; says what to do instead."""
     output = pathlib.Path(output)
+    if overwrite and not resume:
+        shutil.rmtree(output, ignore_errors=True)  # before reading anything there: it may be corrupt
+        return "fresh"
     has_config = (output / run_dir.CONFIG).is_file()
-    interrupted = (output / run_dir.BACKUP).exists() or (
-        has_config and run_dir.is_ensemble(output) and not run_dir.read_config(output).get("finished"))
+    config = run_dir.read_config(output) if has_config else {}
+    unfinished_ensemble = bool(config.get("members")) and not config.get("finished")
+    interrupted = (output / run_dir.BACKUP).exists() or unfinished_ensemble
     if resume:
         if has_config:
-            config = run_dir.read_config(output)
             if config.get("finished") and not interrupted:
                 return "finished"
             return "resume"
-        return "fresh"
-    if overwrite:
-        shutil.rmtree(output, ignore_errors=True)
         return "fresh"
     if interrupted:
         raise ValueError(

@@ -84,11 +84,10 @@ def _plot_attention(args, plotting):
         )
     if not run_dir.is_run_dir(path):
         raise FileNotFoundError(f"{path} is not a training run directory (config.json and model.keras)")
-    if run_dir.is_ensemble(path):
-        members = run_dir.read_config(path)["members"]
-        raise ValueError(f"{path} is an ensemble; `plot attention` shows one model's heads: pass one "
-                         f"member's run directory, e.g. {path / members[0]}")
     config = run_dir.read_config(path)
+    if config.get("members"):
+        raise ValueError(f"{path} is an ensemble; `plot attention` shows one model's heads: pass one "
+                         f"member's run directory, e.g. {path / config['members'][0]}")
     model, source_tokenizer, target_tokenizer = load_run(path)
     result = plotting.sentence_attention(
         model, source_tokenizer, args.sentence, target_tokenizer, target=args.target,
