@@ -34,6 +34,18 @@ def test_padding_never_counts_in_loss_or_accuracy():
     assert float(accuracy.result()) == pytest.approx(3 / 5)  # 3, 6, 2 right; 1, 5 wrong
 
 
+def test_accuracy_agrees_with_argmax_and_counts_a_tie_for_the_top_as_right():
+    accuracy = kt.MaskedAccuracy()
+    accuracy.update_state(LABELS, LOGITS)
+    real = LABELS != 0
+    expected = (np.argmax(LOGITS, axis=-1) == LABELS)[real].mean()
+    assert float(accuracy.result()) == pytest.approx(expected)
+
+    tied = kt.MaskedAccuracy()
+    tied.update_state(np.array([[2, 1]]), np.array([[[5.0, 0.0, 5.0], [5.0, 0.0, 5.0]]]))
+    assert float(tied.result()) == 0.5  # label 2 ties for the top; label 1 does not
+
+
 def test_all_padding_gives_zero_loss_not_nan():
     assert float(kt.MaskedSparseCategoricalCrossentropy()(np.zeros((2, 3), "int32"), LOGITS[:, :3])) == 0.0
 
