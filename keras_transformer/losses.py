@@ -4,6 +4,11 @@ import keras
 from keras import ops
 
 
+def label_logits(logits, labels):
+    """The logit of each label: `logits[..., label]`, shape `labels.shape`, without a one-hot tensor."""
+    return ops.squeeze(ops.take_along_axis(logits, ops.expand_dims(labels, -1), axis=-1), -1)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
     """Cross-entropy from logits with label smoothing, averaged over real tokens.
@@ -47,9 +52,7 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         labels = ops.cast(y_true, "int32")
         logits = ops.cast(y_pred, "float32")
         log_normalizer = ops.logsumexp(logits, axis=-1)  # (batch, length)
-        label_logit = ops.squeeze(
-            ops.take_along_axis(logits, ops.expand_dims(labels, -1), axis=-1), -1
-        )
+        label_logit = label_logits(logits, labels)
         token_loss = log_normalizer - (1.0 - self.label_smoothing) * label_logit
         if self.label_smoothing:
             token_loss -= self.label_smoothing * ops.mean(logits, axis=-1)

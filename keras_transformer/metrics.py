@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_transformer.losses import label_logits
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MaskedAccuracy(keras.metrics.Metric):
@@ -37,7 +39,7 @@ class MaskedAccuracy(keras.metrics.Metric):
     def update_state(self, y_true, y_pred, sample_weight=None):
         labels = ops.cast(y_true, "int32")
         # Not an arg-max: XLA:CPU runs its reduce over (value, index) pairs on one thread.
-        label_logit = ops.squeeze(ops.take_along_axis(y_pred, ops.expand_dims(labels, -1), axis=-1), -1)
+        label_logit = label_logits(y_pred, labels)
         real = ops.cast(ops.not_equal(labels, self.pad_id), "float32")
         if sample_weight is not None:
             real = real * ops.cast(sample_weight, "float32")
