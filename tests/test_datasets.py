@@ -96,6 +96,16 @@ def test_multi30k_counts_and_directions(shared_data_dir):
     assert de_en == [(d, e) for e, d in en_de["test"]]  # data_dir may be the corpus folder itself
 
 
+def test_multi30k_with_french_sources_trains_on_both_and_validates_on_english(shared_data_dir):
+    en_de = corpora.load_split_pairs("multi30k-en-de", shared_data_dir)
+    both = corpora.load_split_pairs("multi30k-en+fr-de", shared_data_dir)
+    assert len(both["train"]) == 2 * len(en_de["train"])
+    assert both["train"][0::2] == en_de["train"]  # English and French alternate
+    assert [de for _, de in both["train"][1::2]] == [de for _, de in en_de["train"]]
+    assert both["train"][1] == ("Deux jeunes hommes blancs sont dehors près de buissons.", en_de["train"][0][1])
+    assert both["validation"] == en_de["validation"] and both["test"] == en_de["test"]
+
+
 def test_a_dev_set_held_out_of_multi30k_train_is_never_trained_on(shared_data_dir):
     from keras_transformer.presets import get_preset
     from keras_transformer.training import _load_splits, hold_out_dev

@@ -5,10 +5,14 @@
 | `chatbot-ko`                       | question -> answer  | train 11,232 / validation 591 (seeded 95/5)     |
 | `multi30k-en-de`, `multi30k-de-en` | English <-> German  | train 29,000 / validation 1,014 / test 1,000    |
 | `multi30k-en-fr`, `multi30k-fr-en` | English <-> French  | as above                                        |
+| `multi30k-en+fr-de`                | English -> German   | train 58,000 (English and French sources) / ... |
 | `spa-en`, `en-spa`                 | Spanish <-> English | train 107,068 / validation 5,948 / test 5,948   |
 
 Names read `source-target` (`en-spa` is the keras.io example's direction);
-the Tatoeba split is seeded 90/5/5. Nothing is downloaded: Multi30k (research
+the Tatoeba split is seeded 90/5/5. `multi30k-en+fr-de` trains one
+model on both English and French sources of the same German sentences
+(Multi30k is three-way parallel; the pairs alternate, English then French);
+its validation and test splits are English -> German only. Nothing is downloaded: Multi30k (research
 use only: `multi30k_task1/{train,val,test_2016_flickr}.{en,de,fr}`) and
 Tatoeba (CC-BY: `spa_eng_anki/spa.txt`) are read from `data_dir`, which may be the corpus
 folder itself or its parent (e.g. `../shared/data`), or from the environment
@@ -44,10 +48,13 @@ class Corpus:
     target_language: str
     splits: tuple
     bundled: bool = False
+    extra_train_sources: tuple = ()  # languages whose training pairs (into target_language) join the train split
 
 
-def _multi30k(src, tgt):
-    return Corpus(f"multi30k-{src}-{tgt}", "multi30k_task1", src, tgt, ("train", "validation", "test"))
+def _multi30k(src, tgt, extra_train_sources=()):
+    sources = "+".join((src, *extra_train_sources))
+    return Corpus(f"multi30k-{sources}-{tgt}", "multi30k_task1", src, tgt, ("train", "validation", "test"),
+                  extra_train_sources=extra_train_sources)
 
 
 CORPORA = {
@@ -58,6 +65,7 @@ CORPORA = {
         _multi30k("de", "en"),
         _multi30k("en", "fr"),
         _multi30k("fr", "en"),
+        _multi30k("en", "de", extra_train_sources=("fr",)),
         Corpus("spa-en", "spa_eng_anki", "es", "en", ("train", "validation", "test")),
         Corpus("en-spa", "spa_eng_anki", "en", "es", ("train", "validation", "test")),
     ]
@@ -112,10 +120,16 @@ def load_split_pairs(name, data_dir=None):
     folder = resolve_dir(corpus, data_dir)
     if corpus.folder == "multi30k_task1":
         src, tgt = corpus.source_language, corpus.target_language
-        return {
+        splits = {
             split: readers.read_aligned(folder / f"{stem}.{src}", folder / f"{stem}.{tgt}")
             for split, stem in MULTI30K_FILES.items()
         }
+        stem = MULTI30K_FILES["train"]
+        extra = [readers.read_aligned(folder / f"{stem}.{lang}", folder / f"{stem}.{tgt}")
+                 for lang in corpus.extra_train_sources]
+        # Alternated rather than appended: the shuffle buffer is smaller than the split.
+        splits["train"] = [pair for pairs in zip(splits["train"], *extra, strict=True) for pair in pairs]
+        return splits
     if corpus.folder == "korean_chatbot":
         pairs = [(q, a) for q, a, _ in read_chatbot(folder / CHATBOT_FILE)]
         return readers.seeded_split(pairs, CHATBOT_FRACTIONS, seed=SPLIT_SEED)
