@@ -1,18 +1,18 @@
 """The corpora the `train` command knows by name, read from local files only.
 
-| name                               | source -> target    | splits                                          |
-|------------------------------------|---------------------|-------------------------------------------------|
-| `chatbot-ko`                       | question -> answer  | train 11,232 / validation 591 (seeded 95/5)     |
-| `multi30k-en-de`, `multi30k-de-en` | English <-> German  | train 29,000 / validation 1,014 / test 1,000    |
-| `multi30k-en-fr`, `multi30k-fr-en` | English <-> French  | as above                                        |
-| `multi30k-en+fr-de`                | English -> German   | train 58,000 (English and French sources) / ... |
-| `spa-en`, `en-spa`                 | Spanish <-> English | train 107,068 / validation 5,948 / test 5,948   |
+| name                               | source -> target          | splits                                        |
+|------------------------------------|---------------------------|-----------------------------------------------|
+| `chatbot-ko`                       | question -> answer        | train 11,232 / validation 591 (seeded 95/5)   |
+| `multi30k-en-de`, `multi30k-de-en` | English <-> German        | train 29,000 / validation 1,014 / test 1,000  |
+| `multi30k-en-fr`, `multi30k-fr-en` | English <-> French        | as above                                      |
+| `multi30k-en+fr-de`                | English, French -> German | train 58,000 / validation 1,014 / test 1,000  |
+| `spa-en`, `en-spa`                 | Spanish <-> English       | train 107,068 / validation 5,948 / test 5,948 |
 
 Names read `source-target` (`en-spa` is the keras.io example's direction);
-the Tatoeba split is seeded 90/5/5. `multi30k-en+fr-de` trains one
-model on both English and French sources of the same German sentences
-(Multi30k is three-way parallel; the pairs alternate, English then French);
-its validation and test splits are English -> German only. Nothing is downloaded: Multi30k (research
+the Tatoeba split is seeded 90/5/5. Multi30k is three-way parallel:
+`multi30k-en+fr-de` trains on the English and the French source of every
+German training sentence (alternating, English first) and validates and
+tests on English -> German only. Nothing is downloaded: Multi30k (research
 use only: `multi30k_task1/{train,val,test_2016_flickr}.{en,de,fr}`) and
 Tatoeba (CC-BY: `spa_eng_anki/spa.txt`) are read from `data_dir`, which may be the corpus
 folder itself or its parent (e.g. `../shared/data`), or from the environment
