@@ -29,8 +29,9 @@ caps the run at 86 minutes from the start of `train` (tokenizer and
 compilation included). The variants that lost on val are in the README: the
 3+3-layer width-256 model, more dropout, a linear cooldown of the rate to
 zero over the last 30% of the budget (`cooldown_fraction=0.3`), a
-4,000-piece vocabulary, and an ensemble of two models that share the
-budget (`ensemble=2`).
+4,000-piece vocabulary, an ensemble of two models that share the budget
+(`ensemble=2`), and French sources beside the English ones
+(`corpus="multi30k-en+fr-de"`).
 """
 
 import dataclasses
