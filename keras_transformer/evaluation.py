@@ -16,25 +16,7 @@ import pathlib
 
 from sacrebleu.metrics import BLEU, CHRF
 
-
-def read_lines(path):
-    """The lines of a UTF-8 text file, newlines stripped; empty lines are kept.
-
-    Raises a `ValueError` naming the file and line of a byte that is not UTF-8.
-    """
-    path = pathlib.Path(path)
-    if not path.is_file():
-        raise ValueError(f"`path` must be an existing file. Received: path={str(path)!r}")
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise ValueError(f"{path}, line {line}: not valid UTF-8 ({error.reason})") from None
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
+from keras_transformer.text_files import read_lines
 
 
 def score(hypotheses, references):

@@ -1,4 +1,4 @@
-"""The docstring examples of the layers, the model builder, the loss, metric, schedule and decoders run as shown."""
+"""The docstring examples of the layers, models, losses, metrics, schedules, decoders and readers run as shown."""
 
 import doctest
 import importlib
@@ -23,6 +23,7 @@ MODULES = [
     "keras_transformer.metrics",
     "keras_transformer.schedules",
     "keras_transformer.decoding",
+    "keras_transformer.text_files",
 ]
 
 

@@ -70,23 +70,11 @@ def check_utf8(text, where):
 
 def read_lines(path=None):
     """Lines of a UTF-8 file (or of stdin when `path` is None), newlines stripped."""
+    from keras_transformer import text_files
+
     if path is None:
-        data, name = sys.stdin.buffer.read(), "stdin"
-    else:
-        try:
-            with open(path, "rb") as handle:
-                data, name = handle.read(), path
-        except OSError as error:
-            raise ValueError(f"cannot read {path}: {error.strerror}") from None
-    try:
-        text = data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise ValueError(f"{name}, line {line}: not valid UTF-8 ({error.reason})") from None
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
+        return text_files.split_lines(text_files.decode_utf8(sys.stdin.buffer.read(), "stdin"))
+    return text_files.read_lines(path)
 
 
 def warn_truncated(translator, sentences):

@@ -16,24 +16,8 @@ Example:
 import csv
 import hashlib
 import io
-import pathlib
 
-
-def _decode(path):
-    """Reads `path` as UTF-8 (a leading BOM is dropped), naming the line of a bad byte."""
-    path = pathlib.Path(path)
-    if not path.is_file():
-        raise ValueError(f"`path` must be an existing file. Received: path={str(path)!r}")
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise ValueError(
-            f"{path}, line {line}: not valid UTF-8 ({e.reason}, byte {data[e.start:e.start + 1]!r} "
-            f"at offset {e.start}). Convert the file to UTF-8, e.g. with `iconv -t UTF-8`."
-        ) from None
-    return text.removeprefix("\ufeff")
+from keras_transformer import text_files
 
 
 def _check_sentence(sentence, path, line, what="line"):
@@ -45,11 +29,7 @@ def _check_sentence(sentence, path, line, what="line"):
 
 def read_lines(path):
     """Returns the stripped lines of a UTF-8 file; an empty line is a `ValueError`."""
-    text = _decode(path)
-    lines = text.split("\n")
-    if lines[-1] == "":  # the final newline
-        lines.pop()
-    return [_check_sentence(line, path, i) for i, line in enumerate(lines, 1)]
+    return [_check_sentence(line, path, i) for i, line in enumerate(text_files.read_lines(path), 1)]
 
 
 def read_aligned(source_path, target_path):
@@ -97,7 +77,7 @@ def read_rows(path, selected, *, delimiter="\t", header=False, columns=None):
 
 def iter_rows(path, selected, *, delimiter="\t", header=False, columns=None):
     """Yields `(line_number, values)` for each row; see `read_rows`."""
-    text = _decode(path)
+    text = text_files.read_text(path)
     if delimiter == "\t":
         lines = text.split("\n")
         if lines[-1] == "":  # the final newline
