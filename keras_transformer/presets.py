@@ -22,16 +22,15 @@ the number of updates, not the model, limits quality: a narrow, deep model
 buckets every 4 tokens up to 24 (11% padding on Multi30k instead of 39% with
 buckets of 16), batches of ~3,072 tokens (~175 updates an epoch), a warmup of
 1,200 steps (a peak learning rate of 2.0e-3), dropout 0.2 (0.3 trained far
-slower, at this rate and at 4.4e-3), label smoothing 0.1, a shared
-8,000-piece vocabulary with tied embeddings, the average of the last 8
-epochs' weights, and beam search with a GNMT length penalty. `max_minutes`
-caps the run at 86 minutes from the start of `train` (tokenizer and
-compilation included). The variants that lost on val are in the README: the
-3+3-layer width-256 model, more dropout, a linear cooldown of the rate to
-zero over the last 30% of the budget (`cooldown_fraction=0.3`), a
-4,000-piece vocabulary, an ensemble of two models that share the budget
-(`ensemble=2`), and French sources beside the English ones
-(`corpus="multi30k-en+fr-de"`).
+slower, at this rate and at 4.4e-3), label smoothing 0.1, a shared 8,000-piece
+vocabulary with tied embeddings, the average of the last 8 epochs' weights,
+and beam search with a GNMT length penalty. `max_minutes` caps the run at 86
+minutes from the start of `train` (tokenizer and compilation included). The
+variants that lost on val are in the README: the 3+3-layer width-256 model,
+more dropout, a linear cooldown of the rate to zero over the last 30% of the
+budget (`cooldown_fraction=0.3`), a 4,000-piece or a 16,000-piece vocabulary,
+an ensemble of two models that share the budget (`ensemble=2`), and French
+sources beside the English ones (`corpus="multi30k-en+fr-de"`).
 """
 
 import dataclasses
