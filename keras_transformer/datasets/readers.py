@@ -79,10 +79,7 @@ def iter_rows(path, selected, *, delimiter="\t", header=False, columns=None):
     """Yields `(line_number, values)` for each row; see `read_rows`."""
     text = text_files.read_text(path)
     if delimiter == "\t":
-        lines = text.split("\n")
-        if lines[-1] == "":  # the final newline
-            lines.pop()
-        rows = ((i, line.rstrip("\r").split("\t")) for i, line in enumerate(lines, 1))
+        rows = ((i, line.split("\t")) for i, line in enumerate(text_files.split_lines(text), 1))
     else:
         reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
         rows = ((reader.line_num, row) for row in reader)
