@@ -27,10 +27,10 @@ vocabulary with tied embeddings, the average of the last 8 epochs' weights,
 and beam search with a GNMT length penalty. `max_minutes` caps the run at 86
 minutes from the start of `train` (tokenizer and compilation included). The
 variants that lost on val are in the README: the 3+3-layer width-256 model,
-more dropout, a linear cooldown of the rate to zero over the last 30% of the
-budget (`cooldown_fraction=0.3`), a 4,000-piece or a 16,000-piece vocabulary,
-an ensemble of two models that share the budget (`ensemble=2`), and French
-sources beside the English ones (`corpus="multi30k-en+fr-de"`).
+more dropout or less, a linear cooldown of the rate to zero over the last
+30% of the budget (`cooldown_fraction=0.3`), a 4,000-piece or a 16,000-piece
+vocabulary, an ensemble of two models that share the budget (`ensemble=2`),
+and French sources beside the English ones (`corpus="multi30k-en+fr-de"`).
 """
 
 import dataclasses
