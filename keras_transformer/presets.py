@@ -8,7 +8,7 @@ variant (e.g. `PRESETS["multi30k-en-de"].replace(d_model=512)`).
 |------------------|-----------------|--------|---------|-------|------|----------------|--------------|
 | `tiny`           | chatbot-ko, 2k  | 1      | 32      | 2     | 64   | 1000           | 1024         |
 | `chatbot-ko`     | chatbot-ko      | 2      | 256     | 8     | 512  | 8000           | 2048         |
-| `multi30k-en-de` | Multi30k en→de  | 4      | 128     | 4     | 256  | 12000          | 3072         |
+| `multi30k-en-de` | Multi30k en→de  | 4      | 128     | 4     | 256  | 12000, sampled | 3072         |
 | `multi30k-de-en` | Multi30k de→en  | 4      | 128     | 4     | 256  | 8000           | 3072         |
 | `spa-en`         | Tatoeba es→en   | 2      | 256     | 4     | 1024 | 8000           | 6144         |
 
