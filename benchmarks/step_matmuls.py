@@ -14,7 +14,7 @@ by CI.
 
 Example:
 
-    python benchmarks/step_matmuls.py          # about 3 minutes on 2 cores
+    python benchmarks/step_matmuls.py          # about a minute on 2 cores
 """
 
 import argparse
