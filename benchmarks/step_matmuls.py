@@ -24,7 +24,6 @@ import os
 import pathlib
 import re
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -106,21 +105,19 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     config = train_throughput.CONFIG
-    step = train_throughput.make_ours(config, 2)
-    step(2)  # compile: XLA writes the program to DUMP
-    step_ms = []
-    for _ in range(args.rounds):
-        start = time.perf_counter()
-        done = step(args.steps)
-        step_ms.append((time.perf_counter() - start) / done * 1000)
-    step_median = statistics.median(step_ms)
-
-    programs = sorted(pathlib.Path(DUMP).glob("*one_step_on_data*after_optimizations.txt"))
-    if not programs:
-        sys.exit(f"XLA wrote no optimized training step to {DUMP}")
-    program = programs[-1].name
-    dots = step_dots(programs[-1].read_text())
-    shutil.rmtree(DUMP, ignore_errors=True)
+    try:
+        step = train_throughput.make_ours(config, 2)
+        step(2)  # compile: XLA writes the program to DUMP
+        programs = sorted(pathlib.Path(DUMP).glob("*one_step_on_data*after_optimizations.txt"))
+        if not programs:
+            sys.exit(f"XLA wrote no optimized training step to {DUMP}")
+        program = programs[-1].name
+        dots = step_dots(programs[-1].read_text())
+    finally:
+        shutil.rmtree(DUMP, ignore_errors=True)
+    times, _ = train_throughput.round_robin({"ours": step}, args.rounds, {"ours": args.steps})
+    step_ms = [wall * 1000 for wall, _ in times["ours"]]
+    step_median = train_throughput.median(step_ms)
 
     rows = []
     for key, count in dots.items():
