@@ -43,8 +43,15 @@ def main(argv=None):
         print("\nInterrupted.", file=sys.stderr)
         return 130
     except (ValueError, FileNotFoundError, OSError) as error:
-        print(f"keras-transformer {args.command}: error: {error}", file=sys.stderr)
+        print(f"keras-transformer {args.command}: error: {_in_flags(error)}", file=sys.stderr)
         return 2
+
+
+def _in_flags(error):
+    """The error's message, naming the command line's flags where it names Python arguments."""
+    if hasattr(error, "describe"):  # destinations.DestinationInUseError
+        return error.describe(lambda argument: "--" + argument.replace("_", "-"))
+    return error
 
 
 if __name__ == "__main__":

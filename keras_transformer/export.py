@@ -25,7 +25,7 @@ import pathlib
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for loading)
 
-from keras_transformer import decoding, run_dir
+from keras_transformer import decoding, destinations, manifest, run_dir
 
 SOURCE_BUCKET = 16  # sources are padded to a multiple of this (few XLA programs)
 
@@ -148,14 +148,55 @@ class Translator(tf.Module):
 
         return tf.cond(batch > 0, run, lambda: tf.zeros([0], tf.string))
 
-    def save(self, path):
-        """Writes this module as a SavedModel at `path`, atomically.
+    def save(self, path, overwrite=True):
+        """Writes this module as a SavedModel at `path`, atomically, with a manifest of sha256 sums.
 
-        The new export is written beside `path` and swapped in only when
-        complete; a failed or interrupted save leaves a previous export intact.
+        `path` may be new, an empty folder, or (when `overwrite` is true) an
+        earlier export of this package; anything else is refused before any
+        work with `destinations.UnsafeDestinationError`. The new export is
+        written beside `path` and swapped in only when complete: a failed or
+        interrupted save leaves a previous export intact.
         """
-        run_dir.replace_dir_atomic(lambda tmp: tf.saved_model.save(self, tmp), path)
+        _check_export_destination(path, overwrite)
+
+        def write(tmp):
+            tf.saved_model.save(self, tmp)
+            manifest.write_manifest(tmp)
+
+        run_dir.replace_dir_atomic(write, path)
         return str(path)
+
+
+def export_run(model, output, *, overwrite=False, **options):
+    """Exports the training run `model` (a run directory) as a SavedModel at `output`.
+
+    Every check runs before the model loads: `model` must be a run directory,
+    and `output` must be new, an empty folder, or an export of this package
+    (replaced only when `overwrite` is true) that neither holds nor lies inside
+    `model`. `options` go to `load` (`beam_size`, `alpha`, `max_length`,
+    `jit_compile`).
+
+    Returns:
+        The `Translator` that was saved.
+
+    Example:
+
+    >>> export_run("saved_models/chatbot-ko", "saved_models/chatbot-ko-export", beam_size=4)
+    """
+    if not run_dir.is_run_dir(model):
+        kind = "a SavedModel already" if run_dir.is_saved_model(model) else "not a training run"
+        raise ValueError(f"{model} is {kind}: `model` must be a run directory "
+                         "(config.json + model.keras + tokenizers/)")
+    destinations.check_separate(model, output, what="the export")
+    _check_export_destination(output, overwrite)
+    translator = load(model, **options)
+    translator.save(output, overwrite=overwrite)
+    return translator
+
+
+def _check_export_destination(path, overwrite):
+    if destinations.check_destination(path, destinations.EXPORT) == "ours" and not overwrite:
+        raise destinations.DestinationInUseError(path, "an export", ["overwrite"])
 
 
 def _check_vocab(name, tokenizer, model_vocab):
@@ -191,6 +232,11 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True)
     loaded module, whose beam size was fixed at export: `beam_size` may only
     be `None`, 1 (its `greedy` signature) or the exported one. Anything else,
     or a corrupt model, is a one-line `ValueError`, never a TensorFlow trace.
+    An export's files are checked against its `MANIFEST.sha256` first, when it
+    has one (`manifest.verify_manifest`).
+
+    Load only models you trust: a SavedModel is a program, and loading and
+    calling it runs whatever graph it holds.
 
     Both kinds answer `translator(strings)`, `.greedy(strings)`,
     `.sample(strings, temperature, top_k, top_p, seed)`, `.source_lengths`,
@@ -207,6 +253,7 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True)
     if run_dir.is_run_dir(path):
         return _load_run_dir(path, beam_size, alpha, max_length, jit_compile)
     if run_dir.is_saved_model(path):
+        manifest.verify_manifest(path)
         translator = _guarded(path, "SavedModel", lambda: tf.saved_model.load(str(path)))
         if not hasattr(translator, "greedy") or not hasattr(translator, "beam_size"):
             raise ValueError(f"{path} is a SavedModel but not a Translator export "

@@ -99,17 +99,19 @@ def replace_dir_atomic(write, destination):
 
     The previous `destination`, if any, stays intact until the new one is
     complete: a crash, a full disk or an interrupt inside `write` leaves it as
-    it was.
+    it was. The caller decides whether `destination` may be replaced at all
+    (see `keras_transformer.destinations.check_destination`). The new folder
+    gets an ordinary `mkdir`'s permissions (the umask applies).
     """
+    from keras_transformer.destinations import make_temp_dir
+
     destination = pathlib.Path(destination)
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}."))
+    tmp = make_temp_dir(destination.parent, destination.name)
     old = None
     try:
         write(str(tmp))
         if destination.exists():
-            old = destination.with_name(f".{destination.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
+            old = make_temp_dir(destination.parent, f"{destination.name}.old")
             os.replace(destination, old)
         os.replace(tmp, destination)
         if old is not None:

@@ -81,10 +81,14 @@ def test_export_then_translate_and_chat_with_the_saved_model(run, capsys, monkey
     path, pairs = run
     output = tmp_path / "saved_models" / "tiny"
     output.mkdir(parents=True)
-    (output / "stale.txt").write_text("an older export")
+    (output / "notes.txt").write_text("not an export")
+    code, _, err = _main(capsys, monkeypatch, ["export", "--model", str(path), "--output", str(output)])
+    assert code == 2 and "is not a SavedModel export" in err  # a folder it did not make is never replaced
+    assert (output / "notes.txt").read_text() == "not an export"
+    output = output / "export"
     code, _, err = _main(capsys, monkeypatch, ["export", "--model", str(path), "--output", str(output)])
     assert code == 0 and "Exported" in err
-    assert (output / "saved_model.pb").is_file() and not (output / "stale.txt").exists()  # replaced
+    assert (output / "saved_model.pb").is_file()
     code, out, _ = _main(capsys, monkeypatch, ["translate", "--model", str(output), "--beam", "1", pairs[3][0]])
     assert code == 0 and out == pairs[3][1] + "\n"
     code, _, err = _main(capsys, monkeypatch, ["translate", "--model", str(output), "--beam", "3", "x"])

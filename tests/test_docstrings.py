@@ -24,6 +24,8 @@ MODULES = [
     "keras_transformer.schedules",
     "keras_transformer.decoding",
     "keras_transformer.text_files",
+    "keras_transformer.destinations",
+    "keras_transformer.manifest",
 ]
 
 

@@ -20,7 +20,11 @@ def add_parser(subparsers):
         description=__doc__.split("\n\n")[0],
     )
     parser.add_argument("--model", required=True, help="a training run directory")
-    parser.add_argument("--output", required=True, help="the SavedModel directory to write")
+    parser.add_argument("--output", required=True,
+                        help="the SavedModel directory to write: new, empty, or an earlier export "
+                        "(replaced only with --overwrite)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the earlier export at --output (never any other folder)")
     parser.add_argument("--beam", type=int, default=None,
                         help="beam size of the default signature, 1 = greedy (default: the run's, else 4)")
     parser.add_argument("--alpha", type=float, default=None, help="length-penalty exponent (default 0.6)")
@@ -31,16 +35,10 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from keras_transformer import run_dir
-    from keras_transformer.export import load
+    from keras_transformer.export import export_run
 
-    if not run_dir.is_run_dir(args.model):
-        kind = "a SavedModel already" if run_dir.is_saved_model(args.model) else "not a training run"
-        raise ValueError(f"{args.model} is {kind}: --model needs a run directory "
-                         "(config.json + model.keras + tokenizers/)")
-    translator = load(args.model, beam_size=args.beam, alpha=args.alpha,
-                      max_length=args.max_length, jit_compile=not args.no_xla)
-    path = translator.save(args.output)
-    print(f"Exported {args.model} to {path} (beam {int(translator.beam_size.numpy())}). "
+    translator = export_run(args.model, args.output, overwrite=args.overwrite, beam_size=args.beam,
+                            alpha=args.alpha, max_length=args.max_length, jit_compile=not args.no_xla)
+    print(f"Exported {args.model} to {args.output} (beam {int(translator.beam_size.numpy())}). "
           "Load it with `import tensorflow_text` then `tf.saved_model.load`.", file=sys.stderr)
     return 0

@@ -1,0 +1,187 @@
+"""Where training and export may write: they replace only what this package made.
+
+A command that writes a folder (a training run, an export) may create it,
+fill an empty one, or delete and replace a folder it can prove it made:
+
+- a training run: a `config.json` written by `keras_transformer.training`
+  beside only the files a run holds (`run_dir`);
+- an export: a SavedModel whose manifest (`MANIFEST.sha256`) or graph marks
+  it as a `Translator` export, beside only the files a SavedModel holds.
+
+Anything else (a file, a folder of other files) raises `UnsafeDestinationError`
+before any work starts, whatever options the command was given. The file system root, the
+home folder, the current folder and its parents are always refused.
+
+Example:
+
+>>> check_destination("saved_models/new-run", "run")  # does not exist yet
+'new'
+>>> check_destination(pathlib.Path.home(), "run")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+keras_transformer.destinations.UnsafeDestinationError: ... is the home folder: ...
+"""
+
+import json
+import os
+import pathlib
+import re
+import secrets
+
+RUN = "run"
+EXPORT = "export"
+MANIFEST = "MANIFEST.sha256"
+CREATOR = "keras-transformer"  # config.json's "created_by"
+
+RUN_ENTRIES = {"config.json", "model.keras", "tokenizers", "history.csv", "logs", "backup", "snapshots"}
+EXPORT_ENTRIES = {"saved_model.pb", "variables", "assets", "assets.extra", "fingerprint.pb", MANIFEST}
+# What this package's atomic writes leave behind when a crash interrupts them.
+TEMPORARY = re.compile(r"\..+\.tmp|\.model\.tmp\d+\.keras")
+MEMBER = re.compile(r"member-\d+")  # an ensemble's members
+# The graph of every `Translator` export names these functions.
+TRANSLATOR_MARKERS = (b"source_lengths", b"max_source_length")
+
+
+class UnsafeDestinationError(ValueError):
+    """A folder that a command will not write into, delete or replace.
+
+    Attributes:
+        path: the folder (as given).
+        reason: why, in a few words.
+    """
+
+    def __init__(self, path, reason):
+        self.path, self.reason = path, reason
+        super().__init__(f"{path} {reason}: refusing to write there; nothing was changed")
+
+
+class DestinationInUseError(ValueError):
+    """A run or export of this package is where a new one would go.
+
+    The caller may pass one of `arguments` (each a boolean argument that
+    allows it, e.g. `"overwrite"`) or choose another destination.
+    `describe(flag)` words the remedy with other names for the arguments
+    (the command line's `--overwrite`, say).
+    """
+
+    def __init__(self, path, holds, arguments):
+        self.path, self.holds, self.arguments = path, holds, tuple(arguments)
+        super().__init__(self.describe(lambda argument: f"{argument}=True"))
+
+    def describe(self, name_of):
+        remedies = " or ".join(name_of(argument) for argument in self.arguments)
+        return f"{self.path} already holds {self.holds}. Pass {remedies}, or choose another output"
+
+
+def check_destination(path, kind):
+    """What writing a `kind` (`"run"` or `"export"`) at `path` would do.
+
+    Returns:
+        `"new"` (does not exist), `"empty"` (an empty folder), or `"ours"` (a
+        run or export of this package, which the caller may resume, or replace
+        when the user asked for that).
+
+    Raises:
+        UnsafeDestinationError: for a protected folder, a file, a symbolic
+            link, or a non-empty folder this package did not make. No option
+            of any command lifts this.
+    """
+    if kind not in (RUN, EXPORT):
+        raise ValueError(f"`kind` must be {RUN!r} or {EXPORT!r}. Received: kind={kind!r}")
+    path = pathlib.Path(path)
+    _refuse_protected(path)
+    if path.is_symlink():
+        raise UnsafeDestinationError(path, "is a symbolic link")
+    if not path.exists():
+        return "new"
+    if not path.is_dir():
+        raise UnsafeDestinationError(path, "is a file, not a folder")
+    if not any(path.iterdir()):
+        return "empty"
+    made_by_us = is_own_run(path) if kind == RUN else is_own_export(path)
+    if not made_by_us:
+        what = "training run" if kind == RUN else "SavedModel export"
+        raise UnsafeDestinationError(path, f"is not empty and is not a {what} written by {CREATOR}")
+    return "ours"
+
+
+def check_separate(source, destination, what="the output"):
+    """Refuses a `destination` that is `source`, inside it, or holds it."""
+    source, destination = pathlib.Path(source).resolve(), pathlib.Path(destination).resolve()
+    if source == destination or source in destination.parents or destination in source.parents:
+        raise UnsafeDestinationError(destination, f"overlaps {source}, which {what} is made from")
+
+
+def is_own_run(path):
+    """Whether `path` is a training run directory written by this package.
+
+    Its `config.json` says so (or is a run config of an earlier version, or is
+    unreadable, as after a crash mid-write), and every other entry is one a run
+    writes: an ensemble's `member-*` folders and the temporary files of an
+    interrupted atomic write too.
+    """
+    path = pathlib.Path(path)
+    config_path = path / "config.json"
+    if not config_path.is_file() or not _only_entries(path, RUN_ENTRIES, MEMBER):
+        return False
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return True  # written half-way: the layout around it is a run's
+    if not isinstance(config, dict):
+        return False
+    if config.get("created_by") == CREATOR:
+        return True
+    return isinstance(config.get("preset"), dict) and isinstance(config.get("model"), dict)
+
+
+def is_own_export(path):
+    """Whether `path` is a SavedModel that `Translator.save` wrote (with or without a manifest)."""
+    path = pathlib.Path(path)
+    graph = path / "saved_model.pb"
+    if not graph.is_file() or not _only_entries(path, EXPORT_ENTRIES):
+        return False
+    if (path / MANIFEST).is_file():
+        return True
+    data = graph.read_bytes()
+    return all(marker in data for marker in TRANSLATOR_MARKERS)
+
+
+def make_temp_dir(parent, name):
+    """A new hidden folder in `parent` for writing `name`, with an ordinary `mkdir`'s permissions.
+
+    Unlike `tempfile.mkdtemp` (mode 0700), the user's umask applies, so a
+    model server running as another user can read what is swapped into place.
+    """
+    parent = pathlib.Path(parent)
+    parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        tmp = parent / f".{name}.{secrets.token_hex(4)}.tmp"
+        try:
+            tmp.mkdir()
+            return tmp
+        except FileExistsError:
+            continue
+
+
+def _only_entries(path, names, pattern=None):
+    """Whether every entry of `path` is in `names`, a temporary file, or matches `pattern`."""
+    for entry in os.scandir(path):
+        name = entry.name
+        if name in names or TEMPORARY.fullmatch(name) or (pattern and pattern.fullmatch(name)):
+            continue
+        return False
+    return True
+
+
+def _refuse_protected(path):
+    resolved = path.resolve()
+    if resolved == pathlib.Path(resolved.anchor):
+        raise UnsafeDestinationError(path, "is the root of the file system")
+    if resolved == pathlib.Path.home().resolve():
+        raise UnsafeDestinationError(path, "is the home folder")
+    cwd = pathlib.Path.cwd().resolve()
+    if resolved == cwd:
+        raise UnsafeDestinationError(path, "is the current folder")
+    if resolved in cwd.parents:
+        raise UnsafeDestinationError(path, "holds the current folder")
