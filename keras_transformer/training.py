@@ -1,7 +1,9 @@
 """Training a Transformer on a named corpus: the engine of `keras-transformer train`."""
 
 import contextlib
+import hashlib
 import json
+import math
 import os
 import pathlib
 import shutil
@@ -9,39 +11,89 @@ import sys
 import time
 import warnings
 
-from keras_transformer import run_dir
+from keras_transformer import __version__, destinations, run_dir
 from keras_transformer.presets import get_preset
 
 STRATEGIES = ("default", "mirrored", "multi-worker")
+MIXED_PRECISION = (None, "mixed_float16", "mixed_bfloat16")
 
 
 def _check_output(output, resume, overwrite):
-    """Refuses to clobber a user's run; says what to do instead."""
+    """What training will do with `output`; changes nothing.
+
+    Returns:
+        `"fresh"` (a new or empty folder, or a run that never finished an
+        epoch, restarted when resuming), `"replace"` (a run of this package,
+        deleted once every other check has passed), `"resume"` or `"finished"`.
+
+    Raises:
+        destinations.UnsafeDestinationError: `output` is protected, a file,
+            or a non-empty folder that is no run of this package.
+        destinations.DestinationInUseError: `output` holds a run and neither
+            `resume` nor `overwrite` says what to do with it.
+    """
     output = pathlib.Path(output)
-    if overwrite and not resume:
-        shutil.rmtree(output, ignore_errors=True)  # before reading anything there: it may be corrupt
+    if destinations.check_destination(output, destinations.RUN) != "ours":
         return "fresh"
-    has_config = (output / run_dir.CONFIG).is_file()
-    config = run_dir.read_config(output) if has_config else {}
+    if overwrite and not resume:
+        return "replace"  # without reading config.json: it may be corrupt
+    config = run_dir.read_config(output)
     unfinished_ensemble = bool(config.get("members")) and not config.get("finished")
     interrupted = (output / run_dir.BACKUP).exists() or unfinished_ensemble
     if resume:
-        if has_config:
-            if config.get("finished") and not interrupted:
-                return "finished"
-            return "resume"
-        return "fresh"
-    if interrupted:
-        raise ValueError(
-            f"{output} holds an interrupted run. Pass --resume to continue it, "
-            "--overwrite to start again, or another --output."
-        )
-    if has_config or (output / run_dir.MODEL).exists():
-        raise ValueError(
-            f"{output} already holds a trained model. Pass --overwrite to replace it, "
-            "or another --output."
-        )
-    return "fresh"
+        if config.get("finished") and not interrupted:
+            return "finished"
+        started = interrupted or config.get("completed_epochs")
+        return "resume" if started else "fresh"
+    if interrupted or not config.get("finished"):
+        raise destinations.DestinationInUseError(output, "an interrupted run", ["resume", "overwrite"])
+    raise destinations.DestinationInUseError(output, "a trained model", ["overwrite"])
+
+
+def _check_arguments(epochs, minutes, strategy, mixed_precision, seed, cpu_devices):
+    """ValueErrors naming the argument, before any work (see `train`)."""
+    if epochs is not None and (not _is_int(epochs) or epochs < 1):
+        raise ValueError(f"`epochs` must be a positive int. Received: epochs={epochs!r}")
+    if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, (int, float))
+                                or not math.isfinite(minutes) or minutes <= 0):
+        raise ValueError(f"`minutes` must be a positive, finite number. Received: minutes={minutes!r}")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"`strategy` must be one of {STRATEGIES}. Received: strategy={strategy!r}")
+    if strategy == "multi-worker" and "TF_CONFIG" not in os.environ:
+        raise ValueError("`strategy='multi-worker'` needs the TF_CONFIG environment variable of each worker.")
+    if mixed_precision not in MIXED_PRECISION:
+        raise ValueError(f"`mixed_precision` must be one of {MIXED_PRECISION}. "
+                         f"Received: mixed_precision={mixed_precision!r}")
+    if not _is_int(seed) or seed < 0:
+        raise ValueError(f"`seed` must be a non-negative int. Received: seed={seed!r}")
+    if cpu_devices is not None and (not _is_int(cpu_devices) or cpu_devices < 1):
+        raise ValueError(f"`cpu_devices` must be a positive int. Received: cpu_devices={cpu_devices!r}")
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def data_fingerprint(pairs):
+    """The sha256 of training `pairs`: a resumed run must see the data it started on.
+
+    Example:
+
+    >>> data_fingerprint([("a", "b")]) == data_fingerprint([("a", "b")]) != data_fingerprint([("a", "c")])
+    True
+    """
+    digest = hashlib.sha256()
+    for source, target in pairs:
+        digest.update(f"{source}\t{target}\n".encode("utf-8"))
+    return digest.hexdigest()
+
+
+def _check_same_data(output, splits, data_dir):
+    """Refuses to resume `output` on training data other than the data it started on."""
+    recorded = run_dir.read_config(output).get("train_data_sha256")
+    if recorded is not None and recorded != data_fingerprint(splits["train"]):
+        holds = f"a run started on other training data than data_dir={data_dir!r} gives (resume it on that data)"
+        raise destinations.DestinationInUseError(output, holds, ["overwrite"])
 
 
 def _configure_devices(strategy, cpu_devices):
@@ -59,11 +111,7 @@ def _configure_devices(strategy, cpu_devices):
             d.name for d in tf.config.list_logical_devices("CPU")
         ]
         return tf.distribute.MirroredStrategy(devices)
-    if strategy == "multi-worker":
-        if "TF_CONFIG" not in os.environ:
-            raise ValueError("--strategy multi-worker needs the TF_CONFIG environment variable of each worker.")
-        return tf.distribute.MultiWorkerMirroredStrategy()
-    raise ValueError(f"`strategy` must be one of {STRATEGIES}. Received: strategy={strategy!r}")
+    return tf.distribute.MultiWorkerMirroredStrategy()  # `_check_arguments` allowed no other
 
 
 def _worker_role():
@@ -228,15 +276,21 @@ def train(
 
     Args:
         preset: a name from `keras_transformer.presets.PRESETS`.
-        output: the run directory; default `saved_models/<preset>`.
+        output: the run directory; default `saved_models/<preset>`. It must
+            be new, an empty folder, or a run directory of this package (see
+            `keras_transformer.destinations`): any other folder is refused
+            before any work, also with `overwrite=True`.
         data_dir: where the corpus files are (not needed for the bundled
             chatbot corpus).
-        epochs: number of epochs; default the preset's.
-        minutes: stop after this many minutes of this call (the epoch under
-            way ends early); default: what remains of the preset's
-            `max_minutes` for the whole run (0: no limit).
-        resume: continue an interrupted run in `output` from its last epoch.
-        overwrite: replace whatever `output` holds.
+        epochs: number of epochs, a positive int; default the preset's.
+        minutes: stop after this many minutes of this call (a positive,
+            finite number; the epoch under way ends early); default: what
+            remains of the preset's `max_minutes` for the whole run.
+        resume: continue an interrupted run in `output` from its last epoch,
+            on the same training data (its sha256 is recorded); a run that
+            never finished an epoch starts again.
+        overwrite: delete the run in `output` and train a new one. It is
+            deleted only after the arguments and the data have been checked.
         strategy: `"default"`, `"mirrored"` or `"multi-worker"` (TF_CONFIG).
         mixed_precision: None, `"mixed_float16"` or `"mixed_bfloat16"`.
         seed: seed of the weights, the shuffling and the dropout.
@@ -248,6 +302,12 @@ def train(
     Returns:
         A dict with the epochs completed, the best validation loss, the minutes
         and the output path.
+
+    Raises:
+        ValueError: a bad argument, named; `destinations.UnsafeDestinationError`
+            for an `output` that is not this package's to write; and
+            `destinations.DestinationInUseError` for a run in `output` that
+            neither `resume` nor `overwrite` says what to do with.
 
     Example:
 
@@ -262,26 +322,51 @@ def train(
     (`keras_transformer.decoding.make_ensemble_step_fn`).
     """
     config_preset = get_preset(preset).replace(**overrides)
-    if not isinstance(config_preset.ensemble, int) or config_preset.ensemble < 1:
+    if not _is_int(config_preset.ensemble) or config_preset.ensemble < 1:
         raise ValueError(f"`ensemble` must be a positive int (the number of models). "
                          f"Received: ensemble={config_preset.ensemble!r}")
+    _check_arguments(epochs, minutes, strategy, mixed_precision, seed, cpu_devices)
+    if config_preset.ensemble > 1 and strategy != "default":
+        raise ValueError(f"An ensemble preset trains with the default strategy only. Received: "
+                         f"ensemble={config_preset.ensemble}, strategy={strategy!r}")
     output = pathlib.Path(output or pathlib.Path("saved_models") / config_preset.name)
     resume_state = _check_output(output, resume, overwrite)
     if resume_state == "finished":
         config = run_dir.read_config(output)
         print(f"{output} is a finished run ({config.get('completed_epochs')} epochs): nothing to resume.")
         return _summary(output, config, 0.0)
+    splits = _load_splits(config_preset, data_dir)  # the data is checked before anything is deleted
+    if resume_state == "resume":
+        _check_same_data(output, splits, data_dir)
+    if resume_state == "replace":
+        shutil.rmtree(output)
     options = dict(data_dir=data_dir, epochs=epochs, minutes=minutes, strategy=strategy,
                    mixed_precision=mixed_precision, seed=seed, cpu_devices=cpu_devices, verbose=verbose)
     if config_preset.ensemble > 1:
-        return _train_ensemble(config_preset, output, resume_state, **options)
-    return _train_run(config_preset, output, resume_state, **options)
+        return _train_ensemble(config_preset, output, resume_state, splits, **options)
+    return _train_run(config_preset, output, resume_state, splits, **options)
+
+
+def _claim(output, resume_state, splits, is_chief=True):
+    """Creates `output` and marks it as this package's run before anything else is written there.
+
+    A run that fails before its first epoch (bad data, an interrupt while the
+    tokenizer trains) is then a run directory that `resume` restarts and
+    `overwrite` replaces, never a folder that only the user can clear.
+    """
+    output.mkdir(parents=True, exist_ok=True)
+    if is_chief and resume_state != "resume":
+        claim = {"created_by": destinations.CREATOR, "finished": False, "completed_epochs": 0,
+                 "train_data_sha256": data_fingerprint(splits["train"])}
+        run_dir.write_json_atomic(output / run_dir.CONFIG, claim)
 
 
 def _run_config(preset, output, resume_state, tokenizer, data_dir, **fields):
     """The run's config.json at the start of training (the resumed run's, updated), not yet finished."""
     config = run_dir.read_config(output) if resume_state == "resume" else {}
     config.update(
+        created_by=destinations.CREATOR,
+        version=__version__,
         preset=preset.to_dict(),
         model=preset.model_kwargs(tokenizer.vocab_size),
         data_dir=None if data_dir is None else str(data_dir),
@@ -293,24 +378,22 @@ def _run_config(preset, output, resume_state, tokenizer, data_dir, **fields):
     return config
 
 
-def _train_ensemble(preset, output, resume_state, *, data_dir, epochs, minutes, strategy, seed, **options):
+def _train_ensemble(preset, output, resume_state, splits, *, data_dir, epochs, minutes, strategy, seed,
+                    **options):
     """Trains the members of an ensemble preset one after the other (see `train`)."""
-    if strategy != "default":
-        raise ValueError(f"An ensemble preset trains with the default strategy only. Received: "
-                         f"ensemble={preset.ensemble}, strategy={strategy!r}")
     started = time.monotonic()
     count = preset.ensemble
     member_preset = preset.replace(ensemble=1, max_minutes=preset.max_minutes / count)
     members = [f"member-{index}" for index in range(count)]
-    splits = _load_splits(preset, data_dir)
-    output.mkdir(parents=True, exist_ok=True)
+    _claim(output, resume_state, splits)
     tokenizer = _tokenizer(preset, output, splits["train"], resume_state, is_chief=True)
-    config = _run_config(preset, output, resume_state, tokenizer, data_dir, seed=seed, members=members)
+    config = _run_config(preset, output, resume_state, tokenizer, data_dir, seed=seed, members=members,
+                         train_data_sha256=data_fingerprint(splits["train"]))
     run_dir.write_json_atomic(output / run_dir.CONFIG, config)
     for index, member in enumerate(members):
         member_state = _check_output(output / member, resume=True, overwrite=False)
         if member_state != "finished":
-            _train_run(member_preset, output / member, member_state, data_dir=data_dir, epochs=epochs,
+            _train_run(member_preset, output / member, member_state, splits, data_dir=data_dir, epochs=epochs,
                        minutes=minutes and minutes / count, strategy=strategy, seed=seed + index,
                        tokenizer_from=output, **options)
     member_configs = [run_dir.read_config(output / member) for member in members]
@@ -324,7 +407,7 @@ def _train_ensemble(preset, output, resume_state, *, data_dir, epochs, minutes, 
     return _summary(output, config, (time.monotonic() - started) / 60.0)
 
 
-def _train_run(config_preset, output, resume_state, *, data_dir, epochs, minutes, strategy,
+def _train_run(config_preset, output, resume_state, splits, *, data_dir, epochs, minutes, strategy,
                mixed_precision, seed, cpu_devices, verbose, tokenizer_from=None):
     """Trains one model into the run directory `output` (see `train`), with `tokenizer_from`'s tokenizer if given."""
     import keras
@@ -343,11 +426,11 @@ def _train_run(config_preset, output, resume_state, *, data_dir, epochs, minutes
         keras.mixed_precision.set_global_policy(mixed_precision)
     started = time.monotonic()
 
-    splits = _load_splits(config_preset, data_dir)
-    output.mkdir(parents=True, exist_ok=True)
+    _claim(output, resume_state, splits, is_chief)
     tokenizer = _tokenizer(config_preset, output, splits["train"], resume_state, is_chief, tokenizer_from)
     config = _run_config(config_preset, output, resume_state, tokenizer, data_dir, seed=seed,
-                         mixed_precision=mixed_precision, strategy=strategy)
+                         mixed_precision=mixed_precision, strategy=strategy,
+                         train_data_sha256=data_fingerprint(splits["train"]))
     config.setdefault("completed_epochs", 0)
     prior_minutes = config.get("train_minutes", 0.0)  # of the run before a --resume
     if is_chief:

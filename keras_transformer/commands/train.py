@@ -17,9 +17,11 @@ def add_parser(subparsers):
     length = parser.add_mutually_exclusive_group()
     length.add_argument("--epochs", type=int, help="number of epochs (default: the preset's)")
     length.add_argument("--minutes", type=float, help="stop after this many minutes")
-    parser.add_argument("--output", help="run directory (default: saved_models/PRESET)")
+    parser.add_argument("--output", help="run directory: new, empty, or a run of this package "
+                        "(default: saved_models/PRESET)")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run")
-    parser.add_argument("--overwrite", action="store_true", help="replace what --output holds")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="delete the run at --output and train anew (never any other folder)")
     parser.add_argument("--strategy", default="default", choices=["default", "mirrored", "multi-worker"])
     parser.add_argument("--cpu-devices", type=int, help="split the CPU into N logical devices")
     parser.add_argument(
