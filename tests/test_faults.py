@@ -131,6 +131,12 @@ def test_broken_model_is_a_clear_error(trained, tmp_path, capsys, kind, fault):
     assert code == 2 and out == ""
     assert err.startswith("keras-transformer translate: error: ")
     _assert_clear(err, broken)
+    if kind == "export":  # the manifest names the damaged file; without one, TensorFlow's loader fails
+        assert "does not match the sha256" in err or "is listed in" in err, err
+        (broken / "MANIFEST.sha256").unlink()
+        with pytest.raises(ValueError) as error:
+            load(broken)
+        _assert_clear(str(error.value), broken)
 
 
 def test_broken_model_on_the_real_command_line(trained, tmp_path):
@@ -143,7 +149,7 @@ def test_broken_model_on_the_real_command_line(trained, tmp_path):
     assert result.returncode == 2 and result.stdout == ""
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"keras-transformer translate: error: {broken}: could not load the SavedModel")
+    assert last.startswith(f"keras-transformer translate: error: {broken}/saved_model.pb does not match")
 
 
 # -- Corrupt `--resume` state: `train(resume=True)` and `keras-transformer train --resume` ---------
@@ -161,11 +167,20 @@ def _garbage_backup(run, weights=b"\x89HDF\r\n\x1a\n not really", metadata='{"ep
     return backup
 
 
-def _interrupted_copy(run, tmp_path, name="model"):
-    """A copy of the finished `run` that says it was interrupted (so `--resume` continues it)."""
+def _interrupted_copy(run, tmp_path, name="model", full_corpus=False):
+    """A copy of the finished `run` that says it was interrupted (so `--resume` continues it).
+
+    With `full_corpus`, it says it was started on the tiny preset's whole corpus (what the command line
+    trains on, without `max_examples`), so that resuming gets past the check of the training data.
+    """
+    from keras_transformer import training
+
     copy = _copy(run, tmp_path, name)
-    config = run_dir.read_config(copy)
-    run_dir.write_json_atomic(copy / run_dir.CONFIG, {**config, "finished": False})
+    config = {**run_dir.read_config(copy), "finished": False}
+    if full_corpus:
+        pairs = training._load_splits(training.get_preset("tiny"), None)["train"]
+        config["train_data_sha256"] = training.data_fingerprint(pairs)
+    run_dir.write_json_atomic(copy / run_dir.CONFIG, config)
     return copy
 
 
@@ -189,7 +204,7 @@ def test_resume_from_a_broken_run_is_a_clear_error(trained, tmp_path, capsys, fa
         train(output=broken, resume=True, epochs=2, verbose=0, **TRAIN)
     _assert_clear(str(error.value), named)
 
-    broken = _interrupted_copy(trained[0], tmp_path, "again")
+    broken = _interrupted_copy(trained[0], tmp_path, "again", full_corpus=True)
     named = RESUME_FAULTS[fault](broken)
     argv = ["train", "--preset", "tiny", "--epochs", "2", "--output", broken, "--resume"]
     code, _, err = _cli(capsys, argv)
@@ -217,7 +232,7 @@ def test_disk_full_while_exporting_keeps_the_previous_export(trained, tmp_path, 
         raise _enospc(filename)
 
     monkeypatch.setattr(file_io, "atomic_write_string_to_file", full_disk_write)
-    code, _, err = _cli(capsys, ["export", "--model", trained[0], "--output", previous])
+    code, _, err = _cli(capsys, ["export", "--model", trained[0], "--output", previous, "--overwrite"])
     assert failed and code == 2
     assert err.startswith("keras-transformer export: error: ") and "No space left on device" in err
     _assert_clear(err, "saved_model.pb")
@@ -263,7 +278,8 @@ def test_disk_full_in_translator_save_keeps_the_previous_export(trained, tmp_pat
     assert error.value.errno == errno.ENOSPC
     monkeypatch.undo()
     if where == "swap":
-        assert renames[:2] == [("export", ".export.old"), (renames[1][0], "export")]
+        assert renames[0][0] == "export" and renames[0][1].startswith(".export.old.")
+        assert renames[1] == (renames[1][0], "export")
 
     assert _digest(previous) == before
     assert _hidden(tmp_path) == []
