@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_transformer.layers.arguments import check_positive_int, check_positive_number, check_rate
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.embedding import TokenAndPositionEmbedding, check_token_ids
 from keras_transformer.layers.encoder_layer import EncoderLayer
@@ -86,6 +87,11 @@ def build_transformer(
         A `TransformerModel` (a functional `keras.Model` that validates its
         token inputs).
 
+    Raises:
+        ValueError: naming the argument, for a size that is not a positive
+            int, a dropout rate outside `[0, 1)`, or a `d_model` that
+            `num_heads` does not divide.
+
     Example:
 
     >>> model = build_transformer(1000, 1000, num_layers=2, d_model=64,
@@ -95,6 +101,19 @@ def build_transformer(
     >>> tuple(logits.shape)
     (2, 5, 1000)
     """
+    sizes = dict(
+        input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
+        num_layers=num_layers, d_model=d_model, num_heads=num_heads, d_ff=d_ff,
+        max_length=max_length,
+    )
+    if num_decoder_layers is not None:
+        sizes["num_decoder_layers"] = num_decoder_layers
+    for size_name, size in sizes.items():
+        check_positive_int(size_name, size)
+    for rate_name, rate in (("dropout", dropout), ("attention_dropout", attention_dropout),
+                            ("activation_dropout", activation_dropout)):
+        check_rate(rate_name, rate)
+    check_positive_number("layer_norm_epsilon", layer_norm_epsilon)
     if share_embeddings and input_vocab_size != target_vocab_size:
         raise ValueError(
             "`share_embeddings=True` needs one shared vocabulary. Received: "
@@ -152,3 +171,4 @@ def build_transformer(
         outputs=logits,
         name=name,
     )
+

@@ -5,7 +5,8 @@ import math
 import keras
 from keras import ops
 
-from keras_transformer.layers.masks import causal_mask, large_negative, merge_masks
+from keras_transformer.layers.arguments import check_positive_int, check_rate
+from keras_transformer.layers.masks import causal_mask, check_mask, large_negative, merge_masks
 from keras_transformer.layers.token_sums import add_bias
 
 
@@ -20,6 +21,8 @@ def scaled_dot_product_attention(query, key, value, mask=None):
             `True` where a query may attend a key, `False` where it may not.
             A blocked key gets exactly zero weight; a query whose keys are all
             blocked gets all-zero weights and a zero output (never NaN).
+            A float or int mask is a `ValueError`: convert the TensorFlow
+            tutorial's additive mask (1 = blocked) with `keras.ops.equal(mask, 0)`.
 
     Returns:
         `(output, attention_weights)` of shapes `(..., q_len, d_v)` and
@@ -33,6 +36,7 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     >>> ops.convert_to_numpy(output).round(3)
     array([[10.,  0.]], dtype=float32)
     """
+    mask = check_mask(mask, "mask")
     query = ops.convert_to_tensor(query)
     key = ops.convert_to_tensor(key, dtype=query.dtype)
     value = ops.convert_to_tensor(value, dtype=query.dtype)
@@ -112,14 +116,15 @@ class HashDropout(keras.layers.Dropout):
 def masked_softmax(scores, mask=None):
     """Softmax over the last axis, in float32, that gives blocked keys zero weight.
 
-    `mask` is boolean, `True` = may attend. Rows with no allowed key come out as
-    all zeros rather than NaN or a uniform distribution over padding.
+    `mask` is boolean, `True` = may attend (a float or int mask is a
+    `ValueError`, see `check_mask`). Rows with no allowed key come out as all
+    zeros rather than NaN or a uniform distribution over padding.
     """
     dtype = scores.dtype
     scores = ops.cast(scores, "float32")
     if mask is None:
         return ops.cast(_softmax(scores), dtype)
-    mask = ops.cast(mask, "bool")
+    mask = check_mask(mask, "mask")
     scores = ops.where(mask, scores, large_negative("float32"))
     weights = ops.where(mask, _softmax(scores), 0.0)
     return ops.cast(weights, dtype)
@@ -147,7 +152,11 @@ class MultiHeadAttention(keras.layers.Layer):
     has shape `(batch, q_len, k_len)` (or broadcasts to it, e.g.
     `(batch, 1, k_len)` for key padding). Implicit Keras masks on `query` and
     `value` (from an embedding with `mask_zero=True`) are honoured: padded keys
-    are never attended. `use_causal_mask=True` adds the look-ahead mask.
+    are never attended. `use_causal_mask=True` adds the look-ahead mask; it
+    needs as many queries as keys (query `i` attends keys `0..i`), or a cache
+    with `cache_update_index`. A float or int mask is a `ValueError` rather
+    than a silent cast: the TensorFlow tutorial's additive masks (1 = blocked)
+    mean the opposite, convert one with `keras.ops.equal(mask, 0)`.
 
     For incremental decoding pass `cache`, a pair `(keys, values)` of projected
     keys and values, each of shape `(batch, num_heads, max_len, key_dim)`
@@ -173,7 +182,9 @@ class MultiHeadAttention(keras.layers.Layer):
         value: `(batch, k_len, d_model)`.
         key: optional `(batch, k_len, d_model)`; defaults to `value`.
         attention_mask: optional boolean mask, `True` = may attend.
-        use_causal_mask: whether to add the look-ahead mask.
+        use_causal_mask: whether to add the look-ahead mask. Without a
+            `cache_update_index`, query and key lengths must be equal (a
+            `ValueError` when both are known and differ).
         return_attention_scores: also return the weights
             `(batch, num_heads, q_len, k_len)`.
         training: whether dropout is active.
@@ -203,8 +214,11 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         **kwargs,
     ):
+        d_model = check_positive_int("d_model", d_model)
+        num_heads = check_positive_int("num_heads", num_heads)
+        check_rate("dropout", dropout)
         super().__init__(**kwargs)
-        if num_heads < 1 or d_model % num_heads:
+        if d_model % num_heads:
             raise ValueError(
                 "`d_model` must be divisible by `num_heads`. "
                 f"Received: d_model={d_model}, num_heads={num_heads}"
@@ -315,6 +329,10 @@ class MultiHeadAttention(keras.layers.Layer):
         value_mask=None,
         key_mask=None,
     ):
+        attention_mask = check_mask(attention_mask, "attention_mask")
+        query_mask = check_mask(query_mask, "query_mask")  # queries are never masked
+        value_mask = check_mask(value_mask, "value_mask")
+        key_mask = check_mask(key_mask, "key_mask")
         key = value if key is None else key
         q = self._project(query, self.query_dense)  # (batch, q_len, heads, key_dim)
         if cache is None:
@@ -366,17 +384,29 @@ class MultiHeadAttention(keras.layers.Layer):
             if len(attention_mask.shape) == 2:
                 attention_mask = attention_mask[None]
         if key_padding is not None:
-            key_padding = ops.expand_dims(ops.cast(key_padding, "bool"), 1)
+            key_padding = ops.expand_dims(key_padding, 1)
         causal = None
         if use_causal_mask:
             q_len = ops.shape(query)[1] if q_len is None else q_len
             if cache_update_index is None:
+                self._check_causal_lengths(q_len, k_len)
                 causal = causal_mask(q_len)
             else:
                 query_positions = ops.arange(q_len)[:, None] + cache_update_index
                 causal = ops.greater_equal(query_positions, ops.arange(k_len)[None])
             causal = causal[None]
         return merge_masks(attention_mask, key_padding, causal)
+
+    @staticmethod
+    def _check_causal_lengths(q_len, k_len):
+        """Without a cache index, the look-ahead mask is square: query `i` attends keys `0..i`."""
+        if isinstance(q_len, int) and isinstance(k_len, int) and q_len != k_len:
+            raise ValueError(
+                "`use_causal_mask=True` needs as many queries as keys (query i attends "
+                "keys 0..i); for one step of cached decoding pass `cache` with "
+                "`cache_update_index`, for any other pattern a boolean `attention_mask`. "
+                f"Received: q_len={q_len}, k_len={k_len}"
+            )
 
     @staticmethod
     def _check_mask_shape(mask, batch, q_len, k_len):

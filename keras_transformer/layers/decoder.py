@@ -4,7 +4,7 @@ import keras
 
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.encoder import Encoder
-from keras_transformer.layers.masks import padding_mask
+from keras_transformer.layers.masks import check_mask, padding_mask
 from keras_transformer.layers.token_sums import layer_norm
 
 
@@ -24,7 +24,7 @@ class Decoder(Encoder):
         token_ids: integer `(batch, target_len)`, 0 = padding.
         encoder_outputs: `(batch, source_len, d_model)`.
         encoder_padding_mask: optional boolean `(batch, source_len)`, `True` at
-            real source tokens.
+            real source tokens (a float or int mask is a `ValueError`).
         training: whether dropout is active.
 
     Example:
@@ -62,8 +62,9 @@ class Decoder(Encoder):
         training=None,
         encoder_outputs_mask=None,
     ):
+        encoder_padding_mask = check_mask(encoder_padding_mask, "encoder_padding_mask")
         if encoder_padding_mask is None:
-            encoder_padding_mask = encoder_outputs_mask
+            encoder_padding_mask = check_mask(encoder_outputs_mask, "encoder_outputs_mask")
         target_mask = padding_mask(token_ids)
         x = self.embedding(token_ids, training=training)
         for layer in self.stack:

@@ -4,6 +4,7 @@ import keras
 
 from keras_transformer.layers.attention import HashDropout, MultiHeadAttention
 from keras_transformer.layers.encoder_layer import EncoderLayer
+from keras_transformer.layers.masks import check_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -19,6 +20,8 @@ class DecoderLayer(EncoderLayer):
     `encoder_padding_mask` `(batch, source_len)` mark real tokens; without them
     the Keras masks of `decoder_sequence` and `encoder_sequence` are used.
     Without `encoder_sequence` the layer is a decoder-only (GPT-style) block.
+    A float or int mask is a `ValueError` (convert the TensorFlow tutorial's
+    additive masks, 1 = blocked, with `keras.ops.equal(mask, 0)`).
 
     Incremental decoding: pass `self_attention_cache`, a pair `(keys, values)`
     each of shape `(batch, num_heads, max_len, key_dim)`, with
@@ -96,10 +99,13 @@ class DecoderLayer(EncoderLayer):
         decoder_sequence_mask=None,
         encoder_sequence_mask=None,
     ):
+        decoder_padding_mask = check_mask(decoder_padding_mask, "decoder_padding_mask")
+        encoder_padding_mask = check_mask(encoder_padding_mask, "encoder_padding_mask")
+        decoder_attention_mask = check_mask(decoder_attention_mask, "decoder_attention_mask")
         if decoder_padding_mask is None:
-            decoder_padding_mask = decoder_sequence_mask
+            decoder_padding_mask = check_mask(decoder_sequence_mask, "decoder_sequence_mask")
         if encoder_padding_mask is None:
-            encoder_padding_mask = encoder_sequence_mask
+            encoder_padding_mask = check_mask(encoder_sequence_mask, "encoder_sequence_mask")
         use_cache = self_attention_cache is not None
 
         def self_attend(x):

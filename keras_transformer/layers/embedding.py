@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.layers.arguments import check_positive_int, check_rate
 from keras_transformer.layers.attention import HashDropout
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 
@@ -24,6 +25,52 @@ def check_token_ids(token_ids, name="token_ids"):
         )
 
 
+def known_values(tensor):
+    """`tensor`'s values as a NumPy array when they are known now (eager), else `None`.
+
+    `None` inside a traced or compiled function (`tf.function`, XLA,
+    `jax.jit`) and for symbolic `keras.Input`s: there the values only exist
+    when the compiled program runs.
+    """
+    if isinstance(tensor, keras.KerasTensor):
+        return None
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        if not tf.executing_eagerly():
+            return None
+    elif backend == "jax":
+        import jax
+
+        if isinstance(tensor, jax.core.Tracer):
+            return None
+    elif backend == "torch":
+        import torch
+
+        if torch.compiler.is_compiling():
+            return None
+    return ops.convert_to_numpy(tensor)
+
+
+def check_token_id_range(token_ids, vocab_size, name="token_ids", layer_name=None):
+    """Raises a `ValueError` if eager `token_ids` hold an id outside `[0, vocab_size)`.
+
+    Does nothing where the values are not known yet (see `known_values`).
+    Returns whether the ids were checked.
+    """
+    values = known_values(token_ids)
+    if values is None:
+        return False
+    if values.size and (values.min() < 0 or values.max() >= vocab_size):
+        where = f" (layer '{layer_name}')" if layer_name else ""
+        raise ValueError(
+            f"`{name}` must hold ids in [0, vocab_size={vocab_size}){where}. "
+            f"Received: {name} with values from {values.min()} to {values.max()}"
+        )
+    return True
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class TokenAndPositionEmbedding(keras.layers.Layer):
     """`dropout(embedding(ids) · √d_model + PE)`: the Transformer's input layer.
@@ -31,6 +78,17 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
     With `mask_zero=True` (the default) the layer attaches a Keras mask that is
     `True` at real tokens and `False` at padding (id 0); the attention layers of
     this package read it, so padding is never attended.
+
+    Token ids must lie in `[0, vocab_size)`. Keras's lookup would read id
+    `-k` as id `vocab_size - k`, and an id past the end gives a
+    device-dependent error, a zero row or (XLA) the last row. Called eagerly
+    (concrete ids), the layer raises a `ValueError` naming `token_ids` for
+    any other id. Inside a compiled function (`model.fit`, `model.predict`,
+    `tf.function`, XLA, `jax.jit`, compiled decoding) the ids are not known
+    when the function is traced and XLA cannot raise, so the embedding of an
+    out-of-range id is NaN instead: the outputs, logits and loss of its
+    sequence come out NaN (`fit` shows `loss: nan`;
+    `keras.callbacks.TerminateOnNaN` stops it), never a quietly wrong row.
 
     The same embedding matrix can serve as the output projection ("tied"
     embeddings, paper section 3.4): `layer(hidden, reverse=True)` returns
@@ -73,6 +131,10 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         embeddings_initializer=None,
         **kwargs,
     ):
+        vocab_size = check_positive_int("vocab_size", vocab_size)
+        d_model = check_positive_int("d_model", d_model)
+        max_length = check_positive_int("max_length", max_length)
+        check_rate("dropout", dropout)
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.d_model = d_model
@@ -116,9 +178,22 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
                     f"Received: length={length + start_index}"
                 )
         scale = ops.cast(math.sqrt(self.d_model), self.compute_dtype)
-        embedded = self.token_embedding(inputs) * scale
+        embedded = self._lookup(inputs) * scale
         embedded = self.position_encoding(embedded, start_index=start_index)
         return self.dropout_layer(embedded, training=training)
+
+    def _lookup(self, token_ids):
+        """The embedding rows of `token_ids`: checked when eager, NaN for bad ids when compiled."""
+        if check_token_id_range(token_ids, self.vocab_size, "token_ids", self.name):
+            return self.token_embedding(token_ids)
+        # Compiled: look up clipped ids (no device-dependent out-of-range
+        # gather), then replace the rows of the out-of-range ones with NaN.
+        in_range = ops.logical_and(
+            ops.greater_equal(token_ids, 0), ops.less(token_ids, self.vocab_size)
+        )  # (batch, length)
+        rows = self.token_embedding(ops.clip(token_ids, 0, self.vocab_size - 1))
+        nan = ops.convert_to_tensor(float("nan"), dtype=rows.dtype)
+        return ops.where(in_range[..., None], rows, nan)
 
     def compute_mask(self, inputs, mask=None):
         if not self.mask_zero or len(inputs.shape) != 2:

@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_transformer.layers.arguments import check_positive_int
 from keras_transformer.layers.embedding import TokenAndPositionEmbedding
 from keras_transformer.layers.encoder_layer import EncoderLayer
 from keras_transformer.layers.masks import padding_mask
@@ -14,7 +15,9 @@ class Encoder(keras.layers.Layer):
 
     Padding (id 0) is found from the ids and masked in every layer; the output
     carries a Keras mask (`True` at real tokens) for the layers that follow.
-    With `norm_first=True` a final LayerNorm closes the stack.
+    With `norm_first=True` a final LayerNorm closes the stack. Token ids
+    outside `[0, vocab_size)` are a `ValueError` when called eagerly and give
+    NaN outputs inside compiled functions (see `TokenAndPositionEmbedding`).
 
     Args:
         num_layers: number of encoder layers (6 in the paper).
@@ -50,6 +53,9 @@ class Encoder(keras.layers.Layer):
         layer_norm_epsilon=1e-6,
         **kwargs,
     ):
+        num_layers = check_positive_int("num_layers", num_layers)
+        vocab_size = check_positive_int("vocab_size", vocab_size)
+        max_length = check_positive_int("max_length", max_length)
         super().__init__(**kwargs)
         self.num_layers = num_layers
         self.vocab_size = vocab_size

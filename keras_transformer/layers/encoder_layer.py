@@ -2,8 +2,14 @@
 
 import keras
 
+from keras_transformer.layers.arguments import (
+    check_positive_int,
+    check_positive_number,
+    check_rate,
+)
 from keras_transformer.layers.attention import HashDropout, MultiHeadAttention
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
+from keras_transformer.layers.masks import check_mask
 from keras_transformer.layers.token_sums import layer_norm
 
 
@@ -20,7 +26,9 @@ class EncoderLayer(keras.layers.Layer):
     real tokens. Without it the Keras mask of `inputs` (from an embedding with
     `mask_zero=True`) is used, so a stack built from this package's layers
     never attends padding. `attention_mask` (boolean `(batch, length, length)`,
-    `True` = may attend) adds any other restriction.
+    `True` = may attend) adds any other restriction. A float or int mask is a
+    `ValueError` (the TensorFlow tutorial's additive masks, 1 = blocked, mean
+    the opposite: convert one with `keras.ops.equal(mask, 0)`).
 
     Args:
         d_model: model width; must be divisible by `num_heads`.
@@ -66,6 +74,13 @@ class EncoderLayer(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         **kwargs,
     ):
+        d_model = check_positive_int("d_model", d_model)
+        num_heads = check_positive_int("num_heads", num_heads)
+        d_ff = check_positive_int("d_ff", d_ff)
+        for name, rate in (("dropout", dropout), ("attention_dropout", attention_dropout),
+                           ("activation_dropout", activation_dropout)):
+            check_rate(name, rate)
+        check_positive_number("layer_norm_epsilon", layer_norm_epsilon)
         super().__init__(**kwargs)
         self.d_model = d_model
         self.num_heads = num_heads
@@ -116,7 +131,9 @@ class EncoderLayer(keras.layers.Layer):
         training=None,
         mask=None,
     ):
-        padding_mask = mask if padding_mask is None else padding_mask
+        padding_mask = check_mask(padding_mask, "padding_mask")
+        attention_mask = check_mask(attention_mask, "attention_mask")
+        padding_mask = check_mask(mask, "mask") if padding_mask is None else padding_mask
 
         def self_attend(x):
             return self.self_attention(

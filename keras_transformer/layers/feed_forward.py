@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_transformer.layers.arguments import check_positive_int, check_rate
 from keras_transformer.layers.attention import HashDropout, is_plain_dense
 from keras_transformer.layers.token_sums import add_bias
 
@@ -44,6 +45,9 @@ class PositionwiseFeedForward(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         **kwargs,
     ):
+        d_model = check_positive_int("d_model", d_model)
+        d_ff = check_positive_int("d_ff", d_ff)
+        check_rate("dropout", dropout)
         super().__init__(**kwargs)
         self.d_model = d_model
         self.d_ff = d_ff

@@ -3,7 +3,9 @@
 One meaning everywhere, the Keras one: a boolean mask is `True` where attention
 is **allowed** and `False` where it is blocked (as in
 `keras.layers.MultiHeadAttention`). This is the opposite of the additive masks of
-some tutorials (`1 = blocked`, `logits += mask * -1e9`).
+some tutorials (`1 = blocked`, `logits += mask * -1e9`), so every function
+and layer of this package that takes a mask rejects a float or int mask with
+a `ValueError` (`check_mask`) instead of reading it the wrong way round.
 """
 
 import keras
@@ -52,13 +54,54 @@ def causal_mask(length, offset=0):
     return ops.greater_equal(query_positions, key_positions)
 
 
+def check_mask(mask, name="mask"):
+    """`mask` as a boolean tensor (`None` stays `None`); a `ValueError` if it is not boolean.
+
+    Only the dtype is checked, so this works on symbolic tensors, inside
+    `tf.function`/XLA and under `jax.jit`. A float or int mask is rejected,
+    not cast: the additive masks of the TensorFlow tutorials (0 = keep,
+    1 or -1e9 = blocked) mean the opposite of this package's `True` = may
+    attend, and `0/1` ints are ambiguous between the two.
+
+    Example:
+
+    >>> ops.convert_to_numpy(check_mask([[True, False]]))
+    array([[ True, False]])
+    >>> tutorial_mask = ops.convert_to_tensor([[0.0, 1.0]])  # 1 = padding
+    >>> check_mask(tutorial_mask, "attention_mask")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: `attention_mask` must be a boolean mask, True where attention is allowed ...
+    >>> ops.convert_to_numpy(check_mask(ops.equal(tutorial_mask, 0)))
+    array([[ True, False]])
+    """
+    if mask is None:
+        return None
+    if not hasattr(mask, "dtype"):
+        mask = ops.convert_to_tensor(mask)
+    dtype = keras.backend.standardize_dtype(mask.dtype)
+    if dtype != "bool":
+        raise ValueError(
+            f"`{name}` must be a boolean mask, True where attention is allowed (for a "
+            "padding mask: True at real tokens), as in keras.layers.MultiHeadAttention. "
+            f"Received: {name} of dtype {dtype}. Float and int masks are not accepted: "
+            "the additive masks of the TensorFlow tutorials (0 = keep, 1 or -1e9 = blocked, "
+            "`logits += mask * -1e9`) mean the opposite; convert one with "
+            f"`{name} = keras.ops.equal(mask, 0)` (or `tf.equal(mask, 0)`)."
+        )
+    return mask
+
+
 def key_padding_to_attention_mask(key_mask):
-    """Turns a `(batch, k_len)` key mask into a `(batch, 1, k_len)` attention mask."""
-    return None if key_mask is None else ops.expand_dims(ops.cast(key_mask, "bool"), 1)
+    """Turns a boolean `(batch, k_len)` key mask into a `(batch, 1, k_len)` attention mask."""
+    key_mask = check_mask(key_mask, "key_mask")
+    return None if key_mask is None else ops.expand_dims(key_mask, 1)
 
 
 def merge_masks(*masks):
     """Logical AND of boolean masks that broadcast together; `None`s are skipped.
+
+    A float or int mask is a `ValueError` (see `check_mask`).
 
     Example:
 
@@ -69,10 +112,10 @@ def merge_masks(*masks):
             [1, 1, 0]]])
     """
     merged = None
-    for mask in masks:
+    for index, mask in enumerate(masks):
         if mask is None:
             continue
-        mask = ops.cast(mask, "bool")
+        mask = check_mask(mask, f"masks[{index}]")
         merged = mask if merged is None else ops.logical_and(merged, mask)
     return merged
 

@@ -4,6 +4,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_transformer.layers.arguments import check_positive_int
+
 
 def positional_encoding(length, depth, base=10000.0):
     """The paper's interleaved sine/cosine table.
@@ -27,11 +29,8 @@ def positional_encoding(length, depth, base=10000.0):
     >>> table[0, :4].tolist()
     [0.0, 1.0, 0.0, 1.0]
     """
-    if length < 1 or depth < 1:
-        raise ValueError(
-            "`length` and `depth` must be positive. "
-            f"Received: length={length}, depth={depth}"
-        )
+    length = check_positive_int("length", length)
+    depth = check_positive_int("depth", depth)
     positions = np.arange(length, dtype=np.float64)[:, None]
     pair_index = np.arange(depth, dtype=np.float64)[None, :] // 2
     angles = positions / np.power(base, 2.0 * pair_index / depth)
@@ -69,9 +68,11 @@ class PositionalEncoding(keras.layers.Layer):
     """
 
     def __init__(self, position, d_model, **kwargs):
+        position = check_positive_int("position", position)
+        d_model = check_positive_int("d_model", d_model)
         super().__init__(**kwargs)
-        self.position = int(position)
-        self.d_model = int(d_model)
+        self.position = position
+        self.d_model = d_model
         self.pos_encoding = positional_encoding(self.position, self.d_model)[None]
         self.supports_masking = True
 
