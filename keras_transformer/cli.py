@@ -2,6 +2,31 @@
 
 Each sub-command lives in `keras_transformer/commands/<name>.py` and exposes
 `add_parser(subparsers)` and `run(args)`; this file only dispatches.
+
+Errors. A command that fails prints one line, `keras-transformer CMD: error:
+...`, and exits with status 2; never a traceback:
+
+- Nonsense arguments (`--epochs 0`, `--alpha nan`, `--output ""`) are
+  refused by argparse while parsing, naming the flag, before anything is
+  loaded or written (the types of `keras_transformer.commands.arguments`);
+  argparse's usage block is left out of the message (`--help` shows it).
+- `ValueError` and `OSError` are how the library says that an input is
+  wrong (a file missing, corrupt or of the wrong shape): their message,
+  which names the file or the argument, is the line.
+- Any other `Exception` (a `KeyError` or `TypeError` from a config.json of
+  an unforeseen shape, a TensorFlow error) is input that the library did not
+  check or a bug: the line names the exception's type, its message, and how
+  to see the traceback. These are caught too because a user cannot act on a
+  traceback either; they are reported by type so that they can be told
+  apart from the checked errors.
+
+`--traceback` (before the command) or `KERAS_TRANSFORMER_DEBUG=1` lets
+every error through with its traceback instead.
+
+Example::
+
+    $ keras-transformer train --epochs 0
+    keras-transformer train: error: argument --epochs: must be a positive integer, got '0'
 """
 
 import argparse
@@ -10,17 +35,28 @@ import os
 import sys
 
 COMMANDS = ("train", "translate", "chat", "evaluate", "export", "plot")
+DEBUG_ENV = "KERAS_TRANSFORMER_DEBUG"
+EXPECTED_ERRORS = (ValueError, OSError)  # the library's "this input is wrong"
 
 
 def _load(name):
     return importlib.import_module(f"keras_transformer.commands.{name}")
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An `ArgumentParser` that reports a bad command line in one line (`--help` shows the usage)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="keras-transformer",
         description="Train, run, score, export and plot Transformer models.",
     )
+    parser.add_argument("--traceback", action="store_true",
+                        help=f"show an error's Python traceback instead of one line (or set {DEBUG_ENV}=1)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in COMMANDS:
@@ -34,24 +70,40 @@ def build_parser():
     return parser
 
 
+def error_line(error):
+    """The one line that reports `error` (see the module docstring).
+
+    Example:
+
+    >>> error_line(ValueError("data.csv, line 3: empty line."))
+    'data.csv, line 3: empty line.'
+    >>> error_line(KeyError("model"))[:46]
+    "KeyError: 'model' (unexpected: not a checked e"
+    """
+    if hasattr(error, "describe"):  # destinations.DestinationInUseError: name the flags, not the arguments
+        return error.describe(lambda argument: "--" + argument.replace("_", "-"))
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if isinstance(error, EXPECTED_ERRORS):
+        return " ".join(lines) or type(error).__name__
+    what = f"{type(error).__name__}: {lines[0][:300]}" if lines else type(error).__name__
+    return (f"{what} (unexpected: not a checked error of this command; "
+            f"--traceback or {DEBUG_ENV}=1 shows where it came from)")
+
+
 def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = build_parser().parse_args(argv)
+    debug = args.traceback or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
         return args.run(args) or 0
     except KeyboardInterrupt:
         print("\nInterrupted.", file=sys.stderr)
         return 130
-    except (ValueError, FileNotFoundError, OSError) as error:
-        print(f"keras-transformer {args.command}: error: {_in_flags(error)}", file=sys.stderr)
+    except Exception as error:  # noqa: BLE001  (one line for every failure: see the module docstring)
+        if debug:
+            raise
+        print(f"keras-transformer {args.command}: error: {error_line(error)}", file=sys.stderr)
         return 2
-
-
-def _in_flags(error):
-    """The error's message, naming the command line's flags where it names Python arguments."""
-    if hasattr(error, "describe"):  # destinations.DestinationInUseError
-        return error.describe(lambda argument: "--" + argument.replace("_", "-"))
-    return error
 
 
 if __name__ == "__main__":

@@ -7,21 +7,29 @@ Example::
 
 import sys
 
+from keras_transformer.commands.arguments import (
+    SEED_MAX, TRUST, int_in_range, non_empty, non_negative_finite_float, non_negative_int, positive_int,
+    probability,
+)
+
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "chat", help="talk to a model interactively (sampling options)",
-        description=__doc__.split("\n\n")[0],
+        description=__doc__.split("\n\n")[0] + " " + TRUST,
     )
-    parser.add_argument("--model", required=True,
-                        help="a training run directory or an exported SavedModel")
-    parser.add_argument("--temperature", type=float, default=0.8,
+    parser.add_argument("--model", required=True, type=non_empty,
+                        help="a training run directory or an exported SavedModel (one you trust)")
+    parser.add_argument("--temperature", type=non_negative_finite_float, default=0.8,
                         help="sampling temperature; 0 = greedy (default 0.8)")
-    parser.add_argument("--top-k", type=int, default=0, help="keep the k likeliest tokens (0 = all)")
-    parser.add_argument("--top-p", type=float, default=0.9,
-                        help="keep the smallest set of tokens with this probability (1 = all)")
-    parser.add_argument("--seed", type=int, default=-1, help="random seed (-1 = random)")
-    parser.add_argument("--beam", type=int, default=None,
+    parser.add_argument("--top-k", type=non_negative_int, default=0,
+                        help="keep the k likeliest tokens (0 = all, the default)")
+    parser.add_argument("--top-p", type=probability, default=0.9,
+                        help="keep the smallest set of tokens with this probability, in (0, 1] "
+                        "(1 = all; default 0.9)")
+    parser.add_argument("--seed", type=int_in_range(-1, SEED_MAX), default=-1,
+                        help=f"sampling seed, 0 to {SEED_MAX}; -1 = random (the default)")
+    parser.add_argument("--beam", type=positive_int, default=None,
                         help="use beam search with this many beams instead of sampling")
     parser.set_defaults(run=run)
 
@@ -30,11 +38,6 @@ def run(args):
     from keras_transformer.commands.translate import translate_lines
     from keras_transformer.export import load
 
-    if args.temperature < 0 or args.top_k < 0 or not 0 < args.top_p <= 1:
-        raise ValueError(
-            "--temperature and --top-k must be >= 0 and --top-p in (0, 1]. Received: "
-            f"temperature={args.temperature}, top_k={args.top_k}, top_p={args.top_p}"
-        )
     translator = load(args.model, beam_size=args.beam)
     interactive = sys.stdin.isatty()
     if interactive:

@@ -10,20 +10,21 @@ Example::
 import json
 import sys
 
+from keras_transformer.commands.arguments import TRUST, non_empty
 from keras_transformer.commands.translate import add_model_arguments
 
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "evaluate", help="BLEU and chrF of a model on a test set",
-        description=__doc__.split("\n\n")[0],
+        description=__doc__.split("\n\n")[0] + " " + TRUST,
     )
     add_model_arguments(parser)
-    parser.add_argument("--source", required=True, help="UTF-8 source file, one sentence a line")
-    parser.add_argument("--reference", required=True, nargs="+",
+    parser.add_argument("--source", required=True, type=non_empty, help="UTF-8 source file, one sentence a line")
+    parser.add_argument("--reference", required=True, nargs="+", type=non_empty,
                         help="UTF-8 reference file(s), line-aligned with --source")
-    parser.add_argument("--output", help="write the scores here as JSON")
-    parser.add_argument("--hypotheses", help="also write the translations here")
+    parser.add_argument("--output", type=non_empty, help="write the scores here as JSON")
+    parser.add_argument("--hypotheses", type=non_empty, help="also write the translations here")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(run=run)
 

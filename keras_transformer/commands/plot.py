@@ -9,6 +9,8 @@
 
 import pathlib
 
+from keras_transformer.commands.arguments import non_empty, positive_finite_float, positive_int
+
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
@@ -22,35 +24,36 @@ def add_parser(subparsers):
 
     def figure(name, help_text):
         sub = figures.add_parser(name, help=help_text, description=help_text)
-        sub.add_argument("--output", required=True, help="PNG file to write")
-        sub.add_argument("--dpi", type=int, default=None, help="resolution (default 100)")
+        sub.add_argument("--output", required=True, type=non_empty, help="PNG file to write")
+        sub.add_argument("--dpi", type=positive_int, default=None, help="resolution (default 100)")
         return sub
 
     sub = figure("positional-encoding", "heatmap of the sinusoidal positional encoding")
-    sub.add_argument("--length", type=int, default=50, help="positions (default 50)")
-    sub.add_argument("--depth", type=int, default=128, help="dimensions, d_model (default 128)")
+    sub.add_argument("--length", type=positive_int, default=50, help="positions (default 50)")
+    sub.add_argument("--depth", type=positive_int, default=128, help="dimensions, d_model (default 128)")
 
     sub = figure("schedule", "learning rate of the warmup schedule over training steps")
-    sub.add_argument("--d-model", type=int, default=512, help="model width (default 512)")
-    sub.add_argument("--warmup-steps", type=int, default=4000, help="warm-up steps (default 4000)")
-    sub.add_argument("--steps", type=int, default=40000, help="steps on the x axis (default 40000)")
-    sub.add_argument("--scale", type=float, default=1.0, help="factor on the whole curve (default 1)")
+    sub.add_argument("--d-model", type=positive_int, default=512, help="model width (default 512)")
+    sub.add_argument("--warmup-steps", type=positive_int, default=4000, help="warm-up steps (default 4000)")
+    sub.add_argument("--steps", type=positive_int, default=40000, help="steps on the x axis (default 40000)")
+    sub.add_argument("--scale", type=positive_finite_float, default=1.0, help="factor on the whole curve (default 1)")
 
     sub = figure("attention", "attention weights of a trained model, one panel per head")
-    sub.add_argument("--model", required=True, help="a training run directory (config.json, model.keras)")
-    sub.add_argument("--sentence", required=True, help="the source sentence")
+    sub.add_argument("--model", required=True, type=non_empty,
+                     help="a training run directory (config.json, model.keras) that you trust")
+    sub.add_argument("--sentence", required=True, type=non_empty, help="the source sentence")
     sub.add_argument(
-        "--target", help="a target sentence to attend with (teacher forcing); "
+        "--target", type=non_empty, help="a target sentence to attend with (teacher forcing); "
         "default: the model's own greedy output")
     sub.add_argument(
         "--attention", default="cross", choices=["cross", "decoder-self", "encoder"],
         help="which attention to draw (default: cross, target tokens over source tokens)")
     sub.add_argument("--layer", type=int, default=-1, help="layer index, negative from the end (default -1)")
-    sub.add_argument("--max-length", type=int, help="tokens to generate at most")
-    sub.add_argument("--columns", type=int, default=4, help="heads per row of panels (default 4)")
+    sub.add_argument("--max-length", type=positive_int, help="tokens to generate at most")
+    sub.add_argument("--columns", type=positive_int, default=4, help="heads per row of panels (default 4)")
 
     sub = figure("history", "training curves (loss, accuracy) from a history CSV")
-    sub.add_argument("--csv", required=True, help="history.csv of a run (keras CSVLogger)")
+    sub.add_argument("--csv", required=True, type=non_empty, help="history.csv of a run (keras CSVLogger)")
     sub.add_argument("--title", help="figure title")
 
     parser.set_defaults(run=run)

@@ -10,31 +10,35 @@ Example::
 import sys
 import time
 
+from keras_transformer.commands.arguments import (
+    TRUST, non_empty, non_negative_finite_float, positive_int,
+)
+
 SENTENCES_HELP = "sentences to translate; without them, --input or stdin (one sentence a line)"
 
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "translate", help="translate sentences with a trained or exported model",
-        description=__doc__.split("\n\n")[0],
+        description=__doc__.split("\n\n")[0] + " " + TRUST,
     )
     parser.add_argument("sentences", nargs="*", help=SENTENCES_HELP)
     add_model_arguments(parser)
-    parser.add_argument("--input", help="a UTF-8 file, one sentence a line (default: stdin)")
-    parser.add_argument("--output", help="write the translations here (default: stdout)")
+    parser.add_argument("--input", type=non_empty, help="a UTF-8 file, one sentence a line (default: stdin)")
+    parser.add_argument("--output", type=non_empty, help="write the translations here (default: stdout)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(run=run)
 
 
 def add_model_arguments(parser):
     """`--model`, `--beam`, `--alpha`, `--batch-size`, shared with `evaluate`."""
-    parser.add_argument("--model", required=True,
-                        help="a training run directory or an exported SavedModel")
-    parser.add_argument("--beam", type=int, default=None,
+    parser.add_argument("--model", required=True, type=non_empty,
+                        help="a training run directory or an exported SavedModel (one you trust)")
+    parser.add_argument("--beam", type=positive_int, default=None,
                         help="beam size, 1 = greedy (default: the model's, else 4)")
-    parser.add_argument("--alpha", type=float, default=None,
+    parser.add_argument("--alpha", type=non_negative_finite_float, default=None,
                         help="length-penalty exponent of the beam search (default 0.6)")
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per batch (default 32)")
 
 
 def run(args):

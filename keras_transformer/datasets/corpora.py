@@ -28,6 +28,7 @@ Example:
 """
 
 import dataclasses
+import itertools
 import os
 import pathlib
 
@@ -114,27 +115,84 @@ def read_chatbot(path):
     return triples
 
 
+def minimum_rows(fractions):
+    """The fewest rows (with distinct sources) that `readers.seeded_split` splits with no split empty.
+
+    Example:
+
+    >>> minimum_rows(CHATBOT_FRACTIONS), minimum_rows(SPA_FRACTIONS)
+    (11, 11)
+    """
+    def every_split_gets_one(rows):
+        taken = [round(fraction * rows) for fraction in fractions.values()]
+        return all(count >= 1 for count in taken) and rows - sum(taken) >= 1
+
+    return next(rows for rows in itertools.count(1) if every_split_gets_one(rows))
+
+
+def split_rows(rows, fractions, path):
+    """`readers.seeded_split` of the `rows` read from `path`; a split left empty is a `ValueError` naming `path`.
+
+    Example:
+
+    >>> rows = [("q1", "a1"), ("q2", "a2"), ("q3", "a3")]
+    >>> split_rows(rows, CHATBOT_FRACTIONS, "ChatbotData.csv")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: ChatbotData.csv has 3 rows (3 distinct sources): too few for the seeded split into ...
+    >>> rows = [(f"q{i}", f"a{i}") for i in range(11)]
+    >>> {name: len(split) for name, split in split_rows(rows, CHATBOT_FRACTIONS, "ChatbotData.csv").items()}
+    {'train': 10, 'validation': 1}
+    """
+    if not rows:
+        raise ValueError(f"{path} holds no examples (an empty file, or a header row only); "
+                         f"at least {minimum_rows(fractions)} rows are needed.")
+    splits = readers.seeded_split(rows, fractions, seed=SPLIT_SEED)
+    empty = [name for name, split in splits.items() if not split]
+    if empty:
+        shares = " / ".join(f"{name} {100 * f:g}%" for name, f in
+                            {"train": 1 - sum(fractions.values()), **fractions}.items())
+        raise ValueError(
+            f"{path} has {len(rows)} rows ({len({row[0] for row in rows})} distinct sources): too few for the "
+            f"seeded split into {shares}, which needs at least {minimum_rows(fractions)} rows with distinct "
+            f"sources so that no split is empty (empty: {', '.join(empty)})."
+        )
+    return splits
+
+
+def _read_multi30k_split(folder, stem, source_language, target_language):
+    """The aligned pairs of one Multi30k split; files without a sentence are a `ValueError` naming them."""
+    source_path, target_path = folder / f"{stem}.{source_language}", folder / f"{stem}.{target_language}"
+    pairs = readers.read_aligned(source_path, target_path)
+    if not pairs:
+        raise ValueError(f"{source_path} and {target_path} hold no sentences; every split needs at least one pair.")
+    return pairs
+
+
 def load_split_pairs(name, data_dir=None):
-    """Returns every split of corpus `name` as a dict, split name -> list of `(source, target)`."""
+    """Returns every split of corpus `name` as a dict, split name -> list of `(source, target)`.
+
+    Every split holds at least one pair: a file too short for that is a
+    `ValueError` naming it (see `split_rows`).
+    """
     corpus = get_corpus(name)
     folder = resolve_dir(corpus, data_dir)
     if corpus.folder == "multi30k_task1":
         src, tgt = corpus.source_language, corpus.target_language
         splits = {
-            split: readers.read_aligned(folder / f"{stem}.{src}", folder / f"{stem}.{tgt}")
+            split: _read_multi30k_split(folder, stem, src, tgt)
             for split, stem in MULTI30K_FILES.items()
         }
         stem = MULTI30K_FILES["train"]
-        extra = [readers.read_aligned(folder / f"{stem}.{lang}", folder / f"{stem}.{tgt}")
-                 for lang in corpus.extra_train_sources]
+        extra = [_read_multi30k_split(folder, stem, lang, tgt) for lang in corpus.extra_train_sources]
         # Alternated rather than appended: the shuffle buffer is smaller than the split.
         splits["train"] = [pair for pairs in zip(splits["train"], *extra, strict=True) for pair in pairs]
         return splits
     if corpus.folder == "korean_chatbot":
         pairs = [(q, a) for q, a, _ in read_chatbot(folder / CHATBOT_FILE)]
-        return readers.seeded_split(pairs, CHATBOT_FRACTIONS, seed=SPLIT_SEED)
+        return split_rows(pairs, CHATBOT_FRACTIONS, folder / CHATBOT_FILE)
     pairs = readers.read_delimited(folder / SPA_FILE, 0, 1, delimiter="\t", columns=2)  # English, Spanish
-    splits = readers.seeded_split(pairs, SPA_FRACTIONS, seed=SPLIT_SEED)  # grouped by the English side
+    splits = split_rows(pairs, SPA_FRACTIONS, folder / SPA_FILE)  # grouped by the English side
     if corpus.source_language == "es":
         splits = {split: [(es, en) for en, es in split_pairs] for split, split_pairs in splits.items()}
     return splits

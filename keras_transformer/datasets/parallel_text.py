@@ -115,6 +115,10 @@ class ParallelText(_LocalBuilder):
             else:
                 pairs = readers.read_delimited(resolve(paths), config.source_column, config.target_column,
                                                delimiter=config.delimiter, header=config.header)
+            if not pairs:
+                files = [paths] if isinstance(paths, (str, pathlib.PurePath)) else paths
+                raise ValueError(f"{' and '.join(str(resolve(p)) for p in files)}: no examples for split "
+                                 f"{split!r} (an empty file, or a header row only); every split needs one.")
             splits[split] = self._generate_examples(pairs)
         return splits
 
@@ -194,7 +198,7 @@ class KoreanChatbot(_LocalBuilder):
         source = self._source(dl_manager, required=False)
         folder = corpora.resolve_dir("chatbot-ko", None if source is None else str(source))
         triples = corpora.read_chatbot(folder / corpora.CHATBOT_FILE)
-        splits = readers.seeded_split(triples, corpora.CHATBOT_FRACTIONS, seed=corpora.SPLIT_SEED)
+        splits = corpora.split_rows(triples, corpora.CHATBOT_FRACTIONS, folder / corpora.CHATBOT_FILE)
         return {split: self._generate_examples(rows) for split, rows in splits.items()}
 
     def _generate_examples(self, triples):
