@@ -13,7 +13,10 @@ outputs never touch the rest of the cache.
 
 Every search returns generated ids `(batch, max_length)` int32: the tokens
 after START, END included, 0 after END; PAD (0) and START are never
-generated. Two layers of API:
+generated. An output that reaches `max_length` without END is cut off: with
+`return_finished=True` every search also returns a boolean `finished`, False
+for those (the `Translator` turns them into a `TruncatedOutputWarning`).
+Two layers of API:
 
 - searches over any `step_fn(tokens, index, state) -> (logits, state)`:
   `greedy_search`, `beam_search`, `sample_search` (testable without a model);
@@ -51,6 +54,26 @@ from keras import ops
 START_ID = 2
 END_ID = 3
 _METHODS = ("greedy", "beam", "sample", "greedy_uncached", "beam_uncached")
+
+
+class TruncatedOutputWarning(UserWarning):
+    """A decoded output reached `max_length` before END: it is cut off.
+
+    Raised (with `warnings.warn`) by the Python side of the `Translator`; the
+    decoding functions report the same thing as `finished=False`
+    (`return_finished=True`).
+
+    Example (a server that would rather fail than return a cut-off output):
+
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error", TruncatedOutputWarning)
+    ...     try:
+    ...         warnings.warn("`sentences[0]` was cut off", TruncatedOutputWarning)
+    ...     except TruncatedOutputWarning as error:
+    ...         print("refused:", error)
+    refused: `sentences[0]` was cut off
+    """
 
 
 def length_penalty(length, alpha=0.6):
@@ -345,7 +368,7 @@ def _phased_loop(body, done, loop_vars, max_length, resize_state):
 
 
 def _token_search(choose, step_fn, state, batch_size, max_length, start_id, end_id, finished,
-                  resize_state=None):
+                  resize_state=None, return_finished=False):
     """The loop shared by greedy and sampling: `choose(logits, index) -> tokens`."""
 
     def body(index, ids, finished, state):
@@ -357,13 +380,13 @@ def _token_search(choose, step_fn, state, batch_size, max_length, start_id, end_
 
     loop_vars = (ops.convert_to_tensor(0, "int32"), _start(batch_size, max_length, start_id),
                  _finished(batch_size, finished), state)
-    _, ids, _, _ = _phased_loop(body, lambda index, ids, finished, state: ops.all(finished),
-                                loop_vars, max_length, resize_state)
-    return ids[:, 1:]
+    _, ids, finished, _ = _phased_loop(body, lambda index, ids, finished, state: ops.all(finished),
+                                       loop_vars, max_length, resize_state)
+    return (ids[:, 1:], finished) if return_finished else ids[:, 1:]
 
 
 def greedy_search(step_fn, state, batch_size, max_length, start_id=START_ID, end_id=END_ID,
-                  finished=None, resize_state=None):
+                  finished=None, resize_state=None, return_finished=False):
     """Greedy search over `step_fn(tokens, index, state) -> (logits, state)`.
 
     Returns ids `(batch, max_length)`: the argmax token at every step, END
@@ -371,11 +394,13 @@ def greedy_search(step_fn, state, batch_size, max_length, start_id=START_ID, end
     e.g. empty sources) produce nothing. Stops early once every row has
     produced END. With `resize_state(state, length)` (e.g. `resize_cache`)
     the loop runs in phases whose state holds max_length / 4, / 2, then
-    max_length positions.
+    max_length positions. With `return_finished=True`, returns `(ids,
+    finished)`: `finished` `(batch,)` is False for the rows cut off at
+    `max_length` before END (True for the rows flagged on input).
     """
     return _token_search(lambda logits, index: ops.argmax(logits, axis=-1),
                          step_fn, state, batch_size, max_length, start_id, end_id, finished,
-                         resize_state)
+                         resize_state, return_finished)
 
 
 def filter_logits(logits, temperature=1.0, top_k=0, top_p=1.0):
@@ -405,15 +430,15 @@ def filter_logits(logits, temperature=1.0, top_k=0, top_p=1.0):
 
 def sample_search(step_fn, state, batch_size, max_length, temperature=1.0, top_k=0,
                   top_p=1.0, seed=None, noise=None, start_id=START_ID, end_id=END_ID,
-                  finished=None, resize_state=None):
+                  finished=None, resize_state=None, return_finished=False):
     """Sampling with temperature, top-k and top-p over `step_fn`.
 
     Randomness is one uniform number per row and step, drawn up front
     (`noise`, shape `(batch, max_length)`, values in [0, 1)) from `seed` (int
     or `keras.random.SeedGenerator`) unless given; the token is found by
     inverting the filtered distribution's CDF, so the loop itself is
-    stateless and XLA-friendly. `temperature=0` is greedy. `finished` and
-    `resize_state` as in `greedy_search`.
+    stateless and XLA-friendly. `temperature=0` is greedy. `finished`,
+    `resize_state` and `return_finished` as in `greedy_search`.
     """
     if noise is None:
         noise = keras.random.uniform((batch_size, max_length), seed=seed)
@@ -430,12 +455,12 @@ def sample_search(step_fn, state, batch_size, max_length, temperature=1.0, top_k
         return ops.where(temperature > 0, sampled, greedy)
 
     return _token_search(choose, step_fn, state, batch_size, max_length, start_id, end_id, finished,
-                         resize_state)
+                         resize_state, return_finished)
 
 
 def beam_search(step_fn, state, batch_size, max_length, beam_size=4, alpha=0.6,
                 start_id=START_ID, end_id=END_ID, finished=None, resize_state=None,
-                reorder_state=None):
+                reorder_state=None, return_finished=False):
     """Beam search with the GNMT length penalty over `step_fn`.
 
     `state` (and `step_fn`'s tokens and logits) hold `batch_size * beam_size`
@@ -445,16 +470,23 @@ def beam_search(step_fn, state, batch_size, max_length, beam_size=4, alpha=0.6,
     `log p / ((5 + len) / 6) ** alpha` (len counts END), and keeps the
     `beam_size` best others alive. A source
     is done once `beam_size` hypotheses have ended (fairseq's rule); the loop
-    stops when every source is done or after `max_length` tokens, when
-    unfinished beams are scored as they are. Sources flagged in `finished`
-    (boolean `(batch,)`) are done from the start with empty hypotheses.
-    `resize_state` as in `greedy_search`. `reorder_state(state, parents)`
-    gives the state of the new beams, `parents` `(batch, beam_size)` naming
-    each one's parent beam (e.g. `reorder_beams`); by default every state
-    tensor's rows are gathered.
+    stops when every source is done or after `max_length` tokens. A source
+    cut off by `max_length` with fewer than `beam_size` ended hypotheses
+    fills the remaining places with its live beams, scored as they are
+    (`log p / lp(max_length)`), but after the ended ones: a finished
+    hypothesis always outranks an unfinished one, whatever their scores, so
+    a cut-off output wins only where nothing ended. Sources flagged in
+    `finished` (boolean `(batch,)`) are done from the start with empty
+    hypotheses. `resize_state` as in `greedy_search`. `reorder_state(state,
+    parents)` gives the state of the new beams, `parents` `(batch,
+    beam_size)` naming each one's parent beam (e.g. `reorder_beams`); by
+    default every state tensor's rows are gathered.
 
     Returns `(ids (batch, beam_size, max_length), scores (batch, beam_size))`,
-    best first.
+    best first: the finished hypotheses by score, then the unfinished ones by
+    score. With `return_finished=True`, returns `(ids, scores, finished)`:
+    `finished` `(batch, beam_size)` is False for the hypotheses cut off at
+    `max_length` before END.
     """
     k = _check_beam_size(beam_size)
     ninf = float("-inf")
@@ -505,10 +537,18 @@ def beam_search(step_fn, state, batch_size, max_length, beam_size=4, alpha=0.6,
     loop_vars = (ops.convert_to_tensor(0, "int32"), seqs, log_probs, fin_seqs, fin_scores, state)
     index, seqs, log_probs, fin_seqs, fin_scores, _ = _phased_loop(
         body, lambda *loop_vars: ops.all(done(loop_vars[4])), loop_vars, max_length, resize_state)
-    # Sources cut off by max_length: their live beams compete as they are.
-    unfinished = ops.where(done(fin_scores)[:, None], ninf, log_probs / length_penalty(index, alpha))
-    fin_scores, fin_seqs = _merge(fin_scores, fin_seqs, unfinished, seqs, k)
-    return fin_seqs[:, :, 1:], fin_scores
+    # Sources cut off by max_length: their live beams (best first) take the
+    # places that no ended hypothesis holds, after the ended ones.
+    num_finished = ops.sum(ops.cast(fin_scores > ninf, "int32"), axis=1, keepdims=True)  # (batch, 1)
+    place = ops.arange(k, dtype="int32")[None]  # (1, k)
+    is_finished = place < num_finished  # (batch, k)
+    pick = ops.where(is_finished, place, k + place - num_finished)  # into [finished, unfinished]
+    scores = ops.take_along_axis(
+        ops.concatenate([fin_scores, log_probs / length_penalty(index, alpha)], axis=1), pick, axis=1)
+    ids = ops.take_along_axis(ops.concatenate([fin_seqs, seqs], axis=1), pick[:, :, None], axis=1)
+    if return_finished:
+        return ids[:, :, 1:], scores, is_finished
+    return ids[:, :, 1:], scores
 
 
 def _check_beam_size(beam_size):
@@ -524,10 +564,12 @@ def _merge(scores, seqs, new_scores, new_seqs, k):
     return scores, seqs
 
 
-def greedy_decode(model, source_ids, max_length=None, start_id=START_ID, end_id=END_ID):
+def greedy_decode(model, source_ids, max_length=None, start_id=START_ID, end_id=END_ID,
+                  return_finished=False):
     """Cached greedy decoding of `model` (from `build_transformer`).
 
-    An empty source row (all padding) decodes to all zeros.
+    An empty source row (all padding) decodes to all zeros (and counts as
+    finished).
 
     Args:
         model: the Transformer, or a list of them: an ensemble, decoded by
@@ -536,41 +578,53 @@ def greedy_decode(model, source_ids, max_length=None, start_id=START_ID, end_id=
         max_length: tokens to generate at most (END included); default and at
             most the model's `max_length`. A Python int: shapes stay static.
         start_id, end_id: the START and END token ids.
+        return_finished: also return the boolean `finished` `(batch,)`,
+            False where the output was cut off at `max_length` before END.
 
     Returns:
-        int32 ids `(batch, max_length)`, 0 after END.
+        int32 ids `(batch, max_length)`, 0 after END; `(ids, finished)` with
+        `return_finished=True`.
 
     Example:
 
     >>> ids = greedy_decode(model, [[5, 6, 7]], max_length=8)
+    >>> ids, finished = greedy_decode(model, [[5, 6, 7]], max_length=8, return_finished=True)
     """
     source_ids = _source(source_ids)
     step_fn, state, max_length, resize_state, _ = _cached(model, source_ids, max_length)
     return greedy_search(step_fn, state, ops.shape(source_ids)[0], max_length, start_id, end_id,
-                         _empty(source_ids), resize_state)
+                         _empty(source_ids), resize_state, return_finished)
 
 
 def beam_decode(model, source_ids, beam_size=4, alpha=0.6, max_length=None,
-                start_id=START_ID, end_id=END_ID):
+                start_id=START_ID, end_id=END_ID, return_finished=False):
     """Cached beam search of `model` (or an ensemble, a list of models); see `beam_search`.
 
     Returns `(ids (batch, beam_size, max_length), scores (batch, beam_size))`,
-    best first; `ids[:, 0]` is the translation. `beam_size=1` is greedy.
+    best first (ended hypotheses before cut-off ones); `ids[:, 0]` is the
+    translation. `beam_size=1` is greedy. With `return_finished=True`, also
+    the boolean `finished` `(batch, beam_size)`: False for the hypotheses cut
+    off at `max_length` before END.
 
     Example:
 
     >>> ids, scores = beam_decode(model, [[5, 6, 7]], beam_size=4, alpha=0.6)
+    >>> ids, scores, finished = beam_decode(model, [[5, 6, 7]], return_finished=True)
     """
     source_ids = _source(source_ids)
     step_fn, state, max_length, resize_state, reorder_state = _cached(
         model, source_ids, max_length, _check_beam_size(beam_size))
     return beam_search(step_fn, state, ops.shape(source_ids)[0], max_length, beam_size, alpha,
-                       start_id, end_id, _empty(source_ids), resize_state, reorder_state)
+                       start_id, end_id, _empty(source_ids), resize_state, reorder_state,
+                       return_finished)
 
 
 def sample_decode(model, source_ids, temperature=1.0, top_k=0, top_p=1.0, seed=None,
-                  noise=None, max_length=None, start_id=START_ID, end_id=END_ID):
+                  noise=None, max_length=None, start_id=START_ID, end_id=END_ID,
+                  return_finished=False):
     """Cached sampling of `model` (or an ensemble); see `sample_search` and `filter_logits`.
+
+    `return_finished` as in `greedy_decode`.
 
     Example:
 
@@ -580,7 +634,7 @@ def sample_decode(model, source_ids, temperature=1.0, top_k=0, top_p=1.0, seed=N
     step_fn, state, max_length, resize_state, _ = _cached(model, source_ids, max_length)
     return sample_search(step_fn, state, ops.shape(source_ids)[0], max_length, temperature,
                          top_k, top_p, seed, noise, start_id, end_id, _empty(source_ids),
-                         resize_state)
+                         resize_state, return_finished)
 
 
 def make_uncached_step_fn(model, source_ids, max_length=None, repeat=1):
@@ -606,7 +660,8 @@ def make_uncached_step_fn(model, source_ids, max_length=None, repeat=1):
     return step_fn, (ops.zeros((ops.shape(source_ids)[0], max_length), "int32"),)
 
 
-def greedy_decode_uncached(model, source_ids, max_length=None, start_id=START_ID, end_id=END_ID):
+def greedy_decode_uncached(model, source_ids, max_length=None, start_id=START_ID, end_id=END_ID,
+                           return_finished=False):
     """Greedy decoding that calls the whole model at every step (`make_uncached_step_fn`).
 
     Must equal `greedy_decode` token for token; it is only slower.
@@ -614,16 +669,17 @@ def greedy_decode_uncached(model, source_ids, max_length=None, start_id=START_ID
     source_ids = _source(source_ids)
     step_fn, state = make_uncached_step_fn(model, source_ids, max_length)
     return greedy_search(step_fn, state, ops.shape(source_ids)[0], state[0].shape[1], start_id, end_id,
-                         _empty(source_ids))
+                         _empty(source_ids), return_finished=return_finished)
 
 
 def beam_decode_uncached(model, source_ids, beam_size=4, alpha=0.6, max_length=None,
-                         start_id=START_ID, end_id=END_ID):
+                         start_id=START_ID, end_id=END_ID, return_finished=False):
     """`beam_decode` over `make_uncached_step_fn`: the same result, the benchmark's baseline."""
     source_ids = _source(source_ids)
     step_fn, state = make_uncached_step_fn(model, source_ids, max_length, _check_beam_size(beam_size))
     return beam_search(step_fn, state, ops.shape(source_ids)[0], state[0].shape[1],
-                       beam_size, alpha, start_id, end_id, _empty(source_ids))
+                       beam_size, alpha, start_id, end_id, _empty(source_ids),
+                       return_finished=return_finished)
 
 
 def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=START_ID, end_id=END_ID):
@@ -645,15 +701,18 @@ def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=START_ID,
     return total / length_penalty(ops.sum(ops.cast(real, "int32"), axis=1), alpha)
 
 
-def compile_decoder(model, method="greedy", jit_compile=True, **options):
+def compile_decoder(model, method="greedy", jit_compile=True, return_finished=False, **options):
     """`decode(source_ids) -> ids (batch, max_length)` compiled as one program.
 
     `method` is `"greedy"`, `"beam"` (returns the best beam only),
     `"sample"` (then `decode(source_ids, noise=None)`), `"greedy_uncached"` or
     `"beam_uncached"`;
-    `options` go to the matching `*_decode` function. On TensorFlow this is a
-    `tf.function` (XLA with `jit_compile=True`); on JAX, `jax.jit`. Pad
-    sources to a few bucket lengths: every new shape compiles once.
+    `options` go to the matching `*_decode` function. With
+    `return_finished=True`, `decode` returns `(ids, finished)`, `finished`
+    `(batch,)` False where the output was cut off at `max_length` before END.
+    On TensorFlow this is a `tf.function` (XLA with `jit_compile=True`); on
+    JAX, `jax.jit`. Pad sources to a few bucket lengths: every new shape
+    compiles once.
 
     Example:
 
@@ -662,17 +721,22 @@ def compile_decoder(model, method="greedy", jit_compile=True, **options):
     """
     if method not in _METHODS:
         raise ValueError(f"`method` must be one of {_METHODS}. Received: method={method!r}")
+    options = dict(options, return_finished=True)
 
-    def decode(source_ids, noise=None):
+    def run(source_ids, noise):
         if method == "greedy":
             return greedy_decode(model, source_ids, **options)
-        if method == "beam":
-            return beam_decode(model, source_ids, **options)[0][:, 0]
         if method == "sample":
             return sample_decode(model, source_ids, noise=noise, **options)
         if method == "greedy_uncached":
             return greedy_decode_uncached(model, source_ids, **options)
-        return beam_decode_uncached(model, source_ids, **options)[0][:, 0]
+        beam = beam_decode if method == "beam" else beam_decode_uncached
+        ids, _, finished = beam(model, source_ids, **options)
+        return ids[:, 0], finished[:, 0]  # the best beam
+
+    def decode(source_ids, noise=None):
+        ids, finished = run(source_ids, noise)
+        return (ids, finished) if return_finished else ids
 
     backend = keras.backend.backend()
     if backend == "tensorflow":

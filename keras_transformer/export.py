@@ -14,23 +14,107 @@ before loading (it registers the SentencePiece ops)::
     translator(tf.constant(["A man is riding a bike."]))  # beam search
     translator.greedy(tf.constant(["A dog runs."]))
     translator.sample(tf.constant(["Hi"]), 0.8, 0, 0.9, -1)  # temperature, top_k, top_p, seed
+    translator.call_with_status(tf.constant(["A dog runs."]))  # {"translations", "finished"}
 
 Empty or whitespace-only inputs translate to an empty string; sources longer
 than `max_source_length` tokens are truncated (`source_lengths` tells which),
-so one long sentence never fails a batch.
+so one long sentence never fails a batch. A translation that reaches the
+maximum output length before END is cut off: the `*_with_status` functions
+return `finished=False` for it, and the Python side (`Translator`, `load`)
+warns with `keras_transformer.decoding.TruncatedOutputWarning`.
+
+Inputs are checked in Python before any TensorFlow call, by the `Translator`
+and by what `load` returns (for a SavedModel, a `LoadedTranslator` around the
+loaded module). `sentences` must be a 1-D string tensor or a list of str
+without NUL bytes (the tokenizer would turn a NUL into an unknown token, so it
+is rejected rather than translated into garbage), and `sample`'s
+`temperature`, `top_k`, `top_p` and `seed` must be in range; anything else is
+a one-line `ValueError` naming the argument. The check must come first: a
+`tf.function` whose input signature rejects a call keeps its lock (a
+TensorFlow bug, TF 2.21), so every later call from another thread would hang.
+Callers of `tf.saved_model.load` itself get no such check: they must pass a
+1-D `tf.string` tensor (and `sample` scalars of float32, int32, float32 and
+int64). The SavedModel's `sample` checks its numbers itself: a NaN, infinite
+or negative `temperature`, a negative `top_k` or a `top_p` outside (0, 1] is
+an `InvalidArgumentError` that names it (they are not clamped).
 """
 
+import math
 import pathlib
+import warnings
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for loading)
 
 from keras_transformer import decoding, destinations, manifest, run_dir
 
 SOURCE_BUCKET = 16  # sources are padded to a multiple of this (few XLA programs)
+_STRINGS = tf.TensorSpec([None], tf.string)
+_SAMPLE_SPECS = [_STRINGS, tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int32),
+                 tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int64)]
+# The SavedModel's functions, by name, and the `Translator` tf.functions they are. The
+# Python methods of those names check their inputs first, then call these.
+_EXPORTED = {
+    "__call__": "_tf_call", "greedy": "_tf_greedy", "sample": "_tf_sample",
+    "source_lengths": "_tf_source_lengths", "call_with_status": "_tf_call_with_status",
+    "greedy_with_status": "_tf_greedy_with_status", "sample_with_status": "_tf_sample_with_status",
+}
 
 
-class Translator(tf.Module):
+class _CheckedMethods:
+    """The Python side of a translator: inputs checked before TensorFlow, cut-off outputs warned about.
+
+    A subclass gives `_function(name)`: the function of that name in the
+    SavedModel interface (`_EXPORTED`), or None where it lacks it.
+    """
+
+    def __call__(self, sentences):
+        """Beam search (greedy when `beam_size=1`): strings `(batch,)` -> strings."""
+        return self._translate("__call__", _sentences(sentences))
+
+    def greedy(self, sentences):
+        """Greedy decoding: strings `(batch,)` -> strings."""
+        return self._translate("greedy", _sentences(sentences))
+
+    def sample(self, sentences, temperature, top_k, top_p, seed):
+        """Sampling: `temperature` (0 = greedy), `top_k` (0 = off), `top_p` (1 = off), `seed` (-1 = random)."""
+        return self._translate("sample", _sentences(sentences), *_sampling(temperature, top_k, top_p, seed))
+
+    def source_lengths(self, sentences):
+        """Source tokens per sentence before truncation (END included if added)."""
+        return self._function("source_lengths")(_sentences(sentences))
+
+    def call_with_status(self, sentences):
+        """`__call__` without the warning: `{"translations": strings, "finished": bool (batch,)}`.
+
+        `finished` is False where the translation was cut off at the maximum
+        output length before END (None from a SavedModel exported before
+        this flag existed).
+        """
+        return self._with_status("__call__", _sentences(sentences))
+
+    def greedy_with_status(self, sentences):
+        """`greedy` without the warning; see `call_with_status`."""
+        return self._with_status("greedy", _sentences(sentences))
+
+    def sample_with_status(self, sentences, temperature, top_k, top_p, seed):
+        """`sample` without the warning; see `call_with_status`."""
+        return self._with_status("sample", _sentences(sentences), *_sampling(temperature, top_k, top_p, seed))
+
+    def _with_status(self, name, *args):
+        function = self._function(("call" if name == "__call__" else name) + "_with_status")
+        if function is None:  # a SavedModel exported before the flag
+            return {"translations": self._function(name)(*args), "finished": None}
+        return function(*args)
+
+    def _translate(self, name, *args):
+        result = self._with_status(name, *args)
+        _warn_cut_off(result["finished"])
+        return result["translations"]
+
+
+class Translator(_CheckedMethods, tf.Module):
     """A Transformer with its tokenizers and decoder: `translator(strings) -> strings`.
 
     Args:
@@ -49,10 +133,14 @@ class Translator(tf.Module):
         name: module name.
 
     Call arguments:
-        sentences: string tensor `(batch,)`.
+        sentences: string tensor `(batch,)`, or a list of str. Checked before
+            any TensorFlow call: anything else, or a sentence with a NUL
+            byte, is a `ValueError` naming it.
 
     Returns:
-        string tensor `(batch,)`, the translations.
+        string tensor `(batch,)`, the translations. A translation cut off at
+        `max_length` before END raises a `TruncatedOutputWarning`
+        (`call_with_status` returns the flags instead).
 
     Example:
 
@@ -86,13 +174,15 @@ class Translator(tf.Module):
         self._add_source_end = add_source_end
         self._decode_length = decoding.resolve_max_length(model, max_length)
         settings = dict(max_length=self._decode_length)
-        self._greedy = decoding.compile_decoder(model, "greedy", jit_compile, **settings)
+        self._greedy = decoding.compile_decoder(model, "greedy", jit_compile, return_finished=True,
+                                                **settings)
         self._beam = (self._greedy if beam_size == 1 else decoding.compile_decoder(
-            model, "beam", jit_compile, beam_size=beam_size, alpha=alpha, **settings))
+            model, "beam", jit_compile, return_finished=True, beam_size=beam_size, alpha=alpha,
+            **settings))
 
         def sample(source_ids, noise, temperature, top_k, top_p):
             return decoding.sample_decode(model, source_ids, temperature, top_k, top_p,
-                                          noise=noise, **settings)
+                                          noise=noise, return_finished=True, **settings)
 
         self._sample = tf.function(sample, jit_compile=jit_compile, reduce_retracing=True)
         # Read back by the commands, also after `tf.saved_model.load`.
@@ -100,38 +190,62 @@ class Translator(tf.Module):
         self.max_source_length = tf.Variable(max_source_length, trainable=False,
                                              name="max_source_length")
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def __call__(self, sentences):
-        """Beam search (greedy when `beam_size=1`): strings `(batch,)` -> strings."""
-        return self._translate(sentences, self._beam)
+    def _function(self, name):
+        return getattr(self, _EXPORTED[name])
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def greedy(self, sentences):
-        """Greedy decoding: strings `(batch,)` -> strings."""
-        return self._translate(sentences, self._greedy)
+    def _trackable_children(self, *args, **kwargs):
+        """The SavedModel holds the `_tf_*` functions under their public names (`_EXPORTED`)."""
+        children = super()._trackable_children(*args, **kwargs)
+        for public, private in _EXPORTED.items():
+            if private in children:
+                children[public] = children.pop(private)
+        return children
 
-    @tf.function(input_signature=[
-        tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.float32),
-        tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int64),
-    ])
-    def sample(self, sentences, temperature, top_k, top_p, seed):
-        """Sampling: `temperature` (0 = greedy), `top_k` (0 = off), `top_p` (1 = off), `seed` (-1 = random)."""
-        seed = tf.cond(seed < 0, lambda: tf.random.uniform([], 0, 2**62, tf.int64), lambda: seed)
+    # The SavedModel's functions. The input signatures check nothing in
+    # Python's time: the methods of `_CheckedMethods` do, before calling these.
+
+    @tf.function(input_signature=[_STRINGS])
+    def _tf_call(self, sentences):
+        return self._run(sentences, self._beam)[0]
+
+    @tf.function(input_signature=[_STRINGS])
+    def _tf_greedy(self, sentences):
+        return self._run(sentences, self._greedy)[0]
+
+    @tf.function(input_signature=_SAMPLE_SPECS)
+    def _tf_sample(self, sentences, temperature, top_k, top_p, seed):
+        return self._run_sample(sentences, temperature, top_k, top_p, seed)[0]
+
+    @tf.function(input_signature=[_STRINGS])
+    def _tf_source_lengths(self, sentences):
+        ids = self.source_tokenizer.tokenize(tf.strings.strip(sentences))
+        return tf.cast(ids.row_lengths(), tf.int32) + int(self._add_source_end)
+
+    @tf.function(input_signature=[_STRINGS])
+    def _tf_call_with_status(self, sentences):
+        return _status(*self._run(sentences, self._beam))
+
+    @tf.function(input_signature=[_STRINGS])
+    def _tf_greedy_with_status(self, sentences):
+        return _status(*self._run(sentences, self._greedy))
+
+    @tf.function(input_signature=_SAMPLE_SPECS)
+    def _tf_sample_with_status(self, sentences, temperature, top_k, top_p, seed):
+        return _status(*self._run_sample(sentences, temperature, top_k, top_p, seed))
+
+    def _run_sample(self, sentences, temperature, top_k, top_p, seed):
+        with tf.control_dependencies(_sampling_asserts(temperature, top_k, top_p)):
+            seed = tf.cond(seed < 0, lambda: tf.random.uniform([], 0, 2**62, tf.int64), lambda: seed)
 
         def decode(source_ids):
             shape = tf.stack([tf.shape(source_ids)[0], self._decode_length])
             noise = tf.random.stateless_uniform(shape, tf.stack([seed, 0]))
             return self._sample(source_ids, noise, temperature, top_k, top_p)
 
-        return self._translate(sentences, decode)
+        return self._run(sentences, decode)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def source_lengths(self, sentences):
-        """Source tokens per sentence before truncation (END included if added)."""
-        ids = self.source_tokenizer.tokenize(tf.strings.strip(sentences))
-        return tf.cast(ids.row_lengths(), tf.int32) + int(self._add_source_end)
-
-    def _translate(self, sentences, decode):
+    def _run(self, sentences, decode):
+        """`(translations, finished)` of `sentences` with `decode(source_ids) -> (ids, finished)`."""
         batch = tf.shape(sentences)[0]
 
         def run():
@@ -143,10 +257,10 @@ class Translator(tf.Module):
                 ids = tf.concat([ids, ends], axis=1)
             source = _pad_to_buckets(ids, self.max_source_length)
             source = tf.where(tf.pad(empty, [[0, tf.shape(source)[0] - batch]])[:, None], 0, source)
-            output = decode(source)[:batch]
-            return self.target_tokenizer.detokenize(output)
+            output, finished = decode(source)
+            return self.target_tokenizer.detokenize(output[:batch]), finished[:batch]
 
-        return tf.cond(batch > 0, run, lambda: tf.zeros([0], tf.string))
+        return tf.cond(batch > 0, run, lambda: (tf.zeros([0], tf.string), tf.zeros([0], tf.bool)))
 
     def save(self, path, overwrite=True):
         """Writes this module as a SavedModel at `path`, atomically, with a manifest of sha256 sums.
@@ -199,6 +313,175 @@ def _check_export_destination(path, overwrite):
         raise destinations.DestinationInUseError(path, "an export", ["overwrite"])
 
 
+class LoadedTranslator(_CheckedMethods):
+    """A `Translator` SavedModel loaded by `tf.saved_model.load`, which checks its inputs first.
+
+    `load` returns one for a SavedModel. It answers what a `Translator`
+    answers (`translator(strings)`, `greedy`, `sample`, `source_lengths`,
+    the `*_with_status` methods, `beam_size`, `max_source_length`),
+    checking the inputs in Python and warning about cut-off translations,
+    then calls the loaded module's function; any other attribute is the
+    loaded module's (`module`).
+
+    Args:
+        module: what `tf.saved_model.load` returned for a `Translator` export.
+
+    Example:
+
+    >>> translator = LoadedTranslator(tf.saved_model.load("saved_models/demo"))
+    >>> translator(["A dog runs."])
+    >>> translator(tf.constant([["A dog runs."]]))  # ValueError: `sentences` must be a 1-D ...
+    """
+
+    def __init__(self, module):
+        self.module = module
+
+    @property
+    def beam_size(self):
+        return self.module.beam_size
+
+    @property
+    def max_source_length(self):
+        return self.module.max_source_length
+
+    def __getattr__(self, name):  # only for attributes not found above: the module's
+        if name == "module":
+            raise AttributeError(name)
+        return getattr(self.module, name)
+
+    def _function(self, name):
+        return self.module if name == "__call__" else getattr(self.module, name, None)
+
+
+def _status(translations, finished):
+    return {"translations": translations, "finished": finished}
+
+
+def _sampling_asserts(temperature, top_k, top_p):
+    """Graph-side checks of `sample`'s numbers (for SavedModel callers that skip the Python ones)."""
+
+    def check(condition, message, value):
+        return tf.debugging.Assert(condition, [message, value])
+
+    return [
+        check(tf.math.is_finite(temperature) & (temperature >= 0),
+              "`temperature` must be a finite number >= 0 (0 = greedy). Received: temperature=",
+              temperature),
+        check(top_k >= 0, "`top_k` must be an int >= 0 (0 = off). Received: top_k=", top_k),
+        check((top_p > 0) & (top_p <= 1), "`top_p` must be in (0, 1] (1 = off). Received: top_p=", top_p),
+    ]
+
+
+def _sentences(sentences):
+    """`sentences` as a 1-D `tf.string` tensor, checked in Python before any TensorFlow call.
+
+    Takes a 1-D string tensor, a list (or tuple, or 1-D numpy array) of str or
+    bytes. Anything else, or a sentence with a NUL byte, is a one-line
+    `ValueError` naming the argument.
+    """
+    if isinstance(sentences, np.ndarray) and sentences.ndim == 1 and sentences.dtype.kind in "USO":
+        sentences = sentences.tolist()
+    if isinstance(sentences, (list, tuple)):
+        for index, sentence in enumerate(sentences):
+            if not isinstance(sentence, (str, bytes)):
+                kind = type(sentences).__name__
+                _reject_sentences(f"a {kind} holding {_describe(sentence)} at index {index}")
+            if isinstance(sentence, str):
+                try:
+                    sentence.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise ValueError(f"`sentences[{index}]` is not valid UTF-8 text. "
+                                     f"Received: sentences[{index}]={_short(sentence)}") from None
+        _check_no_nul(sentences)
+        return tf.constant(list(sentences), tf.string) if sentences else tf.zeros([0], tf.string)
+    if (not tf.is_tensor(sentences) or isinstance(sentences, (tf.RaggedTensor, tf.SparseTensor))
+            or sentences.dtype != tf.string or sentences.shape.rank != 1):
+        _reject_sentences(_describe(sentences))
+    if tf.executing_eagerly():
+        _check_no_nul(sentences.numpy())
+    return sentences
+
+
+def _reject_sentences(received):
+    raise ValueError(f"`sentences` must be a 1-D string tensor or a list of str. Received: {received}")
+
+
+def _check_no_nul(sentences):
+    for index, sentence in enumerate(sentences):
+        if ("\0" if isinstance(sentence, str) else b"\0") in sentence:
+            raise ValueError(
+                f"`sentences[{index}]` contains a NUL byte, which the tokenizer would turn into an "
+                f"unknown token; remove it. Received: sentences[{index}]={_short(sentence)}"
+            )
+
+
+def _describe(value):
+    """A one-line description of a rejected input: its kind, dtype and shape, or a short repr."""
+    if isinstance(value, (tf.RaggedTensor, tf.SparseTensor)):
+        return f"a {type(value).__name__} of dtype {value.dtype.name}, shape {value.shape}"
+    if tf.is_tensor(value) or isinstance(value, np.ndarray):
+        dtype = value.dtype.name if tf.is_tensor(value) else str(value.dtype)
+        kind = "tensor" if tf.is_tensor(value) else "numpy array"
+        rank = value.shape.rank if tf.is_tensor(value) else value.ndim
+        if rank is None:
+            return f"a {dtype} {kind} of unknown rank"
+        if rank == 0:
+            return f"a scalar {dtype} {kind}"
+        return f"a {rank}-D {dtype} {kind} of shape {tuple(value.shape)}"
+    if isinstance(value, str):
+        return f"a str {_short(value)} (wrap a single sentence in a list)"
+    return f"{type(value).__name__} {_short(value)}"
+
+
+def _short(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _sampling(temperature, top_k, top_p, seed):
+    """`sample`'s numbers as the SavedModel's scalar tensors, checked in Python first."""
+    return (
+        _number("temperature", temperature, tf.float32, "a finite number >= 0 (0 = greedy)",
+                lambda t: math.isfinite(t) and t >= 0),
+        _number("top_k", top_k, tf.int32, "an int >= 0 (0 = off)", lambda k: 0 <= k < 2**31),
+        _number("top_p", top_p, tf.float32, "a number in (0, 1] (1 = off)", lambda p: 0 < p <= 1),
+        _number("seed", seed, tf.int64, "an int (-1 = random)", lambda s: -(2**63) <= s < 2**63),
+    )
+
+
+def _number(name, value, dtype, expected, valid):
+    """`value` (a number, or a scalar tensor or array) as a scalar `dtype` tensor.
+
+    A value of the wrong kind, or one that `valid` refuses, is a `ValueError` naming `name`.
+    """
+    received = value
+    if tf.is_tensor(value) and not tf.executing_eagerly():  # symbolic: its value is checked in the graph
+        if value.shape.rank == 0 and (value.dtype.is_integer or (value.dtype.is_floating
+                                                                 and dtype.is_floating)):
+            return tf.cast(value, dtype)
+        value = None
+    elif tf.is_tensor(value) or isinstance(value, (np.ndarray, np.generic)):
+        value = value.numpy() if tf.is_tensor(value) else value
+        value = value.item() if np.ndim(value) == 0 else None
+    integer = isinstance(value, int) and not isinstance(value, bool)
+    number = integer or (isinstance(value, float) and dtype.is_floating)
+    if not number or not valid(value):
+        raise ValueError(f"`{name}` must be {expected}. Received: {name}={_short(received)}")
+    return tf.constant(value, dtype)
+
+
+def _warn_cut_off(finished):
+    """A `TruncatedOutputWarning` naming the sentences whose translation `finished` flags as cut off."""
+    if finished is None or not tf.executing_eagerly():
+        return
+    cut = np.flatnonzero(~np.asarray(finished))
+    if cut.size:
+        names = ", ".join(f"sentences[{i}]" for i in cut[:5]) + (", ..." if cut.size > 5 else "")
+        warnings.warn(
+            f"{cut.size} of {len(finished)} translations reached the maximum output length before END "
+            f"and are cut off: {names}", decoding.TruncatedOutputWarning, stacklevel=4)
+
+
 def _check_vocab(name, tokenizer, model_vocab):
     vocab = getattr(tokenizer, "vocab_size", model_vocab)
     if vocab != model_vocab:
@@ -229,18 +512,22 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True)
     live `Translator` built with the given decoding options (defaults from
     the config's `decoding` section: `beam_size`, `length_penalty`,
     `max_length`; else beam 4 and alpha 0.6). A SavedModel gives the
-    loaded module, whose beam size was fixed at export: `beam_size` may only
-    be `None`, 1 (its `greedy` signature) or the exported one. Anything else,
-    or a corrupt model, is a one-line `ValueError`, never a TensorFlow trace.
-    An export's files are checked against its `MANIFEST.sha256` first, when it
-    has one (`manifest.verify_manifest`).
+    loaded module in a `LoadedTranslator`, whose beam size was fixed at
+    export: `beam_size` may only be `None`, 1 (its `greedy` signature) or
+    the exported one. Anything else, or a corrupt model, is a one-line
+    `ValueError`, never a TensorFlow trace. An export's files are checked
+    against its `MANIFEST.sha256` first, when it has one
+    (`manifest.verify_manifest`).
 
     Load only models you trust: a SavedModel is a program, and loading and
     calling it runs whatever graph it holds.
 
     Both kinds answer `translator(strings)`, `.greedy(strings)`,
     `.sample(strings, temperature, top_k, top_p, seed)`, `.source_lengths`,
-    `.beam_size` and `.max_source_length`.
+    the `*_with_status` methods, `.beam_size` and `.max_source_length`, and
+    both check their inputs before any TensorFlow call (a bad input is a
+    `ValueError` naming the argument, and never blocks later calls) and warn
+    with `TruncatedOutputWarning` about translations cut off before END.
 
     Example:
 
@@ -267,7 +554,7 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True)
                 f"{path} was exported with beam_size={exported}: use --beam 1 (greedy) or "
                 f"--beam {exported}, or export again from the run directory. Received: beam_size={beam_size}"
             )
-        return translator
+        return LoadedTranslator(translator)
     raise ValueError(
         f"{path} is not a model: expected a training run directory (config.json + model.keras) "
         "or an exported SavedModel (saved_model.pb)"

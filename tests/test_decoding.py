@@ -70,9 +70,14 @@ def test_beam_score_is_at_least_greedy_score(model, greedy, alpha):
                                        alpha=alpha, max_length=STEPS)
     np.testing.assert_array_equal(uncached, ids)
     np.testing.assert_allclose(uncached_scores, scores, atol=1e-4)
-    # The search's own scores are the teacher-forced ones, best first.
+    # The search's own scores are the teacher-forced ones, best first: ended
+    # hypotheses by score, then cut-off ones by score.
     np.testing.assert_allclose(scores[:, 0], beam_score, atol=1e-4)
-    assert (np.diff(scores, axis=1) <= 1e-6).all()
+    _, _, finished = _graph(decoding.beam_decode, model, sources, beam_size=4, alpha=alpha,
+                            max_length=STEPS, return_finished=True)
+    assert (np.diff(finished.astype(int), axis=1) <= 0).all()  # finished first
+    same_kind = finished[:, 1:] == finished[:, :-1]
+    assert (np.diff(scores, axis=1)[same_kind] <= 1e-6).all()
 
 
 def _constructed_step(index_logits):
@@ -98,6 +103,63 @@ def test_length_penalty_changes_the_ranking(alpha, expected):
     short, long = np.log(0.4), np.log(0.6 * 0.6) / (7 / 6) ** alpha
     np.testing.assert_allclose(ops.convert_to_numpy(scores[0]), sorted([short, long])[::-1], rtol=1e-5)
     assert float(ops.convert_to_numpy(decoding.length_penalty(1, alpha))) == pytest.approx(1.0)
+
+
+# Step 0: "a" (4) 0.6, END 0.3, "b" (5) 0.1; then "a" 0.999, "b" 9e-4, END 1e-4. With 2 beams, [END]
+# ends at step 0 (log 0.3 = -1.20) and nothing else ends in 3 steps, while the cut-off [a, a, a]
+# scores log(0.6 * 0.999^2) = -0.51: higher, but unfinished.
+FINISHED_CASE = [[0, 0, 0, 0.3, 0.6, 0.1], [0, 0, 0, 1e-4, 0.999, 9e-4]]
+
+
+def test_a_finished_hypothesis_outranks_a_cut_off_one_with_a_higher_score():
+    ids, scores, finished = decoding.beam_search(_constructed_step(FINISHED_CASE), (), 1, 3, beam_size=2,
+                                                 alpha=0.0, return_finished=True)
+    ids, scores, finished = map(ops.convert_to_numpy, (ids, scores, finished))
+    np.testing.assert_array_equal(ids[0], [[3, 0, 0], [4, 4, 4]])
+    np.testing.assert_array_equal(finished[0], [True, False])
+    np.testing.assert_allclose(scores[0], [np.log(0.3), np.log(0.6 * 0.999 ** 2)], rtol=1e-4)
+    assert scores[0, 1] > scores[0, 0]  # the cut-off one scores higher, and still ranks second
+    two = decoding.beam_search(_constructed_step(FINISHED_CASE), (), 1, 3, beam_size=2, alpha=0.0)
+    np.testing.assert_array_equal(ops.convert_to_numpy(two[0]), ids)  # the same without the flag
+
+
+@pytest.fixture(scope="module")
+def never_ends():
+    """A tiny untrained model that never emits END: its output bias for END is -1e4."""
+    keras.utils.set_random_seed(3)
+    model = build_transformer(VOCAB, VOCAB, num_layers=1, d_model=16, num_heads=2, d_ff=32,
+                              max_length=8)
+    kernel, bias = model.get_layer("logits").get_weights()
+    bias[decoding.END_ID] = -1e4
+    model.get_layer("logits").set_weights([kernel, bias])
+    return model
+
+
+def test_cut_off_outputs_are_flagged_unfinished(never_ends):
+    sources = SOURCES[[0, 3]]  # a sentence and an empty source
+    ids, finished = _graph(decoding.greedy_decode, never_ends, sources, max_length=4, return_finished=True)
+    assert not np.isin(ids[0], [0, decoding.END_ID]).any()  # 4 tokens, no END: cut off
+    np.testing.assert_array_equal(finished, [False, True])  # an empty source has nothing to finish
+    np.testing.assert_array_equal(ids, _graph(decoding.greedy_decode, never_ends, sources, max_length=4))
+    _, _, beam_finished = _graph(decoding.beam_decode, never_ends, sources, beam_size=2, max_length=4,
+                                 return_finished=True)
+    np.testing.assert_array_equal(beam_finished, [[False, False], [True, True]])
+    _, sample_finished = _graph(decoding.sample_decode, never_ends, sources, seed=1, max_length=4,
+                                return_finished=True)
+    np.testing.assert_array_equal(sample_finished, [False, True])
+    decode = decoding.compile_decoder(never_ends, "beam", return_finished=True, beam_size=2, max_length=4)
+    np.testing.assert_array_equal(ops.convert_to_numpy(decode(ops.convert_to_tensor(sources))[1]),
+                                  [False, True])
+
+
+def test_finished_flags_agree_with_the_ids(model):
+    """Untrained models end sometimes: the flag is True where END was generated or the source is empty."""
+    ids, finished = _graph(decoding.greedy_decode, model, SOURCES, max_length=STEPS, return_finished=True)
+    np.testing.assert_array_equal(finished, (ids == decoding.END_ID).any(1) | (SOURCES == 0).all(1))
+    ids, _, finished = _graph(decoding.beam_decode, model, SOURCES, beam_size=3, max_length=STEPS,
+                              return_finished=True)
+    empty = (SOURCES == 0).all(1)[:, None]
+    np.testing.assert_array_equal(finished, (ids == decoding.END_ID).any(2) | empty)
 
 
 def test_filter_logits_known_values():

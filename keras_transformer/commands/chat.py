@@ -54,6 +54,9 @@ def run(args):
             raise ValueError(f"input line {turn} is not valid UTF-8 text") from None
         if not text:
             return 0
+        if "\0" in text:
+            raise ValueError(f"input line {turn} contains a NUL byte, which the model cannot translate; "
+                             "remove it")
         if args.beam is not None:
             reply = translate_lines(translator, [text], greedy=args.beam == 1)[0]
         else:

@@ -31,10 +31,11 @@ def add_parser(subparsers):
 
 def run(args):
     from keras_transformer import evaluation, run_dir
-    from keras_transformer.commands.translate import Progress, translate_lines, warn_truncated
+    from keras_transformer.commands.translate import (
+        Progress, reject_nul, translate_lines_with_status, warn_cut_off, warn_truncated)
     from keras_transformer.export import load
 
-    sources = evaluation.read_lines(args.source)
+    sources = reject_nul(evaluation.read_lines(args.source), args.source)
     references = [evaluation.read_lines(path) for path in args.reference]
     for path, refs in zip(args.reference, references):
         if len(refs) != len(sources):
@@ -42,8 +43,9 @@ def run(args):
     translator = load(args.model, beam_size=args.beam, alpha=args.alpha)
     warn_truncated(translator, sources)
     progress = None if args.quiet else Progress(len(sources))
-    hypotheses = translate_lines(translator, sources, args.batch_size,
-                                 greedy=args.beam == 1, progress=progress)
+    hypotheses, finished = translate_lines_with_status(translator, sources, args.batch_size,
+                                                       greedy=args.beam == 1, progress=progress)
+    warn_cut_off(finished)
     scores = evaluation.score(hypotheses, references)
     beam = 1 if args.beam == 1 else int(translator.beam_size.numpy())
     scores.update(model=str(args.model), source=str(args.source),

@@ -5,6 +5,12 @@ Example::
     keras-transformer translate --model saved_models/multi30k-en-de "A dog runs."
     keras-transformer translate --model saved_models/en-de-export --input test.en > test.hyp.de
     echo "A dog runs." | keras-transformer translate --model saved_models/multi30k-en-de --beam 1
+
+Input must be UTF-8 text without NUL bytes (the tokenizer would turn a NUL
+into an unknown token): a line or argument with one is an error naming it.
+A warning on stderr names each sentence longer than the model's source limit
+(truncated) and each whose translation reached the maximum output length
+before END (cut off).
 """
 
 import sys
@@ -51,8 +57,9 @@ def run(args):
     translator = load(args.model, beam_size=args.beam, alpha=args.alpha)
     warn_truncated(translator, sentences)
     progress = None if args.quiet or not from_file else Progress(len(sentences))
-    translations = translate_lines(translator, sentences, args.batch_size,
-                                   greedy=args.beam == 1, progress=progress)
+    translations, finished = translate_lines_with_status(translator, sentences, args.batch_size,
+                                                         greedy=args.beam == 1, progress=progress)
+    warn_cut_off(finished)
     text = "".join(t + "\n" for t in translations)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as handle:
@@ -64,21 +71,34 @@ def run(args):
 
 
 def check_utf8(text, where):
-    """`text` as it is, or a `ValueError` if it holds bytes that were not UTF-8."""
+    """`text` as it is, or a `ValueError` if it holds bytes that were not UTF-8 or a NUL byte."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError(f"{where} is not valid UTF-8 text") from None
+    if "\0" in text:
+        raise ValueError(f"{where} contains a NUL byte, which the model cannot translate; remove it")
     return text
 
 
 def read_lines(path=None):
-    """Lines of a UTF-8 file (or of stdin when `path` is None), newlines stripped."""
+    """Lines of a UTF-8 file (or of stdin when `path` is None), newlines stripped; no NUL bytes."""
     from keras_transformer import text_files
 
     if path is None:
-        return text_files.split_lines(text_files.decode_utf8(sys.stdin.buffer.read(), "stdin"))
-    return text_files.read_lines(path)
+        lines = text_files.split_lines(text_files.decode_utf8(sys.stdin.buffer.read(), "stdin"))
+    else:
+        lines = text_files.read_lines(path)
+    return reject_nul(lines, "stdin" if path is None else path)
+
+
+def reject_nul(lines, name):
+    """`lines` as they are, or a `ValueError` naming `name` and the first line with a NUL byte."""
+    for number, line in enumerate(lines, 1):
+        if "\0" in line:
+            raise ValueError(f"{name}, line {number}: contains a NUL byte, which the model cannot "
+                             "translate; remove it")
+    return lines
 
 
 def warn_truncated(translator, sentences):
@@ -95,34 +115,51 @@ def warn_truncated(translator, sentences):
                   file=sys.stderr)
 
 
+def warn_cut_off(finished):
+    """Warns on stderr for each sentence whose translation `finished` flags as cut off (False)."""
+    for number, done in enumerate(finished, 1):
+        if done is False:
+            print(f"warning: sentence {number}: the translation reached the maximum output length "
+                  "before END; it is cut off", file=sys.stderr)
+
+
 def translate_lines(translator, sentences, batch_size=32, greedy=False, sample=None, progress=None):
     """Translations of `sentences` in input order, batched by similar length.
 
-    `sample` is `(temperature, top_k, top_p, seed)` to sample instead.
+    `translator` is what `keras_transformer.export.load` returns. `sample` is
+    `(temperature, top_k, top_p, seed)` to sample instead.
     """
-    import tensorflow as tf
+    return translate_lines_with_status(translator, sentences, batch_size, greedy, sample, progress)[0]
 
+
+def translate_lines_with_status(translator, sentences, batch_size=32, greedy=False, sample=None,
+                                progress=None):
+    """`(translations, finished)`: `translate_lines` and, per sentence, whether its translation ended.
+
+    `finished[i]` is False where translation `i` reached the maximum output
+    length before END (cut off), None where the model cannot tell (a
+    SavedModel exported before the flag existed).
+    """
     if batch_size < 1:
         raise ValueError(f"`--batch-size` must be positive. Received: {batch_size}")
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    results = [""] * len(sentences)
+    results, finished = [""] * len(sentences), [None] * len(sentences)
     for start in range(0, len(order), batch_size):
         batch = order[start:start + batch_size]
-        strings = tf.constant([sentences[i] for i in batch], tf.string)
+        strings = [sentences[i] for i in batch]
         if sample is not None:
-            temperature, top_k, top_p, seed = sample
-            outputs = translator.sample(strings, tf.constant(temperature, tf.float32),
-                                        tf.constant(top_k, tf.int32), tf.constant(top_p, tf.float32),
-                                        tf.constant(seed, tf.int64))
+            result = translator.sample_with_status(strings, *sample)
         else:
-            outputs = translator.greedy(strings) if greedy else translator(strings)
-        for i, output in zip(batch, outputs.numpy()):
-            results[i] = output.decode("utf-8")
+            result = (translator.greedy_with_status if greedy else translator.call_with_status)(strings)
+        flags = result["finished"]
+        flags = [None] * len(batch) if flags is None else flags.numpy().tolist()
+        for i, output, flag in zip(batch, result["translations"].numpy(), flags):
+            results[i], finished[i] = output.decode("utf-8"), flag
         if progress is not None:
             progress.update(len(batch))
     if progress is not None:
         progress.close()
-    return results
+    return results, finished
 
 
 class Progress:
