@@ -49,7 +49,8 @@ def parse_args(argv=None):
     parser.add_argument("--alphas", default="0.6,1.0,1.5,2.0,2.5,3.0",
                         help="GNMT length penalties to try on val (comma-separated)")
     parser.add_argument("--batch-size", type=int, default=100, help="sentences per decoding batch")
-    parser.add_argument("--json", help="where the scores go (default: benchmarks/results/multi30k-DIRECTION.json)")
+    parser.add_argument("--json", help="where the scores go, the translations beside them "
+                        "(default: benchmarks/results/multi30k-DIRECTION/current.json)")
     return parser.parse_args(argv)
 
 
@@ -82,7 +83,7 @@ def main(argv=None):
     preset = f"multi30k-{args.direction}"
     data = pathlib.Path(args.data_dir)
     run = pathlib.Path(args.output or REPO / "runs" / preset)
-    results_path = pathlib.Path(args.json or REPO / "benchmarks" / "results" / f"{preset}.json")
+    results_path = pathlib.Path(args.json or REPO / "benchmarks" / "results" / preset / "current.json")
 
     from keras_transformer import evaluation, run_dir
     from keras_transformer.datasets import load_pairs

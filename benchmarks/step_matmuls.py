@@ -9,7 +9,7 @@ the dots grouped by shape and layout, with their rate and their total per
 step, next to the step's own time measured in the same process. When the sum
 of the dots comes close to the step time, the step is bound by its matmuls,
 and how near it can come to the machine's ceiling is how fast XLA:CPU runs
-those shapes. Results go to `benchmarks/results/step_matmuls.json`. Not run
+those shapes. Results go to `benchmarks/results/training/step_matmuls.json`. Not run
 by CI.
 
 Example:

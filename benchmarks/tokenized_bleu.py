@@ -10,7 +10,7 @@ Needs `pip install sacremoses`.
 
 Example:
 
-    python benchmarks/tokenized_bleu.py benchmarks/results/multi30k-en-de.test_2016_flickr.hyp.de \\
+    python benchmarks/tokenized_bleu.py benchmarks/results/multi30k-en-de/current.test_2016_flickr.hyp.de \\
         --data-dir ../shared/data/multi30k_task1 --test test_2016_flickr --language de
 """
 

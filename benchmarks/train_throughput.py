@@ -43,7 +43,7 @@ round), a few steps each, so that the load of a shared machine falls on all
 of them alike; the table reports the median step time over rounds and each
 ratio as the median of the per-round ratios. Peak memory: each framework
 runs alone in a fresh subprocess (`--worker`) and reports its peak RSS.
-Results go to `benchmarks/results/train_throughput.json`. Not run by CI.
+Results go to `benchmarks/results/training/train_throughput.json`. Not run by CI.
 
 Example:
 
@@ -54,7 +54,7 @@ Example:
 `--scaling` times the same step (batch 64) at source/target lengths 32,
 64, 128, 256 (d_model 256) and at d_model 128, 256, 512 (length 32, 4 heads,
 d_ff = 4 x d_model), the frameworks of `--frameworks` alternating as above,
-and writes `benchmarks/results/train_scaling.json`.
+and writes `benchmarks/results/training/train_scaling.json`.
 """
 
 import argparse
@@ -75,7 +75,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results"
+RESULTS = REPO / "benchmarks" / "results" / "training"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
@@ -365,7 +365,7 @@ def parse_args(argv=None):
     parser.add_argument("--steps", type=int, default=4, help="training steps per competitor per round")
     parser.add_argument("--steps-per-execution", type=int, default=2)
     parser.add_argument("--memory-steps", type=int, default=4, help="steps of each memory subprocess; 0 skips")
-    parser.add_argument("--output", help="JSON path (default: benchmarks/results/train_throughput.json, "
+    parser.add_argument("--output", help="JSON path (default: benchmarks/results/training/train_throughput.json, "
                         "or train_scaling.json with --scaling)")
     parser.add_argument("--scaling", action="store_true",
                         help="step time vs sequence length and d_model instead of the main table")
