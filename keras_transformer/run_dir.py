@@ -74,6 +74,14 @@ def read_config(path):
         raise ValueError(f"{config_path} is corrupt: {error}") from None
     if not isinstance(config, dict):
         raise ValueError(f"{config_path} is corrupt: expected a JSON object, found {type(config).__name__}")
+    for section in ("preset", "model", "decoding"):
+        if section in config and not isinstance(config[section], dict):
+            raise ValueError(f"{config_path} is corrupt: `{section}` must be a JSON object. "
+                             f"Received: {section}={config[section]!r}"[:300])
+    members = config.get("members")
+    if members is not None and not (isinstance(members, list) and all(isinstance(m, str) for m in members)):
+        raise ValueError(f"{config_path} is corrupt: `members` must be a list of folder names. "
+                         f"Received: members={members!r}"[:300])
     return config
 
 

@@ -204,14 +204,16 @@ def test_config_of_the_wrong_shape_is_never_a_traceback(config, trained_run, tmp
 
 
 def test_config_sections_the_loader_reads_must_have_their_shape(trained_run, tmp_path, capsys):
-    """`decoding` must be an object and `members` a list: otherwise exit 2 and one line."""
+    """`preset`, `model` and `decoding` must be objects and `members` a list: a checked error naming the file."""
     run = pathlib.Path(shutil.copytree(trained_run, tmp_path / "run"))
-    for config in [{"decoding": [1]}, {"members": 5}]:
+    for section, config in [("decoding", {"decoding": [1]}), ("members", {"members": 5}),
+                            ("model", {"model": 5}), ("decoding", {"decoding": []})]:
         (run / "config.json").write_text(json.dumps(config))
         assert cli.main(["translate", "--model", str(run), "안녕"]) == 2
         out, err = capsys.readouterr()
         assert out == ""
         _assert_one_line(err, "keras-transformer translate: error: ")
+        assert f"config.json is corrupt: `{section}` must be" in err and "unexpected" not in err, err
 
 
 # -- Corpora too small for their split ------------------------------------------------------------
