@@ -23,6 +23,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["keras_transformer", "keras_transformer.*"]),
+    py_modules=["keras_transformer_cli"],  # the console script, which hides TensorFlow's start-up log
     include_package_data=True,
     package_data={"keras_transformer": ["data/*/*"]},
     install_requires=[
@@ -45,7 +46,7 @@ setup(
         "bench": ["keras-hub>=0.18", "psutil>=5", "sacremoses>=0.1"],
         "jax": ["jax[cpu]>=0.4.30"],
     },
-    entry_points={"console_scripts": ["keras-transformer=keras_transformer.cli:main"]},
+    entry_points={"console_scripts": ["keras-transformer=keras_transformer_cli:main"]},
     classifiers=[
         "Programming Language :: Python :: 3",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",

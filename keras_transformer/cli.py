@@ -55,6 +55,8 @@ def build_parser():
         prog="keras-transformer",
         description="Train, run, score, export and plot Transformer models.",
     )
+    parser.add_argument("--verbose", action="store_true",
+                        help="show TensorFlow's start-up log lines (the console script hides them)")
     parser.add_argument("--traceback", action="store_true",
                         help=f"show an error's Python traceback instead of one line (or set {DEBUG_ENV}=1)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -1,0 +1,58 @@
+"""The `keras-transformer` console script: TensorFlow's start-up log hidden, then `keras_transformer.cli`.
+
+Importing `keras_transformer` imports TensorFlow, which writes its C++ start-up
+lines (oneDNN, CUDA, CPU features) to stderr before any of its settings can
+hide them (`TF_CPP_MIN_LOG_LEVEL` no longer covers those). This module lives
+outside the package so that it can run first: unless the user set
+`TF_CPP_MIN_LOG_LEVEL` or passed `--verbose` (before the command), it sets
+`TF_CPP_MIN_LOG_LEVEL=2` and imports the package with stderr pointed at
+`/dev/null`. Python errors raised by the import still reach the user.
+
+Example::
+
+    keras-transformer translate --help            # no TensorFlow log lines
+    keras-transformer --verbose translate --help  # TensorFlow's lines too
+"""
+
+import contextlib
+import os
+import sys
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "TF_CPP_MIN_LOG_LEVEL" not in os.environ and "--verbose" not in _leading_options(argv):
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        with _stderr_to_devnull():
+            import keras_transformer.cli  # noqa: F401  (imports TensorFlow)
+    from keras_transformer.cli import main as run
+
+    return run(argv)
+
+
+def _leading_options(argv):
+    """The options before the command's name (`--verbose`, `--traceback`)."""
+    options = []
+    for argument in argv:
+        if not argument.startswith("-"):
+            break
+        options.append(argument)
+    return options
+
+
+@contextlib.contextmanager
+def _stderr_to_devnull():
+    """Points file descriptor 2 at /dev/null (C++ writes there directly), then restores it."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""The console script hides TensorFlow's start-up log unless asked (`--verbose`, `TF_CPP_MIN_LOG_LEVEL`)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def _help(*options, **env):
+    environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    environment.update(env)
+    command = [sys.executable, "-m", "keras_transformer_cli", *options, "translate", "--help"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment)
+
+
+@pytest.fixture(scope="module")
+def verbose():
+    """What TensorFlow writes at start-up on this machine, with `--verbose`."""
+    result = _help("--verbose")
+    assert result.returncode == 0 and "usage: keras-transformer translate" in result.stdout
+    return result
+
+
+def test_translate_help_prints_no_tensorflow_log_line(verbose):
+    quiet = _help()
+    assert quiet.returncode == 0 and quiet.stdout == verbose.stdout
+    assert quiet.stderr == "", quiet.stderr
+
+
+def test_a_users_own_log_level_is_left_alone(verbose):
+    """With TF_CPP_MIN_LOG_LEVEL set, the user chose: stderr is not redirected."""
+    chosen = _help(TF_CPP_MIN_LOG_LEVEL="0")
+    assert chosen.returncode == 0
+    if verbose.stderr:  # this TensorFlow logs at start-up: the user's own setting lets it through
+        assert chosen.stderr, "TF_CPP_MIN_LOG_LEVEL=0 was overridden"
