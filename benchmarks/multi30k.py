@@ -56,7 +56,7 @@ def parse_args(argv=None):
 
 def decode(run, sentences, beam_size, alpha, batch_size, greedy=False):
     """(translations, seconds) of a run directory's model on `sentences`."""
-    from keras_transformer.commands.translate import translate_lines
+    from keras_transformer.translation import translate_lines
     from keras_transformer.export import load
 
     translator = load(run, beam_size=beam_size, alpha=alpha)

@@ -52,3 +52,20 @@ def split_lines(text):
 def read_lines(path):
     """The lines of the UTF-8 file at `path`, newlines stripped; empty lines are kept."""
     return split_lines(read_text(path))
+
+
+def reject_nul(lines, name):
+    """`lines` as they are, or a `ValueError` naming `name` and the first line with a NUL byte.
+
+    Example:
+
+    >>> reject_nul(["fine", "a\\0b"], "input.txt")
+    Traceback (most recent call last):
+    ...
+    ValueError: input.txt, line 2: contains a NUL byte, which the model cannot translate; remove it
+    """
+    for number, line in enumerate(lines, 1):
+        if "\0" in line:
+            raise ValueError(f"{name}, line {number}: contains a NUL byte, which the model cannot "
+                             "translate; remove it")
+    return lines

@@ -222,7 +222,7 @@ def test_commands_reject_nul_bytes_naming_the_line(capsys, monkeypatch, tmp_path
 
 def test_a_saved_model_without_the_flags_still_translates_and_checks_its_inputs():
     """An export from before `*_with_status`: translations without flags (None), no warning."""
-    from keras_transformer.commands.translate import translate_lines_with_status
+    from keras_transformer.translation import translate_lines_with_status
 
     class OldExport:
         beam_size, max_source_length, other = tf.Variable(4), tf.Variable(32), "passed through"

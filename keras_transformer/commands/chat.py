@@ -35,7 +35,7 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from keras_transformer.commands.translate import translate_lines
+    from keras_transformer.translation import translate_lines
     from keras_transformer.export import load
 
     translator = load(args.model, beam_size=args.beam)

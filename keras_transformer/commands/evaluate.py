@@ -30,12 +30,12 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from keras_transformer import evaluation, run_dir
-    from keras_transformer.commands.translate import (
-        Progress, reject_nul, translate_lines_with_status, warn_cut_off, warn_truncated)
+    from keras_transformer import evaluation, run_dir, text_files
+    from keras_transformer.commands.translate import warn_cut_off, warn_truncated
     from keras_transformer.export import load
+    from keras_transformer.translation import Progress, translate_lines_with_status
 
-    sources = reject_nul(evaluation.read_lines(args.source), args.source)
+    sources = text_files.reject_nul(evaluation.read_lines(args.source), args.source)
     references = [evaluation.read_lines(path) for path in args.reference]
     for path, refs in zip(args.reference, references):
         if len(refs) != len(sources):

@@ -14,11 +14,11 @@ before END (cut off).
 """
 
 import sys
-import time
 
 from keras_transformer.commands.arguments import (
     TRUST, non_empty, non_negative_finite_float, positive_int,
 )
+from keras_transformer.translation import Progress, translate_lines_with_status, truncated_sentences
 
 SENTENCES_HELP = "sentences to translate; without them, --input or stdin (one sentence a line)"
 
@@ -89,30 +89,13 @@ def read_lines(path=None):
         lines = text_files.split_lines(text_files.decode_utf8(sys.stdin.buffer.read(), "stdin"))
     else:
         lines = text_files.read_lines(path)
-    return reject_nul(lines, "stdin" if path is None else path)
-
-
-def reject_nul(lines, name):
-    """`lines` as they are, or a `ValueError` naming `name` and the first line with a NUL byte."""
-    for number, line in enumerate(lines, 1):
-        if "\0" in line:
-            raise ValueError(f"{name}, line {number}: contains a NUL byte, which the model cannot "
-                             "translate; remove it")
-    return lines
+    return text_files.reject_nul(lines, "stdin" if path is None else path)
 
 
 def warn_truncated(translator, sentences):
     """Warns on stderr for each sentence longer than the model's source limit."""
-    import tensorflow as tf
-
-    if not sentences:
-        return
-    limit = int(translator.max_source_length.numpy())
-    lengths = translator.source_lengths(tf.constant(sentences)).numpy()
-    for number, length in enumerate(lengths, 1):
-        if length > limit:
-            print(f"warning: sentence {number} has {length} tokens; truncated to {limit}",
-                  file=sys.stderr)
+    for number, length, limit in truncated_sentences(translator, sentences):
+        print(f"warning: sentence {number} has {length} tokens; truncated to {limit}", file=sys.stderr)
 
 
 def warn_cut_off(finished):
@@ -121,62 +104,3 @@ def warn_cut_off(finished):
         if done is False:
             print(f"warning: sentence {number}: the translation reached the maximum output length "
                   "before END; it is cut off", file=sys.stderr)
-
-
-def translate_lines(translator, sentences, batch_size=32, greedy=False, sample=None, progress=None):
-    """Translations of `sentences` in input order, batched by similar length.
-
-    `translator` is what `keras_transformer.export.load` returns. `sample` is
-    `(temperature, top_k, top_p, seed)` to sample instead.
-    """
-    return translate_lines_with_status(translator, sentences, batch_size, greedy, sample, progress)[0]
-
-
-def translate_lines_with_status(translator, sentences, batch_size=32, greedy=False, sample=None,
-                                progress=None):
-    """`(translations, finished)`: `translate_lines` and, per sentence, whether its translation ended.
-
-    `finished[i]` is False where translation `i` reached the maximum output
-    length before END (cut off), None where the model cannot tell (a
-    SavedModel exported before the flag existed).
-    """
-    if batch_size < 1:
-        raise ValueError(f"`--batch-size` must be positive. Received: {batch_size}")
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    results, finished = [""] * len(sentences), [None] * len(sentences)
-    for start in range(0, len(order), batch_size):
-        batch = order[start:start + batch_size]
-        strings = [sentences[i] for i in batch]
-        if sample is not None:
-            result = translator.sample_with_status(strings, *sample)
-        else:
-            result = (translator.greedy_with_status if greedy else translator.call_with_status)(strings)
-        flags = result["finished"]
-        flags = [None] * len(batch) if flags is None else flags.numpy().tolist()
-        for i, output, flag in zip(batch, result["translations"].numpy(), flags):
-            results[i], finished[i] = output.decode("utf-8"), flag
-        if progress is not None:
-            progress.update(len(batch))
-    if progress is not None:
-        progress.close()
-    return results, finished
-
-
-class Progress:
-    """A one-line progress bar on stderr: `translated 300/1000 [=====     ] 41.2 sentences/s`."""
-
-    def __init__(self, total, stream=None):
-        self.total, self.done, self.start = total, 0, time.time()
-        self.stream = stream or sys.stderr
-
-    def update(self, count):
-        self.done += count
-        rate = self.done / max(time.time() - self.start, 1e-9)
-        filled = int(20 * self.done / max(self.total, 1))
-        self.stream.write(f"\rtranslated {self.done}/{self.total} "
-                          f"[{'=' * filled}{' ' * (20 - filled)}] {rate:.1f} sentences/s")
-        self.stream.flush()
-
-    def close(self):
-        self.stream.write("\n")
-        self.stream.flush()
