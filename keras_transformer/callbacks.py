@@ -1,13 +1,13 @@
 """Training callbacks: time limit, cooldown, atomic best checkpoint, guarded backup, checkpoint averaging."""
 
-import os
 import pathlib
 import time
 
 import keras
 import numpy as np
 
-from keras_transformer import run_dir
+from keras_transformer import atomic, run_dir
+from keras_transformer.errors import ArgumentError, first_line, literal
 
 
 class TimeLimit(keras.callbacks.Callback):
@@ -138,14 +138,8 @@ class AtomicBestCheckpoint(keras.callbacks.Callback):
 
 def save_model_atomic(model, filepath):
     """`model.save(filepath)` through a temporary file and a rename."""
-    filepath = pathlib.Path(filepath)
-    filepath.parent.mkdir(parents=True, exist_ok=True)
-    tmp = filepath.with_name(f".{filepath.stem}.tmp{os.getpid()}.keras")
-    try:
+    with atomic.atomic_path(filepath, ".keras") as tmp:
         model.save(tmp)
-        os.replace(tmp, filepath)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 class BackupAndRestore(keras.callbacks.BackupAndRestore):
@@ -174,10 +168,10 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         try:
             super().on_train_begin(logs)
         except Exception as error:  # noqa: BLE001  (h5py, json, Keras: all mean "unusable")
-            message = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-            raise ValueError(
+            raise ArgumentError(
                 f"{self.backup_dir}: cannot resume from this backup (corrupt, or of another model?): "
-                f"{message}. Delete it to train again from the first epoch, or pass --overwrite."
+                f"{literal(first_line(error))}. Delete it to train again from the first epoch, "
+                "or pass {overwrite=True}."
             ) from None
 
 
@@ -200,9 +194,8 @@ class EpochSnapshots(keras.callbacks.Callback):
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"epoch-{epoch + 1:03d}.weights.h5"
-        tmp = self.directory / f".tmp-{epoch + 1:03d}.weights.h5"
-        self.model.save_weights(tmp)
-        os.replace(tmp, path)
+        with atomic.atomic_path(path, ".weights.h5") as tmp:
+            self.model.save_weights(tmp)
         for old in snapshot_paths(self.directory)[: -self.keep]:
             old.unlink(missing_ok=True)
 

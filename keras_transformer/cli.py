@@ -34,7 +34,10 @@ import importlib
 import os
 import sys
 
+from keras_transformer.errors import ArgumentError
+
 COMMANDS = ("train", "translate", "chat", "evaluate", "export", "plot")
+FLAGS = {"beam_size": "--beam"}  # Python arguments whose flag is not `--` + the name in kebab case
 DEBUG_ENV = "KERAS_TRANSFORMER_DEBUG"
 EXPECTED_ERRORS = (ValueError, OSError)  # the library's "this input is wrong"
 
@@ -72,6 +75,18 @@ def build_parser():
     return parser
 
 
+def flag(argument, value):
+    """How the command line says `argument=value`: `--overwrite` for True, else `--beam 1`.
+
+    Example:
+
+    >>> flag("overwrite", "True"), flag("beam_size", "1"), flag("data_dir", "x")
+    ('--overwrite', '--beam 1', '--data-dir x')
+    """
+    name = FLAGS.get(argument, "--" + argument.replace("_", "-"))
+    return name if value == "True" else f"{name} {value}"
+
+
 def error_line(error):
     """The one line that reports `error` (see the module docstring).
 
@@ -82,8 +97,8 @@ def error_line(error):
     >>> error_line(KeyError("model"))[:46]
     "KeyError: 'model' (unexpected: not a checked e"
     """
-    if hasattr(error, "describe"):  # destinations.DestinationInUseError: name the flags, not the arguments
-        return error.describe(lambda argument: "--" + argument.replace("_", "-"))
+    if isinstance(error, ArgumentError):  # name the flags, not the Python arguments
+        return error.describe(flag)
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     if isinstance(error, EXPECTED_ERRORS):
         return " ".join(lines) or type(error).__name__

@@ -26,7 +26,9 @@ import json
 import os
 import pathlib
 import re
-import secrets
+
+from keras_transformer.atomic import TEMPORARY
+from keras_transformer.errors import ArgumentError, literal
 
 RUN = "run"
 EXPORT = "export"
@@ -35,8 +37,8 @@ CREATOR = "keras-transformer"  # config.json's "created_by"
 
 RUN_ENTRIES = {"config.json", "model.keras", "tokenizers", "history.csv", "logs", "backup", "snapshots"}
 EXPORT_ENTRIES = {"saved_model.pb", "variables", "assets", "assets.extra", "fingerprint.pb", MANIFEST}
-# What this package's atomic writes leave behind when a crash interrupts them.
-TEMPORARY = re.compile(r"\..+\.tmp|\.model\.tmp\d+\.keras")
+# What earlier versions' atomic writes left behind when a crash interrupted them.
+EARLIER_TEMPORARY = re.compile(r"\.config\.json\.\w+\.tmp|\.model\.tmp\d+\.keras")
 MEMBER = re.compile(r"member-\d+")  # an ensemble's members
 # The graph of every `Translator` export names these functions.
 TRANSLATOR_MARKERS = (b"source_lengths", b"max_source_length")
@@ -55,22 +57,20 @@ class UnsafeDestinationError(ValueError):
         super().__init__(f"{path} {reason}: refusing to write there; nothing was changed")
 
 
-class DestinationInUseError(ValueError):
+class DestinationInUseError(ArgumentError):
     """A run or export of this package is where a new one would go.
 
     The caller may pass one of `arguments` (each a boolean argument that
-    allows it, e.g. `"overwrite"`) or choose another destination.
-    `describe(flag)` words the remedy with other names for the arguments
-    (the command line's `--overwrite`, say).
+    allows it, e.g. `"overwrite"`) or choose another destination. The
+    message names them as Python does (`overwrite=True`); `describe` names
+    them otherwise (the command line's `--overwrite`, see `errors.ArgumentError`).
     """
 
     def __init__(self, path, holds, arguments):
         self.path, self.holds, self.arguments = path, holds, tuple(arguments)
-        super().__init__(self.describe(lambda argument: f"{argument}=True"))
-
-    def describe(self, name_of):
-        remedies = " or ".join(name_of(argument) for argument in self.arguments)
-        return f"{self.path} already holds {self.holds}. Pass {remedies}, or choose another output"
+        remedies = " or ".join(f"{{{argument}=True}}" for argument in self.arguments)
+        super().__init__(f"{literal(path)} already holds {literal(holds)}. Pass {remedies}, "
+                         "or choose another output")
 
 
 def check_destination(path, kind):
@@ -147,28 +147,13 @@ def is_own_export(path):
     return all(marker in data for marker in TRANSLATOR_MARKERS)
 
 
-def make_temp_dir(parent, name):
-    """A new hidden folder in `parent` for writing `name`, with an ordinary `mkdir`'s permissions.
-
-    Unlike `tempfile.mkdtemp` (mode 0700), the user's umask applies, so a
-    model server running as another user can read what is swapped into place.
-    """
-    parent = pathlib.Path(parent)
-    parent.mkdir(parents=True, exist_ok=True)
-    while True:
-        tmp = parent / f".{name}.{secrets.token_hex(4)}.tmp"
-        try:
-            tmp.mkdir()
-            return tmp
-        except FileExistsError:
-            continue
-
-
 def _only_entries(path, names, pattern=None):
     """Whether every entry of `path` is in `names`, a temporary file, or matches `pattern`."""
     for entry in os.scandir(path):
         name = entry.name
-        if name in names or TEMPORARY.fullmatch(name) or (pattern and pattern.fullmatch(name)):
+        if name in names or TEMPORARY.fullmatch(name) or EARLIER_TEMPORARY.fullmatch(name):
+            continue
+        if pattern and pattern.fullmatch(name):
             continue
         return False
     return True

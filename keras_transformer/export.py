@@ -47,7 +47,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for loading)
 
-from keras_transformer import decoding, destinations, manifest, run_dir
+from keras_transformer import atomic, decoding, destinations, manifest, run_dir
+from keras_transformer.errors import ArgumentError, first_line
 
 SOURCE_BUCKET = 16  # sources are padded to a multiple of this (few XLA programs)
 _STRINGS = tf.TensorSpec([None], tf.string)
@@ -277,7 +278,7 @@ class Translator(_CheckedMethods, tf.Module):
             tf.saved_model.save(self, tmp)
             manifest.write_manifest(tmp)
 
-        run_dir.replace_dir_atomic(write, path)
+        atomic.replace_dir(write, path)
         return str(path)
 
 
@@ -550,9 +551,9 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True)
                              "at export; export again from the run directory to change them")
         exported = int(translator.beam_size.numpy())
         if beam_size not in (None, 1, exported):
-            raise ValueError(
-                f"{path} was exported with beam_size={exported}: use --beam 1 (greedy) or "
-                f"--beam {exported}, or export again from the run directory. Received: beam_size={beam_size}"
+            raise ArgumentError(
+                f"{path} was exported with beam_size={exported}: use {{beam_size=1}} (greedy) or "
+                f"{{beam_size={exported}}}, or export again from the run directory. Received: beam_size={beam_size}"
             )
         return LoadedTranslator(translator)
     raise ValueError(
@@ -603,5 +604,5 @@ def _guarded(path, what, load_fn, passthrough=()):
     except passthrough:
         raise
     except Exception as error:  # noqa: BLE001  (TF, Keras, zip, JSON... all mean "corrupt")
-        message = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-        raise ValueError(f"{path}: could not load the {what} (corrupt or incompatible?): {message}") from None
+        raise ValueError(f"{path}: could not load the {what} (corrupt or incompatible?): "
+                         f"{first_line(error)}") from None

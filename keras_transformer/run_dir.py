@@ -21,10 +21,10 @@ writes a SavedModel directory (`saved_model.pb`) that needs no project code.
 """
 
 import json
-import os
 import pathlib
-import shutil
-import tempfile
+
+from keras_transformer import atomic
+from keras_transformer.errors import ArgumentError
 
 CONFIG = "config.json"
 MODEL = "model.keras"
@@ -53,8 +53,8 @@ def model_paths(path):
         return [path / MODEL]
     missing = [member for member in members if not (path / member / MODEL).is_file()]
     if missing:
-        raise ValueError(f"{path} is an unfinished ensemble: {', '.join(missing)} has no {MODEL} yet. "
-                         "Train it with --resume.")
+        raise ArgumentError(f"{path} is an unfinished ensemble: {', '.join(missing)} has no {MODEL} yet. "
+                            "Train it with {resume=True}.")
     return [path / member / MODEL for member in members]
 
 
@@ -86,46 +86,6 @@ def read_config(path):
 
 
 def write_json_atomic(path, data):
-    """Writes JSON to a temporary file beside `path`, then renames it over `path`."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, ensure_ascii=False)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def replace_dir_atomic(write, destination):
-    """Calls `write(tmp_dir)` then swaps `tmp_dir` into `destination`.
-
-    The previous `destination`, if any, stays intact until the new one is
-    complete: a crash, a full disk or an interrupt inside `write` leaves it as
-    it was. The caller decides whether `destination` may be replaced at all
-    (see `keras_transformer.destinations.check_destination`). The new folder
-    gets an ordinary `mkdir`'s permissions (the umask applies).
-    """
-    from keras_transformer.destinations import make_temp_dir
-
-    destination = pathlib.Path(destination)
-    tmp = make_temp_dir(destination.parent, destination.name)
-    old = None
-    try:
-        write(str(tmp))
-        if destination.exists():
-            old = make_temp_dir(destination.parent, f"{destination.name}.old")
-            os.replace(destination, old)
-        os.replace(tmp, destination)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and old.exists() and not destination.exists():
-            os.replace(old, destination)  # the swap failed half-way: put the previous one back
-        raise
+    """Writes `data` as JSON to `path` atomically (`atomic.write_bytes`)."""
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    atomic.write_bytes(path, text.encode("utf-8"))

@@ -26,6 +26,8 @@ import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from keras_transformer import atomic
+
 PAD_ID = 0
 UNK_ID = 1
 START_ID = 2
@@ -37,22 +39,6 @@ CONFIG_FILENAME = "tokenizer.json"
 _MODEL_TYPES = ("unigram", "bpe")
 # Tab, line breaks and the Unicode space separators (category Zs): mapped to " " by `normalization="whitespace"`.
 _SPACE_CODEPOINTS = (0x09, 0x0A, 0x0D, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x3000)
-
-
-def _atomic_write(path, data):
-    """Writes `data` (bytes) to `path` through a temporary file and a rename."""
-    path = pathlib.Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 def _iter_texts(texts_or_files):
@@ -311,8 +297,8 @@ class SubwordTokenizer(tf.Module):
             "start_id": START_ID,
             "end_id": END_ID,
         }
-        _atomic_write(directory / MODEL_FILENAME, self._model_proto)
-        _atomic_write(directory / CONFIG_FILENAME, (json.dumps(config, indent=2) + "\n").encode("utf-8"))
+        atomic.write_bytes(directory / MODEL_FILENAME, self._model_proto)
+        atomic.write_bytes(directory / CONFIG_FILENAME, (json.dumps(config, indent=2) + "\n").encode("utf-8"))
 
     @classmethod
     def load(cls, directory, name=None):

@@ -27,6 +27,10 @@ MODULES = [
     "keras_transformer.text_files",
     "keras_transformer.destinations",
     "keras_transformer.manifest",
+    "keras_transformer.atomic",
+    "keras_transformer.errors",
+    "keras_transformer.cli",
+    "keras_transformer.commands.arguments",
 ]
 
 

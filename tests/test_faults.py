@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import cli, run_dir
+from keras_transformer import atomic, cli, run_dir
 from keras_transformer.export import load
 from test_load import trained_export
 
@@ -272,7 +272,7 @@ def test_disk_full_in_translator_save_keeps_the_previous_export(trained, tmp_pat
     writer = partial_writer if where == "writer" else complete_writer
     monkeypatch.setattr(export.tf.saved_model, "save", writer)
     if where == "swap":
-        monkeypatch.setattr(run_dir.os, "replace", failing_replace)
+        monkeypatch.setattr(atomic.os, "replace", failing_replace)
     with pytest.raises(OSError) as error:
         translator.save(previous)
     assert error.value.errno == errno.ENOSPC
