@@ -32,8 +32,8 @@ from keras_transformer.tokenizers import END_ID, START_ID
 DEFAULT_BUCKETS = (16, 32, 48, 64, 96, 128)
 AUTOTUNE = tf.data.AUTOTUNE
 # The autotuner's background thread made `model.fit` stall for up to a minute, at
-# 0% CPU, when Keras deleted an epoch's iterator (`benchmarks/epoch_stalls.py`:
-# three Multi30k epochs took 344 s with it, 234 s without). These pipelines are
+# 0% CPU, when Keras deleted an epoch's iterator (`benchmarks/epoch_stalls.py`;
+# the figures are in docs/performance.md). These pipelines are
 # cheap: fixed parallelism does.
 _WITHOUT_AUTOTUNING = tf.data.Options()
 _WITHOUT_AUTOTUNING.autotune.enabled = False

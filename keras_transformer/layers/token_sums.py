@@ -62,8 +62,8 @@ def layer_norm(norm, x):
     normalized, with scale and offset, not `rms_scaling`) the LayerNorm is
     computed from `norm`'s own weights, and the gradients of its scale and
     offset are `token_sums`; the normalization's own gradient is left to
-    autodiff. In a 3+3-layer model's training step this took the windowed
-    reductions from 14 to 3 ms. Otherwise it is `norm(x)`. The layer, its
+    autodiff, which spares XLA:CPU its slow windowed reductions
+    (docs/performance.md has the measurement). Otherwise it is `norm(x)`. The layer, its
     weights and its config are Keras's own either way.
 
     Example:
