@@ -24,7 +24,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["keras_transformer", "keras_transformer.*"]),
     include_package_data=True,
-    package_data={"keras_transformer": ["data/*/*"]},
+    package_data={"keras_transformer": ["data/*/*", "datasets/checksums.tsv"]},
     install_requires=[
         "tensorflow>=2.16,<2.22",
         "tensorflow-text>=2.16,<2.22",

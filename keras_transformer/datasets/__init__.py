@@ -1,9 +1,9 @@
-"""Local corpora (plain readers and tensorflow-datasets builders) and tf.data pipelines.
+"""Corpora (plain readers, verified downloads, tensorflow-datasets builders) and tf.data pipelines.
 
 Example:
 
 >>> from keras_transformer import datasets
->>> train = datasets.load_corpus("multi30k-en-de", data_dir="../shared/data", split="train")
+>>> train = datasets.load_corpus("multi30k-en-de", split="train")  # downloaded once, then cached
 >>> batches = datasets.make_batches(train, tokenizer, token_budget=4096, training=True)
 
 The tensorflow-datasets builders (`Multi30k`, `KoreanChatbot`, `TatoebaSpaEng`,

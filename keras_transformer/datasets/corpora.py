@@ -12,16 +12,21 @@ Names read `source-target` (`en-spa` is the keras.io example's direction);
 the Tatoeba split is seeded 90/5/5. Multi30k is three-way parallel:
 `multi30k-en+fr-de` trains on the English and the French source of every
 German training sentence (alternating, English first) and validates and
-tests on English -> German only. Nothing is downloaded: Multi30k (research
-use only: `multi30k_task1/{train,val,test_2016_flickr}.{en,de,fr}`) and
-Tatoeba (CC-BY: `spa_eng_anki/spa.txt`) are read from `data_dir`, which may be the corpus
-folder itself or its parent (e.g. `../shared/data`), or from the environment
-variable `KERAS_TRANSFORMER_DATA_DIR`. The Korean chatbot corpus (MIT) is
-bundled in the package.
+tests on English -> German only.
+
+Where the files come from (see `resolve_dir`): a folder of plain files given
+as `data_dir` (the corpus folder itself or its parent), or
+`$KERAS_TRANSFORMER_DATA_DIR`; else Multi30k (research use only:
+`multi30k_task1/{train,val,test_2016_flickr}.{en,de,fr}`) and Tatoeba (CC-BY:
+`spa_eng_anki/spa.txt`) are downloaded once from their canonical hosts (or
+`$KERAS_TRANSFORMER_MIRROR`), checked against the sha256 sums shipped with
+the package and cached in the tensorflow-datasets data dir (`data_dir`, else
+`$TFDS_DATA_DIR`, else `~/tensorflow_datasets`); see `downloads`. The Korean
+chatbot corpus (MIT) is bundled in the package.
 
 Example:
 
->>> pairs = load_pairs("multi30k-en-de", data_dir="../shared/data", split="validation")
+>>> pairs = load_pairs("multi30k-en-de", split="validation")  # downloaded once, then cached
 >>> len(pairs)
 1014
 >>> ds = load_corpus("chatbot-ko", split="train")  # {"source": str, "target": str}
@@ -32,7 +37,7 @@ import itertools
 import os
 import pathlib
 
-from keras_transformer.datasets import readers
+from keras_transformer.datasets import downloads, readers
 
 DATA_DIR_ENV = "KERAS_TRANSFORMER_DATA_DIR"
 BUNDLED_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
@@ -87,7 +92,14 @@ def get_corpus(name):
 
 
 def resolve_dir(corpus, data_dir=None):
-    """Finds the folder holding `corpus`'s files: `data_dir`, `data_dir/<folder>`, the env var, the bundle."""
+    """Finds or fetches the folder holding `corpus`'s files.
+
+    In order: a folder of plain files (`data_dir` or `data_dir/<folder>`, or
+    with no `data_dir` the same under `$KERAS_TRANSFORMER_DATA_DIR`), the
+    bundled copy, then for Multi30k and Tatoeba a download verified and cached
+    by tensorflow-datasets with `data_dir` (else `$TFDS_DATA_DIR`) as its data
+    dir (see `downloads`).
+    """
     corpus = get_corpus(corpus) if isinstance(corpus, str) else corpus
     marker = _MARKER_FILES[corpus.folder]
     roots = [data_dir] if data_dir is not None else [os.environ.get(DATA_DIR_ENV)]
@@ -97,9 +109,11 @@ def resolve_dir(corpus, data_dir=None):
         for candidate in (pathlib.Path(root), pathlib.Path(root) / corpus.folder):
             if (candidate / marker).is_file():
                 return candidate
+    if corpus.folder in downloads.DOWNLOADS:
+        return downloads.fetch(corpus.folder, data_dir)
     raise ValueError(
         f"`data_dir` must be a folder holding {marker} (or its parent holding {corpus.folder}/{marker}) "
-        f"for corpus {corpus.name!r}; nothing is downloaded. Received: data_dir={data_dir!r} "
+        f"for corpus {corpus.name!r}. Received: data_dir={data_dir!r} "
         f"(${DATA_DIR_ENV}={os.environ.get(DATA_DIR_ENV)!r})"
     )
 
@@ -221,7 +235,7 @@ def load_corpus(name, data_dir=None, split="train"):
 
     Example:
 
-    >>> ds = load_corpus("multi30k-de-en", data_dir="../shared/data", split="train")
+    >>> ds = load_corpus("multi30k-de-en", data_dir="my_corpora", split="train")  # my_corpora/multi30k_task1/train.de, ...
     >>> next(iter(ds))["source"].numpy().decode()
     'Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.'
     """
