@@ -33,6 +33,7 @@ Example:
 """
 
 import dataclasses
+import hashlib
 import itertools
 import os
 import pathlib
@@ -246,3 +247,91 @@ def load_corpus(name, data_dir=None, split="train"):
     return tf.data.Dataset.from_tensor_slices(
         {"source": tf.constant(list(sources), tf.string), "target": tf.constant(list(targets), tf.string)}
     )
+
+
+OWN_FILES = "own-files"  # the corpus name in a run's preset when it trained on `corpus_files`
+VALIDATION_SHARE, MIN_VALIDATION, MAX_VALIDATION = 0.01, 100, 3000
+
+
+def held_out_size(count):
+    """How many of `count` training pairs become the validation split when none is given: 1%, 100 to 3,000.
+
+    Example:
+
+    >>> held_out_size(300), held_out_size(50_000), held_out_size(1_000_000)
+    (100, 500, 3000)
+    """
+    return min(MAX_VALIDATION, max(MIN_VALIDATION, round(VALIDATION_SHARE * count)))
+
+
+def _check_corpus_files(files):
+    if not isinstance(files, dict) or "train" not in files or set(files) - {"train", "validation"}:
+        raise ValueError("`corpus_files` must be a dict with a 'train' entry (and optionally 'validation'), each "
+                         f"a (source_path, target_path) pair or one two-column TSV path. Received: corpus_files={files!r}")
+    for split, paths in files.items():
+        if not (isinstance(paths, (str, os.PathLike)) or (isinstance(paths, (tuple, list)) and len(paths) == 2)):
+            raise ValueError(f"`corpus_files[{split!r}]` must be a (source_path, target_path) pair or one TSV path. "
+                             f"Received: corpus_files[{split!r}]={paths!r}")
+
+
+def _read_files(paths):
+    """The pairs of two aligned files or one two-column TSV; every check names the file and the line."""
+    if isinstance(paths, (str, os.PathLike)):
+        pairs = readers.read_delimited(paths, 0, 1, delimiter="\t", columns=2)
+        names = [paths]
+    else:
+        pairs = readers.read_aligned(*paths)
+        names = paths
+    if not pairs:
+        raise ValueError(f"{' and '.join(str(name) for name in names)} hold no sentences; every split needs a pair.")
+    return pairs
+
+
+def load_file_splits(files):
+    """The splits of a user's own parallel corpus: dict, split name -> list of `(source, target)`.
+
+    Args:
+        files: dict with a `"train"` entry and an optional `"validation"`
+            entry, each `(source_path, target_path)` (two line-aligned UTF-8
+            files) or one path of a two-column (source TAB target) TSV. With
+            no `"validation"`, a seeded 1% of the training pairs (at least
+            100, at most 3,000; see `held_out_size`) is held out, pairs that
+            share a source kept together.
+
+    Example:
+
+    >>> splits = load_file_splits({"train": ("my_corpus/train.en", "my_corpus/train.de")})
+    >>> splits = load_file_splits({"train": "pairs.tsv", "validation": "valid.tsv"})
+    """
+    _check_corpus_files(files)
+    splits = {split: _read_files(paths) for split, paths in files.items()}
+    if "validation" not in splits:
+        train, size = splits["train"], held_out_size(len(splits["train"]))
+        if len(train) <= size:
+            names = files["train"] if isinstance(files["train"], (tuple, list)) else [files["train"]]
+            raise ValueError(
+                f"{' and '.join(str(name) for name in names)} hold {len(train)} pairs: too few to hold out "
+                f"{size} for validation; give validation files too (`corpus_files['validation']`, "
+                f"--valid-source/--valid-target or --valid-tsv)."
+            )
+        splits = readers.seeded_split(train, {"validation": size / len(train)}, seed=SPLIT_SEED)
+    return splits
+
+
+def describe_files(files):
+    """What a run's config.json records of `corpus_files`: each file's absolute path and sha256.
+
+    Example:
+
+    >>> describe_files({"train": "pairs.tsv"})  # doctest: +SKIP
+    {'train': [{'path': '/home/me/pairs.tsv', 'sha256': '9f86d0...'}], 'validation': 'held out: 1%, seed 0'}
+    """
+    def record(path):
+        path = pathlib.Path(path).resolve()
+        return {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+    described = {split: [record(path) for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
+                 for split, paths in files.items()}
+    described.setdefault("validation", f"held out of train: {VALIDATION_SHARE:.0%} "
+                                       f"({MIN_VALIDATION} to {MAX_VALIDATION} pairs), seed {SPLIT_SEED}")
+    return described
