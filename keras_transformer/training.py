@@ -280,7 +280,8 @@ def _init_run_config(init_from):
                          f"{run_dir.MODEL}). Received: init_from={str(init_from)!r}")
     config = run_dir.read_config(path)
     if config.get("members"):
-        raise ValueError(f"`init_from` must be one model's run, not an ensemble. Received: init_from={str(init_from)!r}")
+        raise ValueError("`init_from` must be one model's run, not an ensemble. "
+                         f"Received: init_from={str(init_from)!r}")
     if not (path / run_dir.MODEL).is_file() or not isinstance(config.get("preset"), dict):
         raise ValueError(f"`init_from` must be a run with a trained {run_dir.MODEL} and its preset in "
                          f"{run_dir.CONFIG}. Received: init_from={str(init_from)!r}")

@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from keras_transformer import cli
+from keras_transformer import cli, run_dir, training
 from keras_transformer.datasets import corpora, downloads
 
 MULTI30K_GZ = [download.url.rsplit("/", 1)[1] for download in downloads.DOWNLOADS["multi30k_task1"]]
@@ -90,6 +90,13 @@ def test_multi30k_downloads_through_a_mirror_then_reads_the_cache_offline(
     assert corpora.load_split_pairs("multi30k-en-de") == splits
     shutil.rmtree(plain)
     assert corpora.load_split_pairs("multi30k-en-de") == splits
+
+    # And a `tiny`-sized model trains on the downloaded corpus, still offline.
+    summary = training.train("multi30k-en-de", output=tmp_path / "run", epochs=1, max_examples=300, d_model=32,
+                             num_layers=1, num_heads=2, d_ff=64, vocab_size=1000, verbose=0)
+    assert summary["completed_epochs"] == 1 and summary["best_val_loss"] > 0
+    assert run_dir.read_config(tmp_path / "run")["train_data_sha256"] == training.data_fingerprint(
+        splits["train"][:300])
 
 
 def test_a_download_with_one_flipped_byte_is_refused_and_not_cached(served, offline_env, monkeypatch, tmp_path):

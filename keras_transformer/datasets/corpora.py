@@ -236,7 +236,7 @@ def load_corpus(name, data_dir=None, split="train"):
 
     Example:
 
-    >>> ds = load_corpus("multi30k-de-en", data_dir="my_corpora", split="train")  # my_corpora/multi30k_task1/train.de, ...
+    >>> ds = load_corpus("multi30k-de-en", data_dir="my_corpora", split="train")  # my_corpora/multi30k_task1/
     >>> next(iter(ds))["source"].numpy().decode()
     'Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.'
     """
@@ -267,7 +267,8 @@ def held_out_size(count):
 def _check_corpus_files(files):
     if not isinstance(files, dict) or "train" not in files or set(files) - {"train", "validation"}:
         raise ValueError("`corpus_files` must be a dict with a 'train' entry (and optionally 'validation'), each "
-                         f"a (source_path, target_path) pair or one two-column TSV path. Received: corpus_files={files!r}")
+                         "a (source_path, target_path) pair or one two-column TSV path. "
+                         f"Received: corpus_files={files!r}")
     for split, paths in files.items():
         if not (isinstance(paths, (str, os.PathLike)) or (isinstance(paths, (tuple, list)) and len(paths) == 2)):
             raise ValueError(f"`corpus_files[{split!r}]` must be a (source_path, target_path) pair or one TSV path. "
