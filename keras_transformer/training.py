@@ -314,19 +314,21 @@ def _check_same_shape(preset, init_config, init_from):
         )
 
 
-def _load_initial_weights(model, init_from):
-    """Copies the weights of `init_from`'s model (its best or averaged epoch) into `model`."""
+def _initial_weights(init_from):
+    """The weights of `init_from`'s model (its best or averaged epoch); a model that does not load is a ValueError."""
     import keras
 
     path = pathlib.Path(init_from) / run_dir.MODEL
     try:
-        source = keras.saving.load_model(path, compile=False)
+        return keras.saving.load_model(path, compile=False).get_weights()
     except Exception as error:  # noqa: BLE001  (zip, HDF5, JSON, Keras: all mean "corrupt")
         message = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
         raise ValueError(f"{path}: cannot fine-tune from it, the model does not load: {message}") from None
-    weights = source.get_weights()
-    shapes = [w.shape for w in weights], [tuple(w.shape) for w in model.get_weights()]
-    if len(shapes[0]) != len(shapes[1]) or any(tuple(a) != b for a, b in zip(*shapes)):
+
+
+def _set_initial_weights(model, weights, init_from):
+    shapes = [tuple(w.shape) for w in weights], [tuple(w.shape) for w in model.get_weights()]
+    if shapes[0] != shapes[1]:
         raise ValueError(f"`init_from`'s {run_dir.MODEL} does not fit the model its {run_dir.CONFIG} describes. "
                          f"Received: init_from={str(init_from)!r}")
     model.set_weights(weights)
@@ -419,6 +421,9 @@ def train(
         config_preset = get_preset(preset or "chatbot-ko").replace(**overrides)
     if init_config is not None:
         _check_same_shape(config_preset, init_config, init_from)
+    if init_from is not None and config_preset.ensemble > 1:
+        raise ValueError(f"`init_from` fine-tunes one model; the preset trains an ensemble of "
+                         f"{config_preset.ensemble}. Received: init_from={str(init_from)!r}")
     if corpus_files is not None:
         from keras_transformer.datasets import corpora
 
@@ -446,11 +451,10 @@ def train(
     splits = _load_splits(config_preset, data_dir, corpus_files)  # checked before anything is deleted
     if resume_state == "resume":
         _check_same_data(output, splits, data_dir)
+    # Loaded before anything is written or deleted; a resumed run restores its own weights.
+    initial_weights = _initial_weights(init_from) if init_from is not None and resume_state != "resume" else None
     if resume_state == "replace":
         shutil.rmtree(output)
-    if init_from is not None and config_preset.ensemble > 1:
-        raise ValueError(f"`init_from` fine-tunes one model; the preset trains an ensemble of "
-                         f"{config_preset.ensemble}. Received: init_from={str(init_from)!r}")
     sources = {}
     if corpus_files is not None:
         from keras_transformer.datasets import corpora
@@ -459,7 +463,8 @@ def train(
     if init_from is not None:
         sources["init_from"] = {"run": str(pathlib.Path(init_from).resolve()),
                                 "model_sha256": _file_sha256(pathlib.Path(init_from) / run_dir.MODEL)}
-    options = dict(data_dir=data_dir, sources=sources, epochs=epochs, minutes=minutes, strategy=strategy,
+    options = dict(data_dir=data_dir, sources=sources, initial_weights=initial_weights, epochs=epochs,
+                   minutes=minutes, strategy=strategy,
                    mixed_precision=mixed_precision, seed=seed, cpu_devices=cpu_devices, verbose=verbose)
     if config_preset.ensemble > 1:
         return _train_ensemble(config_preset, output, resume_state, splits, **options)
@@ -527,11 +532,11 @@ def _train_ensemble(preset, output, resume_state, splits, *, data_dir, sources, 
 
 
 def _train_run(config_preset, output, resume_state, splits, *, data_dir, epochs, minutes, strategy,
-               mixed_precision, seed, cpu_devices, verbose, sources, tokenizer_from=None):
+               mixed_precision, seed, cpu_devices, verbose, sources, initial_weights=None, tokenizer_from=None):
     """Trains one model into the run directory `output` (see `train`), with `tokenizer_from`'s tokenizer if given.
 
     `sources` (recorded in config.json) may name a run to start from, `sources["init_from"]["run"]`:
-    its tokenizer is then reused and its weights loaded (unless resuming, which restores its own).
+    its tokenizer is then reused, and `initial_weights` (its model's) are loaded into the new model.
     """
     init_from = sources.get("init_from", {}).get("run")
     tokenizer_from = tokenizer_from or init_from
@@ -569,8 +574,8 @@ def _train_run(config_preset, output, resume_state, splits, *, data_dir, epochs,
         # XLA has no collectives on CPU devices (b/194942685): data-parallel
         # runs without accelerators go without it; everything else uses it.
         cpu_distributed = strategy != "default" and not tf.config.list_logical_devices("GPU")
-        if init_from is not None and resume_state != "resume":
-            _load_initial_weights(model, init_from)
+        if initial_weights is not None:
+            _set_initial_weights(model, initial_weights, init_from)
         schedule = _compile(model, config_preset, jit_compile=not cpu_distributed, cooldown=config.get("cooldown"))
         if strategy != "default" and hasattr(model, "_maybe_symbolic_build"):
             # Under a strategy, Keras builds the metrics from a MEAN-reduced

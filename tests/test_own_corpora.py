@@ -5,6 +5,7 @@ import hashlib
 import json
 import pathlib
 import random
+import shutil
 
 import pytest
 
@@ -110,6 +111,14 @@ def test_a_preset_of_another_shape_is_refused_naming_the_fields(base_run, tmp_pa
     assert run_dir.read_config(base)["finished"]
     with pytest.raises(ValueError, match=r"`init_from` must be a run directory .*init_from='.*nowhere'"):
         training.train(init_from=tmp_path / "nowhere", output=tmp_path / "run")
+    corrupt = pathlib.Path(shutil.copytree(base, tmp_path / "corrupt"))
+    (corrupt / run_dir.MODEL).write_bytes(b"not a zip")
+    code = cli.main(["train", "--init-from", str(corrupt), "--train-source", str(source), "--train-target",
+                     str(target), "--output", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"{corrupt / run_dir.MODEL}: cannot fine-tune from it, the model does not load" in err
+    assert not (tmp_path / "run").exists()
 
 
 def _one_line_error(capsys, *arguments):

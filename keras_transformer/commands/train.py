@@ -21,17 +21,17 @@ def add_parser(subparsers):
     parser.add_argument("--data-dir", type=non_empty,
                         help="folder of the preset's corpus files, or the tensorflow-datasets data dir to "
                         "download them into (default: $KERAS_TRANSFORMER_DATA_DIR, else $TFDS_DATA_DIR "
-                        "or ~/tensorflow_datasets)")
+                        "or ~/tensorflow_datasets); $KERAS_TRANSFORMER_MIRROR=URL downloads URL/FILE_NAME")
     own = parser.add_argument_group(
         "your own corpus", "train the preset's model and recipe on your files instead of its corpus: two "
-        "line-aligned UTF-8 files, or one source<TAB>target file; without validation files a seeded 1%% "
+        "line-aligned UTF-8 files, or one source<TAB>target file; without validation files a seeded 1% "
         "(100 to 3,000 pairs) of the training pairs is held out")
     own.add_argument("--train-source", type=non_empty, metavar="FILE", help="source sentences, one a line")
     own.add_argument("--train-target", type=non_empty, metavar="FILE", help="their translations, line by line")
     own.add_argument("--train-tsv", type=non_empty, metavar="FILE", help="source<TAB>target pairs, one a line")
-    own.add_argument("--valid-source", type=non_empty, metavar="FILE")
-    own.add_argument("--valid-target", type=non_empty, metavar="FILE")
-    own.add_argument("--valid-tsv", type=non_empty, metavar="FILE")
+    own.add_argument("--valid-source", type=non_empty, metavar="FILE", help="validation sources (optional)")
+    own.add_argument("--valid-target", type=non_empty, metavar="FILE", help="their translations")
+    own.add_argument("--valid-tsv", type=non_empty, metavar="FILE", help="validation pairs as a TSV (optional)")
     parser.add_argument("--init-from", type=non_empty, metavar="RUN",
                         help="fine-tune: start from run directory RUN's best weights and reuse its tokenizer")
     length = parser.add_mutually_exclusive_group()
