@@ -356,7 +356,8 @@ def train(
     Args:
         preset: a name from `keras_transformer.presets.PRESETS`; default
             `init_from`'s preset, else `"chatbot-ko"`.
-        output: the run directory; default `saved_models/<preset>`. It must
+        output: the run directory; default `saved_models/<preset>` (with
+            `init_from`: `saved_models/<preset>-finetuned`). It must
             be new, an empty folder, or a run directory of this package (see
             `keras_transformer.destinations`): any other folder is refused
             before any work, also with `overwrite=True`.
@@ -421,13 +422,10 @@ def train(
         config_preset = get_preset(preset or "chatbot-ko").replace(**overrides)
     if init_config is not None:
         _check_same_shape(config_preset, init_config, init_from)
-    if init_from is not None and config_preset.ensemble > 1:
-        raise ValueError(f"`init_from` fine-tunes one model; the preset trains an ensemble of "
-                         f"{config_preset.ensemble}. Received: init_from={str(init_from)!r}")
     if corpus_files is not None:
         from keras_transformer.datasets import corpora
 
-        corpora._check_corpus_files(corpus_files)
+        corpora.check_corpus_files(corpus_files)
         if data_dir is not None:
             raise ValueError(f"`data_dir` locates a preset's corpus; leave it out with `corpus_files`. "
                              f"Received: data_dir={str(data_dir)!r}")
@@ -436,10 +434,14 @@ def train(
         raise ValueError(f"`ensemble` must be a positive int (the number of models). "
                          f"Received: ensemble={config_preset.ensemble!r}")
     _check_arguments(epochs, minutes, strategy, mixed_precision, seed, cpu_devices)
+    if init_from is not None and config_preset.ensemble > 1:
+        raise ValueError(f"`init_from` fine-tunes one model; the preset trains an ensemble of "
+                         f"{config_preset.ensemble}. Received: init_from={str(init_from)!r}")
     if config_preset.ensemble > 1 and strategy != "default":
         raise ValueError(f"An ensemble preset trains with the default strategy only. Received: "
                          f"ensemble={config_preset.ensemble}, strategy={strategy!r}")
-    output = pathlib.Path(output or pathlib.Path("saved_models") / config_preset.name)
+    default_name = config_preset.name + ("-finetuned" if init_from is not None else "")
+    output = pathlib.Path(output or pathlib.Path("saved_models") / default_name)
     if init_from is not None and output.resolve() == pathlib.Path(init_from).resolve():
         raise ValueError(f"`output` must be another folder than `init_from`, which the fine-tuned run starts from. "
                          f"Received: output={str(output)!r}, init_from={str(init_from)!r}")

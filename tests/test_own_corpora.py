@@ -79,14 +79,16 @@ def test_a_run_on_own_files_records_them_and_holds_out_a_seeded_validation_split
     assert config["train_data_sha256"] == training.data_fingerprint(splits["train"][:2000])
 
 
-def test_fine_tuning_reuses_the_vocabulary_and_starts_below_a_fresh_model(base_run, tmp_path, capsys):
+def test_fine_tuning_reuses_the_vocabulary_and_starts_below_a_fresh_model(base_run, tmp_path, capsys,
+                                                                          monkeypatch):
     base, _, _ = base_run
+    monkeypatch.chdir(tmp_path)  # the default output, saved_models/tiny-finetuned, goes here
     pairs = generated_pairs(400, seed=1)[250:]  # none of the base run's 300 (seed 0 draws others)
     source, target = write_aligned(tmp_path / "new", "train", pairs[:100])
     valid = write_tsv(tmp_path / "new" / "valid.tsv", pairs[100:150])
-    tuned, fresh = tmp_path / "tuned", tmp_path / "fresh"
+    tuned, fresh = tmp_path / "saved_models" / "tiny-finetuned", tmp_path / "fresh"
     code = cli.main(["train", "--init-from", str(base), "--train-source", str(source), "--train-target",
-                     str(target), "--valid-tsv", str(valid), "--output", str(tuned), "--epochs", "1"])
+                     str(target), "--valid-tsv", str(valid), "--epochs", "1"])
     assert code == 0, capsys.readouterr().err
     training.train("tiny", output=fresh, corpus_files={"train": (source, target), "validation": valid},
                    epochs=1, verbose=0, **SMALL)

@@ -38,7 +38,7 @@ def add_parser(subparsers):
     length.add_argument("--epochs", type=positive_int, help="number of epochs (default: the preset's)")
     length.add_argument("--minutes", type=positive_finite_float, help="stop after this many minutes")
     parser.add_argument("--output", type=non_empty, help="run directory: new, empty, or a run of this package "
-                        "(default: saved_models/PRESET)")
+                        "(default: saved_models/PRESET, or saved_models/PRESET-finetuned with --init-from)")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run")
     parser.add_argument("--overwrite", action="store_true",
                         help="delete the run at --output and train anew (never any other folder)")

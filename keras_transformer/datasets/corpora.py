@@ -264,7 +264,8 @@ def held_out_size(count):
     return min(MAX_VALIDATION, max(MIN_VALIDATION, round(VALIDATION_SHARE * count)))
 
 
-def _check_corpus_files(files):
+def check_corpus_files(files):
+    """A `files` argument of `load_file_splits` of the wrong shape is a ValueError (the files are not read)."""
     if not isinstance(files, dict) or "train" not in files or set(files) - {"train", "validation"}:
         raise ValueError("`corpus_files` must be a dict with a 'train' entry (and optionally 'validation'), each "
                          "a (source_path, target_path) pair or one two-column TSV path. "
@@ -304,7 +305,7 @@ def load_file_splits(files):
     >>> splits = load_file_splits({"train": ("my_corpus/train.en", "my_corpus/train.de")})
     >>> splits = load_file_splits({"train": "pairs.tsv", "validation": "valid.tsv"})
     """
-    _check_corpus_files(files)
+    check_corpus_files(files)
     splits = {split: _read_files(paths) for split, paths in files.items()}
     if "validation" not in splits:
         train, size = splits["train"], held_out_size(len(splits["train"]))
