@@ -94,8 +94,7 @@ def source_url(url):
 
     Example:
 
-    >>> os.environ[MIRROR_ENV] = "http://127.0.0.1:8000/corpora/"
-    >>> source_url(SPA_ENG_URL)
+    >>> source_url(SPA_ENG_URL)  # with KERAS_TRANSFORMER_MIRROR=http://127.0.0.1:8000/corpora/
     'http://127.0.0.1:8000/corpora/spa-eng.zip'
     """
     mirror = os.environ.get(MIRROR_ENV, "").strip()
