@@ -25,7 +25,7 @@ setup(
     packages=find_packages(include=["keras_transformer", "keras_transformer.*"]),
     py_modules=["keras_transformer_cli"],  # the console script, which hides TensorFlow's start-up log
     include_package_data=True,
-    package_data={"keras_transformer": ["data/*/*"]},
+    package_data={"keras_transformer": ["data/*/*", "datasets/checksums.tsv"]},
     install_requires=[
         "tensorflow>=2.16,<2.22",
         "tensorflow-text>=2.16,<2.22",

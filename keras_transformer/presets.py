@@ -2,7 +2,11 @@
 
 Each preset names its corpus, the model's size, the vocabulary, the batches
 and the optimisation, in one readable place. `Preset.replace(...)` derives a
-variant (e.g. `PRESETS["multi30k-en-de"].replace(d_model=512)`).
+variant (e.g. `PRESETS["multi30k-en-de"].replace(d_model=512)`). A preset
+also trains on a user's own files (`--train-source/--train-target` or
+`--train-tsv`: its model and recipe, their corpus), and `--init-from RUN`
+fine-tunes RUN with RUN's recorded preset unless a preset of the same model
+shape is named.
 
 | preset           | corpus          | layers | d_model | heads | d_ff | vocab (shared) | tokens/batch |
 |------------------|-----------------|--------|---------|-------|------|----------------|--------------|

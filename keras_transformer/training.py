@@ -1,6 +1,7 @@
 """Training a Transformer on a named corpus: the engine of `keras-transformer train`."""
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import math
@@ -114,6 +115,14 @@ def _configure_devices(strategy, cpu_devices):
     return tf.distribute.MultiWorkerMirroredStrategy()  # `_check_arguments` allowed no other
 
 
+def _file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def _worker_role():
     """(is_chief, worker index) from TF_CONFIG; a single process is the chief."""
     config = json.loads(os.environ.get("TF_CONFIG", "{}"))
@@ -123,15 +132,18 @@ def _worker_role():
     return (kind == "chief" or (kind == "worker" and index == 0 and not has_chief)), index
 
 
-def _load_splits(preset, data_dir):
-    """The preset's corpus splits.
+def _load_splits(preset, data_dir, corpus_files=None):
+    """The preset's corpus splits, or those of the user's `corpus_files` (see `corpora.load_file_splits`).
 
     `preset.dev_examples` training pairs are held out as a `"dev"` split (see
     `hold_out_dev`); then the training split is cut to `preset.max_examples`.
     """
-    from keras_transformer.datasets import load_split_pairs
+    from keras_transformer.datasets import load_file_splits, load_split_pairs
 
-    splits = load_split_pairs(preset.corpus, data_dir)
+    if corpus_files is not None:
+        splits = load_file_splits(corpus_files)
+    else:
+        splits = load_split_pairs(preset.corpus, data_dir)
     if preset.dev_examples:
         splits.update(hold_out_dev(splits["train"], preset.dev_examples))
     if preset.max_examples:
@@ -257,10 +269,77 @@ def _reduce_logs_across_workers(model):
     model.compute_metrics = compute_metrics_with_axis
 
 
+SHAPE_FIELDS = ("num_layers", "d_model", "num_heads", "d_ff", "max_length", "norm_first", "vocab_size")
+
+
+def _init_run_config(init_from):
+    """The config.json of the run that `init_from` names; a run it cannot start from is a ValueError."""
+    path = pathlib.Path(init_from)
+    if not run_dir.is_run_dir(path):
+        raise ValueError(f"`init_from` must be a run directory of this package (with {run_dir.CONFIG} and "
+                         f"{run_dir.MODEL}). Received: init_from={str(init_from)!r}")
+    config = run_dir.read_config(path)
+    if config.get("members"):
+        raise ValueError("`init_from` must be one model's run, not an ensemble. "
+                         f"Received: init_from={str(init_from)!r}")
+    if not (path / run_dir.MODEL).is_file() or not isinstance(config.get("preset"), dict):
+        raise ValueError(f"`init_from` must be a run with a trained {run_dir.MODEL} and its preset in "
+                         f"{run_dir.CONFIG}. Received: init_from={str(init_from)!r}")
+    return config
+
+
+def _recorded_preset(recorded, init_from):
+    """The `Preset` that a run's config.json records (its model and its recipe)."""
+    from keras_transformer.presets import Preset
+
+    fields = {field.name for field in dataclasses.fields(Preset)}
+    try:
+        preset = Preset(**{key: value for key, value in recorded.items() if key in fields})
+    except TypeError as error:
+        raise ValueError(f"`init_from`'s {run_dir.CONFIG} has an incomplete preset ({error}). "
+                         f"Received: init_from={str(init_from)!r}") from None
+    return preset.replace(bucket_boundaries=tuple(preset.bucket_boundaries))
+
+
+def _check_same_shape(preset, init_config, init_from):
+    """A preset whose model differs from the run being fine-tuned is a ValueError naming the fields."""
+    recorded = init_config["preset"]
+    differing = [f"{field} {getattr(preset, field)!r} (run: {recorded.get(field)!r})"
+                 for field in SHAPE_FIELDS if getattr(preset, field) != recorded.get(field)]
+    if differing:
+        raise ValueError(
+            f"`preset` {preset.name!r} gives a model other than the one in `init_from`: {', '.join(differing)}. "
+            f"Leave `preset` out to fine-tune with the run's ({recorded.get('name')!r}), or change those fields. "
+            f"Received: preset={preset.name!r}, init_from={str(init_from)!r}"
+        )
+
+
+def _initial_weights(init_from):
+    """The weights of `init_from`'s model (its best or averaged epoch); a model that does not load is a ValueError."""
+    import keras
+
+    path = pathlib.Path(init_from) / run_dir.MODEL
+    try:
+        return keras.saving.load_model(path, compile=False).get_weights()
+    except Exception as error:  # noqa: BLE001  (zip, HDF5, JSON, Keras: all mean "corrupt")
+        message = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        raise ValueError(f"{path}: cannot fine-tune from it, the model does not load: {message}") from None
+
+
+def _set_initial_weights(model, weights, init_from):
+    shapes = [tuple(w.shape) for w in weights], [tuple(w.shape) for w in model.get_weights()]
+    if shapes[0] != shapes[1]:
+        raise ValueError(f"`init_from`'s {run_dir.MODEL} does not fit the model its {run_dir.CONFIG} describes. "
+                         f"Received: init_from={str(init_from)!r}")
+    model.set_weights(weights)
+
+
 def train(
-    preset="chatbot-ko",
+    preset=None,
     output=None,
     data_dir=None,
+    corpus_files=None,
+    init_from=None,
     epochs=None,
     minutes=None,
     resume=False,
@@ -275,13 +354,28 @@ def train(
     """Trains preset `preset` and writes a run directory (see `run_dir`) to `output`.
 
     Args:
-        preset: a name from `keras_transformer.presets.PRESETS`.
-        output: the run directory; default `saved_models/<preset>`. It must
+        preset: a name from `keras_transformer.presets.PRESETS`; default
+            `init_from`'s preset, else `"chatbot-ko"`.
+        output: the run directory; default `saved_models/<preset>` (with
+            `init_from`: `saved_models/<preset>-finetuned`). It must
             be new, an empty folder, or a run directory of this package (see
             `keras_transformer.destinations`): any other folder is refused
             before any work, also with `overwrite=True`.
-        data_dir: where the corpus files are (not needed for the bundled
-            chatbot corpus).
+        data_dir: a folder of the preset's corpus files, or the
+            tensorflow-datasets data dir to download them into (see
+            `keras_transformer.datasets.corpora`); not needed for the bundled
+            chatbot corpus.
+        corpus_files: train on your own corpus instead of the preset's: a
+            dict `{"train": (source_path, target_path) or tsv_path,
+            "validation": ... (optional)}` (see
+            `keras_transformer.datasets.corpora.load_file_splits`). The preset
+            gives the model and the recipe; config.json records each file's
+            path and sha256 under `corpus_files`.
+        init_from: fine-tune: a run directory whose model (its best or
+            averaged weights) is the starting point and whose tokenizer is
+            reused, byte for byte. The model's shape is the run's; a `preset`
+            (with `overrides`) of another shape is a ValueError naming the
+            fields.
         epochs: number of epochs, a positive int; default the preset's.
         minutes: stop after this many minutes of this call (a positive,
             finite number; the epoch under way ends early); default: what
@@ -321,26 +415,58 @@ def train(
     that takes a run directory decodes with the members' mean distribution
     (`keras_transformer.decoding.make_ensemble_step_fn`).
     """
-    config_preset = get_preset(preset).replace(**overrides)
+    init_config = _init_run_config(init_from) if init_from is not None else None
+    if preset is None and init_config is not None:
+        config_preset = _recorded_preset(init_config["preset"], init_from).replace(**overrides)
+    else:
+        config_preset = get_preset(preset or "chatbot-ko").replace(**overrides)
+    if init_config is not None:
+        _check_same_shape(config_preset, init_config, init_from)
+    if corpus_files is not None:
+        from keras_transformer.datasets import corpora
+
+        corpora.check_corpus_files(corpus_files)
+        if data_dir is not None:
+            raise ValueError(f"`data_dir` locates a preset's corpus; leave it out with `corpus_files`. "
+                             f"Received: data_dir={str(data_dir)!r}")
+        config_preset = config_preset.replace(corpus=corpora.OWN_FILES)
     if not _is_int(config_preset.ensemble) or config_preset.ensemble < 1:
         raise ValueError(f"`ensemble` must be a positive int (the number of models). "
                          f"Received: ensemble={config_preset.ensemble!r}")
     _check_arguments(epochs, minutes, strategy, mixed_precision, seed, cpu_devices)
+    if init_from is not None and config_preset.ensemble > 1:
+        raise ValueError(f"`init_from` fine-tunes one model; the preset trains an ensemble of "
+                         f"{config_preset.ensemble}. Received: init_from={str(init_from)!r}")
     if config_preset.ensemble > 1 and strategy != "default":
         raise ValueError(f"An ensemble preset trains with the default strategy only. Received: "
                          f"ensemble={config_preset.ensemble}, strategy={strategy!r}")
-    output = pathlib.Path(output or pathlib.Path("saved_models") / config_preset.name)
+    default_name = config_preset.name + ("-finetuned" if init_from is not None else "")
+    output = pathlib.Path(output or pathlib.Path("saved_models") / default_name)
+    if init_from is not None and output.resolve() == pathlib.Path(init_from).resolve():
+        raise ValueError(f"`output` must be another folder than `init_from`, which the fine-tuned run starts from. "
+                         f"Received: output={str(output)!r}, init_from={str(init_from)!r}")
     resume_state = _check_output(output, resume, overwrite)
     if resume_state == "finished":
         config = run_dir.read_config(output)
         print(f"{output} is a finished run ({config.get('completed_epochs')} epochs): nothing to resume.")
         return _summary(output, config, 0.0)
-    splits = _load_splits(config_preset, data_dir)  # the data is checked before anything is deleted
+    splits = _load_splits(config_preset, data_dir, corpus_files)  # checked before anything is deleted
     if resume_state == "resume":
         _check_same_data(output, splits, data_dir)
+    # Loaded before anything is written or deleted; a resumed run restores its own weights.
+    initial_weights = _initial_weights(init_from) if init_from is not None and resume_state != "resume" else None
     if resume_state == "replace":
         shutil.rmtree(output)
-    options = dict(data_dir=data_dir, epochs=epochs, minutes=minutes, strategy=strategy,
+    sources = {}
+    if corpus_files is not None:
+        from keras_transformer.datasets import corpora
+
+        sources["corpus_files"] = corpora.describe_files(corpus_files)
+    if init_from is not None:
+        sources["init_from"] = {"run": str(pathlib.Path(init_from).resolve()),
+                                "model_sha256": _file_sha256(pathlib.Path(init_from) / run_dir.MODEL)}
+    options = dict(data_dir=data_dir, sources=sources, initial_weights=initial_weights, epochs=epochs,
+                   minutes=minutes, strategy=strategy,
                    mixed_precision=mixed_precision, seed=seed, cpu_devices=cpu_devices, verbose=verbose)
     if config_preset.ensemble > 1:
         return _train_ensemble(config_preset, output, resume_state, splits, **options)
@@ -378,7 +504,7 @@ def _run_config(preset, output, resume_state, tokenizer, data_dir, **fields):
     return config
 
 
-def _train_ensemble(preset, output, resume_state, splits, *, data_dir, epochs, minutes, strategy, seed,
+def _train_ensemble(preset, output, resume_state, splits, *, data_dir, sources, epochs, minutes, strategy, seed,
                     **options):
     """Trains the members of an ensemble preset one after the other (see `train`)."""
     started = time.monotonic()
@@ -387,7 +513,7 @@ def _train_ensemble(preset, output, resume_state, splits, *, data_dir, epochs, m
     members = [f"member-{index}" for index in range(count)]
     _claim(output, resume_state, splits)
     tokenizer = _tokenizer(preset, output, splits["train"], resume_state, is_chief=True)
-    config = _run_config(preset, output, resume_state, tokenizer, data_dir, seed=seed, members=members,
+    config = _run_config(preset, output, resume_state, tokenizer, data_dir, **sources, seed=seed, members=members,
                          train_data_sha256=data_fingerprint(splits["train"]))
     run_dir.write_json_atomic(output / run_dir.CONFIG, config)
     for index, member in enumerate(members):
@@ -395,7 +521,7 @@ def _train_ensemble(preset, output, resume_state, splits, *, data_dir, epochs, m
         if member_state != "finished":
             _train_run(member_preset, output / member, member_state, splits, data_dir=data_dir, epochs=epochs,
                        minutes=minutes and minutes / count, strategy=strategy, seed=seed + index,
-                       tokenizer_from=output, **options)
+                       tokenizer_from=output, sources=sources, **options)
     member_configs = [run_dir.read_config(output / member) for member in members]
     config.update(
         finished=True,
@@ -408,8 +534,14 @@ def _train_ensemble(preset, output, resume_state, splits, *, data_dir, epochs, m
 
 
 def _train_run(config_preset, output, resume_state, splits, *, data_dir, epochs, minutes, strategy,
-               mixed_precision, seed, cpu_devices, verbose, tokenizer_from=None):
-    """Trains one model into the run directory `output` (see `train`), with `tokenizer_from`'s tokenizer if given."""
+               mixed_precision, seed, cpu_devices, verbose, sources, initial_weights=None, tokenizer_from=None):
+    """Trains one model into the run directory `output` (see `train`), with `tokenizer_from`'s tokenizer if given.
+
+    `sources` (recorded in config.json) may name a run to start from, `sources["init_from"]["run"]`:
+    its tokenizer is then reused, and `initial_weights` (its model's) are loaded into the new model.
+    """
+    init_from = sources.get("init_from", {}).get("run")
+    tokenizer_from = tokenizer_from or init_from
     import keras
     import tensorflow as tf
 
@@ -428,7 +560,7 @@ def _train_run(config_preset, output, resume_state, splits, *, data_dir, epochs,
 
     _claim(output, resume_state, splits, is_chief)
     tokenizer = _tokenizer(config_preset, output, splits["train"], resume_state, is_chief, tokenizer_from)
-    config = _run_config(config_preset, output, resume_state, tokenizer, data_dir, seed=seed,
+    config = _run_config(config_preset, output, resume_state, tokenizer, data_dir, **sources, seed=seed,
                          mixed_precision=mixed_precision, strategy=strategy,
                          train_data_sha256=data_fingerprint(splits["train"]))
     config.setdefault("completed_epochs", 0)
@@ -444,6 +576,8 @@ def _train_run(config_preset, output, resume_state, splits, *, data_dir, epochs,
         # XLA has no collectives on CPU devices (b/194942685): data-parallel
         # runs without accelerators go without it; everything else uses it.
         cpu_distributed = strategy != "default" and not tf.config.list_logical_devices("GPU")
+        if initial_weights is not None:
+            _set_initial_weights(model, initial_weights, init_from)
         schedule = _compile(model, config_preset, jit_compile=not cpu_distributed, cooldown=config.get("cooldown"))
         if strategy != "default" and hasattr(model, "_maybe_symbolic_build"):
             # Under a strategy, Keras builds the metrics from a MEAN-reduced

@@ -158,11 +158,18 @@ def test_corpus_errors(tmp_path, monkeypatch):
         corpora.load_pairs("wmt14-en-de")
     with pytest.raises(ValueError, match=r"`split` must be one of .*split='test'"):
         corpora.load_pairs("chatbot-ko", split="test")
-    with pytest.raises(ValueError, match=r"train\.en.*nothing is downloaded.*data_dir=None"):
+    # No copy and no network (a mirror nobody serves): one line naming the file, its URL and the folder.
+    monkeypatch.setenv("KERAS_TRANSFORMER_MIRROR", "http://127.0.0.1:9/offline")
+    monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "tfds"))
+    with pytest.raises(ValueError, match=r"^train\.en is missing and cannot be downloaded .*: download "
+                       r"http://127\.0\.0\.1:9/offline/train\.en\.gz and put it gunzipped in .*tfds/"):
         corpora.load_pairs("multi30k-en-de")
     monkeypatch.setenv(corpora.DATA_DIR_ENV, str(tmp_path))
-    with pytest.raises(ValueError, match="KERAS_TRANSFORMER_DATA_DIR"):
+    with pytest.raises(ValueError, match=r"^spa\.txt is missing .*spa-eng\.zip"):
         corpora.load_pairs("spa-en")
+    monkeypatch.setenv(corpora.DATA_DIR_ENV, str(tmp_path / "empty"))
+    with pytest.raises(ValueError, match=r"`data_dir` must be a folder holding ChatbotData\.csv"):
+        corpora.load_pairs("chatbot-ko", data_dir=tmp_path / "empty")
 
 
 # --- tensorflow-datasets builders ----------------------------------------------------------------
@@ -185,8 +192,8 @@ def test_builder_multi30k(shared_data_dir, tmp_path):
     builder.download_and_prepare()
     assert _counts(builder) == MULTI30K
     assert builder.info.supervised_keys == ("source", "target")
-    with pytest.raises(ValueError, match="source_dir"):  # nothing to download from
-        parallel_text.Multi30k(config="de-en", data_dir=tmp_path).download_and_prepare()
+    with pytest.raises(ValueError, match=r"train\.en is missing and cannot be downloaded"):  # no server
+        parallel_text.Multi30k(config="de-en", data_dir=tmp_path / "empty").download_and_prepare()
 
 
 def test_builder_tatoeba_spa_eng(shared_data_dir, tmp_path):

@@ -101,7 +101,8 @@ def test_notebook_02_train_chatbot(kernel_dir):
 
 
 @pytest.mark.slow
-def test_notebook_03_translate_export_and_attention(kernel_dir, shared_data_dir):
+def test_notebook_03_translate_export_and_attention(kernel_dir, shared_data_dir, monkeypatch):
+    monkeypatch.setenv("KERAS_TRANSFORMER_DATA_DIR", str(shared_data_dir))  # the kernel inherits it
     notebook = execute("03_translate_export_and_attention.ipynb", kernel_dir, timeout=3600)
     text = "".join(output.get("text", "") for cell in code_cells(notebook) for output in cell.outputs)
     assert "BLEU" in text and images(notebook) >= 2

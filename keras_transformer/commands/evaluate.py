@@ -3,8 +3,10 @@
 Example::
 
     keras-transformer evaluate --model saved_models/multi30k-en-de \\
-        --source ../shared/data/multi30k_task1/test_2016_flickr.en \\
-        --reference ../shared/data/multi30k_task1/test_2016_flickr.de --beam 4 --output scores.json
+        --source test_2016_flickr.en --reference test_2016_flickr.de --beam 4 --output scores.json
+
+(the Multi30k test set: after a `train --preset multi30k-en-de`, under
+`~/tensorflow_datasets/downloads/extracted/keras_transformer/multi30k_task1/`).
 """
 
 import json

@@ -1,9 +1,9 @@
-"""Local corpora (plain readers and tensorflow-datasets builders) and tf.data pipelines.
+"""Corpora (plain readers, verified downloads, tensorflow-datasets builders) and tf.data pipelines.
 
 Example:
 
 >>> from keras_transformer import datasets
->>> train = datasets.load_corpus("multi30k-en-de", data_dir="../shared/data", split="train")
+>>> train = datasets.load_corpus("multi30k-en-de", split="train")  # downloaded once, then cached
 >>> batches = datasets.make_batches(train, tokenizer, token_budget=4096, training=True)
 
 The tensorflow-datasets builders (`Multi30k`, `KoreanChatbot`, `TatoebaSpaEng`,
@@ -11,12 +11,14 @@ The tensorflow-datasets builders (`Multi30k`, `KoreanChatbot`, `TatoebaSpaEng`,
 and are imported on first use.
 """
 
-from keras_transformer.datasets.corpora import CORPORA, get_corpus, load_corpus, load_pairs, load_split_pairs
+from keras_transformer.datasets.corpora import (
+    CORPORA, get_corpus, load_corpus, load_file_splits, load_pairs, load_split_pairs,
+)
 from keras_transformer.datasets.pipeline import bucket_shapes, make_batches, make_eval_batches, tokenize_pairs
 from keras_transformer.datasets.readers import read_aligned, read_delimited, read_lines, seeded_split
 
 __all__ = [
-    "CORPORA", "get_corpus", "load_corpus", "load_pairs", "load_split_pairs",
+    "CORPORA", "get_corpus", "load_corpus", "load_file_splits", "load_pairs", "load_split_pairs",
     "bucket_shapes", "make_batches", "make_eval_batches", "tokenize_pairs",
     "read_aligned", "read_delimited", "read_lines", "seeded_split",
 ]

@@ -12,27 +12,33 @@ Names read `source-target` (`en-spa` is the keras.io example's direction);
 the Tatoeba split is seeded 90/5/5. Multi30k is three-way parallel:
 `multi30k-en+fr-de` trains on the English and the French source of every
 German training sentence (alternating, English first) and validates and
-tests on English -> German only. Nothing is downloaded: Multi30k (research
-use only: `multi30k_task1/{train,val,test_2016_flickr}.{en,de,fr}`) and
-Tatoeba (CC-BY: `spa_eng_anki/spa.txt`) are read from `data_dir`, which may be the corpus
-folder itself or its parent (e.g. `../shared/data`), or from the environment
-variable `KERAS_TRANSFORMER_DATA_DIR`. The Korean chatbot corpus (MIT) is
-bundled in the package.
+tests on English -> German only.
+
+Where the files come from (see `resolve_dir`): a folder of plain files given
+as `data_dir` (the corpus folder itself or its parent), or
+`$KERAS_TRANSFORMER_DATA_DIR`; else Multi30k (research use only:
+`multi30k_task1/{train,val,test_2016_flickr}.{en,de,fr}`) and Tatoeba (CC-BY:
+`spa_eng_anki/spa.txt`) are downloaded once from their canonical hosts (or
+`$KERAS_TRANSFORMER_MIRROR`), checked against the sha256 sums shipped with
+the package and cached in the tensorflow-datasets data dir (`data_dir`, else
+`$TFDS_DATA_DIR`, else `~/tensorflow_datasets`); see `downloads`. The Korean
+chatbot corpus (MIT) is bundled in the package.
 
 Example:
 
->>> pairs = load_pairs("multi30k-en-de", data_dir="../shared/data", split="validation")
+>>> pairs = load_pairs("multi30k-en-de", split="validation")  # downloaded once, then cached
 >>> len(pairs)
 1014
 >>> ds = load_corpus("chatbot-ko", split="train")  # {"source": str, "target": str}
 """
 
 import dataclasses
+import hashlib
 import itertools
 import os
 import pathlib
 
-from keras_transformer.datasets import readers
+from keras_transformer.datasets import downloads, readers
 
 DATA_DIR_ENV = "KERAS_TRANSFORMER_DATA_DIR"
 BUNDLED_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
@@ -87,7 +93,14 @@ def get_corpus(name):
 
 
 def resolve_dir(corpus, data_dir=None):
-    """Finds the folder holding `corpus`'s files: `data_dir`, `data_dir/<folder>`, the env var, the bundle."""
+    """Finds or fetches the folder holding `corpus`'s files.
+
+    In order: a folder of plain files (`data_dir` or `data_dir/<folder>`, or
+    with no `data_dir` the same under `$KERAS_TRANSFORMER_DATA_DIR`), the
+    bundled copy, then for Multi30k and Tatoeba a download verified and cached
+    by tensorflow-datasets with `data_dir` (else `$TFDS_DATA_DIR`) as its data
+    dir (see `downloads`).
+    """
     corpus = get_corpus(corpus) if isinstance(corpus, str) else corpus
     marker = _MARKER_FILES[corpus.folder]
     roots = [data_dir] if data_dir is not None else [os.environ.get(DATA_DIR_ENV)]
@@ -97,9 +110,11 @@ def resolve_dir(corpus, data_dir=None):
         for candidate in (pathlib.Path(root), pathlib.Path(root) / corpus.folder):
             if (candidate / marker).is_file():
                 return candidate
+    if corpus.folder in downloads.DOWNLOADS:
+        return downloads.fetch(corpus.folder, data_dir)
     raise ValueError(
         f"`data_dir` must be a folder holding {marker} (or its parent holding {corpus.folder}/{marker}) "
-        f"for corpus {corpus.name!r}; nothing is downloaded. Received: data_dir={data_dir!r} "
+        f"for corpus {corpus.name!r}. Received: data_dir={data_dir!r} "
         f"(${DATA_DIR_ENV}={os.environ.get(DATA_DIR_ENV)!r})"
     )
 
@@ -221,7 +236,7 @@ def load_corpus(name, data_dir=None, split="train"):
 
     Example:
 
-    >>> ds = load_corpus("multi30k-de-en", data_dir="../shared/data", split="train")
+    >>> ds = load_corpus("multi30k-de-en", data_dir="my_corpora", split="train")  # my_corpora/multi30k_task1/
     >>> next(iter(ds))["source"].numpy().decode()
     'Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.'
     """
@@ -232,3 +247,93 @@ def load_corpus(name, data_dir=None, split="train"):
     return tf.data.Dataset.from_tensor_slices(
         {"source": tf.constant(list(sources), tf.string), "target": tf.constant(list(targets), tf.string)}
     )
+
+
+OWN_FILES = "own-files"  # the corpus name in a run's preset when it trained on `corpus_files`
+VALIDATION_SHARE, MIN_VALIDATION, MAX_VALIDATION = 0.01, 100, 3000
+
+
+def held_out_size(count):
+    """How many of `count` training pairs become the validation split when none is given: 1%, 100 to 3,000.
+
+    Example:
+
+    >>> held_out_size(300), held_out_size(50_000), held_out_size(1_000_000)
+    (100, 500, 3000)
+    """
+    return min(MAX_VALIDATION, max(MIN_VALIDATION, round(VALIDATION_SHARE * count)))
+
+
+def check_corpus_files(files):
+    """A `files` argument of `load_file_splits` of the wrong shape is a ValueError (the files are not read)."""
+    if not isinstance(files, dict) or "train" not in files or set(files) - {"train", "validation"}:
+        raise ValueError("`corpus_files` must be a dict with a 'train' entry (and optionally 'validation'), each "
+                         "a (source_path, target_path) pair or one two-column TSV path. "
+                         f"Received: corpus_files={files!r}")
+    for split, paths in files.items():
+        if not (isinstance(paths, (str, os.PathLike)) or (isinstance(paths, (tuple, list)) and len(paths) == 2)):
+            raise ValueError(f"`corpus_files[{split!r}]` must be a (source_path, target_path) pair or one TSV path. "
+                             f"Received: corpus_files[{split!r}]={paths!r}")
+
+
+def _read_files(paths):
+    """The pairs of two aligned files or one two-column TSV; every check names the file and the line."""
+    if isinstance(paths, (str, os.PathLike)):
+        pairs = readers.read_delimited(paths, 0, 1, delimiter="\t", columns=2)
+        names = [paths]
+    else:
+        pairs = readers.read_aligned(*paths)
+        names = paths
+    if not pairs:
+        raise ValueError(f"{' and '.join(str(name) for name in names)} hold no sentences; every split needs a pair.")
+    return pairs
+
+
+def load_file_splits(files):
+    """The splits of a user's own parallel corpus: dict, split name -> list of `(source, target)`.
+
+    Args:
+        files: dict with a `"train"` entry and an optional `"validation"`
+            entry, each `(source_path, target_path)` (two line-aligned UTF-8
+            files) or one path of a two-column (source TAB target) TSV. With
+            no `"validation"`, a seeded 1% of the training pairs (at least
+            100, at most 3,000; see `held_out_size`) is held out, pairs that
+            share a source kept together.
+
+    Example:
+
+    >>> splits = load_file_splits({"train": ("my_corpus/train.en", "my_corpus/train.de")})
+    >>> splits = load_file_splits({"train": "pairs.tsv", "validation": "valid.tsv"})
+    """
+    check_corpus_files(files)
+    splits = {split: _read_files(paths) for split, paths in files.items()}
+    if "validation" not in splits:
+        train, size = splits["train"], held_out_size(len(splits["train"]))
+        if len(train) <= size:
+            names = files["train"] if isinstance(files["train"], (tuple, list)) else [files["train"]]
+            raise ValueError(
+                f"{' and '.join(str(name) for name in names)} hold {len(train)} pairs: too few to hold out "
+                f"{size} for validation; give validation files too (`corpus_files['validation']`, "
+                f"--valid-source/--valid-target or --valid-tsv)."
+            )
+        splits = readers.seeded_split(train, {"validation": size / len(train)}, seed=SPLIT_SEED)
+    return splits
+
+
+def describe_files(files):
+    """What a run's config.json records of `corpus_files`: each file's absolute path and sha256.
+
+    Example:
+
+    >>> describe_files({"train": "pairs.tsv"})  # doctest: +SKIP
+    {'train': [{'path': '/home/me/pairs.tsv', 'sha256': '9f86d0...'}], 'validation': 'held out: 1%, seed 0'}
+    """
+    def record(path):
+        path = pathlib.Path(path).resolve()
+        return {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+    described = {split: [record(path) for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
+                 for split, paths in files.items()}
+    described.setdefault("validation", f"held out of train: {VALIDATION_SHARE:.0%} "
+                                       f"({MIN_VALIDATION} to {MAX_VALIDATION} pairs), seed {SPLIT_SEED}")
+    return described

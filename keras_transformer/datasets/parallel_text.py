@@ -1,4 +1,4 @@
-"""tensorflow-datasets builders for local parallel text; nothing is ever downloaded.
+"""tensorflow-datasets builders for parallel text: local files, or Multi30k and Tatoeba downloaded.
 
 `ParallelText` builds any corpus given as two aligned files or one TSV/CSV
 per split (described by a `ParallelTextConfig`); `Multi30k`, `KoreanChatbot`
@@ -8,11 +8,14 @@ translation direction. Every example is `{"source": str, "target": str}`
 `source_dir` constructor argument, else `tfds.download.DownloadConfig(manual_dir=...)`
 (the Korean chatbot corpus is bundled and needs neither). Reading errors
 (misaligned files, empty lines, non-UTF-8 bytes) are `ValueError`s that name
-the file and the line.
+the file and the line. Given neither, `Multi30k` and `TatoebaSpaEng` download
+their files from the canonical hosts (or `$KERAS_TRANSFORMER_MIRROR`) through
+the download manager, checked against the package's `checksums.tsv` and
+cached in the builder's data dir (see `keras_transformer.datasets.downloads`).
 
 Example:
 
->>> builder = Multi30k(config="en-de", source_dir="../shared/data/multi30k_task1", data_dir="/tmp/tfds")
+>>> builder = Multi30k(config="en-de", data_dir="/tmp/tfds")     # downloads, or source_dir="my_corpora/multi30k_task1"
 >>> builder.download_and_prepare()
 >>> ds = builder.as_dataset(split="validation")          # 1,014 examples
 >>> custom = ParallelText(
@@ -25,7 +28,7 @@ import pathlib
 
 import tensorflow_datasets as tfds
 
-from keras_transformer.datasets import corpora, readers
+from keras_transformer.datasets import corpora, downloads, readers
 
 _VERSION = tfds.core.Version("1.0.0")
 
@@ -38,7 +41,7 @@ class _LocalBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     """Base: adds a `source_dir` constructor argument, falling back on `manual_dir`."""
 
     VERSION = _VERSION
-    RELEASE_NOTES = {"1.0.0": "First release: local files only."}
+    RELEASE_NOTES = {"1.0.0": "First release."}
     MANUAL_DOWNLOAD_INSTRUCTIONS = "Pass the folder of the raw files as `source_dir` or manual_dir."
 
     def __init__(self, *, source_dir=None, **kwargs):
@@ -58,9 +61,16 @@ class _LocalBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
             if not required:
                 return None
             raise ValueError(
-                f"`source_dir` (or a manual_dir) must name the folder of {self.name}'s files; nothing is "
-                f"downloaded. Received: source_dir=None ({e})"
+                f"`source_dir` (or a manual_dir) must name the folder of {self.name}'s files. "
+                f"Received: source_dir=None ({e})"
             ) from None
+
+    def _source_or_download(self, dl_manager, folder):
+        """`source_dir` or the manual_dir if given, else the verified download (cached in the data dir)."""
+        source = self._source(dl_manager, required=False)
+        if source is not None:
+            return source
+        return downloads.fetch(folder, data_dir=pathlib.Path(dl_manager.download_dir).parent)
 
 
 @dataclasses.dataclass(eq=False)
@@ -140,8 +150,9 @@ class Multi30k(_LocalBuilder):
     name = "multi30k"
     BUILDER_CONFIGS = _direction_configs([("en", "de"), ("de", "en"), ("en", "fr"), ("fr", "en")], "Multi30k")
     MANUAL_DOWNLOAD_INSTRUCTIONS = (
-        "Put train.{en,de,fr}, val.{en,de,fr} and test_2016_flickr.{en,de,fr} (gunzipped from "
-        "https://github.com/multi30k/dataset data/task1/raw) in one folder and pass it as `source_dir` or manual_dir."
+        "Optional: without it the files are downloaded. Put train.{en,de,fr}, val.{en,de,fr} and "
+        "test_2016_flickr.{en,de,fr} (gunzipped from https://github.com/multi30k/dataset data/task1/raw) in one "
+        "folder and pass it as `source_dir` or manual_dir."
     )
 
     def _info(self):
@@ -152,7 +163,7 @@ class Multi30k(_LocalBuilder):
 
     def _split_generators(self, dl_manager):
         name = f"multi30k-{self.builder_config.name}"
-        splits = corpora.load_split_pairs(name, self._source(dl_manager))
+        splits = corpora.load_split_pairs(name, self._source_or_download(dl_manager, "multi30k_task1"))
         return {split: self._generate_examples(pairs) for split, pairs in splits.items()}
 
 
@@ -165,7 +176,8 @@ class TatoebaSpaEng(_LocalBuilder):
     name = "tatoeba_spa_eng"
     BUILDER_CONFIGS = _direction_configs([("en", "es"), ("es", "en")], "Tatoeba")
     MANUAL_DOWNLOAD_INSTRUCTIONS = (
-        "Unzip spa-eng.zip (http://storage.googleapis.com/download.tensorflow.org/data/spa-eng.zip) and pass "
+        "Optional: without it the file is downloaded. Unzip spa-eng.zip "
+        "(http://storage.googleapis.com/download.tensorflow.org/data/spa-eng.zip) and pass "
         "the folder holding spa.txt as `source_dir` or manual_dir."
     )
 
@@ -176,7 +188,7 @@ class TatoebaSpaEng(_LocalBuilder):
 
     def _split_generators(self, dl_manager):
         name = "en-spa" if self.builder_config.name == "en-es" else "spa-en"
-        splits = corpora.load_split_pairs(name, self._source(dl_manager))
+        splits = corpora.load_split_pairs(name, self._source_or_download(dl_manager, "spa_eng_anki"))
         return {split: self._generate_examples(pairs) for split, pairs in splits.items()}
 
 

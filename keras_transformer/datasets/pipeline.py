@@ -18,7 +18,7 @@ still ends with END).
 
 Example:
 
->>> train = load_corpus("multi30k-en-de", data_dir="../shared/data", split="train")
+>>> train = load_corpus("multi30k-en-de", split="train")
 >>> batches = make_batches(train, tokenizer, token_budget=4096, seed=0)
 >>> (inputs, labels) = next(iter(batches))
 >>> inputs["encoder_inputs"].shape, labels.shape
@@ -234,7 +234,7 @@ def make_eval_batches(dataset, source_tokenizer, target_tokenizer=None, **kwargs
 
     Example:
 
-    >>> val = make_eval_batches(load_corpus("multi30k-en-de", "../shared/data", "validation"), tokenizer)
+    >>> val = make_eval_batches(load_corpus("multi30k-en-de", split="validation"), tokenizer)
     """
     kwargs.setdefault("length_policy", "truncate")
     return make_batches(dataset, source_tokenizer, target_tokenizer, training=False, **kwargs)
