@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import keras_transformer as kt
-from keras_transformer import decoding
+from keras_transformer import attention_maps, decoding
 from keras_transformer.layers import padding_mask
 from keras_transformer.models import TransformerModel, as_transformer
 
@@ -64,6 +64,13 @@ def test_the_cached_step_gives_the_teacher_forced_logits(model):
         np.testing.assert_allclose(_np(step_logits)[real, 0], logits[real, index], atol=1e-4)
 
 
+def test_attention_maps_run_through_the_interface(model):
+    weights = attention_maps.attention_weights(model, SOURCE, TARGET)
+    assert [w.shape for w in weights["encoder"]] == [(2, 2, 6, 6)] * 2
+    assert [w.shape for w in weights["decoder_cross"]] == [(2, 2, 4, 6)] * 3
+    assert np.all(weights["decoder_cross"][0][1, :, :, 2:] == 0)  # padded source keys
+
+
 def test_a_functional_model_with_the_layer_names_is_wrapped_not_copied(model):
     functional = keras.Model(model.input, model.output)
     wrapped = as_transformer(functional)
@@ -77,6 +84,8 @@ def test_other_models_are_refused_with_the_argument_named():
     dense = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     with pytest.raises(ValueError, match="`model` must come from `build_transformer`"):
         as_transformer(dense)
+    with pytest.raises(ValueError, match="`model` must come from `build_transformer`"):
+        attention_maps.attention_weights(dense, SOURCE, TARGET)
 
 
 def test_a_keras_file_saved_by_version_0_1_0_loads_with_identical_outputs():
