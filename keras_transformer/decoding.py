@@ -51,6 +51,9 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.layers.masks import padding_mask
+from keras_transformer.models import as_transformer
+
 START_ID = 2
 END_ID = 3
 _METHODS = ("greedy", "beam", "sample", "greedy_uncached", "beam_uncached")
@@ -81,45 +84,6 @@ def length_penalty(length, alpha=0.6):
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
 
 
-class _Parts:
-    """The named layers of a `build_transformer` model that decoding needs."""
-
-    def __init__(self, model):
-        if isinstance(model, (list, tuple)):
-            raise ValueError(
-                "An ensemble (a list of models) is decoded by `greedy_decode`, `beam_decode` and "
-                f"`sample_decode`; this function takes one model. Received: a list of {len(model)} models"
-            )
-        names = {layer.name for layer in model.layers}
-        if not {"encoder_embedding", "encoder_layer_0", "decoder_layer_0"} <= names:
-            raise ValueError(
-                "`model` must come from `build_transformer` (layers named encoder_embedding, "
-                f"encoder_layer_0, decoder_layer_0, ...). Received: model={model.name!r} "
-                f"with layers {sorted(names)[:8]}"
-            )
-
-        def stack(prefix):
-            return [model.get_layer(f"{prefix}_{i}") for i in range(len(names))
-                    if f"{prefix}_{i}" in names]
-
-        def optional(name):
-            return model.get_layer(name) if name in names else None
-
-        self.encoder_embedding = model.get_layer("encoder_embedding")
-        self.decoder_embedding = optional("decoder_embedding") or self.encoder_embedding
-        self.encoder_layers, self.decoder_layers = stack("encoder_layer"), stack("decoder_layer")
-        self.encoder_norm, self.decoder_norm = optional("encoder_norm"), optional("decoder_norm")
-        self.output_layer = optional("logits")
-        self.max_length = self.decoder_embedding.max_length
-
-    def logits(self, x):
-        if self.decoder_norm is not None:
-            x = self.decoder_norm(x)
-        if self.output_layer is None:
-            return self.decoder_embedding(x, reverse=True)
-        return self.output_layer(x)
-
-
 def _source(source_ids):
     source_ids = ops.convert_to_tensor(source_ids)
     if "int" not in keras.backend.standardize_dtype(source_ids.dtype) or len(source_ids.shape) != 2:
@@ -130,11 +94,11 @@ def _source(source_ids):
     return ops.cast(source_ids, "int32")
 
 
-def _max_length(parts, max_length):
-    max_length = parts.max_length if max_length is None else max_length
-    if not isinstance(max_length, int) or not 1 <= max_length <= parts.max_length:
+def _max_length(model, max_length):
+    max_length = model.max_length if max_length is None else max_length
+    if not isinstance(max_length, int) or not 1 <= max_length <= model.max_length:
         raise ValueError(
-            f"`max_length` must be an int in [1, {parts.max_length}] (the model's max_length). "
+            f"`max_length` must be an int in [1, {model.max_length}] (the model's max_length). "
             f"Received: max_length={max_length!r}"
         )
     return max_length
@@ -150,7 +114,7 @@ def resolve_max_length(model, max_length=None):
 
     `model` may be an ensemble (a list of models), whose members share it.
     """
-    return _max_length(_Parts(ensemble_members(model)[0]), max_length)
+    return _max_length(ensemble_members(model)[0], max_length)
 
 
 def ensemble_members(models):
@@ -158,15 +122,16 @@ def ensemble_members(models):
 
     The members of an ensemble must share their source and target
     vocabularies and their `max_length`: they decode one token sequence
-    together. Anything else is a `ValueError` naming the member.
+    together. Anything else is a `ValueError` naming the member. Returns
+    the members as `TransformerModel`s (see `as_transformer`).
     """
     members = list(models) if isinstance(models, (list, tuple)) else [models]
     if not members:
         raise ValueError("An ensemble needs at least one model. Received: models=[]")
+    members = [as_transformer(member) for member in members]
 
     def shape(model):
-        parts = _Parts(model)
-        return (parts.encoder_embedding.vocab_size, model.outputs[0].shape[-1], parts.max_length)
+        return (model.source_vocab_size, model.target_vocab_size, model.max_length)
 
     first = shape(members[0])
     for index, member in enumerate(members[1:], start=1):
@@ -176,22 +141,6 @@ def ensemble_members(models):
                 f"Received: {first} for model 0 and {shape(member)} for model {index}"
             )
     return members
-
-
-def encode(model, source_ids):
-    """Runs the encoder once: `(memory (batch, src_len, d_model), source_mask (batch, src_len))`.
-
-    `source_mask` is boolean, True at real tokens (id != 0).
-    """
-    parts = model if isinstance(model, _Parts) else _Parts(model)
-    source_ids = _source(source_ids)
-    mask = ops.not_equal(source_ids, 0)
-    x = parts.encoder_embedding(source_ids, training=False)
-    for layer in parts.encoder_layers:
-        x = layer(x, padding_mask=mask, training=False)
-    if parts.encoder_norm is not None:
-        x = parts.encoder_norm(x)
-    return x, mask
 
 
 def make_step_fn(model, source_ids, max_length=None, beam_size=1):
@@ -212,17 +161,14 @@ def make_step_fn(model, source_ids, max_length=None, beam_size=1):
     ancestry (`reorder_beams`), never the cache, and the beams of a source
     meet its encoder output as the queries of one cross-attention.
     """
-    parts = _Parts(model)
-    max_length = _max_length(parts, max_length)
+    model = as_transformer(model)
+    max_length = _max_length(model, max_length)
     beams = _check_beam_size(beam_size)
-    memory, source_mask = encode(parts, source_ids)
-    cross_caches = [layer.compute_cross_attention_cache(memory) for layer in parts.decoder_layers]
+    source_ids = _source(source_ids)
+    source_mask = padding_mask(source_ids)
+    cross_caches = model.cross_attention_caches(model.encode(source_ids))
     batch = ops.shape(source_mask)[0]
-    caches = tuple(
-        tuple(ops.zeros((batch, layer.num_heads, max_length * beams, layer.d_model // layer.num_heads),
-                        dtype=layer.compute_dtype) for _ in "kv")
-        for layer in parts.decoder_layers
-    )
+    caches = model.empty_self_attention_caches(batch, max_length * beams)
     # Each beam's own entry at the current position (written for one beam too:
     # a loop variable that never changes breaks TensorFlow's XLA conversion).
     own_beam = ops.broadcast_to(ops.arange(beams, dtype="int32")[None, :, None], (batch, beams, 1))
@@ -231,19 +177,12 @@ def make_step_fn(model, source_ids, max_length=None, beam_size=1):
         caches, ancestry = state
         ancestry = ops.slice_update(ancestry, (0, 0, index), own_beam)
         mask = _ancestry_mask(ancestry, caches[0][0].shape[2] // beams) if beams > 1 else None
-        x = parts.decoder_embedding(tokens[:, None], start_index=index, training=False)
-        x = ops.reshape(x, (-1, beams, ops.shape(x)[-1]))  # (batch, beams, d_model)
-        new_caches = []
-        for layer, cache, cross_cache in zip(parts.decoder_layers, caches, cross_caches):
-            x, cache, _ = layer(
-                x, encoder_padding_mask=source_mask, self_attention_cache=cache,
-                self_attention_cache_update_index=index * beams, cross_attention_cache=cross_cache,
-                decoder_attention_mask=mask, training=False,
-            )
-            new_caches.append(cache)
-        logits = parts.logits(x)
+        logits, caches = model.decoder_step(
+            ops.reshape(tokens, (-1, beams)), index, caches, cross_caches, source_mask,
+            cache_update_index=index * beams, attention_mask=mask,
+        )
         logits = ops.reshape(logits, (-1, ops.shape(logits)[-1]))
-        return ops.cast(logits, "float32"), (tuple(new_caches), ancestry)
+        return ops.cast(logits, "float32"), (caches, ancestry)
 
     return step_fn, (caches, ops.zeros((batch, beams, max_length), "int32"))
 
@@ -647,7 +586,7 @@ def make_uncached_step_fn(model, source_ids, max_length=None, repeat=1):
     reference for the cached step and the benchmark's baseline.
     """
     source_ids = _source(source_ids)
-    max_length = _max_length(_Parts(model), max_length)
+    max_length = _max_length(as_transformer(model), max_length)
     if repeat > 1:
         source_ids = ops.repeat(source_ids, repeat, axis=0)
 

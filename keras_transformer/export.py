@@ -156,7 +156,7 @@ class Translator(_CheckedMethods, tf.Module):
                  jit_compile=True, name=None):
         super().__init__(name=name)
         first = decoding.ensemble_members(model)[0]  # the members share vocabularies and lengths
-        model_max = first.get_layer("encoder_embedding").max_length
+        model_max = first.encoder_embedding.max_length
         max_source_length = model_max if max_source_length is None else max_source_length
         if not isinstance(max_source_length, int) or not 1 <= max_source_length <= model_max:
             raise ValueError(
@@ -169,7 +169,7 @@ class Translator(_CheckedMethods, tf.Module):
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer or source_tokenizer
         _check_vocab("source_tokenizer", self.source_tokenizer,
-                     first.get_layer("encoder_embedding").vocab_size)
+                     first.source_vocab_size)
         _check_vocab("target_tokenizer", self.target_tokenizer, first.outputs[0].shape[-1])
         self._source_limit = max_source_length - int(add_source_end)
         self._add_source_end = add_source_end

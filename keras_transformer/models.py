@@ -1,21 +1,75 @@
-"""Functional-API builders for the Transformer."""
+"""The Transformer model: `build_transformer` and the interface of the model it builds.
+
+`build_transformer` returns a `TransformerModel`: a functional `keras.Model`
+(inputs `encoder_inputs` and `decoder_inputs`, output the logits) that also
+exposes what decoding, export and inspection need, so that no other module
+looks its layers up by name:
+
+- its parts: `encoder_embedding`, `encoder_layers`, `encoder_norm`,
+  `decoder_embedding`, `decoder_layers`, `decoder_norm`, `output_layer`, and
+  `max_length`, `source_vocab_size`, `target_vocab_size`;
+- `encode(source_ids)`: the encoder output;
+- `decode(target_ids, encoder_outputs, encoder_padding_mask)`: teacher-forced logits;
+- the cached decoder step: `cross_attention_caches(encoder_outputs)`,
+  `empty_self_attention_caches(batch_size, length)` and `decoder_step(...)`.
+
+The encoder and decoder forward passes are `encoder_forward` and
+`decoder_forward` (`keras_transformer.layers.encoder` and `.decoder`), which the functional
+graph, `encode`/`decode` and the `Encoder`/`Decoder` layers all run.
+`as_transformer(model)` checks any model handed to the library and is the one
+place where the layers are found by name: a `.keras` file saved by version
+0.1.0 loads as a `TransformerModel` unchanged (same config, same weights).
+
+Example:
+
+>>> model = build_transformer(1000, 1000, num_layers=2, d_model=64, num_heads=4,
+...                           d_ff=128, max_length=32)
+>>> source = keras.ops.convert_to_tensor([[5, 6, 7, 0]])
+>>> memory = model.encode(source)  # (batch, source_len, d_model)
+>>> tuple(memory.shape), len(model.decoder_layers), model.max_length
+((1, 4, 64), 2, 32)
+"""
 
 import keras
+from keras import ops
 
 from keras_transformer.layers.arguments import check_positive_int, check_positive_number, check_rate
+from keras_transformer.layers.decoder import decoder_forward
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.embedding import TokenAndPositionEmbedding, check_token_ids
+from keras_transformer.layers.encoder import encoder_forward
 from keras_transformer.layers.encoder_layer import EncoderLayer
+from keras_transformer.layers.masks import padding_mask
+
+_REQUIRED_LAYERS = ("encoder_embedding", "encoder_layer_0", "decoder_layer_0")
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class TransformerModel(keras.Model):
-    """A functional model that rejects token inputs Keras would silently convert.
+    """The encoder-decoder Transformer built by `build_transformer`.
 
-    Keras casts float inputs to an `int32` `Input` and squeezes a trailing axis
-    of size 1; for token ids both hide a bug upstream, so this model raises a
-    `ValueError` that names the input instead. Everything else is the plain
-    functional `keras.Model` built by `build_transformer`.
+    A functional `keras.Model` (call it on `{"encoder_inputs": source_ids,
+    "decoder_inputs": target_ids}` for logits) with the parts and passes that
+    decoding, export and inspection use. It rejects token inputs Keras would
+    silently convert: Keras casts float inputs to an `int32` `Input` and
+    squeezes a trailing axis of size 1, and for token ids both hide a bug
+    upstream, so this model raises a `ValueError` that names the input.
+
+    Its config is the functional model's (layers and graph), as in version
+    0.1.0, so `.keras` files saved then load as they are.
+
+    Example (the cached decoding step, one token per source):
+
+    >>> model = build_transformer(300, 300, num_layers=1, d_model=32, num_heads=4,
+    ...                           d_ff=64, max_length=16)
+    >>> source = keras.ops.convert_to_tensor([[5, 6, 7, 0]])
+    >>> memory = model.encode(source)
+    >>> self_caches = model.empty_self_attention_caches(1, 16)
+    >>> logits, self_caches = model.decoder_step(
+    ...     keras.ops.convert_to_tensor([[2]]), 0, self_caches,
+    ...     model.cross_attention_caches(memory), padding_mask(source))
+    >>> tuple(logits.shape)
+    (1, 1, 300)
     """
 
     def call(self, inputs, training=None, mask=None):
@@ -28,6 +82,181 @@ class TransformerModel(keras.Model):
                 token_ids = keras.ops.convert_to_tensor(token_ids)
             check_token_ids(token_ids, name)
         return super().call(inputs, training=training, mask=mask)
+
+    # -- parts -----------------------------------------------------------------
+
+    def _named(self, name):
+        """The layer called `name`, or `None` (the one lookup by name in the package)."""
+        names = {layer.name for layer in self.layers}
+        return self.get_layer(name) if name in names else None
+
+    def _stack(self, prefix):
+        layers = []
+        while (layer := self._named(f"{prefix}_{len(layers)}")) is not None:
+            layers.append(layer)
+        return layers
+
+    @property
+    def encoder_embedding(self):
+        """The source `TokenAndPositionEmbedding`."""
+        return self._named("encoder_embedding")
+
+    @property
+    def decoder_embedding(self):
+        """The target `TokenAndPositionEmbedding` (`encoder_embedding` when shared)."""
+        return self._named("decoder_embedding") or self.encoder_embedding
+
+    @property
+    def encoder_layers(self):
+        """The `EncoderLayer`s, first to last."""
+        return self._stack("encoder_layer")
+
+    @property
+    def decoder_layers(self):
+        """The `DecoderLayer`s, first to last."""
+        return self._stack("decoder_layer")
+
+    @property
+    def encoder_norm(self):
+        """The LayerNorm after the last encoder layer (pre-norm), or `None`."""
+        return self._named("encoder_norm")
+
+    @property
+    def decoder_norm(self):
+        """The LayerNorm after the last decoder layer (pre-norm), or `None`."""
+        return self._named("decoder_norm")
+
+    @property
+    def output_layer(self):
+        """The `Dense` output projection, or `None` when tied to `decoder_embedding`."""
+        return self._named("logits")
+
+    @property
+    def max_length(self):
+        """The longest source or target sequence."""
+        return self.decoder_embedding.max_length
+
+    @property
+    def source_vocab_size(self):
+        return self.encoder_embedding.vocab_size
+
+    @property
+    def target_vocab_size(self):
+        return self.decoder_embedding.vocab_size
+
+    # -- passes ----------------------------------------------------------------
+
+    def encode(self, source_ids, training=False, return_attention_scores=False):
+        """The encoder output `(batch, source_len, d_model)` for int `source_ids`, 0 = padding.
+
+        With `return_attention_scores=True`, also the list of each encoder
+        layer's attention weights `(batch, heads, source_len, source_len)`.
+        """
+        return encoder_forward(
+            self.encoder_embedding, self.encoder_layers, self.encoder_norm, source_ids,
+            padding_mask(source_ids), training, return_attention_scores,
+        )
+
+    def decode(self, target_ids, encoder_outputs, encoder_padding_mask, training=False,
+               return_attention_scores=False):
+        """Teacher-forced logits `(batch, target_len, target_vocab_size)`.
+
+        `target_ids` are the decoder inputs (START first, 0 = padding) and
+        `encoder_padding_mask` is boolean `(batch, source_len)`, `True` at real
+        source tokens. With `return_attention_scores=True`, returns `(logits,
+        self-attention scores per layer, cross-attention scores per layer)`.
+        """
+        outputs = decoder_forward(
+            self.decoder_embedding, self.decoder_layers, None, target_ids, encoder_outputs,
+            padding_mask(target_ids), encoder_padding_mask, training, return_attention_scores,
+        )
+        if return_attention_scores:
+            return (self.logits(outputs[0]), *outputs[1:])
+        return self.logits(outputs)
+
+    def logits(self, hidden):
+        """The output head on decoder states: `decoder_norm` (if any), then the projection."""
+        if self.decoder_norm is not None:
+            hidden = self.decoder_norm(hidden)
+        if self.output_layer is None:
+            return self.decoder_embedding(hidden, reverse=True)
+        return self.output_layer(hidden)
+
+    # -- the cached decoder step -----------------------------------------------
+
+    def cross_attention_caches(self, encoder_outputs):
+        """Each decoder layer's projected cross-attention keys/values, computed once per source."""
+        return tuple(layer.compute_cross_attention_cache(encoder_outputs)
+                     for layer in self.decoder_layers)
+
+    def empty_self_attention_caches(self, batch_size, length):
+        """Zeroed self-attention caches: `(keys, values)` `(batch_size, heads, length, key_dim)` per layer."""
+        return tuple(
+            tuple(ops.zeros((batch_size, layer.num_heads, length, layer.d_model // layer.num_heads),
+                            dtype=layer.compute_dtype) for _ in "kv")
+            for layer in self.decoder_layers
+        )
+
+    def decoder_step(self, token_ids, index, self_attention_caches, cross_attention_caches,
+                     encoder_padding_mask, cache_update_index=None, attention_mask=None):
+        """One cached decoder step: `(logits (batch, queries, vocab), self_attention_caches)`.
+
+        `token_ids` `(batch, queries)` all sit at position `index` (the
+        queries of a row are, e.g., the beams of one source, which meet its
+        encoder output together); their keys/values are written into the
+        caches at `cache_update_index` (default `index`). `attention_mask`
+        (boolean `(batch, queries, cache_length)`, `True` = may attend) narrows
+        which cache entries each query sees; without it the causal mask over
+        the cache positions alone applies.
+        """
+        cache_update_index = index if cache_update_index is None else cache_update_index
+        queries = token_ids.shape[1]
+        x = self.decoder_embedding(ops.reshape(token_ids, (-1, 1)), start_index=index, training=False)
+        x = ops.reshape(x, (-1, queries, ops.shape(x)[-1]))  # (batch, queries, d_model)
+        new_caches = []
+        for layer, cache, cross_cache in zip(self.decoder_layers, self_attention_caches,
+                                             cross_attention_caches):
+            x, cache, _ = layer(
+                x, encoder_padding_mask=encoder_padding_mask, self_attention_cache=cache,
+                self_attention_cache_update_index=cache_update_index,
+                cross_attention_cache=cross_cache, decoder_attention_mask=attention_mask,
+                training=False,
+            )
+            new_caches.append(cache)
+        return self.logits(x), tuple(new_caches)
+
+
+def as_transformer(model, argument="model"):
+    """`model` as a `TransformerModel`, or a `ValueError` that names `argument`.
+
+    A `TransformerModel` is returned as it is. A functional model with
+    `build_transformer`'s layer names (e.g. `keras.models.clone_model` of
+    one, or a functional model saved before the `TransformerModel` class)
+    is wrapped, sharing its layers and weights. Anything else is refused.
+
+    Example:
+
+    >>> as_transformer(keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)]))
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: `model` must come from `build_transformer` ...
+    """
+    if isinstance(model, TransformerModel):
+        return model
+    if isinstance(model, (list, tuple)):
+        raise ValueError(
+            "An ensemble (a list of models) is decoded by `greedy_decode`, `beam_decode` and "
+            f"`sample_decode`; this function takes one model. Received: a list of {len(model)} models"
+        )
+    names = sorted(layer.name for layer in getattr(model, "layers", ()))
+    if not set(_REQUIRED_LAYERS) <= set(names):
+        raise ValueError(
+            f"`{argument}` must come from `build_transformer` (layers named encoder_embedding, "
+            f"encoder_layer_0, decoder_layer_0, ...). Received: {argument}="
+            f"{getattr(model, 'name', type(model).__name__)!r} with layers {names[:8]}"
+        )
+    return TransformerModel(inputs=model.input, outputs=model.output, name=model.name)
 
 
 def build_transformer(
@@ -49,7 +278,7 @@ def build_transformer(
     activation_dropout=0.0,
     name="transformer",
 ):
-    """The encoder-decoder Transformer as a functional `keras.Model`.
+    """The encoder-decoder Transformer as a `TransformerModel` (a functional `keras.Model`).
 
     Inputs are named `encoder_inputs` (source ids) and `decoder_inputs`
     (target ids shifted right: start token first), both int with 0 = padding.
@@ -59,10 +288,12 @@ def build_transformer(
     self-attention and every decoder cross-attention; target padding and the
     look-ahead mask in every decoder self-attention.
 
-    Layers are named for decoding and inspection: `encoder_embedding`,
-    `encoder_layer_{i}`, `decoder_embedding` (the same layer as
-    `encoder_embedding` when shared), `decoder_layer_{i}`, `encoder_norm` and
-    `decoder_norm` (pre-norm only), and `logits` (absent when tied).
+    The model's parts and passes (`model.encoder_layers`, `model.encode`,
+    `model.decoder_step`, ...) are `TransformerModel`'s. Its layers are named
+    `encoder_embedding`, `encoder_layer_{i}`, `decoder_embedding` (the same
+    layer as `encoder_embedding` when shared), `decoder_layer_{i}`,
+    `encoder_norm` and `decoder_norm` (pre-norm only), and `logits` (absent
+    when tied), as in every version so far.
 
     Args:
         input_vocab_size: source vocabulary size.
@@ -84,8 +315,7 @@ def build_transformer(
         name: model name.
 
     Returns:
-        A `TransformerModel` (a functional `keras.Model` that validates its
-        token inputs).
+        A `TransformerModel`.
 
     Raises:
         ValueError: naming the argument, for a size that is not a positive
@@ -148,18 +378,18 @@ def build_transformer(
         )
     )
 
-    x = encoder_embedding(encoder_inputs)
-    for index in range(num_layers):
-        x = EncoderLayer(**layer_args, name=f"encoder_layer_{index}")(x)
-    if norm_first:
-        x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm")(x)
-    encoder_outputs = x
+    def final_norm(name):
+        return keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name=name) if norm_first else None
 
-    y = decoder_embedding(decoder_inputs)
-    for index in range(num_decoder_layers):
-        y = DecoderLayer(**layer_args, name=f"decoder_layer_{index}")(y, encoder_outputs)
-    if norm_first:
-        y = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="decoder_norm")(y)
+    encoder_layers = [EncoderLayer(**layer_args, name=f"encoder_layer_{i}") for i in range(num_layers)]
+    encoder_outputs = encoder_forward(
+        encoder_embedding, encoder_layers, final_norm("encoder_norm"), encoder_inputs
+    )
+    decoder_layers = [DecoderLayer(**layer_args, name=f"decoder_layer_{i}")
+                      for i in range(num_decoder_layers)]
+    y = decoder_forward(
+        decoder_embedding, decoder_layers, final_norm("decoder_norm"), decoder_inputs, encoder_outputs
+    )
 
     if tie_output_embedding:
         logits = decoder_embedding(y, reverse=True)
@@ -171,4 +401,3 @@ def build_transformer(
         outputs=logits,
         name=name,
     )
-

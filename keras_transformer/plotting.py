@@ -7,15 +7,15 @@ returns it, and also writes a PNG when `output` is given. In a notebook run
 
 Example:
 
->>> from keras_transformer import plotting
+>>> from keras_transformer import attention_maps, plotting
 >>> fig = plotting.plot_positional_encoding(50, 128, output="positional_encoding.png")
->>> result = plotting.sentence_attention(model, tokenizer, "A man is riding a bike.")
+>>> result = attention_maps.sentence_attention(model, tokenizer, "A man is riding a bike.")
 >>> fig = plotting.plot_attention_heads(result["weights"]["decoder_cross"][-1][0],
 ...                                     result["output_tokens"], result["source_tokens"])
 
-`attention_weights(model, source_ids, target_ids)` gives every layer's maps
-for batches of ids; `sentence_attention` tokenizes and translates one
-sentence first. The `keras-transformer plot` command draws the same figures.
+This module only draws: running a model for its attention maps is
+`keras_transformer.attention_maps`. The `keras-transformer plot` command
+draws the same figures.
 """
 
 import csv
@@ -30,7 +30,6 @@ from matplotlib.figure import Figure
 DEFAULT_DPI = 100
 
 __all__ = [
-    "attention_weights",
     "new_figure",
     "plot_attention_heads",
     "plot_history",
@@ -40,7 +39,6 @@ __all__ = [
     "plot_schedule",
     "read_history",
     "save_figure",
-    "sentence_attention",
 ]
 
 
@@ -250,149 +248,13 @@ def plot_masks(token_ids, pad_id=0, output=None, dpi=None):
 # -- attention -----------------------------------------------------------------
 
 
-def attention_weights(model, source_ids, target_ids, training=False):
-    """Runs a `build_transformer` model layer by layer and returns every attention map.
-
-    Uses the model's named layers (`encoder_embedding`, `encoder_layer_{i}`,
-    `decoder_embedding`, `decoder_layer_{i}`, `encoder_norm` when pre-norm),
-    with the padding masks `token != 0`.
-
-    Args:
-        model: a model from `build_transformer` (or loaded from `model.keras`).
-        source_ids: int ids `(batch, source_len)`, 0 = padding.
-        target_ids: decoder inputs `(batch, target_len)`: START first, 0 = padding.
-        training: passed to every layer (dropout).
-
-    Returns:
-        A dict of lists of NumPy arrays, one per layer:
-        `"encoder"`: `(batch, heads, source_len, source_len)`,
-        `"decoder_self"`: `(batch, heads, target_len, target_len)`,
-        `"decoder_cross"`: `(batch, heads, target_len, source_len)`.
-    """
-    from keras import ops
-
-    from keras_transformer.layers.masks import padding_mask
-
-    names = {layer.name for layer in model.layers}
-    if not {"encoder_embedding", "encoder_layer_0", "decoder_layer_0"} <= names:
-        raise ValueError(
-            "`model` must come from `build_transformer` (layers named encoder_embedding, "
-            f"encoder_layer_0, decoder_layer_0, ...). Received: model={model.name!r}"
-        )
-
-    def stack(prefix):
-        layers, index = [], 0
-        while f"{prefix}_{index}" in names:
-            layers.append(model.get_layer(f"{prefix}_{index}"))
-            index += 1
-        return layers
-
-    source_ids = ops.cast(ops.convert_to_tensor(source_ids), "int32")
-    target_ids = ops.cast(ops.convert_to_tensor(target_ids), "int32")
-    if len(source_ids.shape) != 2 or len(target_ids.shape) != 2:
-        raise ValueError(
-            "`source_ids` and `target_ids` must be (batch, length). Received: "
-            f"{tuple(source_ids.shape)} and {tuple(target_ids.shape)}"
-        )
-    source_mask, target_mask = padding_mask(source_ids), padding_mask(target_ids)
-    encoder_embedding = model.get_layer("encoder_embedding")
-    decoder_embedding = (
-        model.get_layer("decoder_embedding") if "decoder_embedding" in names else encoder_embedding
-    )
-
-    result = {"encoder": [], "decoder_self": [], "decoder_cross": []}
-    x = encoder_embedding(source_ids, training=training)
-    for layer in stack("encoder_layer"):
-        x, scores = layer(x, padding_mask=source_mask, return_attention_scores=True, training=training)
-        result["encoder"].append(_to_numpy(scores))
-    if "encoder_norm" in names:
-        x = model.get_layer("encoder_norm")(x)
-
-    y = decoder_embedding(target_ids, training=training)
-    for layer in stack("decoder_layer"):
-        y, self_scores, cross_scores = layer(
-            y, x, decoder_padding_mask=target_mask, encoder_padding_mask=source_mask,
-            return_attention_scores=True, training=training,
-        )
-        result["decoder_self"].append(_to_numpy(self_scores))
-        result["decoder_cross"].append(_to_numpy(cross_scores))
-    return result
-
-
-def sentence_attention(model, source_tokenizer, sentence, target_tokenizer=None, target=None,
-                       max_length=None, add_source_end=False):
-    """Attention maps of one sentence, with its tokens, ready for `plot_attention_heads`.
-
-    Tokenizes `sentence`, lets the model translate it greedily (or, with
-    `target`, uses that target under teacher forcing) and runs
-    `attention_weights` on the pair.
-
-    Args:
-        model: a model from `build_transformer`.
-        source_tokenizer: a `SubwordTokenizer` (anything with `tokenize` and `id_to_piece`).
-        sentence: the source sentence (a Python string).
-        target_tokenizer: the target side's tokenizer; defaults to `source_tokenizer`.
-        target: an optional target sentence to attend with instead of the model's output.
-        max_length: tokens to generate at most (greedy decoding).
-        add_source_end: append END to the source, as the training data did.
-
-    Returns:
-        A dict: `source_tokens` (keys of the cross-attention), `input_tokens`
-        (the decoder inputs, START first), `output_tokens` (what each decoder
-        step predicts, END last), `source_ids`, `target_ids` (1-D int arrays)
-        and `weights` (`attention_weights`' dict, batch of one).
-
-    Example:
-
-    >>> result = sentence_attention(model, tokenizer, "A man is riding a bike.")
-    >>> plot_attention_heads(result["weights"]["decoder_cross"][-1][0],
-    ...                      result["output_tokens"], result["source_tokens"])
-    """
-    import tensorflow as tf
-
-    from keras_transformer.tokenizers import END_ID, START_ID
-
-    target_tokenizer = source_tokenizer if target_tokenizer is None else target_tokenizer
-    source = source_tokenizer.tokenize(tf.constant([sentence]))[0].numpy().astype("int32")
-    if add_source_end:
-        source = np.append(source, END_ID).astype("int32")
-    if source.size == 0:
-        raise ValueError(f"`sentence` has no tokens. Received: sentence={sentence!r}")
-    if target is not None:
-        output = target_tokenizer.tokenize(tf.constant([target]))[0].numpy().astype("int32")
-        output = np.append(output, END_ID)
-    else:
-        from keras_transformer.decoding import greedy_decode, resolve_max_length
-
-        max_length = resolve_max_length(model, max_length)
-        output = _to_numpy(greedy_decode(model, source[None], max_length=max_length))[0]
-        ends = np.flatnonzero(output == END_ID)
-        output = output[: ends[0] + 1] if ends.size else output[output != 0]
-    decoder_inputs = np.concatenate([[START_ID], output[:-1]]).astype("int32")
-    return {
-        "source_tokens": _pieces(source_tokenizer, source),
-        "input_tokens": _pieces(target_tokenizer, decoder_inputs),
-        "output_tokens": _pieces(target_tokenizer, output),
-        "source_ids": source,
-        "target_ids": decoder_inputs,
-        "weights": attention_weights(model, source[None], decoder_inputs[None]),
-    }
-
-
-def _pieces(tokenizer, ids):
-    import tensorflow as tf
-
-    names = _to_numpy(tokenizer.id_to_piece(tf.constant(ids, tf.int32)))
-    return [name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name) for name in names]
-
-
 def plot_attention_heads(weights, query_tokens, key_tokens=None, title=None, output=None, dpi=None,
                          columns=4, cmap="viridis"):
     """One heatmap per attention head, with the tokens on the axes.
 
     Args:
         weights: attention weights `(heads, q_len, k_len)` (one sequence), e.g.
-            `attention_weights(...)["decoder_cross"][-1][0]`. Extra rows or
+            `attention_maps.attention_weights(...)["decoder_cross"][-1][0]`. Extra rows or
             columns beyond the tokens given (padding) are cut off.
         query_tokens: the `q_len` query tokens (y axis), e.g. the generated words.
             Hangul and other CJK text needs an installed CJK font (e.g. Noto

@@ -302,6 +302,38 @@ def transformer_mixed_precision():
             keras.mixed_precision.set_global_policy("float32")
 
 
+@check
+def transformer_decodes_through_its_interface():
+    import keras
+    import numpy as np
+
+    from keras_transformer import attention_maps, decoding
+
+    model = _tiny_transformer(dropout=0.0)
+    source = np.array([[5, 6, 7, 0], [9, 4, 0, 0]], "int32")
+    greedy = _np(decoding.greedy_decode(model, source, max_length=6))
+    np.testing.assert_array_equal(_np(decoding.greedy_decode_uncached(model, source, max_length=6)), greedy)
+    beam = decoding.compile_decoder(model, "beam", beam_size=3, max_length=6)  # jax.jit
+    assert _np(beam(keras.ops.convert_to_tensor(source))).shape == (2, 6)
+    weights = attention_maps.attention_weights(model, source, [[2, 11, 12], [2, 13, 0]])
+    assert weights["decoder_cross"][0].shape == (2, 2, 3, 4)
+
+
+@check
+def keras_file_saved_by_0_1_0_loads():
+    import keras
+    import numpy as np
+
+    from keras_transformer import decoding
+
+    expected = np.load(REPO / "tests" / "data" / "transformer_0.1.0_outputs.npz")
+    model = keras.models.load_model(REPO / "tests" / "data" / "transformer_0.1.0.keras")
+    logits = model({"encoder_inputs": expected["source"], "decoder_inputs": expected["target"]})
+    np.testing.assert_allclose(_np(logits), expected["logits"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(_np(decoding.greedy_decode(model, expected["source"], max_length=8)),
+                                  expected["greedy"])
+
+
 def run_checks():
     """Runs every check in this process; returns {name: "ok" or the traceback}."""
     results = {}

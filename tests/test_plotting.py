@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from keras_transformer import build_transformer, plotting, run_dir
+from keras_transformer import attention_maps, build_transformer, plotting, run_dir
 from keras_transformer.cli import main
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -94,7 +94,7 @@ def test_attention_weights_and_heads(tmp_path):
     model = build_transformer(50, 50, **TINY_MODEL)
     source = np.array([[5, 6, 7, 8, 0, 0], [9, 10, 0, 0, 0, 0]], "int32")
     target = np.array([[2, 11, 12, 0], [2, 13, 0, 0]], "int32")
-    weights = plotting.attention_weights(model, source, target)
+    weights = attention_maps.attention_weights(model, source, target)
     assert [w.shape for w in weights["encoder"]] == [(2, 2, 6, 6)] * 2
     assert [w.shape for w in weights["decoder_self"]] == [(2, 2, 4, 4)] * 2
     assert [w.shape for w in weights["decoder_cross"]] == [(2, 2, 4, 6)] * 2
@@ -177,14 +177,14 @@ def test_sentence_attention(run_directory):
     from keras_transformer.commands.plot import load_run
 
     model, source_tokenizer, target_tokenizer = load_run(run_directory)
-    result = plotting.sentence_attention(model, source_tokenizer, "a man is riding", target_tokenizer,
+    result = attention_maps.sentence_attention(model, source_tokenizer, "a man is riding", target_tokenizer,
                                          target="two dogs play")
     assert result["input_tokens"][0] == "<s>" and result["output_tokens"][-1] == "</s>"
     assert result["input_tokens"][1:] == result["output_tokens"][:-1]  # teacher forcing: shifted by one
     cross = result["weights"]["decoder_cross"][-1]
     assert cross.shape == (1, 2, len(result["output_tokens"]), len(result["source_tokens"]))
-    greedy = plotting.sentence_attention(model, source_tokenizer, "a dog", max_length=5)
+    greedy = attention_maps.sentence_attention(model, source_tokenizer, "a dog", max_length=5)
     assert 1 <= len(greedy["output_tokens"]) <= 5
     assert greedy["weights"]["decoder_self"][0].shape[-1] == len(greedy["input_tokens"])
     with pytest.raises(ValueError, match="no tokens"):
-        plotting.sentence_attention(model, source_tokenizer, "   ")
+        attention_maps.sentence_attention(model, source_tokenizer, "   ")

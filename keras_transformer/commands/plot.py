@@ -77,7 +77,7 @@ def run(args):
 
 
 def _plot_attention(args, plotting):
-    from keras_transformer import run_dir
+    from keras_transformer import attention_maps, run_dir
 
     path = pathlib.Path(args.model)
     if run_dir.is_saved_model(path) and not run_dir.is_run_dir(path):
@@ -92,7 +92,7 @@ def _plot_attention(args, plotting):
         raise ValueError(f"{path} is an ensemble; `plot attention` shows one model's heads: pass one "
                          f"member's run directory, e.g. {path / config['members'][0]}")
     model, source_tokenizer, target_tokenizer = load_run(path)
-    result = plotting.sentence_attention(
+    result = attention_maps.sentence_attention(
         model, source_tokenizer, args.sentence, target_tokenizer, target=args.target,
         max_length=args.max_length, add_source_end=_add_source_end(config),
     )

@@ -5,7 +5,62 @@ import keras
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.encoder import Encoder
 from keras_transformer.layers.masks import check_mask, padding_mask
-from keras_transformer.layers.token_sums import layer_norm
+
+
+def decoder_forward(embedding, layers, final_norm, token_ids, encoder_outputs,
+                    decoder_padding_mask=None, encoder_padding_mask=None, training=None,
+                    return_attention_scores=False):
+    """The decoder's teacher-forced forward pass: `embedding`, each of `layers`, `final_norm`.
+
+    Shared by `Decoder`, `build_transformer`'s functional graph and
+    `TransformerModel.decode`, as `encoder_forward` is (the cached one-token
+    step is `TransformerModel.decoder_step`). Without the padding masks each
+    layer reads the Keras masks of its inputs; self-attention is causal.
+
+    Args:
+        embedding: a `TokenAndPositionEmbedding`.
+        layers: the `DecoderLayer`s, first to last.
+        final_norm: a `LayerNormalization` after the last layer, or `None`.
+        token_ids: integer `(batch, target_len)`, 0 = padding.
+        encoder_outputs: `(batch, source_len, d_model)`.
+        decoder_padding_mask, encoder_padding_mask: optional boolean
+            `(batch, target_len)` and `(batch, source_len)`, `True` at real tokens.
+        training: whether dropout is active (`None`: Keras decides).
+        return_attention_scores: also return each layer's attention weights.
+
+    Returns:
+        `(batch, target_len, d_model)`; with `return_attention_scores=True`,
+        `(outputs, [self-attention scores per layer], [cross-attention scores per layer])`.
+
+    Example:
+
+    >>> from keras_transformer.layers.embedding import TokenAndPositionEmbedding
+    >>> embedding = TokenAndPositionEmbedding(90, 32, 16)
+    >>> ids = keras.ops.convert_to_tensor([[1, 4, 0]])
+    >>> outputs = decoder_forward(embedding, [DecoderLayer(32, 4, 64)], None, ids,
+    ...                           keras.ops.ones((1, 5, 32)), padding_mask(ids))
+    >>> tuple(outputs.shape)
+    (1, 3, 32)
+    """
+    options = {} if training is None else {"training": training}
+    layer_options = dict(options)
+    if decoder_padding_mask is not None:
+        layer_options["decoder_padding_mask"] = decoder_padding_mask
+    if encoder_padding_mask is not None:
+        layer_options["encoder_padding_mask"] = encoder_padding_mask
+    if return_attention_scores:
+        layer_options["return_attention_scores"] = True
+    x = embedding(token_ids, **options)
+    self_scores, cross_scores = [], []
+    for layer in layers:
+        x = layer(x, encoder_outputs, **layer_options)
+        if return_attention_scores:
+            x, layer_self_scores, layer_cross_scores = x
+            self_scores.append(layer_self_scores)
+            cross_scores.append(layer_cross_scores)
+    if final_norm is not None:
+        x = final_norm(x)
+    return (x, self_scores, cross_scores) if return_attention_scores else x
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -38,12 +93,7 @@ class Decoder(Encoder):
     """
 
     def _make_layer(self, name):
-        return DecoderLayer(
-            self.d_model, self.num_heads, self.d_ff, dropout=self.dropout,
-            norm_first=self.norm_first, activation=self.activation,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            dtype=self.dtype_policy, name=name,
-        )
+        return DecoderLayer(self.d_model, self.num_heads, self.d_ff, name=name, **self._layer_options())
 
     def build(self, token_ids_shape, encoder_outputs_shape=None):
         self.embedding.build(token_ids_shape)
@@ -65,16 +115,10 @@ class Decoder(Encoder):
         encoder_padding_mask = check_mask(encoder_padding_mask, "encoder_padding_mask")
         if encoder_padding_mask is None:
             encoder_padding_mask = check_mask(encoder_outputs_mask, "encoder_outputs_mask")
-        target_mask = padding_mask(token_ids)
-        x = self.embedding(token_ids, training=training)
-        for layer in self.stack:
-            x = layer(
-                x, encoder_outputs, decoder_padding_mask=target_mask,
-                encoder_padding_mask=encoder_padding_mask, training=training,
-            )
-        if self.final_norm is not None:
-            x = layer_norm(self.final_norm, x)
-        return x
+        return decoder_forward(
+            self.embedding, self.stack, self.final_norm, token_ids, encoder_outputs,
+            padding_mask(token_ids), encoder_padding_mask, training,
+        )
 
     def compute_mask(self, token_ids, mask=None):
         return None

@@ -6,7 +6,58 @@ from keras_transformer.layers.arguments import check_positive_int
 from keras_transformer.layers.embedding import TokenAndPositionEmbedding
 from keras_transformer.layers.encoder_layer import EncoderLayer
 from keras_transformer.layers.masks import padding_mask
-from keras_transformer.layers.token_sums import layer_norm
+
+
+def encoder_forward(embedding, layers, final_norm, token_ids, padding_mask=None, training=None,
+                    return_attention_scores=False):
+    """The encoder's forward pass: `embedding`, each of `layers`, then `final_norm` (if any).
+
+    The one place it is written: `Encoder`, `build_transformer`'s functional
+    graph and `TransformerModel.encode` all run it. Without `padding_mask` each
+    layer reads the Keras mask that the embedding attaches (the functional
+    graph); with it, the mask is passed explicitly (eager calls, and Keras's
+    JAX backend, whose arrays carry no Keras mask). `training=None` is not
+    passed on, so that the functional graph records no call argument.
+
+    Args:
+        embedding: a `TokenAndPositionEmbedding`.
+        layers: the `EncoderLayer`s, first to last.
+        final_norm: a `LayerNormalization` after the last layer, or `None`.
+        token_ids: integer `(batch, length)`, 0 = padding.
+        padding_mask: optional boolean `(batch, length)`, `True` at real tokens.
+        training: whether dropout is active (`None`: Keras decides).
+        return_attention_scores: also return each layer's attention weights.
+
+    Returns:
+        `(batch, length, d_model)`; with `return_attention_scores=True`,
+        `(outputs, [scores (batch, heads, length, length) per layer])`.
+
+    Example:
+
+    >>> embedding = TokenAndPositionEmbedding(100, 32, 16)
+    >>> layers = [EncoderLayer(32, 4, 64) for _ in range(2)]
+    >>> ids = keras.ops.convert_to_tensor([[5, 9, 2, 0]])
+    >>> outputs, scores = encoder_forward(embedding, layers, None, ids, padding_mask(ids),
+    ...                                   return_attention_scores=True)
+    >>> tuple(outputs.shape), tuple(scores[-1].shape)
+    ((1, 4, 32), (1, 4, 4, 4))
+    """
+    options = {} if training is None else {"training": training}
+    layer_options = dict(options)
+    if padding_mask is not None:
+        layer_options["padding_mask"] = padding_mask
+    if return_attention_scores:
+        layer_options["return_attention_scores"] = True
+    x = embedding(token_ids, **options)
+    scores = []
+    for layer in layers:
+        x = layer(x, **layer_options)
+        if return_attention_scores:
+            x, layer_scores = x
+            scores.append(layer_scores)
+    if final_norm is not None:
+        x = final_norm(x)
+    return (x, scores) if return_attention_scores else x
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -24,7 +75,9 @@ class Encoder(keras.layers.Layer):
         vocab_size: size of the input vocabulary.
         max_length: longest input accepted.
         d_model, num_heads, d_ff, dropout, norm_first, activation,
-        layer_norm_epsilon: as in `EncoderLayer`.
+        layer_norm_epsilon, attention_dropout, activation_dropout,
+        kernel_initializer: as in `EncoderLayer` (`build_transformer`'s
+        layer options).
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -51,6 +104,9 @@ class Encoder(keras.layers.Layer):
         norm_first=False,
         activation="relu",
         layer_norm_epsilon=1e-6,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        kernel_initializer="glorot_uniform",
         **kwargs,
     ):
         num_layers = check_positive_int("num_layers", num_layers)
@@ -67,6 +123,9 @@ class Encoder(keras.layers.Layer):
         self.norm_first = norm_first
         self.activation = activation
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.attention_dropout = attention_dropout
+        self.activation_dropout = activation_dropout
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
         self.embedding = TokenAndPositionEmbedding(
             vocab_size, d_model, max_length, dropout=dropout,
@@ -83,13 +142,17 @@ class Encoder(keras.layers.Layer):
             else None
         )
 
-    def _make_layer(self, name):
-        return EncoderLayer(
-            self.d_model, self.num_heads, self.d_ff, dropout=self.dropout,
-            norm_first=self.norm_first, activation=self.activation,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            dtype=self.dtype_policy, name=name,
+    def _layer_options(self):
+        return dict(
+            dropout=self.dropout, norm_first=self.norm_first, activation=self.activation,
+            layer_norm_epsilon=self.layer_norm_epsilon, attention_dropout=self.attention_dropout,
+            activation_dropout=self.activation_dropout,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            dtype=self.dtype_policy,
         )
+
+    def _make_layer(self, name):
+        return EncoderLayer(self.d_model, self.num_heads, self.d_ff, name=name, **self._layer_options())
 
     def build(self, input_shape):
         self.embedding.build(input_shape)
@@ -101,13 +164,8 @@ class Encoder(keras.layers.Layer):
         self.built = True
 
     def call(self, token_ids, training=None):
-        mask = padding_mask(token_ids)
-        x = self.embedding(token_ids, training=training)
-        for layer in self.stack:
-            x = layer(x, padding_mask=mask, training=training)
-        if self.final_norm is not None:
-            x = layer_norm(self.final_norm, x)
-        return x
+        return encoder_forward(self.embedding, self.stack, self.final_norm, token_ids,
+                               padding_mask(token_ids), training)
 
     def compute_mask(self, token_ids, mask=None):
         return padding_mask(token_ids)
@@ -126,6 +184,9 @@ class Encoder(keras.layers.Layer):
                 "norm_first": self.norm_first,
                 "activation": self.activation,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
+                "attention_dropout": self.attention_dropout,
+                "activation_dropout": self.activation_dropout,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             }
         )
         return config
