@@ -25,7 +25,7 @@ import tensorflow as tf  # noqa: E402
 
 from keras_transformer.models import build_transformer  # noqa: E402
 from keras_transformer.presets import get_preset  # noqa: E402
-from keras_transformer.training import _compile, _datasets, _load_splits, _train_tokenizer  # noqa: E402
+from keras_transformer.training import compile_model, make_datasets, load_splits, train_tokenizer  # noqa: E402
 from machine import machine_line  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -61,16 +61,16 @@ def main():
     preset = get_preset(args.preset)
     print("machine:", machine_line())
     print(f"config: preset {preset.name}, {args.epochs} epochs, tf.data autotuning {'on' if args.autotune else 'off'}")
-    splits = _load_splits(preset, args.data_dir)
-    tokenizer = _train_tokenizer(preset, splits["train"])
+    splits = load_splits(preset, args.data_dir)
+    tokenizer = train_tokenizer(preset, splits["train"])
 
-    train, validation = _datasets(preset, splits, tokenizer, seed=0, distributed=False)
+    train, validation = make_datasets(preset, splits, tokenizer, seed=0, distributed=False)
     if args.autotune:
         options = tf.data.Options()
         options.autotune.enabled = True
         train, validation = train.with_options(options), validation.with_options(options)
     model = build_transformer(**preset.model_kwargs(tokenizer.vocab_size))
-    _compile(model, preset)
+    compile_model(model, preset)
     model.fit(train, validation_data=validation, epochs=args.epochs, callbacks=[EpochTimes()], verbose=0)
 
 

@@ -13,6 +13,7 @@ import time
 import warnings
 
 from keras_transformer import __version__, destinations, run_dir
+from keras_transformer.errors import ArgumentError, first_line, literal
 from keras_transformer.presets import get_preset
 
 STRATEGIES = ("default", "mirrored", "multi-worker")
@@ -132,7 +133,7 @@ def _worker_role():
     return (kind == "chief" or (kind == "worker" and index == 0 and not has_chief)), index
 
 
-def _load_splits(preset, data_dir, corpus_files=None):
+def load_splits(preset, data_dir, corpus_files=None):
     """The preset's corpus splits, or those of the user's `corpus_files` (see `corpora.load_file_splits`).
 
     `preset.dev_examples` training pairs are held out as a `"dev"` split (see
@@ -176,7 +177,7 @@ def hold_out_dev(pairs, size):
     return readers.seeded_split(pairs, {"dev": size / len(pairs)}, seed=corpora.SPLIT_SEED)
 
 
-def _train_tokenizer(preset, pairs):
+def train_tokenizer(preset, pairs):
     """A shared SentencePiece vocabulary learned from both sides of `pairs` with the preset's settings."""
     from keras_transformer.tokenizers import SubwordTokenizer
 
@@ -197,20 +198,24 @@ def _tokenizer(preset, output, pairs, resume_state, is_chief, shared_from=None):
         try:
             return SubwordTokenizer.load(path)
         except Exception as error:  # noqa: BLE001  (SentencePiece, JSON, I/O: all mean "corrupt")
-            message = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-            raise ValueError(f"{path}: cannot resume, the tokenizer does not load: {message}. "
-                             "Pass --overwrite to start again.") from None
+            raise ArgumentError(f"{path}: cannot resume, the tokenizer does not load: "
+                                f"{literal(first_line(error))}. Pass {{overwrite=True}} to start again.") from None
     if shared_from is not None:
         tokenizer = SubwordTokenizer.load(pathlib.Path(shared_from) / run_dir.SOURCE_TOKENIZER)
     else:
-        tokenizer = _train_tokenizer(preset, pairs)
+        tokenizer = train_tokenizer(preset, pairs)
     if is_chief:
         for relative in (run_dir.SOURCE_TOKENIZER, run_dir.TARGET_TOKENIZER):
             tokenizer.save(pathlib.Path(output) / relative)
     return tokenizer
 
 
-def _datasets(preset, splits, tokenizer, seed, distributed):
+def make_datasets(preset, splits, tokenizer, seed, distributed=False):
+    """`(train, validation)` batches of `splits` for `preset`: bucketed by length, padded to a token budget.
+
+    The training batches are shuffled with `seed` and tokenized with subword
+    sampling where the preset asks for it; `distributed` shards them by data.
+    """
     import tensorflow as tf
 
     from keras_transformer.datasets import make_batches, make_eval_batches
@@ -224,8 +229,8 @@ def _datasets(preset, splits, tokenizer, seed, distributed):
         bucket_boundaries=tuple(preset.bucket_boundaries),
         max_length=preset.max_length,
     )
-    train_tokenizer = tokenizer.sampler(preset.subword_sampling) if preset.subword_sampling else tokenizer
-    train = make_batches(strings(splits["train"]), train_tokenizer, seed=seed, **batching)
+    sampling_tokenizer = tokenizer.sampler(preset.subword_sampling) if preset.subword_sampling else tokenizer
+    train = make_batches(strings(splits["train"]), sampling_tokenizer, seed=seed, **batching)
     validation = make_eval_batches(strings(splits["validation"]), tokenizer, pad_batches=True, **batching)
     if distributed:
         options = tf.data.Options()
@@ -234,7 +239,13 @@ def _datasets(preset, splits, tokenizer, seed, distributed):
     return train, validation
 
 
-def _compile(model, preset, jit_compile=True, cooldown=None):
+def compile_model(model, preset, jit_compile=True, cooldown=None):
+    """Compiles `model` with the paper's recipe (Adam, `WarmupSchedule`, label smoothing); returns the schedule.
+
+    Example:
+
+    >>> schedule = compile_model(build_transformer(**preset.model_kwargs(8000)), preset)
+    """
     import keras
 
     from keras_transformer.losses import MaskedSparseCategoricalCrossentropy
@@ -395,7 +406,8 @@ def train(
 
     Returns:
         A dict with the epochs completed, the best validation loss, the minutes
-        and the output path.
+        and the output path; for a finished run asked to resume, a `message`
+        saying so (nothing is trained).
 
     Raises:
         ValueError: a bad argument, named; `destinations.UnsafeDestinationError`
@@ -448,9 +460,8 @@ def train(
     resume_state = _check_output(output, resume, overwrite)
     if resume_state == "finished":
         config = run_dir.read_config(output)
-        print(f"{output} is a finished run ({config.get('completed_epochs')} epochs): nothing to resume.")
-        return _summary(output, config, 0.0)
-    splits = _load_splits(config_preset, data_dir, corpus_files)  # checked before anything is deleted
+        return {**_summary(output, config, 0.0), "message": "a finished run: nothing to resume"}
+    splits = load_splits(config_preset, data_dir, corpus_files)  # checked before anything is deleted
     if resume_state == "resume":
         _check_same_data(output, splits, data_dir)
     # Loaded before anything is written or deleted; a resumed run restores its own weights.
@@ -533,6 +544,31 @@ def _train_ensemble(preset, output, resume_state, splits, *, data_dir, sources, 
     return _summary(output, config, (time.monotonic() - started) / 60.0)
 
 
+class _Run:
+    """What the steps of `_train_run` share: the preset, the folder, this worker's role, the clock and config.json."""
+
+    def __init__(self, preset, output, strategy, started):
+        self.preset, self.output, self.strategy, self.started = preset, output, strategy, started
+        self.is_chief, self.worker_index = _worker_role() if strategy == "multi-worker" else (True, 0)
+        self.config, self.prior_minutes = {}, 0.0
+
+    def minutes(self):
+        """Minutes since this call started."""
+        return (time.monotonic() - self.started) / 60.0
+
+    def record(self, **fields):
+        """Updates config.json (the chief's only)."""
+        from keras_transformer.callbacks import write_status
+
+        if self.is_chief:
+            write_status(self.output, **fields)
+
+    @property
+    def backup(self):
+        backup = self.output / run_dir.BACKUP
+        return backup / f"worker-{self.worker_index}" if self.strategy == "multi-worker" else backup
+
+
 def _train_run(config_preset, output, resume_state, splits, *, data_dir, epochs, minutes, strategy,
                mixed_precision, seed, cpu_devices, verbose, sources, initial_weights=None, tokenizer_from=None):
     """Trains one model into the run directory `output` (see `train`), with `tokenizer_from`'s tokenizer if given.
@@ -540,121 +576,132 @@ def _train_run(config_preset, output, resume_state, splits, *, data_dir, epochs,
     `sources` (recorded in config.json) may name a run to start from, `sources["init_from"]["run"]`:
     its tokenizer is then reused, and `initial_weights` (its model's) are loaded into the new model.
     """
-    init_from = sources.get("init_from", {}).get("run")
-    tokenizer_from = tokenizer_from or init_from
     import keras
-    import tensorflow as tf
-
-    from keras_transformer.callbacks import (
-        AtomicBestCheckpoint, BackupAndRestore, CooldownToEnd, EpochSnapshots, TimeLimit, average_snapshots,
-        save_model_atomic, snapshot_paths, write_status,
-    )
-    from keras_transformer.models import build_transformer
 
     distribution = _configure_devices(strategy, cpu_devices)
-    is_chief, worker_index = _worker_role() if strategy == "multi-worker" else (True, 0)
     keras.utils.set_random_seed(seed)
     if mixed_precision:
         keras.mixed_precision.set_global_policy(mixed_precision)
-    started = time.monotonic()
-
-    _claim(output, resume_state, splits, is_chief)
-    tokenizer = _tokenizer(config_preset, output, splits["train"], resume_state, is_chief, tokenizer_from)
-    config = _run_config(config_preset, output, resume_state, tokenizer, data_dir, **sources, seed=seed,
-                         mixed_precision=mixed_precision, strategy=strategy,
-                         train_data_sha256=data_fingerprint(splits["train"]))
-    config.setdefault("completed_epochs", 0)
-    prior_minutes = config.get("train_minutes", 0.0)  # of the run before a --resume
-    if is_chief:
-        run_dir.write_json_atomic(output / run_dir.CONFIG, config)
-
-    train_batches, validation_batches = _datasets(
+    run = _Run(config_preset, output, strategy, time.monotonic())
+    init_from = sources.get("init_from", {}).get("run")
+    tokenizer = _start(run, resume_state, splits, tokenizer_from or init_from, data_dir=data_dir, **sources,
+                       seed=seed, mixed_precision=mixed_precision, strategy=strategy)
+    train_batches, validation_batches = make_datasets(
         config_preset, splits, tokenizer, seed, distributed=strategy != "default"
     )
     with distribution.scope():
-        model = build_transformer(**config["model"])
-        # XLA has no collectives on CPU devices (b/194942685): data-parallel
-        # runs without accelerators go without it; everything else uses it.
-        cpu_distributed = strategy != "default" and not tf.config.list_logical_devices("GPU")
-        if initial_weights is not None:
-            _set_initial_weights(model, initial_weights, init_from)
-        schedule = _compile(model, config_preset, jit_compile=not cpu_distributed, cooldown=config.get("cooldown"))
-        if strategy != "default" and hasattr(model, "_maybe_symbolic_build"):
-            # Under a strategy, Keras builds the metrics from a MEAN-reduced
-            # copy of the first distributed batch: float, which the model
-            # rejects as token ids, and a nested reduce that multi-worker runs
-            # cannot do. Build them from a real integer batch instead.
-            model._symbolic_build(data_batch=next(iter(train_batches)))
-            model._maybe_symbolic_build = lambda *args, **kwargs: None
-        if strategy == "multi-worker":
-            _reduce_logs_across_workers(model)
-
-    def record(epoch, value):
-        if is_chief:
-            write_status(output, best_val_loss=value, best_epoch=epoch + 1)
-
-    class EpochCounter(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            if is_chief:
-                minutes = prior_minutes + (time.monotonic() - started) / 60.0
-                write_status(output, completed_epochs=epoch + 1, train_minutes=round(minutes, 2))
-
-    backup = output / run_dir.BACKUP
-    if strategy == "multi-worker":
-        backup = backup / f"worker-{worker_index}"
-    callbacks = [
-        AtomicBestCheckpoint(output / run_dir.MODEL, best=config.get("best_val_loss", float("inf")),
-                             on_improvement=record, enabled=is_chief),
-        EpochSnapshots(output / "snapshots", keep=config_preset.average_last, enabled=is_chief),
-        EpochCounter(),
-    ]
-    if is_chief:
-        callbacks += [
-            keras.callbacks.CSVLogger(str(output / run_dir.HISTORY), append=True),
-            keras.callbacks.TensorBoard(str(output / run_dir.LOGS), write_graph=False),
-        ]
-    epoch_limit = epochs or (None if minutes else config_preset.epochs)
-    budget = minutes or config_preset.max_minutes  # this call's, or the preset's for the whole run
-    if not minutes and config_preset.max_minutes:
-        # The preset's budget is the whole run's, earlier (resumed) parts included.
-        minutes = config_preset.max_minutes - prior_minutes
-    if minutes:
-        # Counted from the start of `train`: the tokenizer and the data included.
-        minutes = max(minutes - (time.monotonic() - started) / 60.0, 0.0)
-        callbacks.append(TimeLimit(minutes))
-    if config_preset.cooldown_fraction:
-
-        def record_cooldown(start, end):
-            if is_chief:
-                write_status(output, cooldown=[start, end])
-
-        callbacks.append(CooldownToEnd(
-            schedule, config_preset.cooldown_fraction, minutes=minutes or None, total_minutes=budget or None,
-            epochs=epoch_limit, on_update=record_cooldown,
-        ))
-    # Last: an epoch counts as done for --resume only once its checkpoint, status
-    # and log row are written; if the run dies before, --resume trains it again.
-    callbacks.append(BackupAndRestore(str(backup), double_checkpoint=True))
+        model, schedule = _build_model(run, train_batches, initial_weights, init_from)
+    callbacks, epoch_limit = _callbacks(run, schedule, epochs, minutes)
     if verbose == "auto":
         verbose = 1 if sys.stdout.isatty() else 2
     with _unknown_length_warnings_ignored():
         model.fit(train_batches, validation_data=validation_batches, epochs=epoch_limit or 10_000,
                   callbacks=callbacks, verbose=verbose)
+    return _finish(run, model, validation_batches)
 
-    config = run_dir.read_config(output) if is_chief else config
-    snapshots = snapshot_paths(output / "snapshots")
-    if is_chief and config_preset.average_last > 1 and len(snapshots) > 1:
-        averaged = average_snapshots(model, snapshots[-config_preset.average_last:])
+
+def _start(run, resume_state, splits, tokenizer_from, data_dir, **fields):
+    """Claims the folder, gets the tokenizer and writes the run's config.json; returns the tokenizer."""
+    _claim(run.output, resume_state, splits, run.is_chief)
+    tokenizer = _tokenizer(run.preset, run.output, splits["train"], resume_state, run.is_chief, tokenizer_from)
+    run.config = _run_config(run.preset, run.output, resume_state, tokenizer, data_dir, **fields,
+                             train_data_sha256=data_fingerprint(splits["train"]))
+    run.config.setdefault("completed_epochs", 0)
+    run.prior_minutes = run.config.get("train_minutes", 0.0)  # of the run before a resume
+    if run.is_chief:
+        run_dir.write_json_atomic(run.output / run_dir.CONFIG, run.config)
+    return tokenizer
+
+
+def _build_model(run, train_batches, initial_weights, init_from):
+    """The compiled model and its learning-rate schedule (call it in the strategy's scope)."""
+    import tensorflow as tf
+
+    from keras_transformer.models import build_transformer
+
+    model = build_transformer(**run.config["model"])
+    if initial_weights is not None:
+        _set_initial_weights(model, initial_weights, init_from)
+    # XLA has no collectives on CPU devices (b/194942685): data-parallel
+    # runs without accelerators go without it; everything else uses it.
+    cpu_distributed = run.strategy != "default" and not tf.config.list_logical_devices("GPU")
+    schedule = compile_model(model, run.preset, jit_compile=not cpu_distributed, cooldown=run.config.get("cooldown"))
+    if run.strategy != "default" and hasattr(model, "_maybe_symbolic_build"):
+        # Under a strategy, Keras builds the metrics from a MEAN-reduced
+        # copy of the first distributed batch: float, which the model
+        # rejects as token ids, and a nested reduce that multi-worker runs
+        # cannot do. Build them from a real integer batch instead.
+        model._symbolic_build(data_batch=next(iter(train_batches)))
+        model._maybe_symbolic_build = lambda *args, **kwargs: None
+    if run.strategy == "multi-worker":
+        _reduce_logs_across_workers(model)
+    return model, schedule
+
+
+def _callbacks(run, schedule, epochs, minutes):
+    """`(callbacks, epoch limit)`: checkpoints, logs, the time budget, the cooldown and the resume backup."""
+    import keras
+
+    from keras_transformer.callbacks import (
+        AtomicBestCheckpoint, BackupAndRestore, CooldownToEnd, EpochSnapshots, TimeLimit,
+    )
+
+    preset, output = run.preset, run.output
+
+    class EpochCounter(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            run.record(completed_epochs=epoch + 1, train_minutes=round(run.prior_minutes + run.minutes(), 2))
+
+    callbacks = [
+        AtomicBestCheckpoint(output / run_dir.MODEL, best=run.config.get("best_val_loss", float("inf")),
+                             on_improvement=lambda epoch, value: run.record(best_val_loss=value,
+                                                                            best_epoch=epoch + 1),
+                             enabled=run.is_chief),
+        EpochSnapshots(output / "snapshots", keep=preset.average_last, enabled=run.is_chief),
+        EpochCounter(),
+    ]
+    if run.is_chief:
+        callbacks += [
+            keras.callbacks.CSVLogger(str(output / run_dir.HISTORY), append=True),
+            keras.callbacks.TensorBoard(str(output / run_dir.LOGS), write_graph=False),
+        ]
+    epoch_limit = epochs or (None if minutes else preset.epochs)
+    budget = minutes or preset.max_minutes  # this call's, or the preset's for the whole run
+    if not minutes and preset.max_minutes:
+        minutes = preset.max_minutes - run.prior_minutes  # the whole run's, earlier (resumed) parts included
+    if minutes:
+        minutes = max(minutes - run.minutes(), 0.0)  # counted from the start of `train`: the data included
+        callbacks.append(TimeLimit(minutes))
+    if preset.cooldown_fraction:
+        callbacks.append(CooldownToEnd(
+            schedule, preset.cooldown_fraction, minutes=minutes or None, total_minutes=budget or None,
+            epochs=epoch_limit, on_update=lambda start, end: run.record(cooldown=[start, end]),
+        ))
+    # Last: an epoch counts as done for resuming only once its checkpoint, status
+    # and log row are written; if the run dies before, resuming trains it again.
+    callbacks.append(BackupAndRestore(str(run.backup), double_checkpoint=True))
+    return callbacks, epoch_limit
+
+
+def _finish(run, model, validation_batches):
+    """Averages the last epochs' weights if the preset asks, marks the run finished, removes its backups."""
+    from keras_transformer.callbacks import average_snapshots, save_model_atomic, snapshot_paths
+
+    preset, output = run.preset, run.output
+    config = run_dir.read_config(output) if run.is_chief else run.config
+    snapshots = snapshot_paths(output / "snapshots")[-preset.average_last:]
+    if run.is_chief and preset.average_last > 1 and len(snapshots) > 1:
+        averaged = average_snapshots(model, snapshots)
         with _unknown_length_warnings_ignored():
             loss = averaged.evaluate(validation_batches, verbose=0, return_dict=True)["loss"]
-        config["averaged"] = {"epochs": len(snapshots[-config_preset.average_last:]), "val_loss": loss}
+        config["averaged"] = {"epochs": len(snapshots), "val_loss": loss}
         if loss < config.get("best_val_loss", float("inf")):
             save_model_atomic(averaged, output / run_dir.MODEL)
             config.update(best_val_loss=loss, best_epoch="averaged")
-    minutes_used = (time.monotonic() - started) / 60.0
-    config.update(finished=True, train_minutes=round(prior_minutes + minutes_used, 2))
-    shutil.rmtree(backup, ignore_errors=True)
-    if is_chief:
+    minutes_used = run.minutes()
+    config.update(finished=True, train_minutes=round(run.prior_minutes + minutes_used, 2))
+    shutil.rmtree(run.backup, ignore_errors=True)
+    if run.is_chief:
         run_dir.write_json_atomic(output / run_dir.CONFIG, config)
         shutil.rmtree(output / "snapshots", ignore_errors=True)
         shutil.rmtree(output / run_dir.BACKUP, ignore_errors=True)

@@ -108,15 +108,15 @@ def test_multi30k_with_french_sources_trains_on_both_and_validates_on_english(sh
 
 def test_a_dev_set_held_out_of_multi30k_train_is_never_trained_on(shared_data_dir):
     from keras_transformer.presets import get_preset
-    from keras_transformer.training import _load_splits, hold_out_dev
+    from keras_transformer.training import load_splits, hold_out_dev
 
     full = corpora.load_pairs("multi30k-en-de", shared_data_dir)
-    splits = _load_splits(get_preset("multi30k-en-de").replace(dev_examples=1000), shared_data_dir)
+    splits = load_splits(get_preset("multi30k-en-de").replace(dev_examples=1000), shared_data_dir)
     assert len(splits["dev"]) == 1000 and len(splits["train"]) == 28_000
     assert not set(splits["dev"]) & set(splits["train"]) and set(splits["dev"]) | set(splits["train"]) == set(full)
     assert splits["validation"] == corpora.load_pairs("multi30k-en-de", shared_data_dir, "validation")
     assert hold_out_dev(full, 1000) == {"train": splits["train"], "dev": splits["dev"]}  # what the benchmark reads
-    assert "dev" not in _load_splits(get_preset("multi30k-en-de"), shared_data_dir)
+    assert "dev" not in load_splits(get_preset("multi30k-en-de"), shared_data_dir)
     with pytest.raises(ValueError, match="`dev_examples` must be between 1 and 28999"):
         hold_out_dev(full, 29_000)
 

@@ -178,7 +178,7 @@ def _interrupted_copy(run, tmp_path, name="model", full_corpus=False):
     copy = _copy(run, tmp_path, name)
     config = {**run_dir.read_config(copy), "finished": False}
     if full_corpus:
-        pairs = training._load_splits(training.get_preset("tiny"), None)["train"]
+        pairs = training.load_splits(training.get_preset("tiny"), None)["train"]
         config["train_data_sha256"] = training.data_fingerprint(pairs)
     run_dir.write_json_atomic(copy / run_dir.CONFIG, config)
     return copy

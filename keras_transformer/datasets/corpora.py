@@ -313,8 +313,7 @@ def load_file_splits(files):
             names = files["train"] if isinstance(files["train"], (tuple, list)) else [files["train"]]
             raise ValueError(
                 f"{' and '.join(str(name) for name in names)} hold {len(train)} pairs: too few to hold out "
-                f"{size} for validation; give validation files too (`corpus_files['validation']`, "
-                f"--valid-source/--valid-target or --valid-tsv)."
+                f"{size} for validation; give validation files too (`corpus_files['validation']`)."
             )
         splits = readers.seeded_split(train, {"validation": size / len(train)}, seed=SPLIT_SEED)
     return splits
