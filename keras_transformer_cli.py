@@ -1,4 +1,4 @@
-"""The `keras-transformer` console script: TensorFlow's start-up log hidden, then `keras_transformer.cli`.
+"""The `keras-transformer` console script: TensorFlow's start-up log hidden, then `keras_transformer.commands.cli`.
 
 Importing `keras_transformer` imports TensorFlow, which writes its C++ start-up
 lines (oneDNN, CUDA, CPU features) to stderr before any of its settings can
@@ -24,8 +24,8 @@ def main(argv=None):
     if "TF_CPP_MIN_LOG_LEVEL" not in os.environ and "--verbose" not in _leading_options(argv):
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
         with _stderr_to_devnull():
-            import keras_transformer.cli  # noqa: F401  (imports TensorFlow)
-    from keras_transformer.cli import main as run
+            import keras_transformer.commands.cli  # noqa: F401  (imports TensorFlow)
+    from keras_transformer.commands.cli import main as run
 
     return run(argv)
 

@@ -39,9 +39,14 @@ setup(
     ],
     extras_require={
         "test": [
-            "pytest>=7", "hypothesis>=6", "nbclient>=0.7", "nbformat>=5", "ipykernel>=6",
+            "pytest>=7",
+            "hypothesis>=6",
+            "nbclient>=0.7",
+            "nbformat>=5",
+            "ipykernel>=6",
             "keras-hub>=0.18",  # the parity tests compare with its TransformerEncoder/Decoder
             "jax[cpu]>=0.4.30",  # tests/test_backend_jax.py runs the layers on Keras's JAX backend
+            "ruff==0.17.6",  # .ci/run checks lint and formatting (ruff.toml); pinned: formats differ by version
         ],
         "bench": ["keras-hub>=0.18", "psutil>=5", "sacremoses>=0.1"],
         "jax": ["jax[cpu]>=0.4.30"],

@@ -41,10 +41,10 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
+from machine import machine_line  # noqa: E402
 
 from keras_transformer import build_transformer, decoding, run_dir  # noqa: E402
 from keras_transformer.tokenizers import SubwordTokenizer  # noqa: E402
-from machine import machine_line  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "multi30k_task1"
@@ -57,17 +57,23 @@ def parse_args():
     parser.add_argument("--split", default="test", choices=sorted(SPLITS))
     parser.add_argument("--model", help="a training run directory (default: an untrained 11.7M model)")
     parser.add_argument("--sentences", type=int, default=1000)
-    parser.add_argument("--uncached-sentences", type=int, default=1000,
-                        help="sentences for the (slow) uncached baselines; 0 skips them")
+    parser.add_argument(
+        "--uncached-sentences", type=int, default=1000, help="sentences for the (slow) uncached baselines; 0 skips them"
+    )
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--max-length", type=int, default=64, help="tokens generated at most")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--alpha", type=float, default=0.6)
-    parser.add_argument("--full-length", action=argparse.BooleanOptionalAction, default=None,
-                        help="never stop at END (default: on for the untrained model)")
+    parser.add_argument(
+        "--full-length",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="never stop at END (default: on for the untrained model)",
+    )
     parser.add_argument("--no-keras-hub", action="store_true", help="skip the keras-hub decoder")
-    parser.add_argument("--keras-hub-modes", default="graph,xla",
-                        help="keras-hub's loop as a plain tf.function graph and/or with XLA")
+    parser.add_argument(
+        "--keras-hub-modes", default="graph,xla", help="keras-hub's loop as a plain tf.function graph and/or with XLA"
+    )
     args = parser.parse_args()
     if args.full_length is None:
         args.full_length = args.model is None
@@ -82,8 +88,9 @@ def model_and_tokenizer(args, sentences):
     keras.utils.set_random_seed(0)  # before any tokenizer exists (tensorflow/text#570)
     train = (pathlib.Path(args.data_dir) / "train.en").read_text(encoding="utf-8").splitlines()
     tokenizer = SubwordTokenizer.train(train, vocab_size=8000)
-    model = build_transformer(8000, 8000, num_layers=3, d_model=256, num_heads=4, d_ff=1024,
-                              max_length=max(64, args.max_length))
+    model = build_transformer(
+        8000, 8000, num_layers=3, d_model=256, num_heads=4, d_ff=1024, max_length=max(64, args.max_length)
+    )
     return model, tokenizer, "untrained, separate embeddings and output layer"
 
 
@@ -98,7 +105,7 @@ def batches(tokenizer, sentences, batch_size, max_source_length=64):
     width = min(-(-int(tf.reduce_max(ids.row_lengths())) // 16) * 16, max_source_length)
     order = np.argsort(ids.row_lengths().numpy(), kind="stable")
     for start in range(0, len(order), batch_size):
-        batch = tf.gather(ids, order[start:start + batch_size]).to_tensor(0, shape=[None, width])
+        batch = tf.gather(ids, order[start : start + batch_size]).to_tensor(0, shape=[None, width])
         yield batch, tf.pad(batch, [[0, batch_size - batch.shape[0]], [0, 0]])
 
 
@@ -122,8 +129,17 @@ def measure(decode, source_batches):
     return compile_seconds, total, sentences, tokens
 
 
-def keras_hub_greedy(max_length, full_length, vocab_size=8000, d_model=256, num_heads=4, d_ff=1024,
-                     num_layers=3, start_id=decoding.START_ID, end_id=decoding.END_ID):
+def keras_hub_greedy(
+    max_length,
+    full_length,
+    vocab_size=8000,
+    d_model=256,
+    num_heads=4,
+    d_ff=1024,
+    num_layers=3,
+    start_id=decoding.START_ID,
+    end_id=decoding.END_ID,
+):
     """(decode(source_ids) -> ids, parameter count) for keras-hub's layers and `GreedySampler`."""
     import keras_hub
 
@@ -148,14 +164,17 @@ def keras_hub_greedy(max_length, full_length, vocab_size=8000, d_model=256, num_
     def decode(source_ids):
         memory, mask = encode(source_ids)
         batch, source_length = ops.shape(source_ids)[0], ops.shape(source_ids)[1]
-        prompt = ops.concatenate([ops.full((batch, 1), start_id, "int32"),
-                                  ops.zeros((batch, max_length), "int32")], axis=1)
+        prompt = ops.concatenate(
+            [ops.full((batch, 1), start_id, "int32"), ops.zeros((batch, max_length), "int32")], axis=1
+        )
         # Seed both caches with one pass over the prompt (as keras-hub's BART does).
         x = target_embedding(prompt)
         self_caches, cross_caches = [], []
         for layer in decoders:
             x, self_cache, cross_cache = layer(
-                x, memory, encoder_padding_mask=mask,
+                x,
+                memory,
+                encoder_padding_mask=mask,
                 self_attention_cache=ops.zeros((batch, 2, max_length + 1, num_heads, key_dim)),
                 self_attention_cache_update_index=0,
                 cross_attention_cache=ops.zeros((batch, 2, source_length, num_heads, key_dim)),
@@ -166,21 +185,30 @@ def keras_hub_greedy(max_length, full_length, vocab_size=8000, d_model=256, num_
 
         def next_token_logits(prompt, cache, index):
             self_caches, cross_caches = cache
-            x = target_embedding(prompt[:, index - 1:index], start_index=index - 1)
+            x = target_embedding(prompt[:, index - 1 : index], start_index=index - 1)
             updated = []
             for layer, self_cache, cross_cache in zip(decoders, self_caches, cross_caches):
                 x, self_cache, _ = layer(
-                    x, memory, encoder_padding_mask=mask, self_attention_cache=self_cache,
-                    self_attention_cache_update_index=index - 1, cross_attention_cache=cross_cache,
+                    x,
+                    memory,
+                    encoder_padding_mask=mask,
+                    self_attention_cache=self_cache,
+                    self_attention_cache_update_index=index - 1,
+                    cross_attention_cache=cross_cache,
                     cross_attention_cache_update_index=None,
                 )
                 updated.append(self_cache)
             return head(x)[:, 0], None, (tuple(updated), cross_caches)
 
-        mask_prompt = ops.concatenate([ops.ones((batch, 1), "bool"),
-                                       ops.zeros((batch, max_length), "bool")], axis=1)
-        ids = sampler(next_token_logits, prompt, cache=(tuple(self_caches), tuple(cross_caches)),
-                      index=1, mask=mask_prompt, stop_token_ids=None if full_length else (end_id,))
+        mask_prompt = ops.concatenate([ops.ones((batch, 1), "bool"), ops.zeros((batch, max_length), "bool")], axis=1)
+        ids = sampler(
+            next_token_logits,
+            prompt,
+            cache=(tuple(self_caches), tuple(cross_caches)),
+            index=1,
+            mask=mask_prompt,
+            stop_token_ids=None if full_length else (end_id,),
+        )
         return ids[:, 1:]
 
     source = ops.zeros((2, 16), "int32")
@@ -201,19 +229,37 @@ def main():
     print(f"machine: {machine_line()}")
     print(f"model: {model.count_params() / 1e6:.1f}M parameters, {kind}")
     stop = "never stops at END (all steps)" if args.full_length else "stops when every row has ended"
-    print(f"data: {len(sentences)} sentences of {path.name}, batches of {args.batch_size}, "
-          f"max {args.max_length} generated tokens, {stop}, beam {args.beam} alpha {args.alpha}, XLA")
+    print(
+        f"data: {len(sentences)} sentences of {path.name}, batches of {args.batch_size}, "
+        f"max {args.max_length} generated tokens, {stop}, beam {args.beam} alpha {args.alpha}, XLA"
+    )
     never = {"end_id": -1} if args.full_length else {}
     beam = dict(beam_size=args.beam, alpha=args.alpha, **never)
     configs = [
-        ("ours", "greedy", "cached", lambda: decoding.compile_decoder(
-            model, "greedy", max_length=args.max_length, **never)),
-        ("ours", f"beam-{args.beam}", "cached", lambda: decoding.compile_decoder(
-            model, "beam", max_length=args.max_length, **beam)),
-        ("ours", "greedy", "uncached", lambda: decoding.compile_decoder(
-            model, "greedy_uncached", max_length=args.max_length, **never)),
-        ("ours", f"beam-{args.beam}", "uncached", lambda: decoding.compile_decoder(
-            model, "beam_uncached", max_length=args.max_length, **beam)),
+        (
+            "ours",
+            "greedy",
+            "cached",
+            lambda: decoding.compile_decoder(model, "greedy", max_length=args.max_length, **never),
+        ),
+        (
+            "ours",
+            f"beam-{args.beam}",
+            "cached",
+            lambda: decoding.compile_decoder(model, "beam", max_length=args.max_length, **beam),
+        ),
+        (
+            "ours",
+            "greedy",
+            "uncached",
+            lambda: decoding.compile_decoder(model, "greedy_uncached", max_length=args.max_length, **never),
+        ),
+        (
+            "ours",
+            f"beam-{args.beam}",
+            "uncached",
+            lambda: decoding.compile_decoder(model, "beam_uncached", max_length=args.max_length, **beam),
+        ),
     ]
     if not args.no_keras_hub:
         try:
@@ -226,16 +272,20 @@ def main():
             for mode in reversed(args.keras_hub_modes.split(",")):
                 compiled = tf.function(decode, jit_compile=mode == "xla", reduce_retracing=True)
                 configs.insert(1, (f"keras-hub ({mode})", "greedy", "cached", lambda f=compiled: f))
-    print(f"{'decoder':<17} {'search':<8} {'cache':<9} {'sentences':>9} {'compile s':>10} {'total s':>8} "
-          f"{'sent/s':>8} {'tokens/s':>9}")
+    print(
+        f"{'decoder':<17} {'search':<8} {'cache':<9} {'sentences':>9} {'compile s':>10} {'total s':>8} "
+        f"{'sent/s':>8} {'tokens/s':>9}"
+    )
     for who, name, cache, make in configs:
         count = len(sentences) if cache == "cached" else min(args.uncached_sentences, len(sentences))
         if count == 0:
             continue
-        compile_seconds, total, done, tokens = measure(
-            make(), batches(tokenizer, sentences[:count], args.batch_size))
-        print(f"{who:<17} {name:<8} {cache:<9} {done:>9} {compile_seconds:>10.1f} {total:>8.2f} "
-              f"{done / total:>8.1f} {tokens / total:>9.0f}", flush=True)
+        compile_seconds, total, done, tokens = measure(make(), batches(tokenizer, sentences[:count], args.batch_size))
+        print(
+            f"{who:<17} {name:<8} {cache:<9} {done:>9} {compile_seconds:>10.1f} {total:>8.2f} "
+            f"{done / total:>8.1f} {tokens / total:>9.0f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -22,11 +22,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from machine import machine_line  # noqa: E402
 
 from keras_transformer.models import build_transformer  # noqa: E402
 from keras_transformer.presets import get_preset  # noqa: E402
-from keras_transformer.training import compile_model, make_datasets, load_splits, train_tokenizer  # noqa: E402
-from machine import machine_line  # noqa: E402
+from keras_transformer.training import compile_model, load_splits, make_datasets, train_tokenizer  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -45,9 +45,12 @@ class EpochTimes(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         now = time.perf_counter()
-        print(f"epoch {epoch + 1}: training {self.last_step - self.start:.1f} s, "
-              f"gap before evaluation {self.evaluation - self.last_step:.1f} s, "
-              f"evaluation {now - self.evaluation:.1f} s", flush=True)
+        print(
+            f"epoch {epoch + 1}: training {self.last_step - self.start:.1f} s, "
+            f"gap before evaluation {self.evaluation - self.last_step:.1f} s, "
+            f"evaluation {now - self.evaluation:.1f} s",
+            flush=True,
+        )
 
 
 def main():

@@ -19,10 +19,10 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+from machine import machine_line  # noqa: E402
 
 from keras_transformer.datasets import corpora, pipeline  # noqa: E402
 from keras_transformer.tokenizers import SubwordTokenizer  # noqa: E402
-from machine import machine_line  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -37,8 +37,12 @@ def parse_args():
     parser.add_argument("--buckets", default="16,32,48,64,96,128")
     parser.add_argument("--epochs", type=int, default=3, help="timed epochs after the warm-up epoch")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--subword-sampling", type=float, default=0.0,
-                        help="tokenize with `tokenizer.sampler(ALPHA)`, again every epoch (0: off)")
+    parser.add_argument(
+        "--subword-sampling",
+        type=float,
+        default=0.0,
+        help="tokenize with `tokenizer.sampler(ALPHA)`, again every epoch (0: off)",
+    )
     return parser.parse_args()
 
 
@@ -63,25 +67,34 @@ def main():
     else:
         start = time.perf_counter()
         tokenizer = SubwordTokenizer.train([s for s, _ in train] + [t for _, t in train], args.vocab_size)
-        print(f"tokenizer: shared SentencePiece unigram, vocab {tokenizer.vocab_size}, "
-              f"trained on {2 * len(train)} lines in {time.perf_counter() - start:.1f} s")
-    print(f"config: corpus {args.corpus} train ({len(train)} pairs), token_budget {args.token_budget}, "
-          f"buckets {buckets}, shapes {pipeline.bucket_shapes(args.token_budget, buckets)}, seed {args.seed}, "
-          f"subword sampling {args.subword_sampling or 'off'}")
+        print(
+            f"tokenizer: shared SentencePiece unigram, vocab {tokenizer.vocab_size}, "
+            f"trained on {2 * len(train)} lines in {time.perf_counter() - start:.1f} s"
+        )
+    print(
+        f"config: corpus {args.corpus} train ({len(train)} pairs), token_budget {args.token_budget}, "
+        f"buckets {buckets}, shapes {pipeline.bucket_shapes(args.token_budget, buckets)}, seed {args.seed}, "
+        f"subword sampling {args.subword_sampling or 'off'}"
+    )
     if args.subword_sampling:
         tokenizer = tokenizer.sampler(args.subword_sampling)
     batches = pipeline.make_batches(
-        corpora.load_corpus(args.corpus, args.data_dir, split="train"), tokenizer,
-        token_budget=args.token_budget, bucket_boundaries=buckets, seed=args.seed,
+        corpora.load_corpus(args.corpus, args.data_dir, split="train"),
+        tokenizer,
+        token_budget=args.token_budget,
+        bucket_boundaries=buckets,
+        seed=args.seed,
     )
     seconds, sentences, tokens, steps = run_epoch(batches)
     print(f"warm-up epoch (fills the cache): {seconds:.2f} s, {sentences / seconds:,.0f} sentences/s")
     timed = [run_epoch(batches) for _ in range(args.epochs)]
     seconds = sum(t[0] for t in timed)
     sentences, tokens, steps = (sum(t[i] for t in timed) for i in (1, 2, 3))
-    print(f"timed {args.epochs} epochs: {seconds:.2f} s, {steps} batches, "
-          f"{sentences / seconds:,.0f} sentences/s, {tokens / seconds:,.0f} target tokens/s, "
-          f"{1e3 * seconds / steps:.2f} ms/batch")
+    print(
+        f"timed {args.epochs} epochs: {seconds:.2f} s, {steps} batches, "
+        f"{sentences / seconds:,.0f} sentences/s, {tokens / seconds:,.0f} target tokens/s, "
+        f"{1e3 * seconds / steps:.2f} ms/batch"
+    )
 
 
 if __name__ == "__main__":

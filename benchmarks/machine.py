@@ -28,7 +28,7 @@ def cpu_model():
 
 
 def tf_cpu_allocator(tf):
-    """"bfc" or "default": the CPU allocator the running TensorFlow uses (only BFC keeps statistics)."""
+    """ "bfc" or "default": the CPU allocator the running TensorFlow uses (only BFC keeps statistics)."""
     try:
         tf.config.experimental.get_memory_info("CPU:0")
     except ValueError:

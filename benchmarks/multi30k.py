@@ -43,21 +43,28 @@ LANGUAGES = {"en-de": ("en", "de"), "de-en": ("de", "en")}
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--direction", default="en-de", choices=sorted(LANGUAGES))
-    parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data" / "multi30k_task1"),
-                        help="the multi30k_task1 folder (train/val/test_2016_flickr files)")
+    parser.add_argument(
+        "--data-dir",
+        default=str(REPO.parent / "shared" / "data" / "multi30k_task1"),
+        help="the multi30k_task1 folder (train/val/test_2016_flickr files)",
+    )
     parser.add_argument("--output", help="run directory (default: runs/multi30k-DIRECTION)")
-    parser.add_argument("--alphas", default="0.6,1.0,1.5,2.0,2.5,3.0",
-                        help="GNMT length penalties to try on val (comma-separated)")
+    parser.add_argument(
+        "--alphas", default="0.6,1.0,1.5,2.0,2.5,3.0", help="GNMT length penalties to try on val (comma-separated)"
+    )
     parser.add_argument("--batch-size", type=int, default=100, help="sentences per decoding batch")
-    parser.add_argument("--json", help="where the scores go, the translations beside them "
-                        "(default: benchmarks/results/multi30k-DIRECTION/current.json)")
+    parser.add_argument(
+        "--json",
+        help="where the scores go, the translations beside them "
+        "(default: benchmarks/results/multi30k-DIRECTION/current.json)",
+    )
     return parser.parse_args(argv)
 
 
 def decode(run, sentences, beam_size, alpha, batch_size, greedy=False):
     """(translations, seconds) of a run directory's model on `sentences`."""
-    from keras_transformer.translation import translate_lines
     from keras_transformer.export import load
+    from keras_transformer.translation import translate_lines
 
     translator = load(run, beam_size=beam_size, alpha=alpha)
     started = time.perf_counter()
@@ -73,8 +80,10 @@ def training_record(run, config):
     if not config.get("members"):
         return {key: config.get(key) for key in keys}
     members = [run_dir.read_config(run / member) for member in config["members"]]
-    return {"train_minutes": config.get("train_minutes"),
-            "members": [{key: member.get(key) for key in keys} for member in members]}
+    return {
+        "train_minutes": config.get("train_minutes"),
+        "members": [{key: member.get(key) for key in keys} for member in members],
+    }
 
 
 def main(argv=None):
@@ -106,8 +115,9 @@ def main(argv=None):
         for name, (sources, references) in tuning_sets.items():
             hypotheses, seconds = decode(run, sources, beam_size, alpha, args.batch_size)
             tuning[name][alpha] = dict(evaluation.score(hypotheses, references), seconds=seconds)
-            print(f"{name}, beam {beam_size}, alpha {alpha}: {evaluation.format_scores(tuning[name][alpha])}",
-                  flush=True)
+            print(
+                f"{name}, beam {beam_size}, alpha {alpha}: {evaluation.format_scores(tuning[name][alpha])}", flush=True
+            )
     tuned_on = "dev" if "dev" in tuning else "val"
     alpha = max(tuning[tuned_on], key=lambda a: tuning[tuned_on][a]["bleu"])
     config["decoding"]["length_penalty"] = alpha
@@ -145,8 +155,12 @@ def main(argv=None):
         "preset": config["preset"],
         "parameters": sum(model.count_params() for model in models),
         "training": training_record(run, config),
-        "decoding": {"beam_size": beam_size, "length_penalty": alpha, "chosen_on": f"{tuned_on} BLEU",
-                     **{name: {str(a): s for a, s in scores.items()} for name, scores in tuning.items()}},
+        "decoding": {
+            "beam_size": beam_size,
+            "length_penalty": alpha,
+            "chosen_on": f"{tuned_on} BLEU",
+            **{name: {str(a): s for a, s in scores.items()} for name, scores in tuning.items()},
+        },
         "test": tests,
     }
     results_path.parent.mkdir(parents=True, exist_ok=True)

@@ -37,10 +37,10 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
+from machine import machine_line  # noqa: E402
 
 from keras_transformer import run_dir  # noqa: E402
 from keras_transformer.export import load  # noqa: E402
-from machine import machine_line  # noqa: E402
 
 
 def parse_args():
@@ -85,8 +85,13 @@ def plan(args, texts, threads, seed):
     """Each thread's list of (method, tuple of sentences)."""
     rng = random.Random(seed)
     methods = ["beam", "greedy"] if args.method == "both" else [args.method]
-    return [[(methods[(t + i) % len(methods)], tuple(rng.choice(texts) for _ in range(args.batch)))
-             for i in range(args.requests)] for t in range(threads)]
+    return [
+        [
+            (methods[(t + i) % len(methods)], tuple(rng.choice(texts) for _ in range(args.batch)))
+            for i in range(args.requests)
+        ]
+        for t in range(threads)
+    ]
 
 
 def call(translator, method, batch):
@@ -127,8 +132,10 @@ def serve(translator, plans, reference):
 def main():
     args = parse_args()
     thread_counts = [int(n) for n in args.threads.split(",")]
-    threads = (tf.config.threading.get_intra_op_parallelism_threads(),
-               tf.config.threading.get_inter_op_parallelism_threads())
+    threads = (
+        tf.config.threading.get_intra_op_parallelism_threads(),
+        tf.config.threading.get_inter_op_parallelism_threads(),
+    )
     print(f"{machine_line()} | TF intra/inter-op threads {threads} (0 = automatic)")
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="serve-load-"))
     try:
@@ -138,30 +145,35 @@ def main():
         limit = int(translator.max_source_length.numpy())
         lengths = translator.source_lengths(tf.constant(texts)).numpy()
         print(f"model: {description} | beam {int(translator.beam_size.numpy())}, source limit {limit} tokens")
-        print(f"requests: {args.requests} per thread x {args.batch} sentence(s), method {args.method}; "
-              f"{len(texts)} distinct sentences, {sum(lengths == 0)} blank, "
-              f"{sum(lengths > limit)} over the limit")
+        print(
+            f"requests: {args.requests} per thread x {args.batch} sentence(s), method {args.method}; "
+            f"{len(texts)} distinct sentences, {sum(lengths == 0)} blank, "
+            f"{sum(lengths > limit)} over the limit"
+        )
 
         plans = {n: plan(args, texts, n, args.seed + n) for n in thread_counts}
         requests = {r for p in plans.values() for thread in p for r in thread}
         started = time.perf_counter()
         reference = {request: call(translator, *request) for request in requests}
         seconds = time.perf_counter() - started
-        print(f"single-threaded reference of {len(requests)} distinct requests: {seconds:.1f} s "
-              "(every shape's XLA compile included)\n")
+        print(
+            f"single-threaded reference of {len(requests)} distinct requests: {seconds:.1f} s "
+            "(every shape's XLA compile included)\n"
+        )
 
-        print("| threads | requests | seconds | requests/s | sentences/s | p50 ms | p95 ms "
-              "| mismatches | errors |")
+        print("| threads | requests | seconds | requests/s | sentences/s | p50 ms | p95 ms | mismatches | errors |")
         print("|---|---|---|---|---|---|---|---|---|")
         failures = 0
         for n in thread_counts:
             seconds, latencies, mismatches, errors = serve(translator, plans[n], reference)
             total = n * args.requests
             q = statistics.quantiles(latencies, n=20) if len(latencies) > 1 else [float("nan")] * 19
-            print(f"| {n} | {total} | {seconds:.2f} | {total / seconds:.1f} "
-                  f"| {total * args.batch / seconds:.1f} "
-                  f"| {1000 * statistics.median(latencies):.1f} | {1000 * q[18]:.1f} | {len(mismatches)} "
-                  f"| {len(errors)} |")
+            print(
+                f"| {n} | {total} | {seconds:.2f} | {total / seconds:.1f} "
+                f"| {total * args.batch / seconds:.1f} "
+                f"| {1000 * statistics.median(latencies):.1f} | {1000 * q[18]:.1f} | {len(mismatches)} "
+                f"| {len(errors)} |"
+            )
             for error in errors[:3]:
                 print(f"  error: {error}")
             failures += len(mismatches) + len(errors)

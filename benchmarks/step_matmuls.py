@@ -30,10 +30,14 @@ import time
 
 DUMP = tempfile.mkdtemp(prefix="step_matmuls_")
 # XLA reads its flags when TensorFlow first compiles, so they are set before any import.
-os.environ["XLA_FLAGS"] = " ".join([
-    os.environ.get("XLA_FLAGS", ""), f"--xla_dump_to={DUMP}", "--xla_dump_hlo_as_text",
-    "--xla_dump_hlo_module_re=one_step_on_data",
-]).strip()
+os.environ["XLA_FLAGS"] = " ".join(
+    [
+        os.environ.get("XLA_FLAGS", ""),
+        f"--xla_dump_to={DUMP}",
+        "--xla_dump_hlo_as_text",
+        "--xla_dump_hlo_module_re=one_step_on_data",
+    ]
+).strip()
 
 import train_throughput  # noqa: E402  (sets TensorFlow's environment and sys.path)
 from machine import describe_machine  # noqa: E402
@@ -55,8 +59,9 @@ def step_dots(hlo_text):
     shapes = {name: _ints(dims) for name, dims in NAMED_SHAPE.findall(hlo_text)}
     dots = collections.Counter()
     for lhs, rhs, lhs_batch, lhs_contract, rhs_batch, rhs_contract in DOT.findall(hlo_text):
-        dots[(shapes[lhs], shapes[rhs], _ints(lhs_batch), _ints(lhs_contract),
-              _ints(rhs_batch), _ints(rhs_contract))] += 1
+        dots[
+            (shapes[lhs], shapes[rhs], _ints(lhs_batch), _ints(lhs_contract), _ints(rhs_batch), _ints(rhs_contract))
+        ] += 1
     return dots
 
 
@@ -67,8 +72,10 @@ def time_dot(lhs_shape, rhs_shape, lhs_batch, lhs_contract, rhs_batch, rhs_contr
     from tensorflow.compiler.xla import xla_data_pb2
 
     numbers = xla_data_pb2.DotDimensionNumbers(
-        lhs_batch_dimensions=lhs_batch, rhs_batch_dimensions=rhs_batch,
-        lhs_contracting_dimensions=lhs_contract, rhs_contracting_dimensions=rhs_contract,
+        lhs_batch_dimensions=lhs_batch,
+        rhs_batch_dimensions=rhs_batch,
+        lhs_contracting_dimensions=lhs_contract,
+        rhs_contracting_dimensions=rhs_contract,
     )
     dot = tf.function(lambda a, b: xla.dot_general(a, b, numbers, None), jit_compile=True)
     a, b = tf.random.normal(lhs_shape), tf.random.normal(rhs_shape)
@@ -122,35 +129,51 @@ def main(argv=None):
     rows = []
     for key, count in dots.items():
         seconds, flops = time_dot(*key, reps=10)
-        rows.append({"dot": describe(*key), "count": count, "ms_each": seconds * 1000,
-                     "ms_per_step": seconds * 1000 * count, "gflops_per_s": flops / seconds / 1e9})
+        rows.append(
+            {
+                "dot": describe(*key),
+                "count": count,
+                "ms_each": seconds * 1000,
+                "ms_per_step": seconds * 1000 * count,
+                "gflops_per_s": flops / seconds / 1e9,
+            }
+        )
     rows.sort(key=lambda row: -row["ms_per_step"])
     total = sum(row["ms_per_step"] for row in rows)
 
-    print(f"The compiled training step ({program}): {sum(dots.values())} dots of "
-          f"{len(dots)} kinds")
+    print(f"The compiled training step ({program}): {sum(dots.values())} dots of {len(dots)} kinds")
     print(f"| {'dot: operands over their summed axes':58s} | count | ms each | ms/step | GFLOP/s |")
     print(f"|{'-' * 60}|-------|---------|---------|---------|")
     for row in rows:
-        print(f"| {row['dot']:58s} | {row['count']:5d} | {row['ms_each']:7.3f} | "
-              f"{row['ms_per_step']:7.1f} | {row['gflops_per_s']:7.0f} |")
-    print(f"Sum of the dots, each alone: {total:.0f} ms per step. The step itself: "
-          f"{step_median:.0f} ms (median of {args.rounds} rounds of {args.steps}); "
-          f"the dots are {total / step_median:.0%} of it.")
+        print(
+            f"| {row['dot']:58s} | {row['count']:5d} | {row['ms_each']:7.3f} | "
+            f"{row['ms_per_step']:7.1f} | {row['gflops_per_s']:7.0f} |"
+        )
+    print(
+        f"Sum of the dots, each alone: {total:.0f} ms per step. The step itself: "
+        f"{step_median:.0f} ms (median of {args.rounds} rounds of {args.steps}); "
+        f"the dots are {total / step_median:.0%} of it."
+    )
 
     output = pathlib.Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps({
-        "command": " ".join(["python"] + sys.argv),
-        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "machine": describe_machine(),
-        "config": config,
-        "program": program,
-        "step_ms_rounds": step_ms,
-        "step_ms": step_median,
-        "dots_ms_per_step": total,
-        "dots": rows,
-    }, indent=2) + "\n")
+    output.write_text(
+        json.dumps(
+            {
+                "command": " ".join(["python"] + sys.argv),
+                "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "machine": describe_machine(),
+                "config": config,
+                "program": program,
+                "step_ms_rounds": step_ms,
+                "step_ms": step_median,
+                "dots_ms_per_step": total,
+                "dots": rows,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"Wrote {output}")
 
 

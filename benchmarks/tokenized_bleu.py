@@ -49,11 +49,12 @@ def main(argv=None):
     raw = read_lines(data / f"{args.test}.{args.language}")
     tokenized = read_lines(data / "tok" / f"{args.test}.lc.norm.tok.{args.language}")
     if not len(hypotheses) == len(raw) == len(tokenized):
-        raise SystemExit(f"line counts differ: {len(hypotheses)} translations, {len(raw)} references, "
-                         f"{len(tokenized)} tokenized references")
+        raise SystemExit(
+            f"line counts differ: {len(hypotheses)} translations, {len(raw)} references, "
+            f"{len(tokenized)} tokenized references"
+        )
     same = sum(a == b for a, b in zip(moses_lowercased(raw, args.language), tokenized))
-    ours = sacrebleu.corpus_bleu(moses_lowercased(hypotheses, args.language), [tokenized], tokenize="none",
-                                 force=True)
+    ours = sacrebleu.corpus_bleu(moses_lowercased(hypotheses, args.language), [tokenized], tokenize="none", force=True)
     sacre = score(hypotheses, raw)["bleu_lowercase"]
     print(f"{args.hypotheses}")
     print(f"  BLEU, lowercased Moses-tokenized text (against tok/): {ours.score:.2f}")

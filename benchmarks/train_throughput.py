@@ -84,8 +84,15 @@ from machine import describe_machine  # noqa: E402
 FRAMEWORKS = ("ours", "keras_hub", "pytorch")
 LABELS = {"ours": "keras-transformer", "keras_hub": "keras-hub", "pytorch": "PyTorch (eager)"}
 CONFIG = dict(
-    vocab_size=8000, d_model=256, num_heads=4, d_ff=1024, num_layers=3, dropout=0.1,
-    batch_size=64, source_length=32, target_length=32,
+    vocab_size=8000,
+    d_model=256,
+    num_heads=4,
+    d_ff=1024,
+    num_layers=3,
+    dropout=0.1,
+    batch_size=64,
+    source_length=32,
+    target_length=32,
 )
 
 
@@ -94,14 +101,12 @@ CONFIG = dict(
 # --------------------------------------------------------------------------
 
 
-def train_flops(vocab_size, d_model, d_ff, num_layers, batch_size, source_length,
-                target_length, **_):
+def train_flops(vocab_size, d_model, d_ff, num_layers, batch_size, source_length, target_length, **_):
     """Matmul FLOPs of one training step (see the module docstring)."""
     d, f, n, v = d_model, d_ff, num_layers, vocab_size
     src, tgt = batch_size * source_length, batch_size * target_length
     encoder = n * src * (4 * d * d + 2 * source_length * d + 2 * d * f)
-    decoder = n * tgt * (4 * d * d + 2 * target_length * d + 2 * d * d
-                         + 2 * source_length * d + 2 * d * f)
+    decoder = n * tgt * (4 * d * d + 2 * target_length * d + 2 * d * d + 2 * source_length * d + 2 * d * f)
     decoder += n * src * 2 * d * d
     head = tgt * d * v
     return 3 * 2 * (encoder + decoder + head)
@@ -153,9 +158,15 @@ def build_ours(config):
     from keras_transformer import build_transformer
 
     return build_transformer(
-        config["vocab_size"], config["vocab_size"], num_layers=config["num_layers"],
-        d_model=config["d_model"], num_heads=config["num_heads"], d_ff=config["d_ff"],
-        dropout=config["dropout"], attention_dropout=config["dropout"], activation_dropout=0.0,
+        config["vocab_size"],
+        config["vocab_size"],
+        num_layers=config["num_layers"],
+        d_model=config["d_model"],
+        num_heads=config["num_heads"],
+        d_ff=config["d_ff"],
+        dropout=config["dropout"],
+        attention_dropout=config["dropout"],
+        activation_dropout=0.0,
         max_length=max(config["source_length"], config["target_length"]),
     )
 
@@ -166,17 +177,18 @@ def build_keras_hub(config):
 
     length = max(config["source_length"], config["target_length"])
     rate, eps = config["dropout"], 1e-6
-    common = dict(intermediate_dim=config["d_ff"], num_heads=config["num_heads"],
-                  dropout=rate, layer_norm_epsilon=eps)
+    common = dict(intermediate_dim=config["d_ff"], num_heads=config["num_heads"], dropout=rate, layer_norm_epsilon=eps)
     encoder_inputs = keras.Input((None,), dtype="int32", name="encoder_inputs")
     decoder_inputs = keras.Input((None,), dtype="int32", name="decoder_inputs")
-    x = keras_hub.layers.TokenAndPositionEmbedding(
-        config["vocab_size"], length, config["d_model"], mask_zero=True)(encoder_inputs)
+    x = keras_hub.layers.TokenAndPositionEmbedding(config["vocab_size"], length, config["d_model"], mask_zero=True)(
+        encoder_inputs
+    )
     x = keras.layers.Dropout(rate)(x)
     for _ in range(config["num_layers"]):
         x = keras_hub.layers.TransformerEncoder(**common)(x)
-    y = keras_hub.layers.TokenAndPositionEmbedding(
-        config["vocab_size"], length, config["d_model"], mask_zero=True)(decoder_inputs)
+    y = keras_hub.layers.TokenAndPositionEmbedding(config["vocab_size"], length, config["d_model"], mask_zero=True)(
+        decoder_inputs
+    )
     y = keras.layers.Dropout(rate)(y)
     for _ in range(config["num_layers"]):
         y = keras_hub.layers.TransformerDecoder(**common)(y, x)
@@ -224,9 +236,14 @@ def make_pytorch(config, steps_per_execution):
             self.register_buffer("positions", torch.tensor(table, dtype=torch.float32))
             self.dropout = nn.Dropout(config["dropout"])
             self.transformer = nn.Transformer(
-                d_model=d, nhead=config["num_heads"], num_encoder_layers=config["num_layers"],
-                num_decoder_layers=config["num_layers"], dim_feedforward=config["d_ff"],
-                dropout=config["dropout"], layer_norm_eps=1e-6, batch_first=True,
+                d_model=d,
+                nhead=config["num_heads"],
+                num_encoder_layers=config["num_layers"],
+                num_decoder_layers=config["num_layers"],
+                dim_feedforward=config["d_ff"],
+                dropout=config["dropout"],
+                layer_norm_eps=1e-6,
+                batch_first=True,
             )
             self.head = nn.Linear(d, vocab)
 
@@ -237,9 +254,12 @@ def make_pytorch(config, steps_per_execution):
             length = target.shape[1]
             causal = torch.ones(length, length, dtype=torch.bool).triu(1)  # True = blocked
             hidden = self.transformer(
-                self.embed(self.source_embedding, source), self.embed(self.target_embedding, target),
-                tgt_mask=causal, tgt_is_causal=True,
-                src_key_padding_mask=source == 0, tgt_key_padding_mask=target == 0,
+                self.embed(self.source_embedding, source),
+                self.embed(self.target_embedding, target),
+                tgt_mask=causal,
+                tgt_is_causal=True,
+                src_key_padding_mask=source == 0,
+                tgt_key_padding_mask=target == 0,
                 memory_key_padding_mask=source == 0,
             )
             return self.head(hidden)
@@ -313,24 +333,37 @@ def worker(framework, config, steps, steps_per_execution):
     start = time.perf_counter()
     done = step(steps)
     elapsed = time.perf_counter() - start
-    print(json.dumps({"framework": framework, "setup_s": setup, "step_s": elapsed / done,
-                      "peak_rss_mb": peak_rss_mb()}))
+    print(
+        json.dumps({"framework": framework, "setup_s": setup, "step_s": elapsed / done, "peak_rss_mb": peak_rss_mb()})
+    )
 
 
 def measure_memory(frameworks, config, steps, steps_per_execution):
     memory = {}
     for framework in frameworks:
-        command = [sys.executable, __file__, "--worker", framework, "--steps", str(steps),
-                   "--steps-per-execution", str(steps_per_execution),
-                   "--config", json.dumps(config)]
+        command = [
+            sys.executable,
+            __file__,
+            "--worker",
+            framework,
+            "--steps",
+            str(steps),
+            "--steps-per-execution",
+            str(steps_per_execution),
+            "--config",
+            json.dumps(config),
+        ]
         result = subprocess.run(command, capture_output=True, text=True)
         lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
         if result.returncode or not lines:
             print(f"  {framework}: memory run failed:\n{result.stderr[-2000:]}", file=sys.stderr)
             continue
         memory[framework] = json.loads(lines[-1])
-        print(f"  {LABELS[framework]:18s} peak RSS {memory[framework]['peak_rss_mb']:7.0f} MB "
-              f"(alone: {memory[framework]['step_s'] * 1000:.0f} ms/step)", flush=True)
+        print(
+            f"  {LABELS[framework]:18s} peak RSS {memory[framework]['peak_rss_mb']:7.0f} MB "
+            f"(alone: {memory[framework]['step_s'] * 1000:.0f} ms/step)",
+            flush=True,
+        )
     return memory
 
 
@@ -340,7 +373,7 @@ def round_robin(competitors, rounds, steps):
     loads = []
     names = list(competitors)
     for index in range(rounds):
-        order = names[index % len(names):] + names[: index % len(names)]
+        order = names[index % len(names) :] + names[: index % len(names)]
         for name in order:
             wall, cpu = time.perf_counter(), time.process_time()
             done = competitors[name](steps[name])
@@ -359,16 +392,21 @@ def median(values):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--frameworks", default=",".join(FRAMEWORKS),
-                        help="comma-separated subset of " + ",".join(FRAMEWORKS))
+    parser.add_argument(
+        "--frameworks", default=",".join(FRAMEWORKS), help="comma-separated subset of " + ",".join(FRAMEWORKS)
+    )
     parser.add_argument("--rounds", type=int, default=8, help="timed rounds (each runs every competitor)")
     parser.add_argument("--steps", type=int, default=4, help="training steps per competitor per round")
     parser.add_argument("--steps-per-execution", type=int, default=2)
     parser.add_argument("--memory-steps", type=int, default=4, help="steps of each memory subprocess; 0 skips")
-    parser.add_argument("--output", help="JSON path (default: benchmarks/results/training/train_throughput.json, "
-                        "or train_scaling.json with --scaling)")
-    parser.add_argument("--scaling", action="store_true",
-                        help="step time vs sequence length and d_model instead of the main table")
+    parser.add_argument(
+        "--output",
+        help="JSON path (default: benchmarks/results/training/train_throughput.json, "
+        "or train_scaling.json with --scaling)",
+    )
+    parser.add_argument(
+        "--scaling", action="store_true", help="step time vs sequence length and d_model instead of the main table"
+    )
     parser.add_argument("--worker", choices=FRAMEWORKS, help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -437,37 +475,51 @@ def main(argv=None):
         }
 
     print()
-    print(f"Training throughput, float32, batch {config['batch_size']} x {config['source_length']} "
-          f"source / {config['target_length']} target tokens ({flops / 1e9:.1f} GFLOP/step); "
-          f"median of {args.rounds} rounds")
-    header = (f"| {'framework':18s} | steps/s | target tok/s | model GFLOP/s | of ceiling "
-              f"| peak RSS MB | ours is x faster |")
+    print(
+        f"Training throughput, float32, batch {config['batch_size']} x {config['source_length']} "
+        f"source / {config['target_length']} target tokens ({flops / 1e9:.1f} GFLOP/step); "
+        f"median of {args.rounds} rounds"
+    )
+    header = (
+        f"| {'framework':18s} | steps/s | target tok/s | model GFLOP/s | of ceiling | peak RSS MB | ours is x faster |"
+    )
     print(header)
     print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
-    for name, row in rows.items():
+    for row in rows.values():
         rss = f"{row['peak_rss_mb']:.0f}" if row["peak_rss_mb"] else "-"
-        print(f"| {row['label']:18s} | {row['steps_per_s']:7.3f} | {row['target_tokens_per_s']:12.0f} "
-              f"| {row['model_gflops_per_s']:13.1f} | {row['fraction_of_ceiling']:10.0%} "
-              f"| {rss:>11s} | {row['ours_speedup_over_this']:16.2f} |")
+        print(
+            f"| {row['label']:18s} | {row['steps_per_s']:7.3f} | {row['target_tokens_per_s']:12.0f} "
+            f"| {row['model_gflops_per_s']:13.1f} | {row['fraction_of_ceiling']:10.0%} "
+            f"| {rss:>11s} | {row['ours_speedup_over_this']:16.2f} |"
+        )
     print(f"Matmul ceiling (XLA 4096x4096 float32 matmul, same rounds): {ceiling_gflops:.1f} GFLOP/s")
     print(f"Load average during the rounds: first {loads[0]}, last {loads[-1]}")
 
     output = pathlib.Path(args.output or RESULTS / "train_throughput.json")
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps({
-        "command": " ".join(["python"] + sys.argv),
-        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "machine": machine,
-        "config": config,
-        "flops_per_step": flops,
-        "flops_formula": "3 * 2 * (encoder + decoder + head) matmul multiply-adds; see the docstring",
-        "timing": {"rounds": args.rounds, "steps_per_round": args.steps,
-                   "steps_per_execution": args.steps_per_execution},
-        "matmul_ceiling_gflops_per_s": ceiling_gflops,
-        "matmul_ceiling_ms_rounds": [w * 1000 for w, _ in times["matmul_ceiling"]],
-        "loadavg_per_round": loads,
-        "results": rows,
-    }, indent=2) + "\n")
+    output.write_text(
+        json.dumps(
+            {
+                "command": " ".join(["python"] + sys.argv),
+                "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "machine": machine,
+                "config": config,
+                "flops_per_step": flops,
+                "flops_formula": "3 * 2 * (encoder + decoder + head) matmul multiply-adds; see the docstring",
+                "timing": {
+                    "rounds": args.rounds,
+                    "steps_per_round": args.steps,
+                    "steps_per_execution": args.steps_per_execution,
+                },
+                "matmul_ceiling_gflops_per_s": ceiling_gflops,
+                "matmul_ceiling_ms_rounds": [w * 1000 for w, _ in times["matmul_ceiling"]],
+                "loadavg_per_round": loads,
+                "results": rows,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"Wrote {output}")
 
 
@@ -498,21 +550,38 @@ def scaling(args, frameworks, base, machine):
         for name in frameworks:
             wall = median(w for w, _ in times[name])
             speedup = median(t[0] / o[0] for o, t in zip(times["ours"], times[name]))
-            row = {"sweep": sweep, "value": value, "framework": name, "config": config,
-                   "step_ms": wall * 1000,
-                   "target_tokens_per_s": config["batch_size"] * config["target_length"] / wall,
-                   "model_gflops_per_s": flops / wall / 1e9, "ours_speedup_over_this": speedup}
+            row = {
+                "sweep": sweep,
+                "value": value,
+                "framework": name,
+                "config": config,
+                "step_ms": wall * 1000,
+                "target_tokens_per_s": config["batch_size"] * config["target_length"] / wall,
+                "model_gflops_per_s": flops / wall / 1e9,
+                "ours_speedup_over_this": speedup,
+            }
             rows.append(row)
-            print(f"| {sweep:7s} | {value:5d} | {LABELS[name]:18s} | {row['step_ms']:7.0f} "
-                  f"| {row['target_tokens_per_s']:12.0f} | {row['model_gflops_per_s']:13.1f} "
-                  f"| {speedup:16.2f} |", flush=True)
+            print(
+                f"| {sweep:7s} | {value:5d} | {LABELS[name]:18s} | {row['step_ms']:7.0f} "
+                f"| {row['target_tokens_per_s']:12.0f} | {row['model_gflops_per_s']:13.1f} "
+                f"| {speedup:16.2f} |",
+                flush=True,
+            )
     output = pathlib.Path(args.output or RESULTS / "train_scaling.json")
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps({
-        "command": " ".join(["python"] + sys.argv), "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "machine": machine, "timing": {"rounds": args.rounds, "steps_per_round": args.steps},
-        "rows": rows,
-    }, indent=2) + "\n")
+    output.write_text(
+        json.dumps(
+            {
+                "command": " ".join(["python"] + sys.argv),
+                "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "machine": machine,
+                "timing": {"rounds": args.rounds, "steps_per_round": args.steps},
+                "rows": rows,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"Wrote {output}")
 
 

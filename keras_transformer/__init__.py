@@ -11,9 +11,9 @@ import os as _os
 # any tensor exists turns it on; set it to "false" beforehand to keep the default.
 _os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
+from keras_transformer.decoding import beam_decode, greedy_decode, sample_decode
 from keras_transformer.layers import *  # noqa: F401,F403
 from keras_transformer.layers import __all__ as _layers_all
-from keras_transformer.decoding import beam_decode, greedy_decode, sample_decode
 from keras_transformer.losses import MaskedSparseCategoricalCrossentropy
 from keras_transformer.metrics import MaskedAccuracy
 from keras_transformer.models import build_transformer

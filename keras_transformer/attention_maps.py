@@ -67,8 +67,9 @@ def attention_weights(model, source_ids, target_ids, training=False):
     }
 
 
-def sentence_attention(model, source_tokenizer, sentence, target_tokenizer=None, target=None,
-                       max_length=None, add_source_end=False):
+def sentence_attention(
+    model, source_tokenizer, sentence, target_tokenizer=None, target=None, max_length=None, add_source_end=False
+):
     """Attention maps of one sentence, with its tokens, ready for `plot_attention_heads`.
 
     Tokenizes `sentence`, lets the model translate it greedily (or, with

@@ -178,8 +178,13 @@ def make_step_fn(model, source_ids, max_length=None, beam_size=1):
         ancestry = ops.slice_update(ancestry, (0, 0, index), own_beam)
         mask = _ancestry_mask(ancestry, caches[0][0].shape[2] // beams) if beams > 1 else None
         logits, caches = model.decoder_step(
-            ops.reshape(tokens, (-1, beams)), index, caches, cross_caches, source_mask,
-            cache_update_index=index * beams, attention_mask=mask,
+            ops.reshape(tokens, (-1, beams)),
+            index,
+            caches,
+            cross_caches,
+            source_mask,
+            cache_update_index=index * beams,
+            attention_mask=mask,
         )
         logits = ops.reshape(logits, (-1, ops.shape(logits)[-1]))
         return ops.cast(logits, "float32"), (caches, ancestry)
@@ -306,8 +311,9 @@ def _phased_loop(body, done, loop_vars, max_length, resize_state):
     return loop_vars
 
 
-def _token_search(choose, step_fn, state, batch_size, max_length, start_id, end_id, finished,
-                  resize_state=None, return_finished=False):
+def _token_search(
+    choose, step_fn, state, batch_size, max_length, start_id, end_id, finished, resize_state=None, return_finished=False
+):
     """The loop shared by greedy and sampling: `choose(logits, index) -> tokens`."""
 
     def body(index, ids, finished, state):
@@ -317,15 +323,29 @@ def _token_search(choose, step_fn, state, batch_size, max_length, start_id, end_
         ids = ops.slice_update(ids, (0, index + 1), tokens[:, None])
         return index + 1, ids, ops.logical_or(finished, ops.equal(tokens, end_id)), state
 
-    loop_vars = (ops.convert_to_tensor(0, "int32"), _start(batch_size, max_length, start_id),
-                 _finished(batch_size, finished), state)
-    _, ids, finished, _ = _phased_loop(body, lambda index, ids, finished, state: ops.all(finished),
-                                       loop_vars, max_length, resize_state)
+    loop_vars = (
+        ops.convert_to_tensor(0, "int32"),
+        _start(batch_size, max_length, start_id),
+        _finished(batch_size, finished),
+        state,
+    )
+    _, ids, finished, _ = _phased_loop(
+        body, lambda index, ids, finished, state: ops.all(finished), loop_vars, max_length, resize_state
+    )
     return (ids[:, 1:], finished) if return_finished else ids[:, 1:]
 
 
-def greedy_search(step_fn, state, batch_size, max_length, start_id=START_ID, end_id=END_ID,
-                  finished=None, resize_state=None, return_finished=False):
+def greedy_search(
+    step_fn,
+    state,
+    batch_size,
+    max_length,
+    start_id=START_ID,
+    end_id=END_ID,
+    finished=None,
+    resize_state=None,
+    return_finished=False,
+):
     """Greedy search over `step_fn(tokens, index, state) -> (logits, state)`.
 
     Returns ids `(batch, max_length)`: the argmax token at every step, END
@@ -337,9 +357,18 @@ def greedy_search(step_fn, state, batch_size, max_length, start_id=START_ID, end
     finished)`: `finished` `(batch,)` is False for the rows cut off at
     `max_length` before END (True for the rows flagged on input).
     """
-    return _token_search(lambda logits, index: ops.argmax(logits, axis=-1),
-                         step_fn, state, batch_size, max_length, start_id, end_id, finished,
-                         resize_state, return_finished)
+    return _token_search(
+        lambda logits, index: ops.argmax(logits, axis=-1),
+        step_fn,
+        state,
+        batch_size,
+        max_length,
+        start_id,
+        end_id,
+        finished,
+        resize_state,
+        return_finished,
+    )
 
 
 def filter_logits(logits, temperature=1.0, top_k=0, top_p=1.0):
@@ -351,8 +380,7 @@ def filter_logits(logits, temperature=1.0, top_k=0, top_p=1.0):
     `sample_search` for 0 = greedy).
     """
     logits = ops.cast(logits, "float32") / ops.cast(temperature, "float32")
-    static_off = (isinstance(top_k, int) and top_k == 0
-                  and isinstance(top_p, (int, float)) and top_p >= 1.0)
+    static_off = isinstance(top_k, int) and top_k == 0 and isinstance(top_p, (int, float)) and top_p >= 1.0
     if static_off:
         return logits
     vocab = ops.shape(logits)[-1]
@@ -367,9 +395,22 @@ def filter_logits(logits, temperature=1.0, top_k=0, top_p=1.0):
     return ops.where(logits >= threshold, logits, float("-inf"))
 
 
-def sample_search(step_fn, state, batch_size, max_length, temperature=1.0, top_k=0,
-                  top_p=1.0, seed=None, noise=None, start_id=START_ID, end_id=END_ID,
-                  finished=None, resize_state=None, return_finished=False):
+def sample_search(
+    step_fn,
+    state,
+    batch_size,
+    max_length,
+    temperature=1.0,
+    top_k=0,
+    top_p=1.0,
+    seed=None,
+    noise=None,
+    start_id=START_ID,
+    end_id=END_ID,
+    finished=None,
+    resize_state=None,
+    return_finished=False,
+):
     """Sampling with temperature, top-k and top-p over `step_fn`.
 
     Randomness is one uniform number per row and step, drawn up front
@@ -393,13 +434,25 @@ def sample_search(step_fn, state, batch_size, max_length, temperature=1.0, top_k
         sampled = ops.minimum(sampled, ops.shape(logits)[-1] - 1)
         return ops.where(temperature > 0, sampled, greedy)
 
-    return _token_search(choose, step_fn, state, batch_size, max_length, start_id, end_id, finished,
-                         resize_state, return_finished)
+    return _token_search(
+        choose, step_fn, state, batch_size, max_length, start_id, end_id, finished, resize_state, return_finished
+    )
 
 
-def beam_search(step_fn, state, batch_size, max_length, beam_size=4, alpha=0.6,
-                start_id=START_ID, end_id=END_ID, finished=None, resize_state=None,
-                reorder_state=None, return_finished=False):
+def beam_search(
+    step_fn,
+    state,
+    batch_size,
+    max_length,
+    beam_size=4,
+    alpha=0.6,
+    start_id=START_ID,
+    end_id=END_ID,
+    finished=None,
+    resize_state=None,
+    reorder_state=None,
+    return_finished=False,
+):
     """Beam search with the GNMT length penalty over `step_fn`.
 
     `state` (and `step_fn`'s tokens and logits) hold `batch_size * beam_size`
@@ -429,19 +482,18 @@ def beam_search(step_fn, state, batch_size, max_length, beam_size=4, alpha=0.6,
     """
     k = _check_beam_size(beam_size)
     ninf = float("-inf")
-    seqs = ops.reshape(ops.repeat(_start(batch_size, max_length, start_id), k, axis=0),
-                       (batch_size, k, max_length + 1))
+    seqs = ops.reshape(ops.repeat(_start(batch_size, max_length, start_id), k, axis=0), (batch_size, k, max_length + 1))
     # Only the first beam is live at first, so the first step does not pick duplicates.
     log_probs = ops.tile(ops.convert_to_tensor([[0.0] + [ninf] * (k - 1)]), (batch_size, 1))
     fin_seqs = ops.zeros_like(seqs)
-    fin_scores = ops.where(_finished(batch_size, finished)[:, None], 0.0,
-                           ops.full((batch_size, k), ninf))
+    fin_scores = ops.where(_finished(batch_size, finished)[:, None], 0.0, ops.full((batch_size, k), ninf))
     if reorder_state is None:
         offsets = ops.arange(batch_size, dtype="int32")[:, None] * k
 
         def reorder_state(state, parents):
             rows = ops.reshape(parents + offsets, (-1,))
             return keras.tree.map_structure(lambda x: ops.take(x, rows, axis=0), state)
+
     top_rank = ops.arange(2 * k, dtype="int32")[None]
 
     def done(fin_scores):
@@ -475,7 +527,8 @@ def beam_search(step_fn, state, batch_size, max_length, beam_size=4, alpha=0.6,
 
     loop_vars = (ops.convert_to_tensor(0, "int32"), seqs, log_probs, fin_seqs, fin_scores, state)
     index, seqs, log_probs, fin_seqs, fin_scores, _ = _phased_loop(
-        body, lambda *loop_vars: ops.all(done(loop_vars[4])), loop_vars, max_length, resize_state)
+        body, lambda *loop_vars: ops.all(done(loop_vars[4])), loop_vars, max_length, resize_state
+    )
     # Sources cut off by max_length: their live beams (best first) take the
     # places that no ended hypothesis holds, after the ended ones.
     num_finished = ops.sum(ops.cast(fin_scores > ninf, "int32"), axis=1, keepdims=True)  # (batch, 1)
@@ -483,7 +536,8 @@ def beam_search(step_fn, state, batch_size, max_length, beam_size=4, alpha=0.6,
     is_finished = place < num_finished  # (batch, k)
     pick = ops.where(is_finished, place, k + place - num_finished)  # into [finished, unfinished]
     scores = ops.take_along_axis(
-        ops.concatenate([fin_scores, log_probs / length_penalty(index, alpha)], axis=1), pick, axis=1)
+        ops.concatenate([fin_scores, log_probs / length_penalty(index, alpha)], axis=1), pick, axis=1
+    )
     ids = ops.take_along_axis(ops.concatenate([fin_seqs, seqs], axis=1), pick[:, :, None], axis=1)
     if return_finished:
         return ids[:, :, 1:], scores, is_finished
@@ -503,8 +557,7 @@ def _merge(scores, seqs, new_scores, new_seqs, k):
     return scores, seqs
 
 
-def greedy_decode(model, source_ids, max_length=None, start_id=START_ID, end_id=END_ID,
-                  return_finished=False):
+def greedy_decode(model, source_ids, max_length=None, start_id=START_ID, end_id=END_ID, return_finished=False):
     """Cached greedy decoding of `model` (from `build_transformer`).
 
     An empty source row (all padding) decodes to all zeros (and counts as
@@ -531,12 +584,22 @@ def greedy_decode(model, source_ids, max_length=None, start_id=START_ID, end_id=
     """
     source_ids = _source(source_ids)
     step_fn, state, max_length, resize_state, _ = _cached(model, source_ids, max_length)
-    return greedy_search(step_fn, state, ops.shape(source_ids)[0], max_length, start_id, end_id,
-                         _empty(source_ids), resize_state, return_finished)
+    return greedy_search(
+        step_fn,
+        state,
+        ops.shape(source_ids)[0],
+        max_length,
+        start_id,
+        end_id,
+        _empty(source_ids),
+        resize_state,
+        return_finished,
+    )
 
 
-def beam_decode(model, source_ids, beam_size=4, alpha=0.6, max_length=None,
-                start_id=START_ID, end_id=END_ID, return_finished=False):
+def beam_decode(
+    model, source_ids, beam_size=4, alpha=0.6, max_length=None, start_id=START_ID, end_id=END_ID, return_finished=False
+):
     """Cached beam search of `model` (or an ensemble, a list of models); see `beam_search`.
 
     Returns `(ids (batch, beam_size, max_length), scores (batch, beam_size))`,
@@ -552,15 +615,37 @@ def beam_decode(model, source_ids, beam_size=4, alpha=0.6, max_length=None,
     """
     source_ids = _source(source_ids)
     step_fn, state, max_length, resize_state, reorder_state = _cached(
-        model, source_ids, max_length, _check_beam_size(beam_size))
-    return beam_search(step_fn, state, ops.shape(source_ids)[0], max_length, beam_size, alpha,
-                       start_id, end_id, _empty(source_ids), resize_state, reorder_state,
-                       return_finished)
+        model, source_ids, max_length, _check_beam_size(beam_size)
+    )
+    return beam_search(
+        step_fn,
+        state,
+        ops.shape(source_ids)[0],
+        max_length,
+        beam_size,
+        alpha,
+        start_id,
+        end_id,
+        _empty(source_ids),
+        resize_state,
+        reorder_state,
+        return_finished,
+    )
 
 
-def sample_decode(model, source_ids, temperature=1.0, top_k=0, top_p=1.0, seed=None,
-                  noise=None, max_length=None, start_id=START_ID, end_id=END_ID,
-                  return_finished=False):
+def sample_decode(
+    model,
+    source_ids,
+    temperature=1.0,
+    top_k=0,
+    top_p=1.0,
+    seed=None,
+    noise=None,
+    max_length=None,
+    start_id=START_ID,
+    end_id=END_ID,
+    return_finished=False,
+):
     """Cached sampling of `model` (or an ensemble); see `sample_search` and `filter_logits`.
 
     `return_finished` as in `greedy_decode`.
@@ -571,9 +656,22 @@ def sample_decode(model, source_ids, temperature=1.0, top_k=0, top_p=1.0, seed=N
     """
     source_ids = _source(source_ids)
     step_fn, state, max_length, resize_state, _ = _cached(model, source_ids, max_length)
-    return sample_search(step_fn, state, ops.shape(source_ids)[0], max_length, temperature,
-                         top_k, top_p, seed, noise, start_id, end_id, _empty(source_ids),
-                         resize_state, return_finished)
+    return sample_search(
+        step_fn,
+        state,
+        ops.shape(source_ids)[0],
+        max_length,
+        temperature,
+        top_k,
+        top_p,
+        seed,
+        noise,
+        start_id,
+        end_id,
+        _empty(source_ids),
+        resize_state,
+        return_finished,
+    )
 
 
 def make_uncached_step_fn(model, source_ids, max_length=None, repeat=1):
@@ -599,26 +697,43 @@ def make_uncached_step_fn(model, source_ids, max_length=None, repeat=1):
     return step_fn, (ops.zeros((ops.shape(source_ids)[0], max_length), "int32"),)
 
 
-def greedy_decode_uncached(model, source_ids, max_length=None, start_id=START_ID, end_id=END_ID,
-                           return_finished=False):
+def greedy_decode_uncached(model, source_ids, max_length=None, start_id=START_ID, end_id=END_ID, return_finished=False):
     """Greedy decoding that calls the whole model at every step (`make_uncached_step_fn`).
 
     Must equal `greedy_decode` token for token; it is only slower.
     """
     source_ids = _source(source_ids)
     step_fn, state = make_uncached_step_fn(model, source_ids, max_length)
-    return greedy_search(step_fn, state, ops.shape(source_ids)[0], state[0].shape[1], start_id, end_id,
-                         _empty(source_ids), return_finished=return_finished)
+    return greedy_search(
+        step_fn,
+        state,
+        ops.shape(source_ids)[0],
+        state[0].shape[1],
+        start_id,
+        end_id,
+        _empty(source_ids),
+        return_finished=return_finished,
+    )
 
 
-def beam_decode_uncached(model, source_ids, beam_size=4, alpha=0.6, max_length=None,
-                         start_id=START_ID, end_id=END_ID, return_finished=False):
+def beam_decode_uncached(
+    model, source_ids, beam_size=4, alpha=0.6, max_length=None, start_id=START_ID, end_id=END_ID, return_finished=False
+):
     """`beam_decode` over `make_uncached_step_fn`: the same result, the benchmark's baseline."""
     source_ids = _source(source_ids)
     step_fn, state = make_uncached_step_fn(model, source_ids, max_length, _check_beam_size(beam_size))
-    return beam_search(step_fn, state, ops.shape(source_ids)[0], state[0].shape[1],
-                       beam_size, alpha, start_id, end_id, _empty(source_ids),
-                       return_finished=return_finished)
+    return beam_search(
+        step_fn,
+        state,
+        ops.shape(source_ids)[0],
+        state[0].shape[1],
+        beam_size,
+        alpha,
+        start_id,
+        end_id,
+        _empty(source_ids),
+        return_finished=return_finished,
+    )
 
 
 def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=START_ID, end_id=END_ID):
@@ -631,7 +746,8 @@ def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=START_ID,
     """
     source_ids, output_ids = _source(source_ids), _source(output_ids)
     decoder_inputs = ops.concatenate(
-        [ops.full((ops.shape(output_ids)[0], 1), start_id, "int32"), output_ids[:, :-1]], axis=1)
+        [ops.full((ops.shape(output_ids)[0], 1), start_id, "int32"), output_ids[:, :-1]], axis=1
+    )
     logits = model({"encoder_inputs": source_ids, "decoder_inputs": decoder_inputs}, training=False)
     log_probs = ops.log_softmax(_allowed(logits, start_id), axis=-1)
     token_log_probs = ops.squeeze(ops.take_along_axis(log_probs, output_ids[:, :, None], axis=2), -1)

@@ -69,8 +69,7 @@ class DestinationInUseError(ArgumentError):
     def __init__(self, path, holds, arguments):
         self.path, self.holds, self.arguments = path, holds, tuple(arguments)
         remedies = " or ".join(f"{{{argument}=True}}" for argument in self.arguments)
-        super().__init__(f"{literal(path)} already holds {literal(holds)}. Pass {remedies}, "
-                         "or choose another output")
+        super().__init__(f"{literal(path)} already holds {literal(holds)}. Pass {remedies}, or choose another output")
 
 
 def check_destination(path, kind):

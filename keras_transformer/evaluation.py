@@ -86,4 +86,3 @@ def format_scores(scores):
         f"length {scores['length_ratio']:.3f}  "
         f"{scores['num_sentences']} sentences"
     )
-

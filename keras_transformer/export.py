@@ -52,14 +52,23 @@ from keras_transformer.errors import ArgumentError, first_line
 
 SOURCE_BUCKET = 16  # sources are padded to a multiple of this (few XLA programs)
 _STRINGS = tf.TensorSpec([None], tf.string)
-_SAMPLE_SPECS = [_STRINGS, tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int32),
-                 tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int64)]
+_SAMPLE_SPECS = [
+    _STRINGS,
+    tf.TensorSpec([], tf.float32),
+    tf.TensorSpec([], tf.int32),
+    tf.TensorSpec([], tf.float32),
+    tf.TensorSpec([], tf.int64),
+]
 # The SavedModel's functions, by name, and the `Translator` tf.functions they are. The
 # Python methods of those names check their inputs first, then call these.
 _EXPORTED = {
-    "__call__": "_tf_call", "greedy": "_tf_greedy", "sample": "_tf_sample",
-    "source_lengths": "_tf_source_lengths", "call_with_status": "_tf_call_with_status",
-    "greedy_with_status": "_tf_greedy_with_status", "sample_with_status": "_tf_sample_with_status",
+    "__call__": "_tf_call",
+    "greedy": "_tf_greedy",
+    "sample": "_tf_sample",
+    "source_lengths": "_tf_source_lengths",
+    "call_with_status": "_tf_call_with_status",
+    "greedy_with_status": "_tf_greedy_with_status",
+    "sample_with_status": "_tf_sample_with_status",
 }
 
 
@@ -151,9 +160,20 @@ class Translator(_CheckedMethods, tf.Module):
     >>> translator.save("saved_models/demo")
     """
 
-    def __init__(self, model, source_tokenizer, target_tokenizer=None, *, beam_size=4,
-                 alpha=0.6, max_length=None, max_source_length=None, add_source_end=False,
-                 jit_compile=True, name=None):
+    def __init__(
+        self,
+        model,
+        source_tokenizer,
+        target_tokenizer=None,
+        *,
+        beam_size=4,
+        alpha=0.6,
+        max_length=None,
+        max_source_length=None,
+        add_source_end=False,
+        jit_compile=True,
+        name=None,
+    ):
         super().__init__(name=name)
         first = decoding.ensemble_members(model)[0]  # the members share vocabularies and lengths
         model_max = first.encoder_embedding.max_length
@@ -168,28 +188,30 @@ class Translator(_CheckedMethods, tf.Module):
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer or source_tokenizer
-        _check_vocab("source_tokenizer", self.source_tokenizer,
-                     first.source_vocab_size)
+        _check_vocab("source_tokenizer", self.source_tokenizer, first.source_vocab_size)
         _check_vocab("target_tokenizer", self.target_tokenizer, first.outputs[0].shape[-1])
         self._source_limit = max_source_length - int(add_source_end)
         self._add_source_end = add_source_end
         self._decode_length = decoding.resolve_max_length(model, max_length)
         settings = dict(max_length=self._decode_length)
-        self._greedy = decoding.compile_decoder(model, "greedy", jit_compile, return_finished=True,
-                                                **settings)
-        self._beam = (self._greedy if beam_size == 1 else decoding.compile_decoder(
-            model, "beam", jit_compile, return_finished=True, beam_size=beam_size, alpha=alpha,
-            **settings))
+        self._greedy = decoding.compile_decoder(model, "greedy", jit_compile, return_finished=True, **settings)
+        self._beam = (
+            self._greedy
+            if beam_size == 1
+            else decoding.compile_decoder(
+                model, "beam", jit_compile, return_finished=True, beam_size=beam_size, alpha=alpha, **settings
+            )
+        )
 
         def sample(source_ids, noise, temperature, top_k, top_p):
-            return decoding.sample_decode(model, source_ids, temperature, top_k, top_p,
-                                          noise=noise, return_finished=True, **settings)
+            return decoding.sample_decode(
+                model, source_ids, temperature, top_k, top_p, noise=noise, return_finished=True, **settings
+            )
 
         self._sample = tf.function(sample, jit_compile=jit_compile, reduce_retracing=True)
         # Read back by the commands, also after `tf.saved_model.load`.
         self.beam_size = tf.Variable(beam_size, trainable=False, name="beam_size")
-        self.max_source_length = tf.Variable(max_source_length, trainable=False,
-                                             name="max_source_length")
+        self.max_source_length = tf.Variable(max_source_length, trainable=False, name="max_source_length")
 
     def _function(self, name):
         return getattr(self, _EXPORTED[name])
@@ -300,8 +322,9 @@ def export_run(model, output, *, overwrite=False, **options):
     """
     if not run_dir.is_run_dir(model):
         kind = "a SavedModel already" if run_dir.is_saved_model(model) else "not a training run"
-        raise ValueError(f"{model} is {kind}: `model` must be a run directory "
-                         "(config.json + model.keras + tokenizers/)")
+        raise ValueError(
+            f"{model} is {kind}: `model` must be a run directory (config.json + model.keras + tokenizers/)"
+        )
     destinations.check_separate(model, output, what="the export")
     _check_export_destination(output, overwrite)
     translator = load(model, **options)
@@ -365,9 +388,11 @@ def _sampling_asserts(temperature, top_k, top_p):
         return tf.debugging.Assert(condition, [message, value])
 
     return [
-        check(tf.math.is_finite(temperature) & (temperature >= 0),
-              "`temperature` must be a finite number >= 0 (0 = greedy). Received: temperature=",
-              temperature),
+        check(
+            tf.math.is_finite(temperature) & (temperature >= 0),
+            "`temperature` must be a finite number >= 0 (0 = greedy). Received: temperature=",
+            temperature,
+        ),
         check(top_k >= 0, "`top_k` must be an int >= 0 (0 = off). Received: top_k=", top_k),
         check((top_p > 0) & (top_p <= 1), "`top_p` must be in (0, 1] (1 = off). Received: top_p=", top_p),
     ]
@@ -391,12 +416,17 @@ def _sentences(sentences):
                 try:
                     sentence.encode("utf-8")
                 except UnicodeEncodeError:
-                    raise ValueError(f"`sentences[{index}]` is not valid UTF-8 text. "
-                                     f"Received: sentences[{index}]={_short(sentence)}") from None
+                    raise ValueError(
+                        f"`sentences[{index}]` is not valid UTF-8 text. Received: sentences[{index}]={_short(sentence)}"
+                    ) from None
         _check_no_nul(sentences)
         return tf.constant(list(sentences), tf.string) if sentences else tf.zeros([0], tf.string)
-    if (not tf.is_tensor(sentences) or isinstance(sentences, (tf.RaggedTensor, tf.SparseTensor))
-            or sentences.dtype != tf.string or sentences.shape.rank != 1):
+    if (
+        not tf.is_tensor(sentences)
+        or isinstance(sentences, (tf.RaggedTensor, tf.SparseTensor))
+        or sentences.dtype != tf.string
+        or sentences.shape.rank != 1
+    ):
         _reject_sentences(_describe(sentences))
     if tf.executing_eagerly():
         _check_no_nul(sentences.numpy())
@@ -442,8 +472,13 @@ def _short(value, limit=60):
 def _sampling(temperature, top_k, top_p, seed):
     """`sample`'s numbers as the SavedModel's scalar tensors, checked in Python first."""
     return (
-        _number("temperature", temperature, tf.float32, "a finite number >= 0 (0 = greedy)",
-                lambda t: math.isfinite(t) and t >= 0),
+        _number(
+            "temperature",
+            temperature,
+            tf.float32,
+            "a finite number >= 0 (0 = greedy)",
+            lambda t: math.isfinite(t) and t >= 0,
+        ),
         _number("top_k", top_k, tf.int32, "an int >= 0 (0 = off)", lambda k: 0 <= k < 2**31),
         _number("top_p", top_p, tf.float32, "a number in (0, 1] (1 = off)", lambda p: 0 < p <= 1),
         _number("seed", seed, tf.int64, "an int (-1 = random)", lambda s: -(2**63) <= s < 2**63),
@@ -457,8 +492,7 @@ def _number(name, value, dtype, expected, valid):
     """
     received = value
     if tf.is_tensor(value) and not tf.executing_eagerly():  # symbolic: its value is checked in the graph
-        if value.shape.rank == 0 and (value.dtype.is_integer or (value.dtype.is_floating
-                                                                 and dtype.is_floating)):
+        if value.shape.rank == 0 and (value.dtype.is_integer or (value.dtype.is_floating and dtype.is_floating)):
             return tf.cast(value, dtype)
         value = None
     elif tf.is_tensor(value) or isinstance(value, (np.ndarray, np.generic)):
@@ -480,7 +514,10 @@ def _warn_cut_off(finished):
         names = ", ".join(f"sentences[{i}]" for i in cut[:5]) + (", ..." if cut.size > 5 else "")
         warnings.warn(
             f"{cut.size} of {len(finished)} translations reached the maximum output length before END "
-            f"and are cut off: {names}", decoding.TruncatedOutputWarning, stacklevel=4)
+            f"and are cut off: {names}",
+            decoding.TruncatedOutputWarning,
+            stacklevel=4,
+        )
 
 
 def _check_vocab(name, tokenizer, model_vocab):
@@ -496,8 +533,9 @@ def _pad_to_buckets(ids, max_source_length):
     """Ragged ids -> dense `(batch', width)`: batch to a power of two, width to a multiple of 16."""
     batch = tf.shape(ids.row_lengths())[0]
     width = tf.reduce_max(tf.concat([ids.row_lengths(), [1]], 0))
-    width = tf.minimum((width + SOURCE_BUCKET - 1) // SOURCE_BUCKET * SOURCE_BUCKET,
-                       tf.cast(max_source_length, width.dtype))
+    width = tf.minimum(
+        (width + SOURCE_BUCKET - 1) // SOURCE_BUCKET * SOURCE_BUCKET, tf.cast(max_source_length, width.dtype)
+    )
     rows = tf.cast(2.0 ** tf.round(tf.math.log(tf.cast(batch, tf.float32)) / tf.math.log(2.0)), tf.int32)
     rows = tf.where(rows < batch, 2 * rows, rows)
     dense = ids.to_tensor(0)
@@ -544,11 +582,14 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True)
         manifest.verify_manifest(path)
         translator = _guarded(path, "SavedModel", lambda: tf.saved_model.load(str(path)))
         if not hasattr(translator, "greedy") or not hasattr(translator, "beam_size"):
-            raise ValueError(f"{path} is a SavedModel but not a Translator export "
-                             "(`keras-transformer export` writes those)")
+            raise ValueError(
+                f"{path} is a SavedModel but not a Translator export (`keras-transformer export` writes those)"
+            )
         if alpha is not None or max_length is not None:
-            raise ValueError(f"{path} is a SavedModel: its length penalty and max length were fixed "
-                             "at export; export again from the run directory to change them")
+            raise ValueError(
+                f"{path} is a SavedModel: its length penalty and max length were fixed "
+                "at export; export again from the run directory to change them"
+            )
         exported = int(translator.beam_size.numpy())
         if beam_size not in (None, 1, exported):
             raise ArgumentError(
@@ -568,23 +609,40 @@ def _load_run_dir(path, beam_size, alpha, max_length, jit_compile):
     from keras_transformer.tokenizers import SubwordTokenizer
 
     config = run_dir.read_config(path)
-    models = [_guarded(model_path, "model", lambda p=model_path: keras.saving.load_model(p, compile=False))
-              for model_path in run_dir.model_paths(path)]
+    models = [
+        _guarded(model_path, "model", lambda p=model_path: keras.saving.load_model(p, compile=False))
+        for model_path in run_dir.model_paths(path)
+    ]
     model = models[0] if len(models) == 1 else models  # a list: an ensemble
-    source = _guarded(path / run_dir.SOURCE_TOKENIZER, "tokenizer",
-                      lambda: SubwordTokenizer.load(path / run_dir.SOURCE_TOKENIZER))
+    source = _guarded(
+        path / run_dir.SOURCE_TOKENIZER, "tokenizer", lambda: SubwordTokenizer.load(path / run_dir.SOURCE_TOKENIZER)
+    )
     target_path = path / run_dir.TARGET_TOKENIZER
-    target = (_guarded(target_path, "tokenizer", lambda: SubwordTokenizer.load(target_path))
-              if target_path.is_dir() else source)
+    target = (
+        _guarded(target_path, "tokenizer", lambda: SubwordTokenizer.load(target_path))
+        if target_path.is_dir()
+        else source
+    )
     defaults = config.get("decoding") or {}  # written by `keras-transformer train`
     beam_size = defaults.get("beam_size", 4) if beam_size is None else beam_size
     alpha = defaults.get("length_penalty", 0.6) if alpha is None else alpha
     if max_length is None and defaults.get("max_length"):
         max_length = min(int(defaults["max_length"]), decoding.resolve_max_length(model))
-    return _guarded(path, "run", lambda: Translator(
-        model, source, target, beam_size=beam_size, alpha=alpha, max_length=max_length,
-        add_source_end=bool(_setting(config, "add_source_end", False)), jit_compile=jit_compile,
-    ), passthrough=(ValueError,))
+    return _guarded(
+        path,
+        "run",
+        lambda: Translator(
+            model,
+            source,
+            target,
+            beam_size=beam_size,
+            alpha=alpha,
+            max_length=max_length,
+            add_source_end=bool(_setting(config, "add_source_end", False)),
+            jit_compile=jit_compile,
+        ),
+        passthrough=(ValueError,),
+    )
 
 
 def _setting(config, key, default):
@@ -604,5 +662,4 @@ def _guarded(path, what, load_fn, passthrough=()):
     except passthrough:
         raise
     except Exception as error:  # noqa: BLE001  (TF, Keras, zip, JSON... all mean "corrupt")
-        raise ValueError(f"{path}: could not load the {what} (corrupt or incompatible?): "
-                         f"{first_line(error)}") from None
+        raise ValueError(f"{path}: could not load the {what} (corrupt or incompatible?): {first_line(error)}") from None

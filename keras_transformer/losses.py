@@ -42,9 +42,7 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
     def __init__(self, label_smoothing=0.1, pad_id=0, name="masked_sparse_categorical_crossentropy", **kwargs):
         super().__init__(name=name, **kwargs)
         if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(
-                f"`label_smoothing` must be in [0, 1). Received: label_smoothing={label_smoothing}"
-            )
+            raise ValueError(f"`label_smoothing` must be in [0, 1). Received: label_smoothing={label_smoothing}")
         self.label_smoothing = label_smoothing
         self.pad_id = pad_id
 

@@ -60,8 +60,9 @@ def verify_manifest(folder):
         if not path.is_file():
             raise ManifestMismatchError(f"{path} is listed in {manifest} but missing")
         if _sha256(path) != digest:
-            raise ManifestMismatchError(f"{path} does not match the sha256 in {manifest}: "
-                                        "it changed after export (damaged or edited)")
+            raise ManifestMismatchError(
+                f"{path} does not match the sha256 in {manifest}: it changed after export (damaged or edited)"
+            )
     return True
 
 

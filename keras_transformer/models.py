@@ -153,12 +153,16 @@ class TransformerModel(keras.Model):
         layer's attention weights `(batch, heads, source_len, source_len)`.
         """
         return encoder_forward(
-            self.encoder_embedding, self.encoder_layers, self.encoder_norm, source_ids,
-            padding_mask(source_ids), training, return_attention_scores,
+            self.encoder_embedding,
+            self.encoder_layers,
+            self.encoder_norm,
+            source_ids,
+            padding_mask(source_ids),
+            training,
+            return_attention_scores,
         )
 
-    def decode(self, target_ids, encoder_outputs, encoder_padding_mask, training=False,
-               return_attention_scores=False):
+    def decode(self, target_ids, encoder_outputs, encoder_padding_mask, training=False, return_attention_scores=False):
         """Teacher-forced logits `(batch, target_len, target_vocab_size)`.
 
         `target_ids` are the decoder inputs (START first, 0 = padding) and
@@ -167,8 +171,15 @@ class TransformerModel(keras.Model):
         self-attention scores per layer, cross-attention scores per layer)`.
         """
         outputs = decoder_forward(
-            self.decoder_embedding, self.decoder_layers, None, target_ids, encoder_outputs,
-            padding_mask(target_ids), encoder_padding_mask, training, return_attention_scores,
+            self.decoder_embedding,
+            self.decoder_layers,
+            None,
+            target_ids,
+            encoder_outputs,
+            padding_mask(target_ids),
+            encoder_padding_mask,
+            training,
+            return_attention_scores,
         )
         if return_attention_scores:
             return (self.logits(outputs[0]), *outputs[1:])
@@ -186,19 +197,30 @@ class TransformerModel(keras.Model):
 
     def cross_attention_caches(self, encoder_outputs):
         """Each decoder layer's projected cross-attention keys/values, computed once per source."""
-        return tuple(layer.compute_cross_attention_cache(encoder_outputs)
-                     for layer in self.decoder_layers)
+        return tuple(layer.compute_cross_attention_cache(encoder_outputs) for layer in self.decoder_layers)
 
     def empty_self_attention_caches(self, batch_size, length):
         """Zeroed self-attention caches: `(keys, values)` `(batch_size, heads, length, key_dim)` per layer."""
         return tuple(
-            tuple(ops.zeros((batch_size, layer.num_heads, length, layer.d_model // layer.num_heads),
-                            dtype=layer.compute_dtype) for _ in "kv")
+            tuple(
+                ops.zeros(
+                    (batch_size, layer.num_heads, length, layer.d_model // layer.num_heads), dtype=layer.compute_dtype
+                )
+                for _ in "kv"
+            )
             for layer in self.decoder_layers
         )
 
-    def decoder_step(self, token_ids, index, self_attention_caches, cross_attention_caches,
-                     encoder_padding_mask, cache_update_index=None, attention_mask=None):
+    def decoder_step(
+        self,
+        token_ids,
+        index,
+        self_attention_caches,
+        cross_attention_caches,
+        encoder_padding_mask,
+        cache_update_index=None,
+        attention_mask=None,
+    ):
         """One cached decoder step: `(logits (batch, queries, vocab), self_attention_caches)`.
 
         `token_ids` `(batch, queries)` all sit at position `index` (the
@@ -214,12 +236,14 @@ class TransformerModel(keras.Model):
         x = self.decoder_embedding(ops.reshape(token_ids, (-1, 1)), start_index=index, training=False)
         x = ops.reshape(x, (-1, queries, ops.shape(x)[-1]))  # (batch, queries, d_model)
         new_caches = []
-        for layer, cache, cross_cache in zip(self.decoder_layers, self_attention_caches,
-                                             cross_attention_caches):
+        for layer, cache, cross_cache in zip(self.decoder_layers, self_attention_caches, cross_attention_caches):
             x, cache, _ = layer(
-                x, encoder_padding_mask=encoder_padding_mask, self_attention_cache=cache,
+                x,
+                encoder_padding_mask=encoder_padding_mask,
+                self_attention_cache=cache,
                 self_attention_cache_update_index=cache_update_index,
-                cross_attention_cache=cross_cache, decoder_attention_mask=attention_mask,
+                cross_attention_cache=cross_cache,
+                decoder_attention_mask=attention_mask,
                 training=False,
             )
             new_caches.append(cache)
@@ -332,16 +356,23 @@ def build_transformer(
     (2, 5, 1000)
     """
     sizes = dict(
-        input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
-        num_layers=num_layers, d_model=d_model, num_heads=num_heads, d_ff=d_ff,
+        input_vocab_size=input_vocab_size,
+        target_vocab_size=target_vocab_size,
+        num_layers=num_layers,
+        d_model=d_model,
+        num_heads=num_heads,
+        d_ff=d_ff,
         max_length=max_length,
     )
     if num_decoder_layers is not None:
         sizes["num_decoder_layers"] = num_decoder_layers
     for size_name, size in sizes.items():
         check_positive_int(size_name, size)
-    for rate_name, rate in (("dropout", dropout), ("attention_dropout", attention_dropout),
-                            ("activation_dropout", activation_dropout)):
+    for rate_name, rate in (
+        ("dropout", dropout),
+        ("attention_dropout", attention_dropout),
+        ("activation_dropout", activation_dropout),
+    ):
         check_rate(rate_name, rate)
     check_positive_number("layer_norm_epsilon", layer_norm_epsilon)
     if share_embeddings and input_vocab_size != target_vocab_size:
@@ -351,14 +382,18 @@ def build_transformer(
         )
     if d_model % num_heads:
         raise ValueError(
-            "`d_model` must be divisible by `num_heads`. "
-            f"Received: d_model={d_model}, num_heads={num_heads}"
+            f"`d_model` must be divisible by `num_heads`. Received: d_model={d_model}, num_heads={num_heads}"
         )
     num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
     layer_args = dict(
-        d_model=d_model, num_heads=num_heads, d_ff=d_ff, dropout=dropout,
-        norm_first=norm_first, activation=activation,
-        layer_norm_epsilon=layer_norm_epsilon, attention_dropout=attention_dropout,
+        d_model=d_model,
+        num_heads=num_heads,
+        d_ff=d_ff,
+        dropout=dropout,
+        norm_first=norm_first,
+        activation=activation,
+        layer_norm_epsilon=layer_norm_epsilon,
+        attention_dropout=attention_dropout,
         activation_dropout=activation_dropout,
     )
 
@@ -382,14 +417,9 @@ def build_transformer(
         return keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name=name) if norm_first else None
 
     encoder_layers = [EncoderLayer(**layer_args, name=f"encoder_layer_{i}") for i in range(num_layers)]
-    encoder_outputs = encoder_forward(
-        encoder_embedding, encoder_layers, final_norm("encoder_norm"), encoder_inputs
-    )
-    decoder_layers = [DecoderLayer(**layer_args, name=f"decoder_layer_{i}")
-                      for i in range(num_decoder_layers)]
-    y = decoder_forward(
-        decoder_embedding, decoder_layers, final_norm("decoder_norm"), decoder_inputs, encoder_outputs
-    )
+    encoder_outputs = encoder_forward(encoder_embedding, encoder_layers, final_norm("encoder_norm"), encoder_inputs)
+    decoder_layers = [DecoderLayer(**layer_args, name=f"decoder_layer_{i}") for i in range(num_decoder_layers)]
+    y = decoder_forward(decoder_embedding, decoder_layers, final_norm("decoder_norm"), decoder_inputs, encoder_outputs)
 
     if tie_output_embedding:
         logits = decoder_embedding(y, reverse=True)

@@ -27,6 +27,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from keras_transformer import atomic
+
 DEFAULT_DPI = 100
 
 __all__ = [
@@ -54,13 +56,8 @@ def save_figure(figure, output, dpi=None):
     output = pathlib.Path(output)
     if output.suffix.lower() != ".png":
         raise ValueError(f"`output` must be a .png file. Received: output={str(output)!r}")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp.png")
-    try:
+    with atomic.atomic_path(output, ".png") as tmp:
         figure.savefig(tmp, dpi=dpi or figure.dpi, format="png")
-        os.replace(tmp, output)
-    finally:
-        tmp.unlink(missing_ok=True)
     return output
 
 
@@ -70,8 +67,16 @@ def _finish(figure, output, dpi=None):
     return figure
 
 
-_CJK_FONTS = ("Noto Sans CJK KR", "Noto Sans KR", "NanumGothic", "Malgun Gothic", "AppleGothic",
-              "Noto Sans CJK JP", "Noto Sans CJK SC", "Arial Unicode MS")
+_CJK_FONTS = (
+    "Noto Sans CJK KR",
+    "Noto Sans KR",
+    "NanumGothic",
+    "Malgun Gothic",
+    "AppleGothic",
+    "Noto Sans CJK JP",
+    "Noto Sans CJK SC",
+    "Arial Unicode MS",
+)
 
 
 def _token_fonts():
@@ -90,7 +95,7 @@ def _to_numpy(x):
             from keras import ops
 
             x = ops.convert_to_numpy(x)
-        except Exception:  # a list, tuple or NumPy array already
+        except Exception:  # noqa: BLE001  (a list, tuple or NumPy array already)
             pass
     return np.asarray(x)
 
@@ -130,8 +135,7 @@ def plot_positional_encoding(length=50, depth=128, output=None, dpi=None, cmap="
     return _finish(figure, output, dpi)
 
 
-def plot_schedule(d_model=512, warmup_steps=4000, steps=40000, scale=1.0, output=None, dpi=None,
-                  compare_d_models=()):
+def plot_schedule(d_model=512, warmup_steps=4000, steps=40000, scale=1.0, output=None, dpi=None, compare_d_models=()):
     """The learning rate of `WarmupSchedule` over `steps` optimizer updates.
 
     Args:
@@ -155,8 +159,14 @@ def plot_schedule(d_model=512, warmup_steps=4000, steps=40000, scale=1.0, output
         rates = _to_numpy(WarmupSchedule(width, warmup_steps, scale)(iterations))
         ax.plot(iterations + 1, rates, label=f"d_model={width}")
     ax.axvline(warmup_steps, color="gray", linestyle=":", linewidth=1)
-    ax.annotate(f"warmup_steps={warmup_steps}", (warmup_steps, 0), xytext=(4, 4),
-                textcoords="offset points", color="gray", fontsize=8)
+    ax.annotate(
+        f"warmup_steps={warmup_steps}",
+        (warmup_steps, 0),
+        xytext=(4, 4),
+        textcoords="offset points",
+        color="gray",
+        fontsize=8,
+    )
     ax.set_xlabel("Train step")
     ax.set_ylabel("Learning rate")
     ax.set_title("d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)")
@@ -168,8 +178,17 @@ def plot_schedule(d_model=512, warmup_steps=4000, steps=40000, scale=1.0, output
 # -- masks ---------------------------------------------------------------------
 
 
-def plot_mask(mask, title=None, x_labels=None, y_labels=None, ax=None, output=None, dpi=None,
-              xlabel="Key position", ylabel="Query position"):
+def plot_mask(
+    mask,
+    title=None,
+    x_labels=None,
+    y_labels=None,
+    ax=None,
+    output=None,
+    dpi=None,
+    xlabel="Key position",
+    ylabel="Query position",
+):
     """A boolean mask as an image: dark = `True` (may attend), light = `False` (blocked).
 
     Masks follow the Keras convention: `True` where attention is **allowed**.
@@ -200,10 +219,18 @@ def plot_mask(mask, title=None, x_labels=None, y_labels=None, ax=None, output=No
     rows, columns = mask.shape
     for i in range(rows):
         for j in range(columns):
-            ax.text(j, i, "T" if mask[i, j] else "F", ha="center", va="center", fontsize=7,
-                    color="white" if mask[i, j] else "black")
-    ax.set_xticks(range(columns), x_labels if x_labels is not None else range(columns),
-                  rotation=90 if x_labels is not None else 0)
+            ax.text(
+                j,
+                i,
+                "T" if mask[i, j] else "F",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if mask[i, j] else "black",
+            )
+    ax.set_xticks(
+        range(columns), x_labels if x_labels is not None else range(columns), rotation=90 if x_labels is not None else 0
+    )
     ax.set_yticks(range(rows), y_labels if y_labels is not None else range(rows))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -240,16 +267,24 @@ def plot_masks(token_ids, pad_id=0, output=None, dpi=None):
     tokens = [str(t) for t in token_ids[0]]
     plot_mask(padding, "padding_mask(ids)", ax=axes[0], xlabel="Position", ylabel="Sequence")
     plot_mask(causal, f"causal_mask({length})", ax=axes[1])
-    plot_mask(combined, "padding AND causal, sequence 0", x_labels=tokens, y_labels=tokens, ax=axes[2],
-              xlabel="Key (token id)", ylabel="Query (token id)")
+    plot_mask(
+        combined,
+        "padding AND causal, sequence 0",
+        x_labels=tokens,
+        y_labels=tokens,
+        ax=axes[2],
+        xlabel="Key (token id)",
+        ylabel="Query (token id)",
+    )
     return _finish(figure, output, dpi)
 
 
 # -- attention -----------------------------------------------------------------
 
 
-def plot_attention_heads(weights, query_tokens, key_tokens=None, title=None, output=None, dpi=None,
-                         columns=4, cmap="viridis"):
+def plot_attention_heads(
+    weights, query_tokens, key_tokens=None, title=None, output=None, dpi=None, columns=4, cmap="viridis"
+):
     """One heatmap per attention head, with the tokens on the axes.
 
     Args:
@@ -275,8 +310,7 @@ def plot_attention_heads(weights, query_tokens, key_tokens=None, title=None, out
         weights = weights[None]
     if weights.ndim != 3:
         raise ValueError(
-            "`weights` must be (heads, q_len, k_len) for one sequence. "
-            f"Received: weights.shape={weights.shape}"
+            f"`weights` must be (heads, q_len, k_len) for one sequence. Received: weights.shape={weights.shape}"
         )
     query_tokens = [str(t) for t in query_tokens]
     key_tokens = query_tokens if key_tokens is None else [str(t) for t in key_tokens]
@@ -326,8 +360,7 @@ def read_history(csv_path):
     history = {}
     for column in rows[0]:
         try:
-            history[column] = [float(row[column]) if row[column] not in ("", None) else math.nan
-                               for row in rows]
+            history[column] = [float(row[column]) if row[column] not in ("", None) else math.nan for row in rows]
         except ValueError:
             continue  # a non-numeric column
     return history

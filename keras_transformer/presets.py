@@ -106,30 +106,64 @@ class Preset:
 
 
 MULTI30K_EN_DE = Preset(
-    "multi30k-en-de", "multi30k-en-de", num_layers=4, d_model=128, num_heads=4, d_ff=256, dropout=0.2,
-    token_budget=3072, bucket_boundaries=(12, 16, 20, 24, 32, 48, 64),
-    vocab_size=12000, subword_sampling=0.3, warmup_steps=1200, learning_rate_scale=0.8, epochs=100,
-    max_minutes=86.0, average_last=8, beam_size=5,
+    "multi30k-en-de",
+    "multi30k-en-de",
+    num_layers=4,
+    d_model=128,
+    num_heads=4,
+    d_ff=256,
+    dropout=0.2,
+    token_budget=3072,
+    bucket_boundaries=(12, 16, 20, 24, 32, 48, 64),
+    vocab_size=12000,
+    subword_sampling=0.3,
+    warmup_steps=1200,
+    learning_rate_scale=0.8,
+    epochs=100,
+    max_minutes=86.0,
+    average_last=8,
+    beam_size=5,
 )
 
 PRESETS = {
     preset.name: preset
     for preset in [
         Preset(
-            "tiny", "chatbot-ko", num_layers=1, d_model=32, num_heads=2, d_ff=64, vocab_size=1000,
+            "tiny",
+            "chatbot-ko",
+            num_layers=1,
+            d_model=32,
+            num_heads=2,
+            d_ff=64,
+            vocab_size=1000,
             character_coverage=0.98,
-            max_length=32, token_budget=1024, bucket_boundaries=(16, 32), warmup_steps=100,
-            epochs=2, max_examples=2000,
-        ),
-        Preset("chatbot-ko", "chatbot-ko", warmup_steps=400, epochs=30, max_length=48,
-               token_budget=2048, bucket_boundaries=(16, 32, 48)),
-        MULTI30K_EN_DE,
-        MULTI30K_EN_DE.replace(
-            name="multi30k-de-en", corpus="multi30k-de-en", vocab_size=8000, subword_sampling=0.0
+            max_length=32,
+            token_budget=1024,
+            bucket_boundaries=(16, 32),
+            warmup_steps=100,
+            epochs=2,
+            max_examples=2000,
         ),
         Preset(
-            "spa-en", "spa-en", num_layers=2, num_heads=4, d_ff=1024, token_budget=6144,
-            warmup_steps=4000, epochs=15,
+            "chatbot-ko",
+            "chatbot-ko",
+            warmup_steps=400,
+            epochs=30,
+            max_length=48,
+            token_budget=2048,
+            bucket_boundaries=(16, 32, 48),
+        ),
+        MULTI30K_EN_DE,
+        MULTI30K_EN_DE.replace(name="multi30k-de-en", corpus="multi30k-de-en", vocab_size=8000, subword_sampling=0.0),
+        Preset(
+            "spa-en",
+            "spa-en",
+            num_layers=2,
+            num_heads=4,
+            d_ff=1024,
+            token_budget=6144,
+            warmup_steps=4000,
+            epochs=15,
         ),
     ]
 }

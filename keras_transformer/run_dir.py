@@ -53,8 +53,9 @@ def model_paths(path):
         return [path / MODEL]
     missing = [member for member in members if not (path / member / MODEL).is_file()]
     if missing:
-        raise ArgumentError(f"{path} is an unfinished ensemble: {', '.join(missing)} has no {MODEL} yet. "
-                            "Train it with {resume=True}.")
+        raise ArgumentError(
+            f"{path} is an unfinished ensemble: {', '.join(missing)} has no {MODEL} yet. Train it with {{resume=True}}."
+        )
     return [path / member / MODEL for member in members]
 
 
@@ -76,12 +77,16 @@ def read_config(path):
         raise ValueError(f"{config_path} is corrupt: expected a JSON object, found {type(config).__name__}")
     for section in ("preset", "model", "decoding"):
         if section in config and not isinstance(config[section], dict):
-            raise ValueError(f"{config_path} is corrupt: `{section}` must be a JSON object. "
-                             f"Received: {section}={config[section]!r}"[:300])
+            raise ValueError(
+                f"{config_path} is corrupt: `{section}` must be a JSON object. Received: {section}={config[section]!r}"[
+                    :300
+                ]
+            )
     members = config.get("members")
     if members is not None and not (isinstance(members, list) and all(isinstance(m, str) for m in members)):
-        raise ValueError(f"{config_path} is corrupt: `members` must be a list of folder names. "
-                         f"Received: members={members!r}"[:300])
+        raise ValueError(
+            f"{config_path} is corrupt: `members` must be a list of folder names. Received: members={members!r}"[:300]
+        )
     return config
 
 

@@ -84,5 +84,9 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return self.scale * self.d_model**-0.5 * rate * factor
 
     def get_config(self):
-        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale,
-                "cooldown": self.cooldown}
+        return {
+            "d_model": self.d_model,
+            "warmup_steps": self.warmup_steps,
+            "scale": self.scale,
+            "cooldown": self.cooldown,
+        }

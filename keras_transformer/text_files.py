@@ -23,7 +23,7 @@ def decode_utf8(data, name):
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
         raise ValueError(
-            f"{name}, line {line}: not valid UTF-8 ({error.reason}, byte {data[error.start:error.start + 1]!r} "
+            f"{name}, line {line}: not valid UTF-8 ({error.reason}, byte {data[error.start : error.start + 1]!r} "
             f"at offset {error.start}). Convert the file to UTF-8, e.g. with `iconv -t UTF-8`."
         ) from None
     return text.removeprefix("\ufeff")
@@ -66,6 +66,5 @@ def reject_nul(lines, name):
     """
     for number, line in enumerate(lines, 1):
         if "\0" in line:
-            raise ValueError(f"{name}, line {number}: contains a NUL byte, which the model cannot "
-                             "translate; remove it")
+            raise ValueError(f"{name}, line {number}: contains a NUL byte, which the model cannot translate; remove it")
     return lines

@@ -112,8 +112,7 @@ class SubwordTokenizer(tf.Module):
         reserved = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
         if reserved != (PAD_ID, UNK_ID, START_ID, END_ID):
             raise ValueError(
-                "`model_proto` must reserve pad/unk/bos/eos = 0/1/2/3. "
-                f"Received pad/unk/bos/eos = {reserved}"
+                f"`model_proto` must reserve pad/unk/bos/eos = 0/1/2/3. Received pad/unk/bos/eos = {reserved}"
             )
         self._model_proto = model_proto
         self.vocab_size = processor.vocab_size()
@@ -258,10 +257,19 @@ class SubwordTokenizer(tf.Module):
                 rule_args = {"normalization_rule_tsv": str(rules)}
             else:
                 rule_args = {"normalization_rule_name": normalization}
-            cls._run_trainer(texts, writer, normalization, rule_args, vocab_size=vocab_size, model_type=model_type,
-                             character_coverage=character_coverage, byte_fallback=byte_fallback,
-                             input_sentence_size=max_sentences, hard_vocab_limit=hard_vocab_limit,
-                             num_threads=num_threads or os.cpu_count() or 1)
+            cls._run_trainer(
+                texts,
+                writer,
+                normalization,
+                rule_args,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=character_coverage,
+                byte_fallback=byte_fallback,
+                input_sentence_size=max_sentences,
+                hard_vocab_limit=hard_vocab_limit,
+                num_threads=num_threads or os.cpu_count() or 1,
+            )
         return cls(writer.getvalue(), name=name)
 
     @staticmethod

@@ -56,16 +56,18 @@ def _check_arguments(epochs, minutes, strategy, mixed_precision, seed, cpu_devic
     """ValueErrors naming the argument, before any work (see `train`)."""
     if epochs is not None and (not _is_int(epochs) or epochs < 1):
         raise ValueError(f"`epochs` must be a positive int. Received: epochs={epochs!r}")
-    if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, (int, float))
-                                or not math.isfinite(minutes) or minutes <= 0):
+    if minutes is not None and (
+        isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not math.isfinite(minutes) or minutes <= 0
+    ):
         raise ValueError(f"`minutes` must be a positive, finite number. Received: minutes={minutes!r}")
     if strategy not in STRATEGIES:
         raise ValueError(f"`strategy` must be one of {STRATEGIES}. Received: strategy={strategy!r}")
     if strategy == "multi-worker" and "TF_CONFIG" not in os.environ:
         raise ValueError("`strategy='multi-worker'` needs the TF_CONFIG environment variable of each worker.")
     if mixed_precision not in MIXED_PRECISION:
-        raise ValueError(f"`mixed_precision` must be one of {MIXED_PRECISION}. "
-                         f"Received: mixed_precision={mixed_precision!r}")
+        raise ValueError(
+            f"`mixed_precision` must be one of {MIXED_PRECISION}. Received: mixed_precision={mixed_precision!r}"
+        )
     if not _is_int(seed) or seed < 0:
         raise ValueError(f"`seed` must be a non-negative int. Received: seed={seed!r}")
     if cpu_devices is not None and (not _is_int(cpu_devices) or cpu_devices < 1):
@@ -86,7 +88,7 @@ def data_fingerprint(pairs):
     """
     digest = hashlib.sha256()
     for source, target in pairs:
-        digest.update(f"{source}\t{target}\n".encode("utf-8"))
+        digest.update(f"{source}\t{target}\n".encode())
     return digest.hexdigest()
 
 
@@ -198,8 +200,10 @@ def _tokenizer(preset, output, pairs, resume_state, is_chief, shared_from=None):
         try:
             return SubwordTokenizer.load(path)
         except Exception as error:  # noqa: BLE001  (SentencePiece, JSON, I/O: all mean "corrupt")
-            raise ArgumentError(f"{path}: cannot resume, the tokenizer does not load: "
-                                f"{literal(first_line(error))}. Pass {{overwrite=True}} to start again.") from None
+            raise ArgumentError(
+                f"{path}: cannot resume, the tokenizer does not load: "
+                f"{literal(first_line(error))}. Pass {{overwrite=True}} to start again."
+            ) from None
     if shared_from is not None:
         tokenizer = SubwordTokenizer.load(pathlib.Path(shared_from) / run_dir.SOURCE_TOKENIZER)
     else:
@@ -252,8 +256,7 @@ def compile_model(model, preset, jit_compile=True, cooldown=None):
     from keras_transformer.metrics import MaskedAccuracy
     from keras_transformer.schedules import WarmupSchedule
 
-    schedule = WarmupSchedule(preset.d_model, preset.warmup_steps, scale=preset.learning_rate_scale,
-                              cooldown=cooldown)
+    schedule = WarmupSchedule(preset.d_model, preset.warmup_steps, scale=preset.learning_rate_scale, cooldown=cooldown)
     model.compile(
         optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
         loss=MaskedSparseCategoricalCrossentropy(label_smoothing=preset.label_smoothing),
@@ -287,15 +290,20 @@ def _init_run_config(init_from):
     """The config.json of the run that `init_from` names; a run it cannot start from is a ValueError."""
     path = pathlib.Path(init_from)
     if not run_dir.is_run_dir(path):
-        raise ValueError(f"`init_from` must be a run directory of this package (with {run_dir.CONFIG} and "
-                         f"{run_dir.MODEL}). Received: init_from={str(init_from)!r}")
+        raise ValueError(
+            f"`init_from` must be a run directory of this package (with {run_dir.CONFIG} and "
+            f"{run_dir.MODEL}). Received: init_from={str(init_from)!r}"
+        )
     config = run_dir.read_config(path)
     if config.get("members"):
-        raise ValueError("`init_from` must be one model's run, not an ensemble. "
-                         f"Received: init_from={str(init_from)!r}")
+        raise ValueError(
+            f"`init_from` must be one model's run, not an ensemble. Received: init_from={str(init_from)!r}"
+        )
     if not (path / run_dir.MODEL).is_file() or not isinstance(config.get("preset"), dict):
-        raise ValueError(f"`init_from` must be a run with a trained {run_dir.MODEL} and its preset in "
-                         f"{run_dir.CONFIG}. Received: init_from={str(init_from)!r}")
+        raise ValueError(
+            f"`init_from` must be a run with a trained {run_dir.MODEL} and its preset in "
+            f"{run_dir.CONFIG}. Received: init_from={str(init_from)!r}"
+        )
     return config
 
 
@@ -307,16 +315,20 @@ def _recorded_preset(recorded, init_from):
     try:
         preset = Preset(**{key: value for key, value in recorded.items() if key in fields})
     except TypeError as error:
-        raise ValueError(f"`init_from`'s {run_dir.CONFIG} has an incomplete preset ({error}). "
-                         f"Received: init_from={str(init_from)!r}") from None
+        raise ValueError(
+            f"`init_from`'s {run_dir.CONFIG} has an incomplete preset ({error}). Received: init_from={str(init_from)!r}"
+        ) from None
     return preset.replace(bucket_boundaries=tuple(preset.bucket_boundaries))
 
 
 def _check_same_shape(preset, init_config, init_from):
     """A preset whose model differs from the run being fine-tuned is a ValueError naming the fields."""
     recorded = init_config["preset"]
-    differing = [f"{field} {getattr(preset, field)!r} (run: {recorded.get(field)!r})"
-                 for field in SHAPE_FIELDS if getattr(preset, field) != recorded.get(field)]
+    differing = [
+        f"{field} {getattr(preset, field)!r} (run: {recorded.get(field)!r})"
+        for field in SHAPE_FIELDS
+        if getattr(preset, field) != recorded.get(field)
+    ]
     if differing:
         raise ValueError(
             f"`preset` {preset.name!r} gives a model other than the one in `init_from`: {', '.join(differing)}. "
@@ -340,8 +352,10 @@ def _initial_weights(init_from):
 def _set_initial_weights(model, weights, init_from):
     shapes = [tuple(w.shape) for w in weights], [tuple(w.shape) for w in model.get_weights()]
     if shapes[0] != shapes[1]:
-        raise ValueError(f"`init_from`'s {run_dir.MODEL} does not fit the model its {run_dir.CONFIG} describes. "
-                         f"Received: init_from={str(init_from)!r}")
+        raise ValueError(
+            f"`init_from`'s {run_dir.MODEL} does not fit the model its {run_dir.CONFIG} describes. "
+            f"Received: init_from={str(init_from)!r}"
+        )
     model.set_weights(weights)
 
 
@@ -439,24 +453,33 @@ def train(
 
         corpora.check_corpus_files(corpus_files)
         if data_dir is not None:
-            raise ValueError(f"`data_dir` locates a preset's corpus; leave it out with `corpus_files`. "
-                             f"Received: data_dir={str(data_dir)!r}")
+            raise ValueError(
+                f"`data_dir` locates a preset's corpus; leave it out with `corpus_files`. "
+                f"Received: data_dir={str(data_dir)!r}"
+            )
         config_preset = config_preset.replace(corpus=corpora.OWN_FILES)
     if not _is_int(config_preset.ensemble) or config_preset.ensemble < 1:
-        raise ValueError(f"`ensemble` must be a positive int (the number of models). "
-                         f"Received: ensemble={config_preset.ensemble!r}")
+        raise ValueError(
+            f"`ensemble` must be a positive int (the number of models). Received: ensemble={config_preset.ensemble!r}"
+        )
     _check_arguments(epochs, minutes, strategy, mixed_precision, seed, cpu_devices)
     if init_from is not None and config_preset.ensemble > 1:
-        raise ValueError(f"`init_from` fine-tunes one model; the preset trains an ensemble of "
-                         f"{config_preset.ensemble}. Received: init_from={str(init_from)!r}")
+        raise ValueError(
+            f"`init_from` fine-tunes one model; the preset trains an ensemble of "
+            f"{config_preset.ensemble}. Received: init_from={str(init_from)!r}"
+        )
     if config_preset.ensemble > 1 and strategy != "default":
-        raise ValueError(f"An ensemble preset trains with the default strategy only. Received: "
-                         f"ensemble={config_preset.ensemble}, strategy={strategy!r}")
+        raise ValueError(
+            f"An ensemble preset trains with the default strategy only. Received: "
+            f"ensemble={config_preset.ensemble}, strategy={strategy!r}"
+        )
     default_name = config_preset.name + ("-finetuned" if init_from is not None else "")
     output = pathlib.Path(output or pathlib.Path("saved_models") / default_name)
     if init_from is not None and output.resolve() == pathlib.Path(init_from).resolve():
-        raise ValueError(f"`output` must be another folder than `init_from`, which the fine-tuned run starts from. "
-                         f"Received: output={str(output)!r}, init_from={str(init_from)!r}")
+        raise ValueError(
+            f"`output` must be another folder than `init_from`, which the fine-tuned run starts from. "
+            f"Received: output={str(output)!r}, init_from={str(init_from)!r}"
+        )
     resume_state = _check_output(output, resume, overwrite)
     if resume_state == "finished":
         config = run_dir.read_config(output)
@@ -474,11 +497,22 @@ def train(
 
         sources["corpus_files"] = corpora.describe_files(corpus_files)
     if init_from is not None:
-        sources["init_from"] = {"run": str(pathlib.Path(init_from).resolve()),
-                                "model_sha256": _file_sha256(pathlib.Path(init_from) / run_dir.MODEL)}
-    options = dict(data_dir=data_dir, sources=sources, initial_weights=initial_weights, epochs=epochs,
-                   minutes=minutes, strategy=strategy,
-                   mixed_precision=mixed_precision, seed=seed, cpu_devices=cpu_devices, verbose=verbose)
+        sources["init_from"] = {
+            "run": str(pathlib.Path(init_from).resolve()),
+            "model_sha256": _file_sha256(pathlib.Path(init_from) / run_dir.MODEL),
+        }
+    options = dict(
+        data_dir=data_dir,
+        sources=sources,
+        initial_weights=initial_weights,
+        epochs=epochs,
+        minutes=minutes,
+        strategy=strategy,
+        mixed_precision=mixed_precision,
+        seed=seed,
+        cpu_devices=cpu_devices,
+        verbose=verbose,
+    )
     if config_preset.ensemble > 1:
         return _train_ensemble(config_preset, output, resume_state, splits, **options)
     return _train_run(config_preset, output, resume_state, splits, **options)
@@ -493,8 +527,12 @@ def _claim(output, resume_state, splits, is_chief=True):
     """
     output.mkdir(parents=True, exist_ok=True)
     if is_chief and resume_state != "resume":
-        claim = {"created_by": destinations.CREATOR, "finished": False, "completed_epochs": 0,
-                 "train_data_sha256": data_fingerprint(splits["train"])}
+        claim = {
+            "created_by": destinations.CREATOR,
+            "finished": False,
+            "completed_epochs": 0,
+            "train_data_sha256": data_fingerprint(splits["train"]),
+        }
         run_dir.write_json_atomic(output / run_dir.CONFIG, claim)
 
 
@@ -508,15 +546,19 @@ def _run_config(preset, output, resume_state, tokenizer, data_dir, **fields):
         model=preset.model_kwargs(tokenizer.vocab_size),
         data_dir=None if data_dir is None else str(data_dir),
         **fields,
-        decoding={"beam_size": preset.beam_size, "length_penalty": preset.length_penalty,
-                  "max_length": preset.max_length},
+        decoding={
+            "beam_size": preset.beam_size,
+            "length_penalty": preset.length_penalty,
+            "max_length": preset.max_length,
+        },
         finished=False,
     )
     return config
 
 
-def _train_ensemble(preset, output, resume_state, splits, *, data_dir, sources, epochs, minutes, strategy, seed,
-                    **options):
+def _train_ensemble(
+    preset, output, resume_state, splits, *, data_dir, sources, epochs, minutes, strategy, seed, **options
+):
     """Trains the members of an ensemble preset one after the other (see `train`)."""
     started = time.monotonic()
     count = preset.ensemble
@@ -524,15 +566,35 @@ def _train_ensemble(preset, output, resume_state, splits, *, data_dir, sources, 
     members = [f"member-{index}" for index in range(count)]
     _claim(output, resume_state, splits)
     tokenizer = _tokenizer(preset, output, splits["train"], resume_state, is_chief=True)
-    config = _run_config(preset, output, resume_state, tokenizer, data_dir, **sources, seed=seed, members=members,
-                         train_data_sha256=data_fingerprint(splits["train"]))
+    config = _run_config(
+        preset,
+        output,
+        resume_state,
+        tokenizer,
+        data_dir,
+        **sources,
+        seed=seed,
+        members=members,
+        train_data_sha256=data_fingerprint(splits["train"]),
+    )
     run_dir.write_json_atomic(output / run_dir.CONFIG, config)
     for index, member in enumerate(members):
         member_state = _check_output(output / member, resume=True, overwrite=False)
         if member_state != "finished":
-            _train_run(member_preset, output / member, member_state, splits, data_dir=data_dir, epochs=epochs,
-                       minutes=minutes and minutes / count, strategy=strategy, seed=seed + index,
-                       tokenizer_from=output, sources=sources, **options)
+            _train_run(
+                member_preset,
+                output / member,
+                member_state,
+                splits,
+                data_dir=data_dir,
+                epochs=epochs,
+                minutes=minutes and minutes / count,
+                strategy=strategy,
+                seed=seed + index,
+                tokenizer_from=output,
+                sources=sources,
+                **options,
+            )
     member_configs = [run_dir.read_config(output / member) for member in members]
     config.update(
         finished=True,
@@ -569,8 +631,24 @@ class _Run:
         return backup / f"worker-{self.worker_index}" if self.strategy == "multi-worker" else backup
 
 
-def _train_run(config_preset, output, resume_state, splits, *, data_dir, epochs, minutes, strategy,
-               mixed_precision, seed, cpu_devices, verbose, sources, initial_weights=None, tokenizer_from=None):
+def _train_run(
+    config_preset,
+    output,
+    resume_state,
+    splits,
+    *,
+    data_dir,
+    epochs,
+    minutes,
+    strategy,
+    mixed_precision,
+    seed,
+    cpu_devices,
+    verbose,
+    sources,
+    initial_weights=None,
+    tokenizer_from=None,
+):
     """Trains one model into the run directory `output` (see `train`), with `tokenizer_from`'s tokenizer if given.
 
     `sources` (recorded in config.json) may name a run to start from, `sources["init_from"]["run"]`:
@@ -584,8 +662,17 @@ def _train_run(config_preset, output, resume_state, splits, *, data_dir, epochs,
         keras.mixed_precision.set_global_policy(mixed_precision)
     run = _Run(config_preset, output, strategy, time.monotonic())
     init_from = sources.get("init_from", {}).get("run")
-    tokenizer = _start(run, resume_state, splits, tokenizer_from or init_from, data_dir=data_dir, **sources,
-                       seed=seed, mixed_precision=mixed_precision, strategy=strategy)
+    tokenizer = _start(
+        run,
+        resume_state,
+        splits,
+        tokenizer_from or init_from,
+        data_dir=data_dir,
+        **sources,
+        seed=seed,
+        mixed_precision=mixed_precision,
+        strategy=strategy,
+    )
     train_batches, validation_batches = make_datasets(
         config_preset, splits, tokenizer, seed, distributed=strategy != "default"
     )
@@ -595,8 +682,13 @@ def _train_run(config_preset, output, resume_state, splits, *, data_dir, epochs,
     if verbose == "auto":
         verbose = 1 if sys.stdout.isatty() else 2
     with _unknown_length_warnings_ignored():
-        model.fit(train_batches, validation_data=validation_batches, epochs=epoch_limit or 10_000,
-                  callbacks=callbacks, verbose=verbose)
+        model.fit(
+            train_batches,
+            validation_data=validation_batches,
+            epochs=epoch_limit or 10_000,
+            callbacks=callbacks,
+            verbose=verbose,
+        )
     return _finish(run, model, validation_batches)
 
 
@@ -604,8 +696,15 @@ def _start(run, resume_state, splits, tokenizer_from, data_dir, **fields):
     """Claims the folder, gets the tokenizer and writes the run's config.json; returns the tokenizer."""
     _claim(run.output, resume_state, splits, run.is_chief)
     tokenizer = _tokenizer(run.preset, run.output, splits["train"], resume_state, run.is_chief, tokenizer_from)
-    run.config = _run_config(run.preset, run.output, resume_state, tokenizer, data_dir, **fields,
-                             train_data_sha256=data_fingerprint(splits["train"]))
+    run.config = _run_config(
+        run.preset,
+        run.output,
+        resume_state,
+        tokenizer,
+        data_dir,
+        **fields,
+        train_data_sha256=data_fingerprint(splits["train"]),
+    )
     run.config.setdefault("completed_epochs", 0)
     run.prior_minutes = run.config.get("train_minutes", 0.0)  # of the run before a resume
     if run.is_chief:
@@ -643,7 +742,11 @@ def _callbacks(run, schedule, epochs, minutes):
     import keras
 
     from keras_transformer.callbacks import (
-        AtomicBestCheckpoint, BackupAndRestore, CooldownToEnd, EpochSnapshots, TimeLimit,
+        AtomicBestCheckpoint,
+        BackupAndRestore,
+        CooldownToEnd,
+        EpochSnapshots,
+        TimeLimit,
     )
 
     preset, output = run.preset, run.output
@@ -653,10 +756,12 @@ def _callbacks(run, schedule, epochs, minutes):
             run.record(completed_epochs=epoch + 1, train_minutes=round(run.prior_minutes + run.minutes(), 2))
 
     callbacks = [
-        AtomicBestCheckpoint(output / run_dir.MODEL, best=run.config.get("best_val_loss", float("inf")),
-                             on_improvement=lambda epoch, value: run.record(best_val_loss=value,
-                                                                            best_epoch=epoch + 1),
-                             enabled=run.is_chief),
+        AtomicBestCheckpoint(
+            output / run_dir.MODEL,
+            best=run.config.get("best_val_loss", float("inf")),
+            on_improvement=lambda epoch, value: run.record(best_val_loss=value, best_epoch=epoch + 1),
+            enabled=run.is_chief,
+        ),
         EpochSnapshots(output / "snapshots", keep=preset.average_last, enabled=run.is_chief),
         EpochCounter(),
     ]
@@ -673,10 +778,16 @@ def _callbacks(run, schedule, epochs, minutes):
         minutes = max(minutes - run.minutes(), 0.0)  # counted from the start of `train`: the data included
         callbacks.append(TimeLimit(minutes))
     if preset.cooldown_fraction:
-        callbacks.append(CooldownToEnd(
-            schedule, preset.cooldown_fraction, minutes=minutes or None, total_minutes=budget or None,
-            epochs=epoch_limit, on_update=lambda start, end: run.record(cooldown=[start, end]),
-        ))
+        callbacks.append(
+            CooldownToEnd(
+                schedule,
+                preset.cooldown_fraction,
+                minutes=minutes or None,
+                total_minutes=budget or None,
+                epochs=epoch_limit,
+                on_update=lambda start, end: run.record(cooldown=[start, end]),
+            )
+        )
     # Last: an epoch counts as done for resuming only once its checkpoint, status
     # and log row are written; if the run dies before, resuming trains it again.
     callbacks.append(BackupAndRestore(str(run.backup), double_checkpoint=True))
@@ -689,7 +800,7 @@ def _finish(run, model, validation_batches):
 
     preset, output = run.preset, run.output
     config = run_dir.read_config(output) if run.is_chief else run.config
-    snapshots = snapshot_paths(output / "snapshots")[-preset.average_last:]
+    snapshots = snapshot_paths(output / "snapshots")[-preset.average_last :]
     if run.is_chief and preset.average_last > 1 and len(snapshots) > 1:
         averaged = average_snapshots(model, snapshots)
         with _unknown_length_warnings_ignored():

@@ -22,8 +22,7 @@ def translate_lines(translator, sentences, batch_size=32, greedy=False, sample=N
     return translate_lines_with_status(translator, sentences, batch_size, greedy, sample, progress)[0]
 
 
-def translate_lines_with_status(translator, sentences, batch_size=32, greedy=False, sample=None,
-                                progress=None):
+def translate_lines_with_status(translator, sentences, batch_size=32, greedy=False, sample=None, progress=None):
     """`(translations, finished)`: `translate_lines` and, per sentence, whether its translation ended.
 
     `finished[i]` is False where translation `i` reached the maximum output
@@ -35,7 +34,7 @@ def translate_lines_with_status(translator, sentences, batch_size=32, greedy=Fal
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     results, finished = [""] * len(sentences), [None] * len(sentences)
     for start in range(0, len(order), batch_size):
-        batch = order[start:start + batch_size]
+        batch = order[start : start + batch_size]
         strings = [sentences[i] for i in batch]
         if sample is not None:
             result = translator.sample_with_status(strings, *sample)
@@ -74,8 +73,9 @@ class Progress:
         self.done += count
         rate = self.done / max(time.time() - self.start, 1e-9)
         filled = int(20 * self.done / max(self.total, 1))
-        self.stream.write(f"\rtranslated {self.done}/{self.total} "
-                          f"[{'=' * filled}{' ' * (20 - filled)}] {rate:.1f} sentences/s")
+        self.stream.write(
+            f"\rtranslated {self.done}/{self.total} [{'=' * filled}{' ' * (20 - filled)}] {rate:.1f} sentences/s"
+        )
         self.stream.flush()
 
     def close(self):

@@ -31,9 +31,7 @@ def run_layer_checks(layer_class, init_kwargs, inputs, tmp_path, call_kwargs=Non
     # Eager call, then the same layer in a functional model.
     eager = _outputs(layer, [keras.ops.convert_to_tensor(x) for x in inputs], **call_kwargs)
     assert np.isfinite(eager).all()
-    symbolic_inputs = [
-        keras.Input(x.shape[1:], dtype=str(x.dtype), name=f"input_{i}") for i, x in enumerate(inputs)
-    ]
+    symbolic_inputs = [keras.Input(x.shape[1:], dtype=str(x.dtype), name=f"input_{i}") for i, x in enumerate(inputs)]
     outputs = layer(*symbolic_inputs, **call_kwargs)
     model = keras.Model(symbolic_inputs, outputs)
     np.testing.assert_allclose(model.predict(inputs, verbose=0), eager, rtol=1e-5, atol=1e-5)

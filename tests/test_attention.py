@@ -6,8 +6,9 @@ import pytest
 from keras import ops
 
 import keras_transformer as kt
-from conftest import TINY
 from keras_transformer.layers.attention import HashDropout
+
+from conftest import TINY
 
 KEYS = np.array([[10, 0, 0], [0, 10, 0], [0, 0, 10], [0, 0, 10]], dtype="float32")
 VALUES = np.array([[1, 0], [10, 0], [100, 5], [1000, 6]], dtype="float32")
@@ -31,9 +32,7 @@ def test_seed_tutorial_three_queries():
         [[0, 0, 0.5, 0.5], [0, 1, 0, 0], [0.5, 0.5, 0, 0]],
         atol=1e-6,
     )
-    np.testing.assert_allclose(
-        ops.convert_to_numpy(output), [[550, 5.5], [10, 0], [5.5, 0]], atol=1e-4
-    )
+    np.testing.assert_allclose(ops.convert_to_numpy(output), [[550, 5.5], [10, 0], [5.5, 0]], atol=1e-4)
 
 
 def test_masked_keys_get_exactly_zero_weight_and_empty_rows_are_zero():
@@ -59,12 +58,8 @@ def test_a_single_key_gets_all_the_weight_without_a_warning(recwarn):
 
 
 def test_masks_are_true_where_attention_is_allowed():
-    np.testing.assert_array_equal(
-        ops.convert_to_numpy(kt.padding_mask(np.array([[4, 2, 0]]))), [[True, True, False]]
-    )
-    np.testing.assert_array_equal(
-        ops.convert_to_numpy(kt.causal_mask(3)), np.tril(np.ones((3, 3), bool))
-    )
+    np.testing.assert_array_equal(ops.convert_to_numpy(kt.padding_mask(np.array([[4, 2, 0]]))), [[True, True, False]])
+    np.testing.assert_array_equal(ops.convert_to_numpy(kt.causal_mask(3)), np.tril(np.ones((3, 3), bool)))
 
 
 def test_key_dim_is_d_model_over_heads():

@@ -177,7 +177,9 @@ def cached_decoding_matches_full_pass():
     steps = []
     for i in range(length):
         out, cache, cross_cache = layer(
-            x[:, i : i + 1], self_attention_cache=cache, self_attention_cache_update_index=i,
+            x[:, i : i + 1],
+            self_attention_cache=cache,
+            self_attention_cache_update_index=i,
             cross_attention_cache=cross_cache,
         )
         steps.append(_np(out))
@@ -203,8 +205,14 @@ def _tiny_transformer(**overrides):
     import keras_transformer as kt
 
     args = dict(
-        input_vocab_size=24, target_vocab_size=24, num_layers=1, d_model=16, num_heads=2,
-        d_ff=32, dropout=0.1, max_length=10,
+        input_vocab_size=24,
+        target_vocab_size=24,
+        num_layers=1,
+        d_model=16,
+        num_heads=2,
+        d_ff=32,
+        dropout=0.1,
+        max_length=10,
     )
     args.update(overrides)
     return kt.build_transformer(**args)
@@ -257,8 +265,9 @@ def cooldown_to_end_reaches_the_traced_step():
 
     model = _tiny_transformer()
     schedule = kt.WarmupSchedule(16, warmup_steps=4)
-    model.compile(optimizer=keras.optimizers.Adam(schedule), loss=kt.MaskedSparseCategoricalCrossentropy(),
-                  jit_compile=True)
+    model.compile(
+        optimizer=keras.optimizers.Adam(schedule), loss=kt.MaskedSparseCategoricalCrossentropy(), jit_compile=True
+    )
     inputs, labels = _batch()
     # Epoch 2 is the cooldown, to end at step 4: later steps have a rate of 0.
     model.fit(inputs, labels, batch_size=4, epochs=2, verbose=0, callbacks=[CooldownToEnd(schedule, 0.5, epochs=2)])
@@ -330,8 +339,9 @@ def keras_file_saved_by_0_1_0_loads():
     model = keras.models.load_model(REPO / "tests" / "data" / "transformer_0.1.0.keras")
     logits = model({"encoder_inputs": expected["source"], "decoder_inputs": expected["target"]})
     np.testing.assert_allclose(_np(logits), expected["logits"], rtol=1e-5, atol=1e-5)
-    np.testing.assert_array_equal(_np(decoding.greedy_decode(model, expected["source"], max_length=8)),
-                                  expected["greedy"])
+    np.testing.assert_array_equal(
+        _np(decoding.greedy_decode(model, expected["source"], max_length=8)), expected["greedy"]
+    )
 
 
 def run_checks():
@@ -369,9 +379,7 @@ def jax_results():
     env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3")
     env.setdefault("JAX_PLATFORMS", "cpu")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    process = subprocess.run(
-        [python, __file__], env=env, cwd=REPO, capture_output=True, text=True, timeout=900
-    )
+    process = subprocess.run([python, __file__], env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
     lines = [line for line in process.stdout.splitlines() if line.startswith("{")]
     if process.returncode not in (0, 1) or not lines:
         pytest.fail(f"the JAX subprocess failed (exit {process.returncode}):\n{process.stderr[-4000:]}")

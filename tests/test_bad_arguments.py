@@ -19,8 +19,7 @@ import shutil
 
 import pytest
 
-from keras_transformer import cli
-from keras_transformer.commands import arguments
+from keras_transformer.commands import arguments, cli
 from keras_transformer.datasets import corpora, parallel_text
 
 NAN, INF, SEED_LIMIT = "nan", "inf", str(arguments.SEED_MAX + 1)
@@ -40,30 +39,71 @@ BASE = {
 
 # (command, flag, bad value): every numeric and path argument of every command.
 BAD_VALUES = [
-    ("train", "--epochs", "0"), ("train", "--epochs", "-1"), ("train", "--epochs", "2.5"),
-    ("train", "--minutes", "-1"), ("train", "--minutes", "0"), ("train", "--minutes", NAN),
-    ("train", "--minutes", INF), ("train", "--minutes", "1e999"),
-    ("train", "--cpu-devices", "0"), ("train", "--cpu-devices", "-2"),
-    ("train", "--seed", "-1"), ("train", "--seed", SEED_LIMIT), ("train", "--seed", "x"),
-    ("train", "--output", ""), ("train", "--output", "  "), ("train", "--data-dir", ""),
-    ("translate", "--beam", "0"), ("translate", "--beam", "-1"), ("translate", "--alpha", NAN),
-    ("translate", "--alpha", INF), ("translate", "--alpha", "-0.5"), ("translate", "--batch-size", "0"),
-    ("translate", "--model", ""), ("translate", "--input", ""), ("translate", "--output", ""),
-    ("evaluate", "--beam", "0"), ("evaluate", "--alpha", NAN), ("evaluate", "--batch-size", "-3"),
-    ("evaluate", "--source", ""), ("evaluate", "--reference", ""), ("evaluate", "--output", ""),
+    ("train", "--epochs", "0"),
+    ("train", "--epochs", "-1"),
+    ("train", "--epochs", "2.5"),
+    ("train", "--minutes", "-1"),
+    ("train", "--minutes", "0"),
+    ("train", "--minutes", NAN),
+    ("train", "--minutes", INF),
+    ("train", "--minutes", "1e999"),
+    ("train", "--cpu-devices", "0"),
+    ("train", "--cpu-devices", "-2"),
+    ("train", "--seed", "-1"),
+    ("train", "--seed", SEED_LIMIT),
+    ("train", "--seed", "x"),
+    ("train", "--output", ""),
+    ("train", "--output", "  "),
+    ("train", "--data-dir", ""),
+    ("translate", "--beam", "0"),
+    ("translate", "--beam", "-1"),
+    ("translate", "--alpha", NAN),
+    ("translate", "--alpha", INF),
+    ("translate", "--alpha", "-0.5"),
+    ("translate", "--batch-size", "0"),
+    ("translate", "--model", ""),
+    ("translate", "--input", ""),
+    ("translate", "--output", ""),
+    ("evaluate", "--beam", "0"),
+    ("evaluate", "--alpha", NAN),
+    ("evaluate", "--batch-size", "-3"),
+    ("evaluate", "--source", ""),
+    ("evaluate", "--reference", ""),
+    ("evaluate", "--output", ""),
     ("evaluate", "--hypotheses", ""),
-    ("chat", "--temperature", NAN), ("chat", "--temperature", "-1"), ("chat", "--temperature", INF),
-    ("chat", "--top-k", "-1"), ("chat", "--top-k", str(2**31)), ("chat", "--top-p", "0"),
-    ("chat", "--top-p", NAN), ("chat", "--top-p", "1.5"), ("chat", "--top-p", "-0.1"),
-    ("chat", "--seed", "-2"), ("chat", "--seed", SEED_LIMIT), ("chat", "--beam", "0"), ("chat", "--model", ""),
-    ("export", "--beam", "0"), ("export", "--alpha", NAN), ("export", "--max-length", "0"),
-    ("export", "--max-length", "-5"), ("export", "--model", ""), ("export", "--output", ""),
-    ("plot positional-encoding", "--length", "0"), ("plot positional-encoding", "--depth", "-1"),
-    ("plot positional-encoding", "--dpi", "0"), ("plot positional-encoding", "--output", ""),
-    ("plot schedule", "--d-model", "0"), ("plot schedule", "--warmup-steps", "0"),
-    ("plot schedule", "--steps", "-10"), ("plot schedule", "--scale", NAN), ("plot schedule", "--scale", "0"),
-    ("plot attention", "--columns", "0"), ("plot attention", "--max-length", "0"),
-    ("plot attention", "--model", ""), ("plot attention", "--sentence", " "), ("plot attention", "--target", ""),
+    ("chat", "--temperature", NAN),
+    ("chat", "--temperature", "-1"),
+    ("chat", "--temperature", INF),
+    ("chat", "--top-k", "-1"),
+    ("chat", "--top-k", str(2**31)),
+    ("chat", "--top-p", "0"),
+    ("chat", "--top-p", NAN),
+    ("chat", "--top-p", "1.5"),
+    ("chat", "--top-p", "-0.1"),
+    ("chat", "--seed", "-2"),
+    ("chat", "--seed", SEED_LIMIT),
+    ("chat", "--beam", "0"),
+    ("chat", "--model", ""),
+    ("export", "--beam", "0"),
+    ("export", "--alpha", NAN),
+    ("export", "--max-length", "0"),
+    ("export", "--max-length", "-5"),
+    ("export", "--model", ""),
+    ("export", "--output", ""),
+    ("plot positional-encoding", "--length", "0"),
+    ("plot positional-encoding", "--depth", "-1"),
+    ("plot positional-encoding", "--dpi", "0"),
+    ("plot positional-encoding", "--output", ""),
+    ("plot schedule", "--d-model", "0"),
+    ("plot schedule", "--warmup-steps", "0"),
+    ("plot schedule", "--steps", "-10"),
+    ("plot schedule", "--scale", NAN),
+    ("plot schedule", "--scale", "0"),
+    ("plot attention", "--columns", "0"),
+    ("plot attention", "--max-length", "0"),
+    ("plot attention", "--model", ""),
+    ("plot attention", "--sentence", " "),
+    ("plot attention", "--target", ""),
     ("plot history", "--csv", ""),
 ]
 
@@ -84,8 +124,7 @@ def _assert_one_line(err, prefix):
     assert err.startswith(prefix), err
 
 
-@pytest.mark.parametrize("command, flag, value", BAD_VALUES,
-                         ids=[f"{c}-{f}={v!r}" for c, f, v in BAD_VALUES])
+@pytest.mark.parametrize("command, flag, value", BAD_VALUES, ids=[f"{c}-{f}={v!r}" for c, f, v in BAD_VALUES])
 def test_nonsense_argument_is_one_line_naming_the_flag(command, flag, value, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     err = _parse_error(capsys, BASE[command] + [flag, value])
@@ -103,14 +142,17 @@ def test_train_epochs_and_minutes_rejected_before_the_run_folder_exists(tmp_path
         assert not output.exists()
 
 
-@pytest.mark.parametrize("argv", [
-    ["chat", "--model", "m", "--temperature", "0", "--top-k", "0", "--top-p", "1", "--seed", "-1"],
-    ["chat", "--model", "m", "--seed", str(arguments.SEED_MAX), "--top-k", str(2**31 - 1)],
-    ["translate", "--model", "m", "--beam", "1", "--alpha", "0", "--batch-size", "1"],
-    ["train", "--epochs", "1", "--seed", "0", "--cpu-devices", "1"],
-    ["train", "--minutes", "0.5"],
-    ["plot", "attention", "--model", "m", "--sentence", "s", "--output", "a.png", "--layer", "-1"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["chat", "--model", "m", "--temperature", "0", "--top-k", "0", "--top-p", "1", "--seed", "-1"],
+        ["chat", "--model", "m", "--seed", str(arguments.SEED_MAX), "--top-k", str(2**31 - 1)],
+        ["translate", "--model", "m", "--beam", "1", "--alpha", "0", "--batch-size", "1"],
+        ["train", "--epochs", "1", "--seed", "0", "--cpu-devices", "1"],
+        ["train", "--minutes", "0.5"],
+        ["plot", "attention", "--model", "m", "--sentence", "s", "--output", "a.png", "--layer", "-1"],
+    ],
+)
 def test_limits_themselves_are_accepted(argv):
     """The checks refuse nonsense, not the documented edge values (0 = greedy, -1 = random, 1 = off)."""
     args = cli.build_parser().parse_args(argv)
@@ -150,13 +192,16 @@ def _failing_command(monkeypatch, error):
     monkeypatch.setattr(translate, "run", run)
 
 
-@pytest.mark.parametrize("error, expected", [
-    (ValueError("config.json is corrupt"), "config.json is corrupt"),
-    (FileNotFoundError(2, "No such file or directory", "model"), "[Errno 2] No such file or directory: 'model'"),
-    (KeyError("model"), "KeyError: 'model' (unexpected"),
-    (TypeError("'int' object is not iterable"), "TypeError: 'int' object is not iterable (unexpected"),
-    (RuntimeError("line one\nline two\n  line three"), "RuntimeError: line one (unexpected"),
-])
+@pytest.mark.parametrize(
+    "error, expected",
+    [
+        (ValueError("config.json is corrupt"), "config.json is corrupt"),
+        (FileNotFoundError(2, "No such file or directory", "model"), "[Errno 2] No such file or directory: 'model'"),
+        (KeyError("model"), "KeyError: 'model' (unexpected"),
+        (TypeError("'int' object is not iterable"), "TypeError: 'int' object is not iterable (unexpected"),
+        (RuntimeError("line one\nline two\n  line three"), "RuntimeError: line one (unexpected"),
+    ],
+)
 def test_any_error_while_running_is_one_line(error, expected, monkeypatch, capsys):
     monkeypatch.delenv(cli.DEBUG_ENV, raising=False)
     _failing_command(monkeypatch, error)
@@ -206,8 +251,12 @@ def test_config_of_the_wrong_shape_is_never_a_traceback(config, trained_run, tmp
 def test_config_sections_the_loader_reads_must_have_their_shape(trained_run, tmp_path, capsys):
     """`preset`, `model` and `decoding` must be objects and `members` a list: a checked error naming the file."""
     run = pathlib.Path(shutil.copytree(trained_run, tmp_path / "run"))
-    for section, config in [("decoding", {"decoding": [1]}), ("members", {"members": 5}),
-                            ("model", {"model": 5}), ("decoding", {"decoding": []})]:
+    for section, config in [
+        ("decoding", {"decoding": [1]}),
+        ("members", {"members": 5}),
+        ("model", {"model": 5}),
+        ("decoding", {"decoding": []}),
+    ]:
         (run / "config.json").write_text(json.dumps(config))
         assert cli.main(["translate", "--model", str(run), "안녕"]) == 2
         out, err = capsys.readouterr()
@@ -226,10 +275,13 @@ def _chatbot_csv(folder, rows):
     return folder
 
 
-@pytest.mark.parametrize("rows, expected", [
-    (3, r"ChatbotData\.csv has 3 rows \(3 distinct sources\): too few for the seeded split .* at least 11 rows"),
-    (0, r"ChatbotData\.csv holds no examples \(an empty file, or a header row only\)"),
-])
+@pytest.mark.parametrize(
+    "rows, expected",
+    [
+        (3, r"ChatbotData\.csv has 3 rows \(3 distinct sources\): too few for the seeded split .* at least 11 rows"),
+        (0, r"ChatbotData\.csv holds no examples \(an empty file, or a header row only\)"),
+    ],
+)
 def test_train_on_a_tiny_chatbot_corpus_names_the_file(rows, expected, tmp_path, capsys):
     data = _chatbot_csv(tmp_path / "data", rows)
     output = tmp_path / "run"
@@ -268,8 +320,14 @@ def test_empty_multi30k_split_names_the_files(tmp_path):
 
 def test_parallel_text_header_only_csv_names_the_file(tmp_path):
     (tmp_path / "chat.csv").write_text("Q,A\n", encoding="utf-8")
-    config = parallel_text.ParallelTextConfig(name="header_only", files={"train": "chat.csv"}, delimiter=",",
-                                              header=True, source_column="Q", target_column="A")
+    config = parallel_text.ParallelTextConfig(
+        name="header_only",
+        files={"train": "chat.csv"},
+        delimiter=",",
+        header=True,
+        source_column="Q",
+        target_column="A",
+    )
     builder = parallel_text.ParallelText(config=config, source_dir=tmp_path, data_dir=tmp_path / "tfds")
     with pytest.raises(ValueError, match=r"chat\.csv: no examples for split 'train'"):
         builder.download_and_prepare()

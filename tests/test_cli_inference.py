@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
-
-from keras_transformer import cli
 from test_export import tiny_run_dir  # the shared tiny run directory (built once per session)
+
+from keras_transformer.commands import cli
 
 
 @pytest.fixture(scope="module")
@@ -28,11 +28,12 @@ def _main(capsys, monkeypatch, argv, stdin=None):
 
 def test_translate_arguments_and_stdin(run, capsys, monkeypatch):
     path, pairs = run
-    code, out, _ = _main(capsys, monkeypatch, ["translate", "--model", str(path), "--beam", "1",
-                                                pairs[0][0], "", pairs[1][0]])
+    code, out, _ = _main(
+        capsys, monkeypatch, ["translate", "--model", str(path), "--beam", "1", pairs[0][0], "", pairs[1][0]]
+    )
     assert code == 0 and out.split("\n") == [pairs[0][1], "", pairs[1][1], ""]
     long = " ".join(s for s, _ in pairs)
-    stdin = f"{pairs[2][0]}\n{long}\n\n".encode("utf-8")
+    stdin = f"{pairs[2][0]}\n{long}\n\n".encode()
     code, out, err = _main(capsys, monkeypatch, ["translate", "--model", str(path), "--quiet"], stdin)
     assert code == 0 and len(out.split("\n")) == 4 and out.split("\n")[2] == ""
     assert "warning: sentence 2 has" in err and "truncated to 32" in err
@@ -41,20 +42,29 @@ def test_translate_arguments_and_stdin(run, capsys, monkeypatch):
 def test_translate_file_with_progress(run, capsys, monkeypatch, tmp_path):
     path, pairs = run
     (tmp_path / "in.en").write_text("".join(s + "\n" for s, _ in pairs[:5]), encoding="utf-8")
-    code, out, err = _main(capsys, monkeypatch, ["translate", "--model", str(path), "--input",
-                                                 str(tmp_path / "in.en"), "--output", str(tmp_path / "out.de")])
+    code, out, err = _main(
+        capsys,
+        monkeypatch,
+        ["translate", "--model", str(path), "--input", str(tmp_path / "in.en"), "--output", str(tmp_path / "out.de")],
+    )
     assert code == 0 and out == "" and "translated 5/5" in err
     assert len((tmp_path / "out.de").read_text(encoding="utf-8").splitlines()) == 5
 
 
-@pytest.mark.parametrize("argv, stdin, message", [
-    (["translate", "--model", "{run}"], b"fine\n\xff\xfe not utf-8\n", "stdin, line 2: not valid UTF-8"),
-    (["translate", "--model", "{run}", "caf\udce9"], None, "argument 1 is not valid UTF-8"),
-    (["translate", "--model", "{tmp}", "hello"], None, "is not a model"),
-    (["evaluate", "--model", "{run}", "--source", "{tmp}/nothing", "--reference", "{tmp}/nothing"], None,
-     "must be an existing file"),
-    (["export", "--model", "{tmp}", "--output", "{tmp}/out"], None, "not a training run"),
-])
+@pytest.mark.parametrize(
+    "argv, stdin, message",
+    [
+        (["translate", "--model", "{run}"], b"fine\n\xff\xfe not utf-8\n", "stdin, line 2: not valid UTF-8"),
+        (["translate", "--model", "{run}", "caf\udce9"], None, "argument 1 is not valid UTF-8"),
+        (["translate", "--model", "{tmp}", "hello"], None, "is not a model"),
+        (
+            ["evaluate", "--model", "{run}", "--source", "{tmp}/nothing", "--reference", "{tmp}/nothing"],
+            None,
+            "must be an existing file",
+        ),
+        (["export", "--model", "{tmp}", "--output", "{tmp}/out"], None, "not a training run"),
+    ],
+)
 def test_clear_one_line_errors(run, capsys, monkeypatch, tmp_path, argv, stdin, message):
     argv = [a.format(run=run[0], tmp=tmp_path) for a in argv]
     code, out, err = _main(capsys, monkeypatch, argv, stdin)
@@ -66,10 +76,26 @@ def test_evaluate_writes_json(run, capsys, monkeypatch, tmp_path):
     path, pairs = run
     (tmp_path / "src").write_text("".join(s + "\n" for s, _ in pairs[:6]), encoding="utf-8")
     (tmp_path / "ref").write_text("".join(t + "\n" for _, t in pairs[:6]), encoding="utf-8")
-    code, out, err = _main(capsys, monkeypatch, [
-        "evaluate", "--model", str(path), "--source", str(tmp_path / "src"), "--reference",
-        str(tmp_path / "ref"), "--beam", "1", "--output", str(tmp_path / "scores.json"),
-        "--hypotheses", str(tmp_path / "hyp"), "--quiet"])
+    code, out, err = _main(
+        capsys,
+        monkeypatch,
+        [
+            "evaluate",
+            "--model",
+            str(path),
+            "--source",
+            str(tmp_path / "src"),
+            "--reference",
+            str(tmp_path / "ref"),
+            "--beam",
+            "1",
+            "--output",
+            str(tmp_path / "scores.json"),
+            "--hypotheses",
+            str(tmp_path / "hyp"),
+            "--quiet",
+        ],
+    )
     assert code == 0 and "BLEU" in err
     written = json.loads((tmp_path / "scores.json").read_text(encoding="utf-8"))
     assert json.loads(out) == written
@@ -94,11 +120,15 @@ def test_export_then_translate_and_chat_with_the_saved_model(run, capsys, monkey
     code, _, err = _main(capsys, monkeypatch, ["translate", "--model", str(output), "--beam", "3", "x"])
     assert code == 2 and "exported with beam_size=4" in err
 
-    stdin = f"{pairs[0][0]}\n{pairs[1][0]}\n\nnever read\n".encode("utf-8")
+    stdin = f"{pairs[0][0]}\n{pairs[1][0]}\n\nnever read\n".encode()
     code, out, _ = _main(capsys, monkeypatch, ["chat", "--model", str(output), "--temperature", "0"], stdin)
     assert code == 0 and out.splitlines() == [pairs[0][1], pairs[1][1]]  # stops at the empty line
-    code, out, _ = _main(capsys, monkeypatch, ["chat", "--model", str(output), "--seed", "1", "--top-k", "5"],
-                         pairs[0][0].encode("utf-8"))  # ends at end of input
+    code, out, _ = _main(
+        capsys,
+        monkeypatch,
+        ["chat", "--model", str(output), "--seed", "1", "--top-k", "5"],
+        pairs[0][0].encode("utf-8"),
+    )  # ends at end of input
     assert code == 0 and len(out.splitlines()) == 1
 
 
@@ -106,8 +136,11 @@ def test_console_entry_point_in_a_subprocess(run):
     path, pairs = run
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run(
-        [sys.executable, "-m", "keras_transformer.cli", "translate", "--model", str(path), pairs[4][0]],
-        capture_output=True, text=True, timeout=300, env=env,
+        [sys.executable, "-m", "keras_transformer.commands.cli", "translate", "--model", str(path), pairs[4][0]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.splitlines() == [pairs[4][1]]

@@ -14,8 +14,10 @@ import subprocess
 
 import pytest
 
-from keras_transformer import cli, destinations, run_dir, training
+from keras_transformer import destinations, run_dir, training
+from keras_transformer.commands import cli
 from keras_transformer.export import load
+
 from test_load import trained_export
 
 
@@ -43,8 +45,7 @@ def home(tmp_path, monkeypatch):
 def snapshot(folder):
     """{relative path: bytes, or None for a folder} of everything under `folder`."""
     folder = pathlib.Path(folder)
-    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None)
-            for p in sorted(folder.rglob("*"))}
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None) for p in sorted(folder.rglob("*"))}
 
 
 def run_cli(capsys, *argv):
@@ -62,16 +63,20 @@ def assert_refused(code, err, path, command="train"):
 
 # -- train ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("target, reason", [
-    (lambda home: home, "is the home folder"),
-    (lambda home: pathlib.Path("."), "is the current folder"),
-    (lambda home: pathlib.Path(".."), "holds the current folder"),
-    (lambda home: pathlib.Path("/"), "is the root of the file system"),
-    (lambda home: home / "projects" / "thesis", "is not empty and is not a training run"),
-    (lambda home: pathlib.Path("src/.."), "is the current folder"),
-    (lambda home: home / "projects" / "sibling" / "src" / "..", "is the current folder"),
-    (lambda home: home / "projects" / "thesis" / "photos" / "..", "is not empty"),
-])
+
+@pytest.mark.parametrize(
+    "target, reason",
+    [
+        (lambda home: home, "is the home folder"),
+        (lambda home: pathlib.Path("."), "is the current folder"),
+        (lambda home: pathlib.Path(".."), "holds the current folder"),
+        (lambda home: pathlib.Path("/"), "is the root of the file system"),
+        (lambda home: home / "projects" / "thesis", "is not empty and is not a training run"),
+        (lambda home: pathlib.Path("src/.."), "is the current folder"),
+        (lambda home: home / "projects" / "sibling" / "src" / "..", "is the current folder"),
+        (lambda home: home / "projects" / "thesis" / "photos" / "..", "is not empty"),
+    ],
+)
 @pytest.mark.parametrize("flags", [[], ["--overwrite"], ["--resume"]])
 def test_train_refuses_folders_it_did_not_make(home, capsys, target, reason, flags):
     output = target(home)
@@ -98,14 +103,20 @@ def test_train_refuses_a_file_and_a_symbolic_link(home, capsys):
 def test_overwrite_checks_the_data_and_arguments_before_deleting_the_run(trained, tmp_path, capsys):
     run = pathlib.Path(shutil.copytree(trained[0], tmp_path / "run"))
     before = snapshot(run)
-    code, err = run_cli(capsys, "train", "--preset", "tiny", "--output", run, "--overwrite",
-                        "--data-dir", tmp_path / "mistyped")
+    code, err = run_cli(
+        capsys, "train", "--preset", "tiny", "--output", run, "--overwrite", "--data-dir", tmp_path / "mistyped"
+    )
     assert code == 2 and "mistyped" in err, err
     assert snapshot(run) == before
-    for arguments, named in ((dict(epochs=0), "epochs"), (dict(epochs=-1), "epochs"),
-                             (dict(minutes=float("nan")), "minutes"), (dict(minutes=-1.0), "minutes"),
-                             (dict(minutes=float("inf")), "minutes"), (dict(seed=-1), "seed"),
-                             (dict(strategy="everywhere"), "strategy")):
+    for arguments, named in (
+        (dict(epochs=0), "epochs"),
+        (dict(epochs=-1), "epochs"),
+        (dict(minutes=float("nan")), "minutes"),
+        (dict(minutes=-1.0), "minutes"),
+        (dict(minutes=float("inf")), "minutes"),
+        (dict(seed=-1), "seed"),
+        (dict(strategy="everywhere"), "strategy"),
+    ):
         with pytest.raises(ValueError, match=f"`{named}` must"):
             training.train("tiny", output=run, overwrite=True, **arguments)
         assert snapshot(run) == before
@@ -167,6 +178,7 @@ def test_resuming_on_other_data_is_refused(trained, tmp_path, capsys):
 
 # -- export ---------------------------------------------------------------------------------------
 
+
 def test_export_refuses_what_it_did_not_make(trained, home, capsys):
     run = pathlib.Path(shutil.copytree(trained[0], home / "run"))
     notes = home / "notes.txt"
@@ -216,16 +228,20 @@ def test_export_replaces_an_earlier_export_only_with_overwrite(trained, tmp_path
 
 # -- the manifest ---------------------------------------------------------------------------------
 
+
 def test_the_manifest_lists_every_file_and_sha256sum_accepts_it(trained):
     export = trained[1]
-    listed = sorted(line.split("  ", 1)[1] for line in
-                    (export / destinations.MANIFEST).read_text(encoding="utf-8").splitlines())
-    files = sorted(p.relative_to(export).as_posix() for p in export.rglob("*")
-                   if p.is_file() and p.name != destinations.MANIFEST)
+    listed = sorted(
+        line.split("  ", 1)[1] for line in (export / destinations.MANIFEST).read_text(encoding="utf-8").splitlines()
+    )
+    files = sorted(
+        p.relative_to(export).as_posix() for p in export.rglob("*") if p.is_file() and p.name != destinations.MANIFEST
+    )
     assert listed == files and "saved_model.pb" in listed
     if shutil.which("sha256sum"):
-        check = subprocess.run(["sha256sum", "--quiet", "-c", destinations.MANIFEST], cwd=export,
-                               capture_output=True, text=True)
+        check = subprocess.run(
+            ["sha256sum", "--quiet", "-c", destinations.MANIFEST], cwd=export, capture_output=True, text=True
+        )
         assert check.returncode == 0, check.stdout + check.stderr
 
 

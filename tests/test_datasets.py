@@ -61,7 +61,9 @@ def test_tsv_and_csv_columns(tmp_path):
         readers.read_delimited(tsv, columns=2)
     csv = _write(tmp_path / "qa.csv", 'Q,A,label\n"Hi, you",Hello,0\nBye,"See ya, ""friend""",1\n')
     assert readers.read_delimited(csv, "Q", "A", delimiter=",", header=True) == [
-        ("Hi, you", "Hello"), ("Bye", 'See ya, "friend"')]
+        ("Hi, you", "Hello"),
+        ("Bye", 'See ya, "friend"'),
+    ]
     with pytest.raises(ValueError, match="no column named 'Question'"):
         readers.read_delimited(csv, "Question", "A", delimiter=",", header=True)
 
@@ -108,7 +110,7 @@ def test_multi30k_with_french_sources_trains_on_both_and_validates_on_english(sh
 
 def test_a_dev_set_held_out_of_multi30k_train_is_never_trained_on(shared_data_dir):
     from keras_transformer.presets import get_preset
-    from keras_transformer.training import load_splits, hold_out_dev
+    from keras_transformer.training import hold_out_dev, load_splits
 
     full = corpora.load_pairs("multi30k-en-de", shared_data_dir)
     splits = load_splits(get_preset("multi30k-en-de").replace(dev_examples=1000), shared_data_dir)
@@ -137,8 +139,11 @@ def test_chatbot_bundled_counts_and_split(shared_data_dir):
 def test_spa_counts_and_directions(shared_data_dir):
     en_es = corpora.load_split_pairs("en-spa", shared_data_dir)
     assert sum(map(len, en_es.values())) == SPA_TOTAL
-    assert {split: len(pairs) for split, pairs in en_es.items()} == {"train": 107_068, "validation": 5_948,
-                                                                     "test": 5_948}
+    assert {split: len(pairs) for split, pairs in en_es.items()} == {
+        "train": 107_068,
+        "validation": 5_948,
+        "test": 5_948,
+    }
     assert en_es["train"][0] == ("Hi.", "Hola.")  # pins the seeded split: "Go." went to another split
     es_en = corpora.load_pairs("spa-en", shared_data_dir, split="validation")
     assert es_en == [(es, en) for en, es in en_es["validation"]]
@@ -161,8 +166,11 @@ def test_corpus_errors(tmp_path, monkeypatch):
     # No copy and no network (a mirror nobody serves): one line naming the file, its URL and the folder.
     monkeypatch.setenv("KERAS_TRANSFORMER_MIRROR", "http://127.0.0.1:9/offline")
     monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "tfds"))
-    with pytest.raises(ValueError, match=r"^train\.en is missing and cannot be downloaded .*: download "
-                       r"http://127\.0\.0\.1:9/offline/train\.en\.gz and put it gunzipped in .*tfds/"):
+    with pytest.raises(
+        ValueError,
+        match=r"^train\.en is missing and cannot be downloaded .*: download "
+        r"http://127\.0\.0\.1:9/offline/train\.en\.gz and put it gunzipped in .*tfds/",
+    ):
         corpora.load_pairs("multi30k-en-de")
     monkeypatch.setenv(corpora.DATA_DIR_ENV, str(tmp_path))
     with pytest.raises(ValueError, match=r"^spa\.txt is missing .*spa-eng\.zip"):
@@ -209,8 +217,12 @@ def test_builder_parallel_text_generic_and_errors(tmp_path):
     _write(tmp_path / "train.tgt", "A B\nC D\n")
     _write(tmp_path / "dev.csv", "src,tgt\nx,X\n")
     config = parallel_text.ParallelTextConfig(
-        name="toy", files={"train": ("train.src", "train.tgt"), "validation": "dev.csv"},
-        delimiter=",", header=True, source_column="src", target_column="tgt",
+        name="toy",
+        files={"train": ("train.src", "train.tgt"), "validation": "dev.csv"},
+        delimiter=",",
+        header=True,
+        source_column="src",
+        target_column="tgt",
     )
     builder = parallel_text.ParallelText(config=config, source_dir=tmp_path, data_dir=tmp_path / "tfds")
     builder.download_and_prepare()
@@ -222,5 +234,6 @@ def test_builder_parallel_text_generic_and_errors(tmp_path):
     with pytest.raises(ValueError, match=r"bad\.tgt has 1"):
         parallel_text.ParallelText(config=bad, data_dir=tmp_path / "tfds").download_and_prepare()
     with pytest.raises(ValueError, match="ParallelTextConfig with `files`"):
-        parallel_text.ParallelText(config=parallel_text.ParallelTextConfig(name="none"),
-                                   data_dir=tmp_path / "tfds").download_and_prepare()
+        parallel_text.ParallelText(
+            config=parallel_text.ParallelTextConfig(name="none"), data_dir=tmp_path / "tfds"
+        ).download_and_prepare()

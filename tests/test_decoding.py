@@ -9,9 +9,7 @@ from keras import ops
 from keras_transformer import build_transformer, decoding
 
 VOCAB, MAX_LENGTH, STEPS = 64, 16, 10
-SOURCES = np.array(
-    [[5, 6, 7, 8, 9, 0, 0], [10, 11, 12, 13, 14, 15, 16], [20, 0, 0, 0, 0, 0, 0], [0] * 7], "int32"
-)
+SOURCES = np.array([[5, 6, 7, 8, 9, 0, 0], [10, 11, 12, 13, 14, 15, 16], [20, 0, 0, 0, 0, 0, 0], [0] * 7], "int32")
 
 
 @pytest.fixture(scope="module", params=["post_norm_untied", "pre_norm_tied"])
@@ -20,8 +18,17 @@ def model(request):
     keras.utils.set_random_seed(1)
     tied = request.param == "pre_norm_tied"
     return build_transformer(
-        VOCAB, VOCAB, num_layers=2, d_model=32, num_heads=4, d_ff=64, dropout=0.1,
-        max_length=MAX_LENGTH, norm_first=tied, share_embeddings=tied, tie_output_embedding=tied,
+        VOCAB,
+        VOCAB,
+        num_layers=2,
+        d_model=32,
+        num_heads=4,
+        d_ff=64,
+        dropout=0.1,
+        max_length=MAX_LENGTH,
+        norm_first=tied,
+        share_embeddings=tied,
+        tie_output_embedding=tied,
     )
 
 
@@ -66,15 +73,17 @@ def test_beam_score_is_at_least_greedy_score(model, greedy, alpha):
     greedy_score = ops.convert_to_numpy(decoding.sequence_scores(model, sources, greedy[:3], alpha))
     beam_score = ops.convert_to_numpy(decoding.sequence_scores(model, sources, ids[:, 0], alpha))
     assert (beam_score >= greedy_score - 1e-4).all(), (beam_score, greedy_score)
-    uncached, uncached_scores = _graph(decoding.beam_decode_uncached, model, sources, beam_size=4,
-                                       alpha=alpha, max_length=STEPS)
+    uncached, uncached_scores = _graph(
+        decoding.beam_decode_uncached, model, sources, beam_size=4, alpha=alpha, max_length=STEPS
+    )
     np.testing.assert_array_equal(uncached, ids)
     np.testing.assert_allclose(uncached_scores, scores, atol=1e-4)
     # The search's own scores are the teacher-forced ones, best first: ended
     # hypotheses by score, then cut-off ones by score.
     np.testing.assert_allclose(scores[:, 0], beam_score, atol=1e-4)
-    _, _, finished = _graph(decoding.beam_decode, model, sources, beam_size=4, alpha=alpha,
-                            max_length=STEPS, return_finished=True)
+    _, _, finished = _graph(
+        decoding.beam_decode, model, sources, beam_size=4, alpha=alpha, max_length=STEPS, return_finished=True
+    )
     assert (np.diff(finished.astype(int), axis=1) <= 0).all()  # finished first
     same_kind = finished[:, 1:] == finished[:, :-1]
     assert (np.diff(scores, axis=1)[same_kind] <= 1e-6).all()
@@ -112,12 +121,13 @@ FINISHED_CASE = [[0, 0, 0, 0.3, 0.6, 0.1], [0, 0, 0, 1e-4, 0.999, 9e-4]]
 
 
 def test_a_finished_hypothesis_outranks_a_cut_off_one_with_a_higher_score():
-    ids, scores, finished = decoding.beam_search(_constructed_step(FINISHED_CASE), (), 1, 3, beam_size=2,
-                                                 alpha=0.0, return_finished=True)
+    ids, scores, finished = decoding.beam_search(
+        _constructed_step(FINISHED_CASE), (), 1, 3, beam_size=2, alpha=0.0, return_finished=True
+    )
     ids, scores, finished = map(ops.convert_to_numpy, (ids, scores, finished))
     np.testing.assert_array_equal(ids[0], [[3, 0, 0], [4, 4, 4]])
     np.testing.assert_array_equal(finished[0], [True, False])
-    np.testing.assert_allclose(scores[0], [np.log(0.3), np.log(0.6 * 0.999 ** 2)], rtol=1e-4)
+    np.testing.assert_allclose(scores[0], [np.log(0.3), np.log(0.6 * 0.999**2)], rtol=1e-4)
     assert scores[0, 1] > scores[0, 0]  # the cut-off one scores higher, and still ranks second
     two = decoding.beam_search(_constructed_step(FINISHED_CASE), (), 1, 3, beam_size=2, alpha=0.0)
     np.testing.assert_array_equal(ops.convert_to_numpy(two[0]), ids)  # the same without the flag
@@ -127,8 +137,7 @@ def test_a_finished_hypothesis_outranks_a_cut_off_one_with_a_higher_score():
 def never_ends():
     """A tiny untrained model that never emits END: its output bias for END is -1e4."""
     keras.utils.set_random_seed(3)
-    model = build_transformer(VOCAB, VOCAB, num_layers=1, d_model=16, num_heads=2, d_ff=32,
-                              max_length=8)
+    model = build_transformer(VOCAB, VOCAB, num_layers=1, d_model=16, num_heads=2, d_ff=32, max_length=8)
     kernel, bias = model.get_layer("logits").get_weights()
     bias[decoding.END_ID] = -1e4
     model.get_layer("logits").set_weights([kernel, bias])
@@ -141,23 +150,21 @@ def test_cut_off_outputs_are_flagged_unfinished(never_ends):
     assert not np.isin(ids[0], [0, decoding.END_ID]).any()  # 4 tokens, no END: cut off
     np.testing.assert_array_equal(finished, [False, True])  # an empty source has nothing to finish
     np.testing.assert_array_equal(ids, _graph(decoding.greedy_decode, never_ends, sources, max_length=4))
-    _, _, beam_finished = _graph(decoding.beam_decode, never_ends, sources, beam_size=2, max_length=4,
-                                 return_finished=True)
+    _, _, beam_finished = _graph(
+        decoding.beam_decode, never_ends, sources, beam_size=2, max_length=4, return_finished=True
+    )
     np.testing.assert_array_equal(beam_finished, [[False, False], [True, True]])
-    _, sample_finished = _graph(decoding.sample_decode, never_ends, sources, seed=1, max_length=4,
-                                return_finished=True)
+    _, sample_finished = _graph(decoding.sample_decode, never_ends, sources, seed=1, max_length=4, return_finished=True)
     np.testing.assert_array_equal(sample_finished, [False, True])
     decode = decoding.compile_decoder(never_ends, "beam", return_finished=True, beam_size=2, max_length=4)
-    np.testing.assert_array_equal(ops.convert_to_numpy(decode(ops.convert_to_tensor(sources))[1]),
-                                  [False, True])
+    np.testing.assert_array_equal(ops.convert_to_numpy(decode(ops.convert_to_tensor(sources))[1]), [False, True])
 
 
 def test_finished_flags_agree_with_the_ids(model):
     """Untrained models end sometimes: the flag is True where END was generated or the source is empty."""
     ids, finished = _graph(decoding.greedy_decode, model, SOURCES, max_length=STEPS, return_finished=True)
     np.testing.assert_array_equal(finished, (ids == decoding.END_ID).any(1) | (SOURCES == 0).all(1))
-    ids, _, finished = _graph(decoding.beam_decode, model, SOURCES, beam_size=3, max_length=STEPS,
-                              return_finished=True)
+    ids, _, finished = _graph(decoding.beam_decode, model, SOURCES, beam_size=3, max_length=STEPS, return_finished=True)
     empty = (SOURCES == 0).all(1)[:, None]
     np.testing.assert_array_equal(finished, (ids == decoding.END_ID).any(2) | empty)
 
@@ -178,7 +185,8 @@ def test_sampling_inverts_the_filtered_cdf():
     step_fn = _constructed_step([[0, 0, 0, 0.05, 0.5, 0.3, 0.15]])
     noise = np.array([[0.1], [0.5], [0.7], [0.99]], "float32")  # one step
     sample = lambda **kw: ops.convert_to_numpy(  # noqa: E731
-        decoding.sample_search(step_fn, (), 4, 1, noise=noise, **kw))[:, 0].tolist()
+        decoding.sample_search(step_fn, (), 4, 1, noise=noise, **kw)
+    )[:, 0].tolist()
     assert sample(top_k=2) == [4, 4, 5, 5]  # p = (0.625, 0.375) over tokens 4 and 5
     assert sample(top_p=0.9) == [4, 4, 5, 6]
     assert sample(temperature=0.0) == [4, 4, 4, 4]  # greedy
@@ -207,8 +215,11 @@ def test_the_decoding_loop_has_no_python_per_token(model):
     spec = tf.TensorSpec([None, None], tf.int32)
     sizes = []
     for steps in (4, 16):
-        graph = decoding.compile_decoder(model, "beam", jit_compile=False, beam_size=2,
-                                         max_length=steps).get_concrete_function(spec).graph
+        graph = (
+            decoding.compile_decoder(model, "beam", jit_compile=False, beam_size=2, max_length=steps)
+            .get_concrete_function(spec)
+            .graph
+        )
         sizes.append(len(graph.as_graph_def().node))
         assert any(op.type in ("While", "StatelessWhile") for op in graph.get_operations())
     assert sizes[0] == sizes[1]
@@ -250,8 +261,10 @@ def test_an_ensemble_picks_the_argmax_of_its_members_mean_distribution(model, ot
     # Teacher-force both members on the ensemble's output: every token is the
     # argmax of the mean of their probabilities (PAD and START excluded).
     inputs = np.concatenate([np.full((3, 1), decoding.START_ID), ids[:, :-1]], 1).astype("int32")
-    probs = [ops.convert_to_numpy(ops.softmax(member({"encoder_inputs": SOURCES[:3], "decoder_inputs": inputs})))
-             for member in (model, other)]
+    probs = [
+        ops.convert_to_numpy(ops.softmax(member({"encoder_inputs": SOURCES[:3], "decoder_inputs": inputs})))
+        for member in (model, other)
+    ]
     mean = (probs[0] + probs[1]) / 2
     mean[..., [0, decoding.START_ID]] = -1
     np.testing.assert_array_equal(ids, mean.argmax(-1))
@@ -270,8 +283,9 @@ def test_an_ensemble_beam_search_compiles_with_xla(model, other):
 
 
 def test_ensemble_errors_name_the_member(model):
-    wider = build_transformer(VOCAB + 1, VOCAB + 1, num_layers=1, d_model=32, num_heads=4, d_ff=64,
-                              max_length=MAX_LENGTH)
+    wider = build_transformer(
+        VOCAB + 1, VOCAB + 1, num_layers=1, d_model=32, num_heads=4, d_ff=64, max_length=MAX_LENGTH
+    )
     with pytest.raises(ValueError, match=r"must share .*model 1"):
         decoding.greedy_decode([model, wider], SOURCES)
     with pytest.raises(ValueError, match="at least one model"):

@@ -12,8 +12,16 @@ import numpy as np
 import keras_transformer as kt
 
 MODEL = dict(
-    input_vocab_size=24, target_vocab_size=24, num_layers=1, d_model=16, num_heads=2,
-    d_ff=32, dropout=0.2, attention_dropout=0.1, activation_dropout=0.1, max_length=10,
+    input_vocab_size=24,
+    target_vocab_size=24,
+    num_layers=1,
+    d_model=16,
+    num_heads=2,
+    d_ff=32,
+    dropout=0.2,
+    attention_dropout=0.1,
+    activation_dropout=0.1,
+    max_length=10,
 )
 
 

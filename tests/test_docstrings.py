@@ -29,7 +29,7 @@ MODULES = [
     "keras_transformer.manifest",
     "keras_transformer.atomic",
     "keras_transformer.errors",
-    "keras_transformer.cli",
+    "keras_transformer.commands.cli",
     "keras_transformer.commands.arguments",
 ]
 
@@ -49,8 +49,7 @@ def test_every_docstring_example_runs_and_prints_what_it_shows(module_name):
     runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
     report = []
     examples = 0
-    for test in finder.find(module, module_name, globs=vars(module).copy(),
-                            extraglobs=_extra_globals(module_name)):
+    for test in finder.find(module, module_name, globs=vars(module).copy(), extraglobs=_extra_globals(module_name)):
         examples += len(test.examples)
         runner.run(test, out=report.append)
     assert examples > 0, f"{module_name} has no docstring example"

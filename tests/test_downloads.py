@@ -15,7 +15,8 @@ import threading
 
 import pytest
 
-from keras_transformer import cli, run_dir, training
+from keras_transformer import run_dir, training
+from keras_transformer.commands import cli
 from keras_transformer.datasets import corpora, downloads
 
 MULTI30K_GZ = [download.url.rsplit("/", 1)[1] for download in downloads.DOWNLOADS["multi30k_task1"]]
@@ -73,12 +74,12 @@ def _cached_downloads(tfds_dir):
 
 
 def test_multi30k_downloads_through_a_mirror_then_reads_the_cache_offline(
-        served, shared_data_dir, offline_env, monkeypatch, tmp_path, capsys):
+    served, shared_data_dir, offline_env, monkeypatch, tmp_path, capsys
+):
     with serve(served) as url:
         monkeypatch.setenv(downloads.MIRROR_ENV, url)
         splits = corpora.load_split_pairs("multi30k-en-de")
-    assert {name: len(pairs) for name, pairs in splits.items()} == {"train": 29_000, "validation": 1_014,
-                                                                     "test": 1_000}
+    assert {name: len(pairs) for name, pairs in splits.items()} == {"train": 29_000, "validation": 1_014, "test": 1_000}
     served_sums = {_sha256(served / "mirror" / name) for name in MULTI30K_GZ}
     assert set(_cached_downloads(offline_env)) == served_sums  # the cached files are the served ones
     plain = downloads.cache_folder("multi30k_task1")
@@ -92,11 +93,22 @@ def test_multi30k_downloads_through_a_mirror_then_reads_the_cache_offline(
     assert corpora.load_split_pairs("multi30k-en-de") == splits
 
     # And a `tiny`-sized model trains on the downloaded corpus, still offline.
-    summary = training.train("multi30k-en-de", output=tmp_path / "run", epochs=1, max_examples=300, d_model=32,
-                             num_layers=1, num_heads=2, d_ff=64, vocab_size=1000, verbose=0)
+    summary = training.train(
+        "multi30k-en-de",
+        output=tmp_path / "run",
+        epochs=1,
+        max_examples=300,
+        d_model=32,
+        num_layers=1,
+        num_heads=2,
+        d_ff=64,
+        vocab_size=1000,
+        verbose=0,
+    )
     assert summary["completed_epochs"] == 1 and summary["best_val_loss"] > 0
     assert run_dir.read_config(tmp_path / "run")["train_data_sha256"] == training.data_fingerprint(
-        splits["train"][:300])
+        splits["train"][:300]
+    )
 
 
 def test_a_download_with_one_flipped_byte_is_refused_and_not_cached(served, offline_env, monkeypatch, tmp_path):
@@ -133,8 +145,7 @@ def test_no_network_and_no_copy_is_one_line_naming_the_file_url_and_folder(offli
     assert not (offline_env.parent / "run").exists()
 
 
-def test_spa_eng_zip_is_checked_by_its_extracted_spa_txt(served, shared_data_dir, offline_env, monkeypatch,
-                                                         tmp_path):
+def test_spa_eng_zip_is_checked_by_its_extracted_spa_txt(served, shared_data_dir, offline_env, monkeypatch, tmp_path):
     bad = tmp_path / "bad"
     (bad / "mirror").mkdir(parents=True)
     import zipfile
@@ -170,6 +181,9 @@ def test_the_multi30k_builder_downloads_into_its_data_dir(served, offline_env, m
         builder = parallel_text.Multi30k(config="de-en", data_dir=tmp_path / "builder")
         builder.download_and_prepare()
     assert {split: info.num_examples for split, info in builder.info.splits.items()} == {
-        "train": 29_000, "validation": 1_014, "test": 1_000}
+        "train": 29_000,
+        "validation": 1_014,
+        "test": 1_000,
+    }
     assert (downloads.cache_folder("multi30k_task1", tmp_path / "builder") / "val.de").is_file()
     assert not offline_env.exists()  # the builder's data dir, not $TFDS_DATA_DIR

@@ -23,7 +23,7 @@ DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "multi3
 MAX_LENGTH = 32
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tiny_run_dir():
     """A run directory as `keras-transformer train` writes it: 1 layer, d_model 32, vocab 400.
 
@@ -48,12 +48,20 @@ def tiny_run_dir():
     start, end = tf.fill([20, 1], 2), tf.fill([20, 1], 3)
     decoder_inputs, labels = tf.concat([start, target], 1).to_tensor(0), tf.concat([target, end], 1).to_tensor(0)
 
-    model_config = dict(input_vocab_size=400, target_vocab_size=400, num_layers=1, d_model=32, num_heads=4,
-                        d_ff=64, dropout=0.0, max_length=MAX_LENGTH, share_embeddings=True)
+    model_config = dict(
+        input_vocab_size=400,
+        target_vocab_size=400,
+        num_layers=1,
+        d_model=32,
+        num_heads=4,
+        d_ff=64,
+        dropout=0.0,
+        max_length=MAX_LENGTH,
+        share_embeddings=True,
+    )
     model = build_transformer(**model_config)
     model.compile(keras.optimizers.Adam(1e-2), MaskedSparseCategoricalCrossentropy())
-    model.fit({"encoder_inputs": source, "decoder_inputs": decoder_inputs}, labels,
-              batch_size=20, epochs=80, verbose=0)
+    model.fit({"encoder_inputs": source, "decoder_inputs": decoder_inputs}, labels, batch_size=20, epochs=80, verbose=0)
 
     root = pathlib.Path(tempfile.mkdtemp(prefix="kt-inference-"))
     atexit.register(shutil.rmtree, root, True)
@@ -62,11 +70,14 @@ def tiny_run_dir():
     model.save(path / run_dir.MODEL)
     tokenizer.save(path / run_dir.SOURCE_TOKENIZER)
     tokenizer.save(path / run_dir.TARGET_TOKENIZER)
-    run_dir.write_json_atomic(path / run_dir.CONFIG, {
-        "model": model_config,
-        "decoding": {"beam_size": 4, "length_penalty": 0.6, "max_length": MAX_LENGTH},
-        "finished": True,
-    })
+    run_dir.write_json_atomic(
+        path / run_dir.CONFIG,
+        {
+            "model": model_config,
+            "decoding": {"beam_size": 4, "length_penalty": 0.6, "max_length": MAX_LENGTH},
+            "finished": True,
+        },
+    )
     return path, tuple(pairs)
 
 
@@ -119,8 +130,10 @@ def test_sample_signature(run, translator):
 
 def test_saved_model_translates_in_a_fresh_process_without_project_code(run, translator, exported, tmp_path):
     sources = [s for s, _ in run[1][:3]] + ["", " ".join(s for s, _ in run[1])]
-    expected = {"beam": _strings(translator(tf.constant(sources))),
-                "greedy": _strings(translator.greedy(tf.constant(sources)))}
+    expected = {
+        "beam": _strings(translator(tf.constant(sources))),
+        "greedy": _strings(translator.greedy(tf.constant(sources))),
+    }
     script = textwrap.dedent(f"""
         import json, sys
         import tensorflow as tf
@@ -132,8 +145,14 @@ def test_saved_model_translates_in_a_fresh_process_without_project_code(run, tra
                           "project": [m for m in sys.modules if m.startswith("keras_transformer")]}}))
     """)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    result = subprocess.run([sys.executable, "-c", script, json.dumps(sources)], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(sources)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     got = json.loads(result.stdout.strip().splitlines()[-1])
     assert got["project"] == []

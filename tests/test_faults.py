@@ -31,8 +31,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import atomic, cli, run_dir
+from keras_transformer import atomic, run_dir
+from keras_transformer.commands import cli
 from keras_transformer.export import load
+
 from test_load import trained_export
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -58,8 +60,11 @@ def _truncate(path, fraction=0.5):
 def _digest(directory):
     """{relative path: sha256} of every file under `directory`."""
     directory = pathlib.Path(directory)
-    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _hidden(directory):
@@ -116,8 +121,9 @@ SAVED_MODEL_FAULTS = {
 }
 
 
-@pytest.mark.parametrize("kind, fault", [("run", f) for f in RUN_DIR_FAULTS]
-                         + [("export", f) for f in SAVED_MODEL_FAULTS])
+@pytest.mark.parametrize(
+    "kind, fault", [("run", f) for f in RUN_DIR_FAULTS] + [("export", f) for f in SAVED_MODEL_FAULTS]
+)
 def test_broken_model_is_a_clear_error(trained, tmp_path, capsys, kind, fault):
     source = trained[0] if kind == "run" else trained[1]
     broken = _copy(source, tmp_path)
@@ -143,9 +149,14 @@ def test_broken_model_on_the_real_command_line(trained, tmp_path):
     """The installed entry point in its own process: exit 2, the message last, no trace."""
     broken = _copy(trained[1], tmp_path)
     _truncate(broken / "saved_model.pb")
-    result = subprocess.run([sys.executable, "-m", "keras_transformer.cli", "translate", "--model",
-                             str(broken), "hello"], capture_output=True, text=True, timeout=300, cwd=REPO,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_transformer.commands.cli", "translate", "--model", str(broken), "hello"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )
     assert result.returncode == 2 and result.stdout == ""
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
@@ -154,8 +165,8 @@ def test_broken_model_on_the_real_command_line(trained, tmp_path):
 
 # -- Corrupt `--resume` state: `train(resume=True)` and `keras-transformer train --resume` ---------
 
-def _garbage_backup(run, weights=b"\x89HDF\r\n\x1a\n not really", metadata='{"epoch": 1, "batch": 0}',
-                    copies=False):
+
+def _garbage_backup(run, weights=b"\x89HDF\r\n\x1a\n not really", metadata='{"epoch": 1, "batch": 0}', copies=False):
     """A `backup/` as Keras's BackupAndRestore writes it (with `double_checkpoint`), but broken."""
     backup = run / run_dir.BACKUP
     backup.mkdir()
@@ -187,7 +198,9 @@ def _interrupted_copy(run, tmp_path, name="model", full_corpus=False):
 RESUME_FAULTS = {  # fault -> (break the run, the path the error must name)
     "truncated config.json": lambda d: (_truncate(d / run_dir.CONFIG), d / run_dir.CONFIG)[1],
     "truncated tokenizer.model": lambda d: (
-        _truncate(d / run_dir.SOURCE_TOKENIZER / "tokenizer.model"), d / run_dir.SOURCE_TOKENIZER)[1],
+        _truncate(d / run_dir.SOURCE_TOKENIZER / "tokenizer.model"),
+        d / run_dir.SOURCE_TOKENIZER,
+    )[1],
     "garbage backup weights": lambda d: _garbage_backup(d),
     "truncated backup metadata": lambda d: _garbage_backup(d, weights=None, metadata='{"epoch": '),
     "backup and its copy both garbage": lambda d: _garbage_backup(d, copies=True),
@@ -213,6 +226,7 @@ def test_resume_from_a_broken_run_is_a_clear_error(trained, tmp_path, capsys, fa
 
 
 # -- A full disk while exporting ------------------------------------------------------------------
+
 
 def test_disk_full_while_exporting_keeps_the_previous_export(trained, tmp_path, capsys, monkeypatch):
     """The real SavedModel writer runs and the disk fills up half-way through `saved_model.pb`."""
@@ -287,6 +301,7 @@ def test_disk_full_in_translator_save_keeps_the_previous_export(trained, tmp_pat
 
 # -- A full disk while writing the best checkpoint ------------------------------------------------
 
+
 def test_disk_full_while_saving_the_best_checkpoint_keeps_the_previous_one(trained, tmp_path, monkeypatch):
     from keras_transformer.callbacks import AtomicBestCheckpoint
 
@@ -319,15 +334,16 @@ def test_disk_full_while_saving_the_best_checkpoint_keeps_the_previous_one(train
 
     assert path.read_bytes() == before and improvements == []
     assert _hidden(run) == []
-    np.testing.assert_array_equal(keras.saving.load_model(path, compile=False).predict(inputs, verbose=0),
-                                  expected)
+    np.testing.assert_array_equal(keras.saving.load_model(path, compile=False).predict(inputs, verbose=0), expected)
     checkpoint.on_epoch_end(2, {"val_loss": 5.0})  # space again: the next improvement is saved
     assert improvements == [(2, 5.0)]
-    np.testing.assert_allclose(keras.saving.load_model(path, compile=False).predict(inputs, verbose=0),
-                               improved, atol=1e-6)
+    np.testing.assert_allclose(
+        keras.saving.load_model(path, compile=False).predict(inputs, verbose=0), improved, atol=1e-6
+    )
 
 
 # -- Training processes: killed, resumed, out of disk (slow) --------------------------------------
+
 
 def _train_process(output, epochs, prelude="", cli_args=None):
     """A training process: `train(...)` (or the CLI with `cli_args`) after the Python `prelude`."""
@@ -335,10 +351,15 @@ def _train_process(output, epochs, prelude="", cli_args=None):
         arguments = dict(output=str(output), epochs=epochs, resume=True, verbose=2, **TRAIN)
         call = f"from keras_transformer.training import train; train(**{arguments!r})"
     else:
-        call = f"import sys; from keras_transformer.cli import main; sys.exit(main({cli_args!r}))"
-    return subprocess.Popen([sys.executable, "-c", prelude + "\n" + call], cwd=REPO,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        call = f"import sys; from keras_transformer.commands.cli import main; sys.exit(main({cli_args!r}))"
+    return subprocess.Popen(
+        [sys.executable, "-c", prelude + "\n" + call],
+        cwd=REPO,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _finish(process, timeout=900):
@@ -363,8 +384,9 @@ def _assert_valid_final_model(output):
     outputs = translator.greedy(tf.constant(SENTENCES)).numpy()
     assert outputs.shape == (len(SENTENCES),)
     model = keras.saving.load_model(pathlib.Path(output) / run_dir.MODEL, compile=False)
-    logits = model.predict({"encoder_inputs": np.array([[5, 6, 7, 0]]),
-                            "decoder_inputs": np.array([[2, 9, 0]])}, verbose=0)
+    logits = model.predict(
+        {"encoder_inputs": np.array([[5, 6, 7, 0]]), "decoder_inputs": np.array([[2, 9, 0]])}, verbose=0
+    )
     assert np.isfinite(logits).all()
 
 
@@ -410,8 +432,10 @@ def test_three_random_kills_then_resume_match_an_uninterrupted_run(tmp_path):
         kills.append((round(delay, 1), _completed_epochs(output)))
     code, log = _finish(_train_process(output, EPOCHS))
     assert code == 0, f"kills (s, epochs done) {kills}:\n{log[-3000:]}"
-    print(f"\nkilled at (seconds, epochs completed): {kills}; "
-          f"uninterrupted: first epoch {first_epoch:.0f} s, then {later_epoch:.0f} s an epoch")
+    print(
+        f"\nkilled at (seconds, epochs completed): {kills}; "
+        f"uninterrupted: first epoch {first_epoch:.0f} s, then {later_epoch:.0f} s an epoch"
+    )
 
     for run in (reference, output):
         config = run_dir.read_config(run)

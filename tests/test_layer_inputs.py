@@ -48,12 +48,18 @@ def _np(x):
 def test_the_tutorials_float_padding_mask_is_rejected_with_how_to_convert_it():
     mask = tutorial_padding_mask(SEQUENCE)
     x = HIDDEN[:, None]  # (batch, 1 head, 4, 16)
-    with pytest.raises(ValueError, match=rf"`mask` must be a boolean mask, True where attention is allowed.*"
-                                         rf"dtype float32.*{CONVERSION}"):
+    with pytest.raises(
+        ValueError,
+        match=rf"`mask` must be a boolean mask, True where attention is allowed.*"
+        rf"dtype float32.*{CONVERSION}",
+    ):
         kt.scaled_dot_product_attention(x, x, x, mask=mask)
     mha = kt.MultiHeadAttention(d_model=16, num_heads=4)
-    with pytest.raises(ValueError, match=rf"`attention_mask` must be a boolean mask.*True.*"
-                                         rf"attention_mask = keras\.ops\.equal\(mask, 0\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`attention_mask` must be a boolean mask.*True.*"
+        r"attention_mask = keras\.ops\.equal\(mask, 0\)",
+    ):
         mha(HIDDEN, HIDDEN, attention_mask=mask[:, 0])
 
 
@@ -80,7 +86,9 @@ def _decoder(**kwargs):
 
 INT_MASK_CALLS = {
     "scaled_dot_product_attention": (
-        lambda: kt.scaled_dot_product_attention(HIDDEN, HIDDEN, HIDDEN, mask=INT_ATTENTION_MASK), "mask"),
+        lambda: kt.scaled_dot_product_attention(HIDDEN, HIDDEN, HIDDEN, mask=INT_ATTENTION_MASK),
+        "mask",
+    ),
     "masked_softmax": (lambda: masked_softmax(ops.ones((2, 4, 4)), INT_ATTENTION_MASK), "mask"),
     "merge_masks": (lambda: kt.merge_masks(kt.causal_mask(4), INT_ATTENTION_MASK), "masks[1]"),
     "key_padding_to_attention_mask": (lambda: key_padding_to_attention_mask(INT_MASK), "key_mask"),
@@ -89,16 +97,23 @@ INT_MASK_CALLS = {
     "mha_key_mask": (lambda: _mha(key_mask=INT_MASK), "key_mask"),
     "mha_query_mask": (lambda: _mha(query_mask=INT_MASK), "query_mask"),
     "encoder_layer_padding_mask": (lambda: _encoder_layer(padding_mask=INT_MASK), "padding_mask"),
-    "encoder_layer_attention_mask": (
-        lambda: _encoder_layer(attention_mask=INT_ATTENTION_MASK), "attention_mask"),
+    "encoder_layer_attention_mask": (lambda: _encoder_layer(attention_mask=INT_ATTENTION_MASK), "attention_mask"),
     "decoder_layer_decoder_padding_mask": (
-        lambda: _decoder_layer(decoder_padding_mask=INT_MASK), "decoder_padding_mask"),
+        lambda: _decoder_layer(decoder_padding_mask=INT_MASK),
+        "decoder_padding_mask",
+    ),
     "decoder_layer_encoder_padding_mask": (
-        lambda: _decoder_layer(encoder_padding_mask=np.ones((2, 3), "int32")), "encoder_padding_mask"),
+        lambda: _decoder_layer(encoder_padding_mask=np.ones((2, 3), "int32")),
+        "encoder_padding_mask",
+    ),
     "decoder_layer_decoder_attention_mask": (
-        lambda: _decoder_layer(decoder_attention_mask=INT_ATTENTION_MASK), "decoder_attention_mask"),
+        lambda: _decoder_layer(decoder_attention_mask=INT_ATTENTION_MASK),
+        "decoder_attention_mask",
+    ),
     "decoder_encoder_padding_mask": (
-        lambda: _decoder(encoder_padding_mask=np.ones((2, 3), "int32")), "encoder_padding_mask"),
+        lambda: _decoder(encoder_padding_mask=np.ones((2, 3), "int32")),
+        "encoder_padding_mask",
+    ),
 }
 
 
@@ -153,7 +168,10 @@ def test_the_converted_tutorial_mask_equals_the_boolean_padding_mask():
     mha = kt.MultiHeadAttention(d_model=16, num_heads=4)
     np.testing.assert_allclose(
         _np(mha(HIDDEN, HIDDEN, attention_mask=converted[:, 0])),
-        _np(mha(HIDDEN, HIDDEN, value_mask=kt.padding_mask(SEQUENCE))), rtol=1e-6, atol=1e-6)
+        _np(mha(HIDDEN, HIDDEN, value_mask=kt.padding_mask(SEQUENCE))),
+        rtol=1e-6,
+        atol=1e-6,
+    )
 
 
 # -- token ids ----------------------------------------------------------------
@@ -219,8 +237,11 @@ def test_predict_with_a_bad_id_gives_nan_logits_and_loss(tiny_model):
     logits = tiny_model.predict(inputs, verbose=0)
     assert np.isnan(logits[0]).all() and np.isfinite(logits[1]).all()
     np.testing.assert_allclose(
-        logits[1], _np(tiny_model({"encoder_inputs": source[1:], "decoder_inputs": target[1:]}))[0],
-        rtol=1e-5, atol=1e-5)
+        logits[1],
+        _np(tiny_model({"encoder_inputs": source[1:], "decoder_inputs": target[1:]}))[0],
+        rtol=1e-5,
+        atol=1e-5,
+    )
     assert np.isnan(_np(kt.MaskedSparseCategoricalCrossentropy()(target, logits)))
 
 
@@ -237,21 +258,61 @@ def test_in_range_ids_compile_to_the_eager_values():
 LAYER_ARGS = {
     kt.MultiHeadAttention: dict(d_model=16, num_heads=4, dropout=0.1),
     kt.PositionwiseFeedForward: dict(d_model=16, d_ff=32, dropout=0.1),
-    kt.EncoderLayer: dict(d_model=16, num_heads=4, d_ff=32, dropout=0.1, attention_dropout=0.1,
-                          activation_dropout=0.1, layer_norm_epsilon=1e-6),
-    kt.DecoderLayer: dict(d_model=16, num_heads=4, d_ff=32, dropout=0.1, attention_dropout=0.1,
-                          activation_dropout=0.1, layer_norm_epsilon=1e-6),
-    kt.Encoder: dict(num_layers=1, vocab_size=10, max_length=8, d_model=16, num_heads=4, d_ff=32,
-                     dropout=0.1, layer_norm_epsilon=1e-6),
-    kt.Decoder: dict(num_layers=1, vocab_size=10, max_length=8, d_model=16, num_heads=4, d_ff=32,
-                     dropout=0.1, layer_norm_epsilon=1e-6),
+    kt.EncoderLayer: dict(
+        d_model=16,
+        num_heads=4,
+        d_ff=32,
+        dropout=0.1,
+        attention_dropout=0.1,
+        activation_dropout=0.1,
+        layer_norm_epsilon=1e-6,
+    ),
+    kt.DecoderLayer: dict(
+        d_model=16,
+        num_heads=4,
+        d_ff=32,
+        dropout=0.1,
+        attention_dropout=0.1,
+        activation_dropout=0.1,
+        layer_norm_epsilon=1e-6,
+    ),
+    kt.Encoder: dict(
+        num_layers=1,
+        vocab_size=10,
+        max_length=8,
+        d_model=16,
+        num_heads=4,
+        d_ff=32,
+        dropout=0.1,
+        layer_norm_epsilon=1e-6,
+    ),
+    kt.Decoder: dict(
+        num_layers=1,
+        vocab_size=10,
+        max_length=8,
+        d_model=16,
+        num_heads=4,
+        d_ff=32,
+        dropout=0.1,
+        layer_norm_epsilon=1e-6,
+    ),
     kt.TokenAndPositionEmbedding: dict(vocab_size=10, d_model=16, max_length=8, dropout=0.1),
     kt.PositionalEncoding: dict(position=8, d_model=16),
     kt.positional_encoding: dict(length=8, depth=16),
-    kt.build_transformer: dict(input_vocab_size=10, target_vocab_size=10, num_layers=1,
-                               num_decoder_layers=1, d_model=16, num_heads=4, d_ff=32, max_length=8,
-                               dropout=0.1, attention_dropout=0.1, activation_dropout=0.1,
-                               layer_norm_epsilon=1e-6),
+    kt.build_transformer: dict(
+        input_vocab_size=10,
+        target_vocab_size=10,
+        num_layers=1,
+        num_decoder_layers=1,
+        d_model=16,
+        num_heads=4,
+        d_ff=32,
+        max_length=8,
+        dropout=0.1,
+        attention_dropout=0.1,
+        activation_dropout=0.1,
+        layer_norm_epsilon=1e-6,
+    ),
 }
 RATES = {"dropout", "attention_dropout", "activation_dropout"}
 
@@ -276,7 +337,8 @@ BAD_ARGUMENTS = [
 
 
 @pytest.mark.parametrize(
-    "constructor,name,value,expected", BAD_ARGUMENTS,
+    "constructor,name,value,expected",
+    BAD_ARGUMENTS,
     ids=[f"{c.__name__}-{n}={v!r}" for c, n, v, _ in BAD_ARGUMENTS],
 )
 def test_each_bad_constructor_argument_is_a_value_error_naming_it(constructor, name, value, expected):
@@ -317,7 +379,8 @@ def test_a_cached_causal_step_with_an_index_still_works():
     mha = kt.MultiHeadAttention(d_model=16, num_heads=4)
     cache = (ops.zeros((2, 4, 5, 4)), ops.zeros((2, 4, 5, 4)))
     step = HIDDEN[:, :1]
-    out, scores, _ = mha(step, step, use_causal_mask=True, cache=cache, cache_update_index=2,
-                         return_attention_scores=True)
+    out, scores, _ = mha(
+        step, step, use_causal_mask=True, cache=cache, cache_update_index=2, return_attention_scores=True
+    )
     assert tuple(out.shape) == (2, 1, 16)
     assert (_np(scores)[..., 3:] == 0).all() and np.allclose(_np(scores).sum(-1), 1.0)

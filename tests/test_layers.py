@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import keras_transformer as kt
+
 from layer_checks import run_layer_checks
 
 RNG = np.random.default_rng(0)
@@ -13,16 +14,12 @@ IDS = np.array([[5, 9, 2, 0, 0, 0], [3, 1, 4, 1, 5, 0], [7, 0, 0, 0, 0, 0]], dty
 
 CASES = {
     "positional_encoding": (kt.PositionalEncoding, dict(position=10, d_model=16), [HIDDEN]),
-    "embedding": (
-        kt.TokenAndPositionEmbedding, dict(vocab_size=12, d_model=16, max_length=8, dropout=0.1), [IDS]
-    ),
+    "embedding": (kt.TokenAndPositionEmbedding, dict(vocab_size=12, d_model=16, max_length=8, dropout=0.1), [IDS]),
     "attention": (kt.MultiHeadAttention, dict(d_model=16, num_heads=4, dropout=0.1), [HIDDEN, MEMORY]),
     "feed_forward": (kt.PositionwiseFeedForward, dict(d_model=16, d_ff=32, dropout=0.1), [HIDDEN]),
     "encoder_layer": (kt.EncoderLayer, dict(d_model=16, num_heads=4, d_ff=32, norm_first=True), [HIDDEN]),
     "decoder_layer": (kt.DecoderLayer, dict(d_model=16, num_heads=2, d_ff=32), [HIDDEN, MEMORY]),
-    "encoder": (
-        kt.Encoder, dict(num_layers=2, vocab_size=12, max_length=8, d_model=16, num_heads=4, d_ff=32), [IDS]
-    ),
+    "encoder": (kt.Encoder, dict(num_layers=2, vocab_size=12, max_length=8, d_model=16, num_heads=4, d_ff=32), [IDS]),
     "decoder": (
         kt.Decoder,
         dict(num_layers=1, vocab_size=12, max_length=8, d_model=16, num_heads=4, d_ff=32, norm_first=True),

@@ -33,7 +33,7 @@ REQUESTS_PER_THREAD = 200
 MAX_LENGTH = 32  # the tiny preset's max_length: longer sources are truncated
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def trained_export():
     """`(run directory, SavedModel directory)` of the tiny preset trained 1 epoch on 300 pairs.
 
@@ -101,8 +101,10 @@ def _translate(translator, method, text):
 def _serve(translator, requests_per_thread, inputs, seed=0):
     """Runs the threads; returns (list of (method, input, output), list of errors, seconds)."""
     rng = random.Random(seed)
-    plans = [[(("beam", "greedy")[(t + i) % 2], rng.choice(inputs)) for i in range(requests_per_thread)]
-             for t in range(THREADS)]
+    plans = [
+        [(("beam", "greedy")[(t + i) % 2], rng.choice(inputs)) for i in range(requests_per_thread)]
+        for t in range(THREADS)
+    ]
     results, errors = [[] for _ in range(THREADS)], []
     barrier = threading.Barrier(THREADS)
 
@@ -133,14 +135,14 @@ def test_concurrent_requests_match_single_threaded(served):
     results, errors, seconds = _serve(translator, REQUESTS_PER_THREAD, inputs)
     assert errors == []
     assert len(results) == THREADS * REQUESTS_PER_THREAD
-    mismatches = [(m, t[:30], out[:30], reference[m, t][:30])
-                  for m, t, out in results if out != reference[m, t]]
+    mismatches = [(m, t[:30], out[:30], reference[m, t][:30]) for m, t, out in results if out != reference[m, t]]
     assert mismatches == []
-    print(f"\n{THREADS} threads x {REQUESTS_PER_THREAD} requests: {len(results) / seconds:.1f} requests/s "
-          f"({seconds:.1f} s, first calls' XLA compiles included) on {len(inputs)} distinct inputs")
+    print(
+        f"\n{THREADS} threads x {REQUESTS_PER_THREAD} requests: {len(results) / seconds:.1f} requests/s "
+        f"({seconds:.1f} s, first calls' XLA compiles included) on {len(inputs)} distinct inputs"
+    )
 
     # Warm now: the steady rate.
     results, errors, seconds = _serve(translator, REQUESTS_PER_THREAD, inputs, seed=1)
     assert errors == [] and all(out == reference[m, t] for m, t, out in results)
-    print(f"{THREADS} threads x {REQUESTS_PER_THREAD} requests, warm: "
-          f"{len(results) / seconds:.1f} requests/s")
+    print(f"{THREADS} threads x {REQUESTS_PER_THREAD} requests, warm: {len(results) / seconds:.1f} requests/s")

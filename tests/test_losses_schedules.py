@@ -14,9 +14,9 @@ LABELS = np.array([[3, 1, 0, 0], [6, 2, 5, 0]], "int32")
 @pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
 def test_loss_equals_keras_smoothed_crossentropy_over_real_tokens(smoothing):
     ours = float(kt.MaskedSparseCategoricalCrossentropy(label_smoothing=smoothing)(LABELS, LOGITS))
-    reference = keras.losses.CategoricalCrossentropy(
-        from_logits=True, label_smoothing=smoothing, reduction=None
-    )(keras.ops.one_hot(LABELS, 7), LOGITS)
+    reference = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=smoothing, reduction=None)(
+        keras.ops.one_hot(LABELS, 7), LOGITS
+    )
     real = LABELS != 0
     expected = float(np.asarray(reference)[real].mean())
     assert ours == pytest.approx(expected, rel=1e-5)

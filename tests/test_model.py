@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import keras_transformer as kt
+
 from conftest import TINY
 
 
@@ -81,8 +82,17 @@ def test_parameter_count_of_the_paper_base_model():
 @pytest.mark.parametrize("share,tie,norm_first", [(False, False, False), (True, False, True), (False, True, False)])
 def test_parameter_count_of_other_configurations(share, tie, norm_first):
     v = 50
-    small = kt.build_transformer(v, v, num_layers=2, d_model=16, num_heads=2, d_ff=24,
-                                 share_embeddings=share, tie_output_embedding=tie, norm_first=norm_first)
+    small = kt.build_transformer(
+        v,
+        v,
+        num_layers=2,
+        d_model=16,
+        num_heads=2,
+        d_ff=24,
+        share_embeddings=share,
+        tie_output_embedding=tie,
+        norm_first=norm_first,
+    )
     assert small.count_params() == _expected_parameters(v, v, 2, 16, 24, share, tie, norm_first)
 
 
@@ -106,24 +116,29 @@ def test_keras_file_reloads_in_a_fresh_process_with_identical_outputs(model, tmp
         "encoder_inputs": np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32"),
         "decoder_inputs": np.array([[2, 3, 4], [2, 5, 0]], "int32"),
     }
-    model.compile(optimizer=keras.optimizers.Adam(kt.WarmupSchedule(32, 100)),
-                  loss=kt.MaskedSparseCategoricalCrossentropy(), metrics=[kt.MaskedAccuracy()])
+    model.compile(
+        optimizer=keras.optimizers.Adam(kt.WarmupSchedule(32, 100)),
+        loss=kt.MaskedSparseCategoricalCrossentropy(),
+        metrics=[kt.MaskedAccuracy()],
+    )
     path = tmp_path / "model.keras"
     model.save(path)
     np.savez(tmp_path / "inputs.npz", **inputs)
     script = f"""
 import numpy as np, keras, keras_transformer
 model = keras.models.load_model({str(path)!r})
-inputs = dict(np.load({str(tmp_path / 'inputs.npz')!r}))
-np.save({str(tmp_path / 'outputs.npy')!r}, keras.ops.convert_to_numpy(model(inputs)))
+inputs = dict(np.load({str(tmp_path / "inputs.npz")!r}))
+np.save({str(tmp_path / "outputs.npy")!r}, keras.ops.convert_to_numpy(model(inputs)))
 schedule = keras.saving.deserialize_keras_object(model.optimizer.get_config()["learning_rate"])
 assert isinstance(schedule, keras_transformer.WarmupSchedule), schedule
 assert schedule.get_config() == {{"d_model": 32, "warmup_steps": 100, "scale": 1.0, "cooldown": None}}
 assert type(model).__name__ == "TransformerModel"
 """
     subprocess.run([sys.executable, "-c", script], check=True, cwd=pathlib.Path(__file__).parents[1])
-    np.testing.assert_array_equal(np.load(tmp_path / "outputs.npy"), _logits(model, **{
-        "source": inputs["encoder_inputs"], "target": inputs["decoder_inputs"]}))
+    np.testing.assert_array_equal(
+        np.load(tmp_path / "outputs.npy"),
+        _logits(model, **{"source": inputs["encoder_inputs"], "target": inputs["decoder_inputs"]}),
+    )
 
 
 def _toy_dataset(batches=4, batch=8, length=6, vocab=64, seed=0):
@@ -142,8 +157,12 @@ def test_fit_with_xla_on_a_tf_data_dataset(policy):
     keras.utils.set_random_seed(1)
     model = kt.build_transformer(**TINY)
     optimizer = keras.optimizers.Adam(kt.WarmupSchedule(32, warmup_steps=10), beta_1=0.9, beta_2=0.98, epsilon=1e-9)
-    model.compile(optimizer=optimizer, loss=kt.MaskedSparseCategoricalCrossentropy(),
-                  metrics=[kt.MaskedAccuracy()], jit_compile=True)
+    model.compile(
+        optimizer=optimizer,
+        loss=kt.MaskedSparseCategoricalCrossentropy(),
+        metrics=[kt.MaskedAccuracy()],
+        jit_compile=True,
+    )
     history = model.fit(_toy_dataset(), epochs=3, verbose=0).history
     assert np.isfinite(history["loss"]).all() and np.isfinite(history["masked_accuracy"]).all()
     assert history["loss"][-1] < history["loss"][0]
@@ -153,8 +172,9 @@ def test_a_cooldown_set_after_compilation_reaches_the_compiled_step():
     keras.utils.set_random_seed(1)
     model = kt.build_transformer(**TINY)
     schedule = kt.WarmupSchedule(32, warmup_steps=10)
-    model.compile(optimizer=keras.optimizers.Adam(schedule), loss=kt.MaskedSparseCategoricalCrossentropy(),
-                  jit_compile=True)
+    model.compile(
+        optimizer=keras.optimizers.Adam(schedule), loss=kt.MaskedSparseCategoricalCrossentropy(), jit_compile=True
+    )
     model.fit(_toy_dataset(), epochs=1, verbose=0)  # compiles the step
     steps = int(model.optimizer.iterations.numpy())
     schedule.set_cooldown(0, steps)  # the rate is 0 from here on
@@ -187,13 +207,26 @@ def test_tiny_model_overfits_real_multi30k_pairs(shared_data_dir):
     decoder = np.concatenate([np.full((len(labels), 1), 2, "int32"), labels[:, :-1]], axis=1)
     decoder[decoder == 3] = 0  # the end token is never an input
     keras.utils.set_random_seed(2)
-    model = kt.build_transformer(len(ids) + 4, len(ids) + 4, num_layers=2, d_model=64, num_heads=4,
-                                 d_ff=128, dropout=0.0, max_length=length, share_embeddings=True,
-                                 tie_output_embedding=True)
-    model.compile(optimizer=keras.optimizers.Adam(1e-3),
-                  loss=kt.MaskedSparseCategoricalCrossentropy(label_smoothing=0.0),
-                  metrics=[kt.MaskedAccuracy()], jit_compile=True)
-    history = model.fit({"encoder_inputs": source, "decoder_inputs": decoder}, labels,
-                        batch_size=8, epochs=150, verbose=0).history
+    model = kt.build_transformer(
+        len(ids) + 4,
+        len(ids) + 4,
+        num_layers=2,
+        d_model=64,
+        num_heads=4,
+        d_ff=128,
+        dropout=0.0,
+        max_length=length,
+        share_embeddings=True,
+        tie_output_embedding=True,
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss=kt.MaskedSparseCategoricalCrossentropy(label_smoothing=0.0),
+        metrics=[kt.MaskedAccuracy()],
+        jit_compile=True,
+    )
+    history = model.fit(
+        {"encoder_inputs": source, "decoder_inputs": decoder}, labels, batch_size=8, epochs=150, verbose=0
+    ).history
     assert history["loss"][-1] < 0.05
     assert history["masked_accuracy"][-1] == 1.0

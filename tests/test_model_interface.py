@@ -26,8 +26,9 @@ def _np(x):
 @pytest.fixture(scope="module", params=["post_norm", "pre_norm_shared_tied"])
 def model(request):
     keras.utils.set_random_seed(3)
-    options = {} if request.param == "post_norm" else dict(
-        norm_first=True, share_embeddings=True, tie_output_embedding=True)
+    options = (
+        {} if request.param == "post_norm" else dict(norm_first=True, share_embeddings=True, tie_output_embedding=True)
+    )
     return kt.build_transformer(40, 40, num_decoder_layers=3, **SIZES, **options)
 
 
@@ -58,8 +59,9 @@ def test_the_cached_step_gives_the_teacher_forced_logits(model):
     cross = model.cross_attention_caches(memory)
     caches = model.empty_self_attention_caches(2, 8)
     for index in range(TARGET.shape[1]):
-        step_logits, caches = model.decoder_step(TARGET[:, index:index + 1], index, caches, cross,
-                                                 padding_mask(SOURCE))
+        step_logits, caches = model.decoder_step(
+            TARGET[:, index : index + 1], index, caches, cross, padding_mask(SOURCE)
+        )
         real = TARGET[:, index] != 0
         np.testing.assert_allclose(_np(step_logits)[real, 0], logits[real, index], atol=1e-4)
 
@@ -76,8 +78,10 @@ def test_a_functional_model_with_the_layer_names_is_wrapped_not_copied(model):
     wrapped = as_transformer(functional)
     assert isinstance(wrapped, TransformerModel) and wrapped.encoder_layers == model.encoder_layers
     assert as_transformer(model) is model
-    np.testing.assert_array_equal(_np(decoding.greedy_decode(functional, SOURCE, max_length=5)),
-                                  _np(decoding.greedy_decode(model, SOURCE, max_length=5)))
+    np.testing.assert_array_equal(
+        _np(decoding.greedy_decode(functional, SOURCE, max_length=5)),
+        _np(decoding.greedy_decode(model, SOURCE, max_length=5)),
+    )
 
 
 def test_other_models_are_refused_with_the_argument_named():
@@ -102,12 +106,13 @@ def test_a_keras_file_saved_by_version_0_1_0_loads_with_identical_outputs():
     assert isinstance(model, TransformerModel)
     inputs = {"encoder_inputs": expected["source"], "decoder_inputs": expected["target"]}
     np.testing.assert_array_equal(_np(model(inputs)), expected["logits"])
-    np.testing.assert_array_equal(_np(decoding.greedy_decode(model, expected["source"], max_length=8)),
-                                  expected["greedy"])
+    np.testing.assert_array_equal(
+        _np(decoding.greedy_decode(model, expected["source"], max_length=8)), expected["greedy"]
+    )
     # Built today with the same seed, the model is the same graph with the same weights.
     keras.utils.set_random_seed(0)
-    today = kt.build_transformer(30, 30, num_layers=1, d_model=8, num_heads=2, d_ff=16, max_length=8,
-                                 norm_first=True)
+    today = kt.build_transformer(30, 30, num_layers=1, d_model=8, num_heads=2, d_ff=16, max_length=8, norm_first=True)
+
     def config(model):  # as saved (JSON: tuples are lists); Keras numbers mask ops per process
         return json.dumps([(layer.name, layer.get_config()) for layer in model.layers], sort_keys=True)
 
@@ -116,25 +121,47 @@ def test_a_keras_file_saved_by_version_0_1_0_loads_with_identical_outputs():
 
 
 def test_encoder_and_decoder_layers_take_the_builder_options_and_run_the_same_passes(model):
-    options = dict(num_layers=2, vocab_size=40, max_length=8, d_model=16, num_heads=2, d_ff=32,
-                   norm_first=model.encoder_norm is not None, attention_dropout=0.2,
-                   activation_dropout=0.1, kernel_initializer="he_normal")
+    options = dict(
+        num_layers=2,
+        vocab_size=40,
+        max_length=8,
+        d_model=16,
+        num_heads=2,
+        d_ff=32,
+        norm_first=model.encoder_norm is not None,
+        attention_dropout=0.2,
+        activation_dropout=0.1,
+        kernel_initializer="he_normal",
+    )
     encoder = kt.Encoder(**options)
     decoder = kt.Decoder(**dict(options, num_layers=3))
     config = encoder.get_config()
     assert (config["attention_dropout"], config["activation_dropout"]) == (0.2, 0.1)
     assert config["kernel_initializer"]["class_name"] == "HeNormal"
-    assert all(layer.attention_dropout == 0.2 and layer.activation_dropout == 0.1
-               for layer in encoder.stack + decoder.stack)
+    assert all(
+        layer.attention_dropout == 0.2 and layer.activation_dropout == 0.1 for layer in encoder.stack + decoder.stack
+    )
     assert kt.Encoder.from_config(config).get_config() == config
     # Given the model's weights, they compute what the model does.
     memory = model.encode(SOURCE)
     encoder(SOURCE)
     decoder(TARGET, memory)
-    encoder.set_weights([w for part in [model.encoder_embedding, *model.encoder_layers, model.encoder_norm]
-                         if part is not None for w in part.get_weights()])
-    decoder.set_weights([w for part in [model.decoder_embedding, *model.decoder_layers, model.decoder_norm]
-                         if part is not None for w in part.get_weights()])
+    encoder.set_weights(
+        [
+            w
+            for part in [model.encoder_embedding, *model.encoder_layers, model.encoder_norm]
+            if part is not None
+            for w in part.get_weights()
+        ]
+    )
+    decoder.set_weights(
+        [
+            w
+            for part in [model.decoder_embedding, *model.decoder_layers, model.decoder_norm]
+            if part is not None
+            for w in part.get_weights()
+        ]
+    )
     np.testing.assert_allclose(_np(encoder(SOURCE)), _np(memory), atol=1e-5)
     hidden = decoder(TARGET, memory, encoder_padding_mask=padding_mask(SOURCE))
     logits = _np(model({"encoder_inputs": SOURCE, "decoder_inputs": TARGET}))

@@ -30,12 +30,16 @@ def kernel_dir(tmp_path_factory):
     spec = directory / "python3"
     spec.mkdir()
     python_path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (tests)",
-        "language": "python",
-        "env": {"PYTHONPATH": python_path, "TF_CPP_MIN_LOG_LEVEL": "2"},
-    }))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "Python 3 (tests)",
+                "language": "python",
+                "env": {"PYTHONPATH": python_path, "TF_CPP_MIN_LOG_LEVEL": "2"},
+            }
+        )
+    )
     return directory
 
 
@@ -48,7 +52,10 @@ def execute(name, kernel_dir, timeout):
     notebook.cells.append(nbformat.v4.new_code_cell(f"import sys; print({SENTINEL!r} + sys.executable)"))
     manager = KernelManager(kernel_name="python3", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)]))
     client = nbclient.NotebookClient(
-        notebook, km=manager, timeout=timeout, resources={"metadata": {"path": str(NOTEBOOKS)}},
+        notebook,
+        km=manager,
+        timeout=timeout,
+        resources={"metadata": {"path": str(NOTEBOOKS)}},
     )
     start = time.perf_counter()
     try:

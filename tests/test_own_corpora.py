@@ -9,11 +9,36 @@ import shutil
 
 import pytest
 
-from keras_transformer import cli, run_dir, training
+from keras_transformer import run_dir, training
+from keras_transformer.commands import cli
 from keras_transformer.datasets import corpora
 
-WORDS = ["red", "blue", "green", "small", "big", "dog", "cat", "bird", "house", "tree", "runs", "sleeps",
-         "eats", "sees", "the", "a", "old", "young", "river", "hill", "car", "boat", "sings", "walks"]
+WORDS = [
+    "red",
+    "blue",
+    "green",
+    "small",
+    "big",
+    "dog",
+    "cat",
+    "bird",
+    "house",
+    "tree",
+    "runs",
+    "sleeps",
+    "eats",
+    "sees",
+    "the",
+    "a",
+    "old",
+    "young",
+    "river",
+    "hill",
+    "car",
+    "boat",
+    "sings",
+    "walks",
+]
 # A tiny "language" whose translation is a word-for-word substitution: quick to learn.
 TRANSLATION = {word: word[::-1] + "o" for word in WORDS}
 SMALL = dict(vocab_size=400)  # the `tiny` preset's 1,000 pieces are more than 300 short pairs hold
@@ -71,27 +96,46 @@ def test_a_run_on_own_files_records_them_and_holds_out_a_seeded_validation_split
     assert config["preset"]["corpus"] == corpora.OWN_FILES and config["finished"]
     recorded = config["corpus_files"]["train"]
     assert [entry["path"] for entry in recorded] == [str(source.resolve()), str(target.resolve())]
-    assert [entry["sha256"] for entry in recorded] == [hashlib.sha256(p.read_bytes()).hexdigest()
-                                                      for p in (source, target)]
+    assert [entry["sha256"] for entry in recorded] == [
+        hashlib.sha256(p.read_bytes()).hexdigest() for p in (source, target)
+    ]
     splits = corpora.load_file_splits({"train": (source, target)})
     assert len(splits["validation"]) == 100 and len(splits["train"]) == 200
     assert not {s for s, _ in splits["validation"]} & {s for s, _ in splits["train"]}
     assert config["train_data_sha256"] == training.data_fingerprint(splits["train"][:2000])
 
 
-def test_fine_tuning_reuses_the_vocabulary_and_starts_below_a_fresh_model(base_run, tmp_path, capsys,
-                                                                          monkeypatch):
+def test_fine_tuning_reuses_the_vocabulary_and_starts_below_a_fresh_model(base_run, tmp_path, capsys, monkeypatch):
     base, _, _ = base_run
     monkeypatch.chdir(tmp_path)  # the default output, saved_models/tiny-finetuned, goes here
     pairs = generated_pairs(400, seed=1)[250:]  # none of the base run's 300 (seed 0 draws others)
     source, target = write_aligned(tmp_path / "new", "train", pairs[:100])
     valid = write_tsv(tmp_path / "new" / "valid.tsv", pairs[100:150])
     tuned, fresh = tmp_path / "saved_models" / "tiny-finetuned", tmp_path / "fresh"
-    code = cli.main(["train", "--init-from", str(base), "--train-source", str(source), "--train-target",
-                     str(target), "--valid-tsv", str(valid), "--epochs", "1"])
+    code = cli.main(
+        [
+            "train",
+            "--init-from",
+            str(base),
+            "--train-source",
+            str(source),
+            "--train-target",
+            str(target),
+            "--valid-tsv",
+            str(valid),
+            "--epochs",
+            "1",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
-    training.train("tiny", output=fresh, corpus_files={"train": (source, target), "validation": valid},
-                   epochs=1, verbose=0, **SMALL)
+    training.train(
+        "tiny",
+        output=fresh,
+        corpus_files={"train": (source, target), "validation": valid},
+        epochs=1,
+        verbose=0,
+        **SMALL,
+    )
     assert tree_bytes(tuned / "tokenizers") == tree_bytes(base / "tokenizers")
     config = run_dir.read_config(tuned)
     assert config["init_from"]["run"] == str(base.resolve())
@@ -101,8 +145,21 @@ def test_fine_tuning_reuses_the_vocabulary_and_starts_below_a_fresh_model(base_r
 
 def test_a_preset_of_another_shape_is_refused_naming_the_fields(base_run, tmp_path, capsys):
     base, source, target = base_run
-    code = cli.main(["train", "--preset", "chatbot-ko", "--init-from", str(base), "--train-source", str(source),
-                     "--train-target", str(target), "--output", str(tmp_path / "run")])
+    code = cli.main(
+        [
+            "train",
+            "--preset",
+            "chatbot-ko",
+            "--init-from",
+            str(base),
+            "--train-source",
+            str(source),
+            "--train-target",
+            str(target),
+            "--output",
+            str(tmp_path / "run"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and err.startswith("keras-transformer train: error: "), err
     for field in ("num_layers 2 (run: 1)", "d_model 256 (run: 32)", "vocab_size 8000 (run: 400)"):
@@ -115,8 +172,19 @@ def test_a_preset_of_another_shape_is_refused_naming_the_fields(base_run, tmp_pa
         training.train(init_from=tmp_path / "nowhere", output=tmp_path / "run")
     corrupt = pathlib.Path(shutil.copytree(base, tmp_path / "corrupt"))
     (corrupt / run_dir.MODEL).write_bytes(b"not a zip")
-    code = cli.main(["train", "--init-from", str(corrupt), "--train-source", str(source), "--train-target",
-                     str(target), "--output", str(tmp_path / "run")])
+    code = cli.main(
+        [
+            "train",
+            "--init-from",
+            str(corrupt),
+            "--train-source",
+            str(source),
+            "--train-target",
+            str(target),
+            "--output",
+            str(tmp_path / "run"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert f"{corrupt / run_dir.MODEL}: cannot fine-tune from it, the model does not load" in err

@@ -145,9 +145,7 @@ def test_attention_parity_without_mask(dropout, separate_key):
     np.testing.assert_allclose(_np(out), _np(ref_out), **TOL)
     np.testing.assert_allclose(_np(scores), _np(ref_scores), **TOL)
     # Keras's fused path (no scores requested) as well.
-    np.testing.assert_allclose(
-        _np(ours(query, value, key=key)), _np(ref(query, value, key=key)), **TOL
-    )
+    np.testing.assert_allclose(_np(ours(query, value, key=key)), _np(ref(query, value, key=key)), **TOL)
 
 
 def test_attention_parity_with_padding_as_attention_mask():
@@ -237,9 +235,7 @@ def test_attention_parity_with_causal_mask(with_padding, return_scores):
     x = _normal((BATCH, Q_LEN, D_MODEL), 6)
     kwargs = dict(use_causal_mask=True)
     if with_padding:
-        kwargs["attention_mask"] = np.broadcast_to(
-            _lengths_mask([5, 3, 1], Q_LEN)[:, None, :], (BATCH, Q_LEN, Q_LEN)
-        )
+        kwargs["attention_mask"] = np.broadcast_to(_lengths_mask([5, 3, 1], Q_LEN)[:, None, :], (BATCH, Q_LEN, Q_LEN))
     if return_scores:
         out, scores = ours(x, x, return_attention_scores=True, **kwargs)
         ref_out, ref_scores = ref(x, x, return_attention_scores=True, **kwargs)
@@ -268,7 +264,7 @@ def _copy_weights_by_name(source, target, names):
     for variable in target.weights:
         path = "/".join(variable.path.split("/")[1:])
         prefix = max((n for n in names if path.startswith(n + "/")), key=len)
-        source_path = names[prefix] + path[len(prefix):]
+        source_path = names[prefix] + path[len(prefix) :]
         source_variable = source_by_path[source_path]
         assert tuple(source_variable.shape) == tuple(variable.shape), path
         variable.assign(source_variable)
@@ -278,12 +274,19 @@ def _copy_weights_by_name(source, target, names):
 
 def _encoder_pair(keras_hub, norm_first, dropout=0.1):
     ours = kt.EncoderLayer(
-        D_MODEL, HEADS, D_FF, norm_first=norm_first, layer_norm_epsilon=1e-6,
+        D_MODEL,
+        HEADS,
+        D_FF,
+        norm_first=norm_first,
+        layer_norm_epsilon=1e-6,
         **KERAS_HUB_EQUIVALENT_DROPOUT(dropout),
     )
     ref = keras_hub.layers.TransformerEncoder(
-        intermediate_dim=D_FF, num_heads=HEADS, dropout=dropout,
-        normalize_first=norm_first, layer_norm_epsilon=1e-6,
+        intermediate_dim=D_FF,
+        num_heads=HEADS,
+        dropout=dropout,
+        normalize_first=norm_first,
+        layer_norm_epsilon=1e-6,
     )
     ours.build((None, Q_LEN, D_MODEL))
     ref.build((None, Q_LEN, D_MODEL))
@@ -294,12 +297,19 @@ def _encoder_pair(keras_hub, norm_first, dropout=0.1):
 
 def _decoder_pair(keras_hub, norm_first, cross=True, dropout=0.1):
     ours = kt.DecoderLayer(
-        D_MODEL, HEADS, D_FF, norm_first=norm_first, layer_norm_epsilon=1e-6,
+        D_MODEL,
+        HEADS,
+        D_FF,
+        norm_first=norm_first,
+        layer_norm_epsilon=1e-6,
         **KERAS_HUB_EQUIVALENT_DROPOUT(dropout),
     )
     ref = keras_hub.layers.TransformerDecoder(
-        intermediate_dim=D_FF, num_heads=HEADS, dropout=dropout,
-        normalize_first=norm_first, layer_norm_epsilon=1e-6,
+        intermediate_dim=D_FF,
+        num_heads=HEADS,
+        dropout=dropout,
+        normalize_first=norm_first,
+        layer_norm_epsilon=1e-6,
     )
     memory_shape = (None, K_LEN, D_MODEL) if cross else None
     ours.build((None, Q_LEN, D_MODEL), memory_shape)

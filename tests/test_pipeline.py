@@ -38,25 +38,37 @@ def _shapes(batches):
 
 def test_inputs_and_labels_are_shifted_with_start_end_and_zero_padding():
     ds = _pairs(("abc", "xy"), ("ab", "xyzw"))
-    inputs, labels = next(iter(pipeline.make_eval_batches(ds, CharTokenizer(), token_budget=16,
-                                                          bucket_boundaries=(8,), batch_multiple=1)))
+    inputs, labels = next(
+        iter(pipeline.make_eval_batches(ds, CharTokenizer(), token_budget=16, bucket_boundaries=(8,), batch_multiple=1))
+    )
     assert inputs["encoder_inputs"].numpy().tolist() == [_ids("abc") + [0] * 5, _ids("ab") + [0] * 6]
     assert inputs["decoder_inputs"].numpy().tolist() == [
-        [START_ID] + _ids("xy") + [0] * 5, [START_ID] + _ids("xyzw") + [0] * 3]
+        [START_ID] + _ids("xy") + [0] * 5,
+        [START_ID] + _ids("xyzw") + [0] * 3,
+    ]
     assert labels.numpy().tolist() == [_ids("xy") + [END_ID] + [0] * 5, _ids("xyzw") + [END_ID] + [0] * 3]
-    with_end, _ = next(iter(pipeline.make_eval_batches(ds, CharTokenizer(), token_budget=16, bucket_boundaries=(8,),
-                                                       batch_multiple=1, add_source_end=True)))
+    with_end, _ = next(
+        iter(
+            pipeline.make_eval_batches(
+                ds, CharTokenizer(), token_budget=16, bucket_boundaries=(8,), batch_multiple=1, add_source_end=True
+            )
+        )
+    )
     assert with_end["encoder_inputs"].numpy()[0].tolist() == _ids("abc") + [END_ID] + [0] * 4
 
 
 def test_bucket_choice_filter_and_truncate():
     # Longest of (source, [START] + target): 3 -> bucket 4, 5 -> bucket 8, 9 -> too long.
     ds = _pairs(("aaa", "bb"), ("aaaaa", "b"), ("a", "bbbbbbbb"))
-    kept = list(pipeline.make_eval_batches(ds, CharTokenizer(), token_budget=16, bucket_boundaries=(4, 8),
-                                           batch_multiple=1, length_policy="filter"))
+    kept = list(
+        pipeline.make_eval_batches(
+            ds, CharTokenizer(), token_budget=16, bucket_boundaries=(4, 8), batch_multiple=1, length_policy="filter"
+        )
+    )
     assert sorted(tuple(labels.shape) for _, labels in kept) == [(1, 4), (1, 8)]
-    cut = list(pipeline.make_eval_batches(ds, CharTokenizer(), token_budget=16, bucket_boundaries=(4, 8),
-                                          batch_multiple=1))  # evaluation truncates by default
+    cut = list(
+        pipeline.make_eval_batches(ds, CharTokenizer(), token_budget=16, bucket_boundaries=(4, 8), batch_multiple=1)
+    )  # evaluation truncates by default
     assert sorted(tuple(labels.shape) for _, labels in cut) == [(1, 4), (2, 8)]
     longest = [labels.numpy()[0] for _, labels in cut if labels.shape[0] == 2][0]
     assert longest.tolist() in (_ids("b") + [END_ID] + [0] * 6, _ids("bbbbbbb") + [END_ID])
@@ -130,8 +142,13 @@ def test_shuffle_is_seeded_and_reshuffles_each_epoch(multi30k):
 def test_separate_target_tokenizer(multi30k):
     data_dir, tokenizer = multi30k
     ds = _pairs(("Ein Hund.", "abc"))
-    inputs, labels = next(iter(pipeline.make_eval_batches(ds, tokenizer, CharTokenizer(), token_budget=64,
-                                                          bucket_boundaries=(16,), batch_multiple=1)))
+    inputs, labels = next(
+        iter(
+            pipeline.make_eval_batches(
+                ds, tokenizer, CharTokenizer(), token_budget=64, bucket_boundaries=(16,), batch_multiple=1
+            )
+        )
+    )
     assert labels.numpy()[0, :4].tolist() == _ids("abc") + [END_ID]
     assert tokenizer.detokenize(inputs["encoder_inputs"]).numpy()[0] == b"Ein Hund."
 
@@ -150,8 +167,9 @@ def test_padded_eval_batches_have_one_shape_per_bucket_and_keep_every_example(mu
 def test_a_sampling_tokenizer_gets_new_segmentations_every_epoch(multi30k):
     data_dir, tokenizer = multi30k
     validation = corpora.load_corpus("multi30k-en-de", data_dir, split="validation").take(300)
-    batches = pipeline.make_batches(validation, tokenizer.sampler(alpha=0.3), training=False, token_budget=2048,
-                                    bucket_boundaries=(16, 32, 64, 128))
+    batches = pipeline.make_batches(
+        validation, tokenizer.sampler(alpha=0.3), training=False, token_budget=2048, bucket_boundaries=(16, 32, 64, 128)
+    )
     epochs = [[labels.numpy() for _, labels in batches] for _ in range(2)]
     texts = [sorted(text for labels in epoch for text in tokenizer.detokenize(labels).numpy()) for epoch in epochs]
     assert len(texts[0]) == 300 and texts[0] == texts[1]  # the same sentences (the strings are cached) ...

@@ -8,7 +8,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from keras_transformer import attention_maps, build_transformer, plotting, run_dir
-from keras_transformer.cli import main
+from keras_transformer.commands.cli import main
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 TINY_MODEL = dict(num_layers=2, d_model=16, num_heads=2, d_ff=32, dropout=0.0, max_length=16)
@@ -36,8 +36,9 @@ def history_csv(tmp_path_factory):
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
     x = np.random.default_rng(0).normal(size=(32, 4)).astype("float32")
     y = (x[:, 0] > 0).astype("int32")
-    model.fit(x, y, validation_split=0.25, epochs=3, batch_size=8, verbose=0,
-              callbacks=[keras.callbacks.CSVLogger(str(path))])
+    model.fit(
+        x, y, validation_split=0.25, epochs=3, batch_size=8, verbose=0, callbacks=[keras.callbacks.CSVLogger(str(path))]
+    )
     return path
 
 
@@ -47,13 +48,17 @@ def run_directory(tmp_path_factory):
     from keras_transformer.tokenizers import SubwordTokenizer
 
     path = tmp_path_factory.mktemp("run")
-    lines = ["a man is riding a bike", "two dogs play in the park", "a woman reads a book",
-             "the children are running", "a dog is riding in a car"] * 20
+    lines = [
+        "a man is riding a bike",
+        "two dogs play in the park",
+        "a woman reads a book",
+        "the children are running",
+        "a dog is riding in a car",
+    ] * 20
     tokenizer = SubwordTokenizer.train(lines, vocab_size=60, byte_fallback=False)
     tokenizer.save(str(path / run_dir.SOURCE_TOKENIZER))
     tokenizer.save(str(path / run_dir.TARGET_TOKENIZER))
-    model_kwargs = dict(input_vocab_size=tokenizer.vocab_size, target_vocab_size=tokenizer.vocab_size,
-                        **TINY_MODEL)
+    model_kwargs = dict(input_vocab_size=tokenizer.vocab_size, target_vocab_size=tokenizer.vocab_size, **TINY_MODEL)
     keras.utils.set_random_seed(0)
     build_transformer(**model_kwargs).save(path / run_dir.MODEL)
     run_dir.write_json_atomic(path / run_dir.CONFIG, {"model": model_kwargs})
@@ -105,8 +110,12 @@ def test_attention_weights_and_heads(tmp_path):
     assert np.all(np.triu(self_attention, k=1) == 0)  # no look-ahead
 
     figure = plotting.plot_attention_heads(
-        cross[0], ["ein", "Mann", "</s>", "<pad>"], ["a", "man", "rides", "</s>"],
-        title="cross", output=tmp_path / "heads.png")
+        cross[0],
+        ["ein", "Mann", "</s>", "<pad>"],
+        ["a", "man", "rides", "</s>"],
+        title="cross",
+        output=tmp_path / "heads.png",
+    )
     assert len([ax for ax in figure.axes if ax.images]) == 2  # one panel per head
     assert figure.axes[0].images[0].get_array().shape == (4, 4)  # cut to the tokens given
     assert [t.get_text() for t in figure.axes[0].get_xticklabels()] == ["a", "man", "rides", "</s>"]
@@ -130,17 +139,41 @@ def test_history(tmp_path, history_csv):
     assert len(figure.axes[0].lines[0].get_xdata()) == 3
     assert_png(tmp_path / "curves.png")
     # A keras History-like dict works too, with the package's metric names.
-    figure = plotting.plot_history({"loss": [3, 2], "masked_accuracy": [0.1, 0.3], "val_loss": [3.1, 2.5],
-                                    "val_masked_accuracy": [0.1, 0.2], "learning_rate": [1e-3, 1e-3]})
+    figure = plotting.plot_history(
+        {
+            "loss": [3, 2],
+            "masked_accuracy": [0.1, 0.3],
+            "val_loss": [3.1, 2.5],
+            "val_masked_accuracy": [0.1, 0.2],
+            "learning_rate": [1e-3, 1e-3],
+        }
+    )
     assert [ax.get_title() for ax in figure.axes] == ["loss", "masked accuracy"]
 
 
 def test_cli_figures(tmp_path, history_csv):
-    assert main(["plot", "positional-encoding", "--length", "20", "--depth", "64",
-                 "--output", str(tmp_path / "pe.png")]) == 0
+    assert (
+        main(["plot", "positional-encoding", "--length", "20", "--depth", "64", "--output", str(tmp_path / "pe.png")])
+        == 0
+    )
     assert_png(tmp_path / "pe.png")
-    assert main(["plot", "schedule", "--d-model", "256", "--warmup-steps", "100", "--steps", "500",
-                 "--output", str(tmp_path / "lr.png")]) == 0
+    assert (
+        main(
+            [
+                "plot",
+                "schedule",
+                "--d-model",
+                "256",
+                "--warmup-steps",
+                "100",
+                "--steps",
+                "500",
+                "--output",
+                str(tmp_path / "lr.png"),
+            ]
+        )
+        == 0
+    )
     assert_png(tmp_path / "lr.png")
     assert main(["plot", "history", "--csv", str(history_csv), "--output", str(tmp_path / "h.png")]) == 0
     assert_png(tmp_path / "h.png")
@@ -148,27 +181,91 @@ def test_cli_figures(tmp_path, history_csv):
 
 def test_cli_attention(tmp_path, run_directory):
     output = tmp_path / "cross.png"  # the model's own greedy output as the target
-    assert main(["plot", "attention", "--model", str(run_directory), "--sentence", "a man is riding a bike",
-                 "--max-length", "4", "--columns", "1", "--output", str(output)]) == 0
+    assert (
+        main(
+            [
+                "plot",
+                "attention",
+                "--model",
+                str(run_directory),
+                "--sentence",
+                "a man is riding a bike",
+                "--max-length",
+                "4",
+                "--columns",
+                "1",
+                "--output",
+                str(output),
+            ]
+        )
+        == 0
+    )
     assert_png(output)
     for attention, layer in (("encoder", "-1"), ("decoder-self", "0")):
         output = tmp_path / f"{attention}.png"
-        assert main(["plot", "attention", "--model", str(run_directory), "--sentence", "a dog",
-                     "--target", "two dogs play", "--attention", attention, "--layer", layer,
-                     "--output", str(output)]) == 0
+        assert (
+            main(
+                [
+                    "plot",
+                    "attention",
+                    "--model",
+                    str(run_directory),
+                    "--sentence",
+                    "a dog",
+                    "--target",
+                    "two dogs play",
+                    "--attention",
+                    attention,
+                    "--layer",
+                    layer,
+                    "--output",
+                    str(output),
+                ]
+            )
+            == 0
+        )
         assert_png(output)
-    assert main(["plot", "attention", "--model", str(run_directory), "--sentence", "a dog", "--target", "a",
-                 "--layer", "5", "--output", str(tmp_path / "bad.png")]) == 2
+    assert (
+        main(
+            [
+                "plot",
+                "attention",
+                "--model",
+                str(run_directory),
+                "--sentence",
+                "a dog",
+                "--target",
+                "a",
+                "--layer",
+                "5",
+                "--output",
+                str(tmp_path / "bad.png"),
+            ]
+        )
+        == 2
+    )
 
 
 def test_cli_errors(tmp_path, capsys):
-    assert main(["plot", "history", "--csv", str(tmp_path / "missing.csv"),
-                 "--output", str(tmp_path / "h.png")]) == 2
+    assert main(["plot", "history", "--csv", str(tmp_path / "missing.csv"), "--output", str(tmp_path / "h.png")]) == 2
     assert "No history file" in capsys.readouterr().err
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "config.json").write_text(json.dumps({}))
-    assert main(["plot", "attention", "--model", str(tmp_path / "run"), "--sentence", "x",
-                 "--output", str(tmp_path / "a.png")]) == 2
+    assert (
+        main(
+            [
+                "plot",
+                "attention",
+                "--model",
+                str(tmp_path / "run"),
+                "--sentence",
+                "x",
+                "--output",
+                str(tmp_path / "a.png"),
+            ]
+        )
+        == 2
+    )
     assert "not a training run" in capsys.readouterr().err
     assert not (tmp_path / "h.png").exists() and not (tmp_path / "a.png").exists()
 
@@ -177,8 +274,9 @@ def test_sentence_attention(run_directory):
     from keras_transformer.commands.plot import load_run
 
     model, source_tokenizer, target_tokenizer = load_run(run_directory)
-    result = attention_maps.sentence_attention(model, source_tokenizer, "a man is riding", target_tokenizer,
-                                         target="two dogs play")
+    result = attention_maps.sentence_attention(
+        model, source_tokenizer, "a man is riding", target_tokenizer, target="two dogs play"
+    )
     assert result["input_tokens"][0] == "<s>" and result["output_tokens"][-1] == "</s>"
     assert result["input_tokens"][1:] == result["output_tokens"][:-1]  # teacher forcing: shifted by one
     cross = result["weights"]["decoder_cross"][-1]

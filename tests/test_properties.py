@@ -112,8 +112,12 @@ def test_attention_blocked_keys_get_zero_weight(policy, data, shape, training, s
 
     layer = kt.MultiHeadAttention(d_model, heads, dropout=0.5)
     output, weights = layer(
-        query, value, attention_mask=attention_mask, value_mask=keys,
-        return_attention_scores=True, training=training,
+        query,
+        value,
+        attention_mask=attention_mask,
+        value_mask=keys,
+        return_attention_scores=True,
+        training=training,
     )
     assert tuple(weights.shape) == (batch, heads, q_len, k_len)
     _assert_finite(output, weights)
@@ -173,8 +177,13 @@ def test_encoder_layer_ignores_padding_and_stays_finite(policy, data, shape, nor
     changed = np.where(real[..., None], x, rng.normal(size=x.shape)).astype("float32")
 
     layer = kt.EncoderLayer(
-        d_model, heads, 2 * d_model, dropout=0.3, attention_dropout=0.3,
-        activation_dropout=0.3, norm_first=norm_first,
+        d_model,
+        heads,
+        2 * d_model,
+        dropout=0.3,
+        attention_dropout=0.3,
+        activation_dropout=0.3,
+        norm_first=norm_first,
     )
     layer(x, padding_mask=real)  # build
     call = lambda inputs: layer(  # noqa: E731
@@ -214,15 +223,24 @@ def test_decoder_layer_is_causal_under_dropout(policy, data, shape, norm_first, 
     memory_changed = memory_changed.astype("float32")
 
     layer = kt.DecoderLayer(
-        d_model, heads, 2 * d_model, dropout=0.3, attention_dropout=0.3,
-        activation_dropout=0.3, norm_first=norm_first,
+        d_model,
+        heads,
+        2 * d_model,
+        dropout=0.3,
+        attention_dropout=0.3,
+        activation_dropout=0.3,
+        norm_first=norm_first,
     )
     layer(x, memory)  # build
 
     def call(target, source):
         return layer(
-            target, source, decoder_padding_mask=target_real, encoder_padding_mask=source_real,
-            return_attention_scores=True, training=True,
+            target,
+            source,
+            decoder_padding_mask=target_real,
+            encoder_padding_mask=source_real,
+            return_attention_scores=True,
+            training=True,
         )
 
     (out, self_scores, cross_scores), (out_changed, *_) = _replayed(
@@ -239,8 +257,7 @@ def test_decoder_layer_is_causal_under_dropout(policy, data, shape, norm_first, 
     assert (cross_scores[np.broadcast_to(~source_real[:, None, None, :], cross_scores.shape)] == 0).all()
     # Not vacuous: dropout was on, and the perturbation shows at later positions.
     inference, inference_changed = (
-        _np(layer(target, memory, decoder_padding_mask=target_real,
-                  encoder_padding_mask=source_real, training=False))
+        _np(layer(target, memory, decoder_padding_mask=target_real, encoder_padding_mask=source_real, training=False))
         for target in (x, changed)
     )
     _assert_finite(inference)
@@ -261,8 +278,16 @@ def _tiny_model(policy, norm_first):
     key = (policy, norm_first)
     if key not in _MODELS:
         _MODELS[key] = kt.build_transformer(
-            VOCAB, VOCAB, num_layers=1, d_model=8, num_heads=2, d_ff=16, dropout=0.3,
-            attention_dropout=0.3, activation_dropout=0.3, max_length=MAX_LENGTH,
+            VOCAB,
+            VOCAB,
+            num_layers=1,
+            d_model=8,
+            num_heads=2,
+            d_ff=16,
+            dropout=0.3,
+            attention_dropout=0.3,
+            activation_dropout=0.3,
+            max_length=MAX_LENGTH,
             norm_first=norm_first,
         )
     return _MODELS[key]

@@ -8,7 +8,7 @@ README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
 def _python_block_after(heading):
     text = README.read_text(encoding="utf-8")
-    section = text[text.index(heading):]
+    section = text[text.index(heading) :]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 

@@ -19,8 +19,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import build_transformer, cli, decoding, run_dir
+from keras_transformer import build_transformer, decoding, run_dir
+from keras_transformer.commands import cli
 from keras_transformer.export import LoadedTranslator, Translator, load
+
 from test_load import trained_export  # the tiny preset trained once per session, and its export
 
 THREADS, DEADLINE_S = 8, 120
@@ -37,9 +39,17 @@ BAD_SENTENCES = [
 ]
 GOOD_SAMPLING = dict(temperature=0.8, top_k=0, top_p=0.9, seed=1)
 BAD_SAMPLING = [
-    ("temperature", math.nan), ("temperature", -0.5), ("temperature", math.inf),
-    ("temperature", tf.constant(math.nan)), ("top_k", -1), ("top_k", 2.5), ("top_p", 0.0),
-    ("top_p", 1.5), ("top_p", math.nan), ("seed", math.nan), ("seed", "1"),
+    ("temperature", math.nan),
+    ("temperature", -0.5),
+    ("temperature", math.inf),
+    ("temperature", tf.constant(math.nan)),
+    ("top_k", -1),
+    ("top_k", 2.5),
+    ("top_p", 0.0),
+    ("top_p", 1.5),
+    ("top_p", math.nan),
+    ("seed", math.nan),
+    ("seed", "1"),
 ]
 
 
@@ -55,7 +65,9 @@ def translator(request):
 def _methods(translator):
     """Every entry point that takes `sentences`, as `name -> call(sentences)`."""
     return {
-        "__call__": translator, "greedy": translator.greedy, "source_lengths": translator.source_lengths,
+        "__call__": translator,
+        "greedy": translator.greedy,
+        "source_lengths": translator.source_lengths,
         "call_with_status": translator.call_with_status,
         "sample": lambda sentences: translator.sample(sentences, **GOOD_SAMPLING),
     }
@@ -125,8 +137,15 @@ def test_the_saved_models_own_sample_rejects_bad_numbers():
     _, export = trained_export()
     raw = tf.saved_model.load(str(export))
     sentences = tf.constant(["오늘 날씨 어때?"])
-    for argument, value in [("temperature", math.nan), ("temperature", -1.0), ("temperature", math.inf),
-                            ("top_k", -3), ("top_p", 0.0), ("top_p", 1.5), ("top_p", math.nan)]:
+    for argument, value in [
+        ("temperature", math.nan),
+        ("temperature", -1.0),
+        ("temperature", math.inf),
+        ("top_k", -3),
+        ("top_p", 0.0),
+        ("top_p", 1.5),
+        ("top_p", math.nan),
+    ]:
         options = dict(GOOD_SAMPLING, **{argument: value})
         args = (options["temperature"], options["top_k"], options["top_p"], options["seed"])
         for method in (raw.sample, raw.sample_with_status):
@@ -146,8 +165,16 @@ def never_ends(tmp_path_factory):
 
     vocab = SubwordTokenizer.load(run / run_dir.SOURCE_TOKENIZER).vocab_size
     keras.utils.set_random_seed(4)
-    config = dict(input_vocab_size=vocab, target_vocab_size=vocab, num_layers=1, d_model=16,
-                  num_heads=2, d_ff=32, dropout=0.0, max_length=16)
+    config = dict(
+        input_vocab_size=vocab,
+        target_vocab_size=vocab,
+        num_layers=1,
+        d_model=16,
+        num_heads=2,
+        d_ff=32,
+        dropout=0.0,
+        max_length=16,
+    )
     model = build_transformer(**config)
     kernel, bias = model.get_layer("logits").get_weights()
     bias[decoding.END_ID] = -1e4
@@ -157,9 +184,10 @@ def never_ends(tmp_path_factory):
     model.save(path / run_dir.MODEL)
     for tokenizer in (run_dir.SOURCE_TOKENIZER, run_dir.TARGET_TOKENIZER):
         SubwordTokenizer.load(run / tokenizer).save(path / tokenizer)
-    run_dir.write_json_atomic(path / run_dir.CONFIG, {
-        "model": config, "decoding": {"beam_size": 2, "length_penalty": 0.6, "max_length": 4},
-        "finished": True})
+    run_dir.write_json_atomic(
+        path / run_dir.CONFIG,
+        {"model": config, "decoding": {"beam_size": 2, "length_penalty": 0.6, "max_length": 4}, "finished": True},
+    )
     return path
 
 
@@ -174,16 +202,21 @@ def test_cut_off_translations_warn_and_are_flagged(never_ends, tmp_path):
     live = load(never_ends, jit_compile=False)  # the same decode without XLA: compiles faster
     loaded = load(live.save(tmp_path / "export"))
     for translator in (live, loaded):
-        for method in (translator, translator.greedy,
-                       lambda s: translator.sample(s, temperature=1.0, top_k=0, top_p=1.0, seed=3)):
-            outputs, caught = _cut_off_warnings(lambda: method(["A dog runs.", "", "Hi"]))
+        for method in (
+            translator,
+            translator.greedy,
+            lambda s, t=translator: t.sample(s, temperature=1.0, top_k=0, top_p=1.0, seed=3),
+        ):
+            outputs, caught = _cut_off_warnings(lambda m=method: m(["A dog runs.", "", "Hi"]))
             assert outputs.shape == (3,) and outputs.numpy()[1] == b""
-            assert caught == ["2 of 3 translations reached the maximum output length before END and are "
-                              "cut off: sentences[0], sentences[2]"]
-        status, caught = _cut_off_warnings(lambda: translator.call_with_status(["A dog runs.", ""]))
+            assert caught == [
+                "2 of 3 translations reached the maximum output length before END and are "
+                "cut off: sentences[0], sentences[2]"
+            ]
+        status, caught = _cut_off_warnings(lambda t=translator: t.call_with_status(["A dog runs.", ""]))
         assert caught == []  # the flags instead of a warning
         assert status["finished"].numpy().tolist() == [False, True]
-        _, caught = _cut_off_warnings(lambda: translator([""]))
+        _, caught = _cut_off_warnings(lambda t=translator: t([""]))
         assert caught == []
 
 
@@ -199,18 +232,26 @@ def test_translate_warns_for_each_cut_off_sentence(never_ends, capsys, monkeypat
     code, out, err = _main(capsys, monkeypatch, ["translate", "--model", never_ends, "A dog runs.", "", "Hi"])
     assert code == 0 and len(out.split("\n")) == 4
     cut_off = [line for line in err.splitlines() if "maximum output length before END" in line]
-    assert cut_off == [f"warning: sentence {n}: the translation reached the maximum output length before "
-                       "END; it is cut off" for n in (1, 3)]
+    assert cut_off == [
+        f"warning: sentence {n}: the translation reached the maximum output length before END; it is cut off"
+        for n in (1, 3)
+    ]
 
 
-@pytest.mark.parametrize("argv, stdin, message", [
-    (["translate", "--model", "{run}"], b"fine\nnul\0inside\n", "stdin, line 2: contains a NUL byte"),
-    (["translate", "--model", "{run}", "fine", "nul\0"], None, "argument 2 contains a NUL byte"),
-    (["translate", "--model", "{run}", "--input", "{tmp}/in"], None, "in, line 3: contains a NUL byte"),
-    (["evaluate", "--model", "{run}", "--source", "{tmp}/in", "--reference", "{tmp}/in"], None,
-     "in, line 3: contains a NUL byte"),
-    (["chat", "--model", "{run}", "--temperature", "0"], b"fine\n\0\n", "input line 2 contains a NUL byte"),
-])
+@pytest.mark.parametrize(
+    "argv, stdin, message",
+    [
+        (["translate", "--model", "{run}"], b"fine\nnul\0inside\n", "stdin, line 2: contains a NUL byte"),
+        (["translate", "--model", "{run}", "fine", "nul\0"], None, "argument 2 contains a NUL byte"),
+        (["translate", "--model", "{run}", "--input", "{tmp}/in"], None, "in, line 3: contains a NUL byte"),
+        (
+            ["evaluate", "--model", "{run}", "--source", "{tmp}/in", "--reference", "{tmp}/in"],
+            None,
+            "in, line 3: contains a NUL byte",
+        ),
+        (["chat", "--model", "{run}", "--temperature", "0"], b"fine\n\0\n", "input line 2 contains a NUL byte"),
+    ],
+)
 def test_commands_reject_nul_bytes_naming_the_line(capsys, monkeypatch, tmp_path, argv, stdin, message):
     run, _ = trained_export()
     (tmp_path / "in").write_bytes(b"one\ntwo\nthr\0ee\n")

@@ -1,13 +1,14 @@
-"""`add_bias` and `layer_norm`, whose weight gradients are matmuls, give the plain computation's values and gradients."""
+"""`add_bias` and `layer_norm` (weight gradients as matmuls) give the plain computation's values and gradients."""
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import TINY
 from keras_transformer import build_transformer
 from keras_transformer.layers.token_sums import add_bias, layer_norm, token_sums
+
+from conftest import TINY
 
 
 def values_and_gradients(fn, inputs, weights, jit_compile):
@@ -64,8 +65,9 @@ def test_layer_norm_gives_keras_values_and_every_gradient(jit_compile):
 def test_layer_norm_is_the_layer_itself_outside_the_usual_case(kwargs):
     x = np.random.default_rng(1).normal(size=(3, 5, 8)).astype("float32")
     norm = _norm_with_weights(x.shape, seed=4, **kwargs)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer_norm(norm, x)),
-                               keras.ops.convert_to_numpy(norm(x)), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(layer_norm(norm, x)), keras.ops.convert_to_numpy(norm(x)), rtol=1e-6, atol=1e-6
+    )
 
 
 def test_a_built_model_keeps_keras_layer_norms():

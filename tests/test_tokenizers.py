@@ -97,14 +97,18 @@ def test_sampler_draws_other_segmentations_of_the_same_text(tokenizer, corpus_li
     for ids in draws:
         assert [s.decode() for s in tokenizer.detokenize(ids).numpy()] == [" ".join(line.split()) for line in lines]
         assert ids.flat_values.numpy().max() < tokenizer.vocab_size
-    mean_length = {alpha: tokenizer.sampler(alpha).tokenize(tf.constant(lines)).row_lengths().numpy().mean()
-                   for alpha in (1.0, 0.3, 0.1)}
+    mean_length = {
+        alpha: tokenizer.sampler(alpha).tokenize(tf.constant(lines)).row_lengths().numpy().mean()
+        for alpha in (1.0, 0.3, 0.1)
+    }
     viterbi_length = np.mean([len(ids) for ids in viterbi])
     assert viterbi_length <= mean_length[1.0] < mean_length[0.3] < mean_length[0.1]  # smaller alpha, finer splits
 
 
-@pytest.mark.parametrize("bad", [dict(alpha=0.0), dict(alpha=1.5), dict(alpha="0.3"), dict(nbest_size=0),
-                                 dict(nbest_size=1), dict(nbest_size=-2)])
+@pytest.mark.parametrize(
+    "bad",
+    [dict(alpha=0.0), dict(alpha=1.5), dict(alpha="0.3"), dict(nbest_size=0), dict(nbest_size=1), dict(nbest_size=-2)],
+)
 def test_sampler_rejects_bad_settings(tokenizer, bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         tokenizer.sampler(**bad)

@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import run_dir
-from keras_transformer.cli import main
+from keras_transformer.commands.cli import main
 from keras_transformer.training import train
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -30,8 +30,14 @@ def _history(output):
 def _train_in_subprocess(output, env=None, prelude="", **kwargs):
     arguments = dict(preset="tiny", output=str(output), verbose=2, **SMALL, **kwargs)
     script = prelude + f"\nfrom keras_transformer.training import train; train(**{arguments!r})"
-    return subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env={**os.environ, **(env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +84,9 @@ def test_the_last_epochs_are_averaged_without_a_spurious_warning(tmp_path, recwa
     train("tiny", output=output, verbose=0, average_last=2, **SMALL)
     config = run_dir.read_config(output)
     assert config["averaged"]["epochs"] == 2 and np.isfinite(config["averaged"]["val_loss"])
-    assert config["best_val_loss"] == min(config["averaged"]["val_loss"],
-                                          *(float(row["val_loss"]) for row in _history(output)))
+    assert config["best_val_loss"] == min(
+        config["averaged"]["val_loss"], *(float(row["val_loss"]) for row in _history(output))
+    )
     assert not (output / "snapshots").exists()  # averaged, then removed
     # Keras warns that a dataset of unknown length "ran out of data"; training is not interrupted.
     assert not [w for w in recwarn if "ran out of data" in str(w.message)]
@@ -145,8 +152,9 @@ def test_multi_worker_strategy_with_two_local_workers(tmp_path):
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         output = tmp_path / ("run" if index == 0 else f"worker-{index}")
-        processes.append(_train_in_subprocess(output, env={"TF_CONFIG": json.dumps(tf_config)},
-                                              epochs=2, strategy="multi-worker"))
+        processes.append(
+            _train_in_subprocess(output, env={"TF_CONFIG": json.dumps(tf_config)}, epochs=2, strategy="multi-worker")
+        )
     logs = [process.communicate(timeout=900)[0] for process in processes]
     for process, log in zip(processes, logs):
         assert process.returncode == 0, log[-3000:]
@@ -196,8 +204,10 @@ def test_an_ensemble_trains_its_members_in_turn_resumes_and_translates(tmp_path,
     assert live[0] and live[1] == b""
     reloaded = export.load(translator.save(tmp_path / "export"))
     np.testing.assert_array_equal(reloaded(sentences).numpy(), live)
-    assert main(["plot", "attention", "--model", str(output), "--sentence", "안녕", "--output",
-                 str(tmp_path / "a.png")]) == 2
+    assert (
+        main(["plot", "attention", "--model", str(output), "--sentence", "안녕", "--output", str(tmp_path / "a.png")])
+        == 2
+    )
     assert "pass one member's run directory" in capsys.readouterr().err
     with pytest.raises(ValueError, match="`ensemble` must be a positive int"):
         train("tiny", output=tmp_path / "none", ensemble=0)

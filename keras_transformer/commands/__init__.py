@@ -1,1 +1,1 @@
-"""Sub-commands of the `keras-transformer` command (see `keras_transformer.cli`)."""
+"""Sub-commands of the `keras-transformer` command (see `keras_transformer.commands.cli`)."""

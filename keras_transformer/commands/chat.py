@@ -8,35 +8,59 @@ Example::
 import sys
 
 from keras_transformer.commands.arguments import (
-    SEED_MAX, TRUST, int_in_range, non_empty, non_negative_finite_float, non_negative_int, positive_int,
+    SEED_MAX,
+    TRUST,
+    int_in_range,
+    non_empty,
+    non_negative_finite_float,
+    non_negative_int,
+    positive_int,
     probability,
 )
 
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
-        "chat", help="talk to a model interactively (sampling options)",
+        "chat",
+        help="talk to a model interactively (sampling options)",
         description=__doc__.split("\n\n")[0] + " " + TRUST,
     )
-    parser.add_argument("--model", required=True, type=non_empty,
-                        help="a training run directory or an exported SavedModel (one you trust)")
-    parser.add_argument("--temperature", type=non_negative_finite_float, default=0.8,
-                        help="sampling temperature; 0 = greedy (default 0.8)")
-    parser.add_argument("--top-k", type=non_negative_int, default=0,
-                        help="keep the k likeliest tokens (0 = all, the default)")
-    parser.add_argument("--top-p", type=probability, default=0.9,
-                        help="keep the smallest set of tokens with this probability, in (0, 1] "
-                        "(1 = all; default 0.9)")
-    parser.add_argument("--seed", type=int_in_range(-1, SEED_MAX), default=-1,
-                        help=f"sampling seed, 0 to {SEED_MAX}; -1 = random (the default)")
-    parser.add_argument("--beam", type=positive_int, default=None,
-                        help="use beam search with this many beams instead of sampling")
+    parser.add_argument(
+        "--model",
+        required=True,
+        type=non_empty,
+        help="a training run directory or an exported SavedModel (one you trust)",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=non_negative_finite_float,
+        default=0.8,
+        help="sampling temperature; 0 = greedy (default 0.8)",
+    )
+    parser.add_argument(
+        "--top-k", type=non_negative_int, default=0, help="keep the k likeliest tokens (0 = all, the default)"
+    )
+    parser.add_argument(
+        "--top-p",
+        type=probability,
+        default=0.9,
+        help="keep the smallest set of tokens with this probability, in (0, 1] (1 = all; default 0.9)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int_in_range(-1, SEED_MAX),
+        default=-1,
+        help=f"sampling seed, 0 to {SEED_MAX}; -1 = random (the default)",
+    )
+    parser.add_argument(
+        "--beam", type=positive_int, default=None, help="use beam search with this many beams instead of sampling"
+    )
     parser.set_defaults(run=run)
 
 
 def run(args):
-    from keras_transformer.translation import translate_lines
     from keras_transformer.export import load
+    from keras_transformer.translation import translate_lines
 
     translator = load(args.model, beam_size=args.beam)
     interactive = sys.stdin.isatty()
@@ -55,8 +79,7 @@ def run(args):
         if not text:
             return 0
         if "\0" in text:
-            raise ValueError(f"input line {turn} contains a NUL byte, which the model cannot translate; "
-                             "remove it")
+            raise ValueError(f"input line {turn} contains a NUL byte, which the model cannot translate; remove it")
         if args.beam is not None:
             reply = translate_lines(translator, [text], greedy=args.beam == 1)[0]
         else:

@@ -18,13 +18,19 @@ from keras_transformer.commands.translate import add_model_arguments
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
-        "evaluate", help="BLEU and chrF of a model on a test set",
+        "evaluate",
+        help="BLEU and chrF of a model on a test set",
         description=__doc__.split("\n\n")[0] + " " + TRUST,
     )
     add_model_arguments(parser)
     parser.add_argument("--source", required=True, type=non_empty, help="UTF-8 source file, one sentence a line")
-    parser.add_argument("--reference", required=True, nargs="+", type=non_empty,
-                        help="UTF-8 reference file(s), line-aligned with --source")
+    parser.add_argument(
+        "--reference",
+        required=True,
+        nargs="+",
+        type=non_empty,
+        help="UTF-8 reference file(s), line-aligned with --source",
+    )
     parser.add_argument("--output", type=non_empty, help="write the scores here as JSON")
     parser.add_argument("--hypotheses", type=non_empty, help="also write the translations here")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -45,13 +51,15 @@ def run(args):
     translator = load(args.model, beam_size=args.beam, alpha=args.alpha)
     warn_truncated(translator, sources)
     progress = None if args.quiet else Progress(len(sources))
-    hypotheses, finished = translate_lines_with_status(translator, sources, args.batch_size,
-                                                       greedy=args.beam == 1, progress=progress)
+    hypotheses, finished = translate_lines_with_status(
+        translator, sources, args.batch_size, greedy=args.beam == 1, progress=progress
+    )
     warn_cut_off(finished)
     scores = evaluation.score(hypotheses, references)
     beam = 1 if args.beam == 1 else int(translator.beam_size.numpy())
-    scores.update(model=str(args.model), source=str(args.source),
-                  reference=[str(p) for p in args.reference], beam_size=beam)
+    scores.update(
+        model=str(args.model), source=str(args.source), reference=[str(p) for p in args.reference], beam_size=beam
+    )
     print(evaluation.format_scores(scores), file=sys.stderr)
     print(json.dumps(scores, indent=2, ensure_ascii=False))
     if args.hypotheses:

@@ -15,27 +15,43 @@ import sys
 
 from keras_transformer.commands.arguments import non_empty, non_negative_finite_float, positive_int
 
-TRUST_RUN_DIR = ("Only export run directories you trust: a model is a program, and the SavedModel "
-                 "written runs whatever the run's model.keras computes.")
+TRUST_RUN_DIR = (
+    "Only export run directories you trust: a model is a program, and the SavedModel "
+    "written runs whatever the run's model.keras computes."
+)
 
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
-        "export", help="export a training run as a string-in, string-out SavedModel",
+        "export",
+        help="export a training run as a string-in, string-out SavedModel",
         description=__doc__.split("\n\n")[0] + " " + TRUST_RUN_DIR,
     )
     parser.add_argument("--model", required=True, type=non_empty, help="a training run directory (one you trust)")
-    parser.add_argument("--output", required=True, type=non_empty,
-                        help="the SavedModel directory to write: new, empty, or an earlier export "
-                        "(replaced only with --overwrite)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace the earlier export at --output (never any other folder)")
-    parser.add_argument("--beam", type=positive_int, default=None,
-                        help="beam size of the default signature, 1 = greedy (default: the run's, else 4)")
-    parser.add_argument("--alpha", type=non_negative_finite_float, default=None,
-                        help="length-penalty exponent (default 0.6)")
-    parser.add_argument("--max-length", type=positive_int, default=None,
-                        help="tokens generated at most (default: the model's max_length)")
+    parser.add_argument(
+        "--output",
+        required=True,
+        type=non_empty,
+        help="the SavedModel directory to write: new, empty, or an earlier export (replaced only with --overwrite)",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace the earlier export at --output (never any other folder)"
+    )
+    parser.add_argument(
+        "--beam",
+        type=positive_int,
+        default=None,
+        help="beam size of the default signature, 1 = greedy (default: the run's, else 4)",
+    )
+    parser.add_argument(
+        "--alpha", type=non_negative_finite_float, default=None, help="length-penalty exponent (default 0.6)"
+    )
+    parser.add_argument(
+        "--max-length",
+        type=positive_int,
+        default=None,
+        help="tokens generated at most (default: the model's max_length)",
+    )
     parser.add_argument("--no-xla", action="store_true", help="do not compile the decoder with XLA")
     parser.set_defaults(run=run)
 
@@ -43,8 +59,18 @@ def add_parser(subparsers):
 def run(args):
     from keras_transformer.export import export_run
 
-    translator = export_run(args.model, args.output, overwrite=args.overwrite, beam_size=args.beam,
-                            alpha=args.alpha, max_length=args.max_length, jit_compile=not args.no_xla)
-    print(f"Exported {args.model} to {args.output} (beam {int(translator.beam_size.numpy())}). "
-          "Load it with `import tensorflow_text` then `tf.saved_model.load`.", file=sys.stderr)
+    translator = export_run(
+        args.model,
+        args.output,
+        overwrite=args.overwrite,
+        beam_size=args.beam,
+        alpha=args.alpha,
+        max_length=args.max_length,
+        jit_compile=not args.no_xla,
+    )
+    print(
+        f"Exported {args.model} to {args.output} (beam {int(translator.beam_size.numpy())}). "
+        "Load it with `import tensorflow_text` then `tf.saved_model.load`.",
+        file=sys.stderr,
+    )
     return 0

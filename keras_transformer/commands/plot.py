@@ -39,15 +39,24 @@ def add_parser(subparsers):
     sub.add_argument("--scale", type=positive_finite_float, default=1.0, help="factor on the whole curve (default 1)")
 
     sub = figure("attention", "attention weights of a trained model, one panel per head")
-    sub.add_argument("--model", required=True, type=non_empty,
-                     help="a training run directory (config.json, model.keras) that you trust")
+    sub.add_argument(
+        "--model",
+        required=True,
+        type=non_empty,
+        help="a training run directory (config.json, model.keras) that you trust",
+    )
     sub.add_argument("--sentence", required=True, type=non_empty, help="the source sentence")
     sub.add_argument(
-        "--target", type=non_empty, help="a target sentence to attend with (teacher forcing); "
-        "default: the model's own greedy output")
+        "--target",
+        type=non_empty,
+        help="a target sentence to attend with (teacher forcing); default: the model's own greedy output",
+    )
     sub.add_argument(
-        "--attention", default="cross", choices=["cross", "decoder-self", "encoder"],
-        help="which attention to draw (default: cross, target tokens over source tokens)")
+        "--attention",
+        default="cross",
+        choices=["cross", "decoder-self", "encoder"],
+        help="which attention to draw (default: cross, target tokens over source tokens)",
+    )
     sub.add_argument("--layer", type=int, default=-1, help="layer index, negative from the end (default -1)")
     sub.add_argument("--max-length", type=positive_int, help="tokens to generate at most")
     sub.add_argument("--columns", type=positive_int, default=4, help="heads per row of panels (default 4)")
@@ -66,8 +75,9 @@ def run(args):
     if args.figure == "positional-encoding":
         plotting.plot_positional_encoding(args.length, args.depth, output=args.output, dpi=args.dpi)
     elif args.figure == "schedule":
-        plotting.plot_schedule(args.d_model, args.warmup_steps, args.steps, scale=args.scale,
-                               output=args.output, dpi=args.dpi)
+        plotting.plot_schedule(
+            args.d_model, args.warmup_steps, args.steps, scale=args.scale, output=args.output, dpi=args.dpi
+        )
     elif args.figure == "history":
         plotting.plot_history(args.csv, output=args.output, dpi=args.dpi, title=args.title)
     elif args.figure == "attention":
@@ -89,12 +99,19 @@ def _plot_attention(args, plotting):
         raise FileNotFoundError(f"{path} is not a training run directory (config.json and model.keras)")
     config = run_dir.read_config(path)
     if config.get("members"):
-        raise ValueError(f"{path} is an ensemble; `plot attention` shows one model's heads: pass one "
-                         f"member's run directory, e.g. {path / config['members'][0]}")
+        raise ValueError(
+            f"{path} is an ensemble; `plot attention` shows one model's heads: pass one "
+            f"member's run directory, e.g. {path / config['members'][0]}"
+        )
     model, source_tokenizer, target_tokenizer = load_run(path)
     result = attention_maps.sentence_attention(
-        model, source_tokenizer, args.sentence, target_tokenizer, target=args.target,
-        max_length=args.max_length, add_source_end=_add_source_end(config),
+        model,
+        source_tokenizer,
+        args.sentence,
+        target_tokenizer,
+        target=args.target,
+        max_length=args.max_length,
+        add_source_end=_add_source_end(config),
     )
     key = {"cross": "decoder_cross", "decoder-self": "decoder_self", "encoder": "encoder"}[args.attention]
     layers = result["weights"][key]
@@ -107,7 +124,12 @@ def _plot_attention(args, plotting):
         "encoder": (result["source_tokens"], result["source_tokens"]),
     }[args.attention]
     plotting.plot_attention_heads(
-        layers[layer][0], query_tokens, key_tokens, output=args.output, dpi=args.dpi, columns=args.columns,
+        layers[layer][0],
+        query_tokens,
+        key_tokens,
+        output=args.output,
+        dpi=args.dpi,
+        columns=args.columns,
         title=f"{args.attention} attention, layer {layer}: {args.sentence}",
     )
 
@@ -141,4 +163,3 @@ def _same_files(first, second):
     return files == sorted(p.name for p in second.iterdir() if p.is_file()) and all(
         (first / name).read_bytes() == (second / name).read_bytes() for name in files
     )
-

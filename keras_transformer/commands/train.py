@@ -3,7 +3,11 @@
 import json
 
 from keras_transformer.commands.arguments import (
-    SEED_MAX, int_in_range, non_empty, positive_finite_float, positive_int,
+    SEED_MAX,
+    int_in_range,
+    non_empty,
+    positive_finite_float,
+    positive_int,
 )
 from keras_transformer.presets import PRESETS
 
@@ -16,40 +20,64 @@ def add_parser(subparsers):
         "own files (--train-source/--train-target or --train-tsv), or fine-tune a trained run (--init-from). "
         "Without arguments it trains the chatbot-ko preset on the bundled Korean chatbot corpus.",
     )
-    parser.add_argument("--preset", choices=sorted(PRESETS),
-                        help="the model and recipe (default: --init-from's preset, else chatbot-ko)")
-    parser.add_argument("--data-dir", type=non_empty,
-                        help="folder of the preset's corpus files, or the tensorflow-datasets data dir to "
-                        "download them into (default: $KERAS_TRANSFORMER_DATA_DIR, else $TFDS_DATA_DIR "
-                        "or ~/tensorflow_datasets); $KERAS_TRANSFORMER_MIRROR=URL downloads URL/FILE_NAME")
+    parser.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        help="the model and recipe (default: --init-from's preset, else chatbot-ko)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=non_empty,
+        help="folder of the preset's corpus files, or the tensorflow-datasets data dir to "
+        "download them into (default: $KERAS_TRANSFORMER_DATA_DIR, else $TFDS_DATA_DIR "
+        "or ~/tensorflow_datasets); $KERAS_TRANSFORMER_MIRROR=URL downloads URL/FILE_NAME",
+    )
     own = parser.add_argument_group(
-        "your own corpus", "train the preset's model and recipe on your files instead of its corpus: two "
+        "your own corpus",
+        "train the preset's model and recipe on your files instead of its corpus: two "
         "line-aligned UTF-8 files, or one source<TAB>target file; without validation files a seeded 1% "
-        "(100 to 3,000 pairs) of the training pairs is held out")
+        "(100 to 3,000 pairs) of the training pairs is held out",
+    )
     own.add_argument("--train-source", type=non_empty, metavar="FILE", help="source sentences, one a line")
     own.add_argument("--train-target", type=non_empty, metavar="FILE", help="their translations, line by line")
     own.add_argument("--train-tsv", type=non_empty, metavar="FILE", help="source<TAB>target pairs, one a line")
     own.add_argument("--valid-source", type=non_empty, metavar="FILE", help="validation sources (optional)")
     own.add_argument("--valid-target", type=non_empty, metavar="FILE", help="their translations")
     own.add_argument("--valid-tsv", type=non_empty, metavar="FILE", help="validation pairs as a TSV (optional)")
-    parser.add_argument("--init-from", type=non_empty, metavar="RUN",
-                        help="fine-tune: start from run directory RUN's best weights and reuse its tokenizer")
+    parser.add_argument(
+        "--init-from",
+        type=non_empty,
+        metavar="RUN",
+        help="fine-tune: start from run directory RUN's best weights and reuse its tokenizer",
+    )
     length = parser.add_mutually_exclusive_group()
     length.add_argument("--epochs", type=positive_int, help="number of epochs (default: the preset's)")
     length.add_argument("--minutes", type=positive_finite_float, help="stop after this many minutes")
-    parser.add_argument("--output", type=non_empty, help="run directory: new, empty, or a run of this package "
-                        "(default: saved_models/PRESET, or saved_models/PRESET-finetuned with --init-from)")
+    parser.add_argument(
+        "--output",
+        type=non_empty,
+        help="run directory: new, empty, or a run of this package "
+        "(default: saved_models/PRESET, or saved_models/PRESET-finetuned with --init-from)",
+    )
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="delete the run at --output and train anew (never any other folder)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="delete the run at --output and train anew (never any other folder)"
+    )
     parser.add_argument("--strategy", default="default", choices=["default", "mirrored", "multi-worker"])
     parser.add_argument("--cpu-devices", type=positive_int, help="split the CPU into N logical devices")
     parser.add_argument(
-        "--mixed-precision", nargs="?", const="mixed_float16", choices=["mixed_float16", "mixed_bfloat16"],
+        "--mixed-precision",
+        nargs="?",
+        const="mixed_float16",
+        choices=["mixed_float16", "mixed_bfloat16"],
         help="compute in float16 (default when given) or bfloat16",
     )
-    parser.add_argument("--seed", type=int_in_range(0, SEED_MAX), default=0,
-                        help=f"seed of the weights, the shuffling and the dropout, 0 to {SEED_MAX} (default 0)")
+    parser.add_argument(
+        "--seed",
+        type=int_in_range(0, SEED_MAX),
+        default=0,
+        help=f"seed of the weights, the shuffling and the dropout, 0 to {SEED_MAX} (default 0)",
+    )
     parser.set_defaults(run=run)
     return parser
 
@@ -61,8 +89,10 @@ def _split_files(args, split, source, target, tsv):
     if not given:
         return None
     if tsv is not None and len(given) > 1:
-        raise ValueError(f"--{split}-tsv replaces --{split}-source and --{split}-target; give one or the other. "
-                         f"Received: {', '.join(given)}")
+        raise ValueError(
+            f"--{split}-tsv replaces --{split}-source and --{split}-target; give one or the other. "
+            f"Received: {', '.join(given)}"
+        )
     if tsv is None and len(given) == 1:
         missing = f"--{split}-target" if source is not None else f"--{split}-source"
         raise ValueError(f"{given[0]} needs {missing} (two line-aligned files). Received: {given[0]} only")
@@ -71,16 +101,22 @@ def _split_files(args, split, source, target, tsv):
 
 def corpus_files(args):
     """The `corpus_files` argument of `train` from the --train-*/--valid-* flags, or None."""
-    files = {"train": _split_files(args, "train", args.train_source, args.train_target, args.train_tsv),
-             "validation": _split_files(args, "valid", args.valid_source, args.valid_target, args.valid_tsv)}
+    files = {
+        "train": _split_files(args, "train", args.train_source, args.train_target, args.train_tsv),
+        "validation": _split_files(args, "valid", args.valid_source, args.valid_target, args.valid_tsv),
+    }
     if files["train"] is None:
         if files["validation"] is not None:
-            raise ValueError("--valid-source/--valid-target/--valid-tsv go with --train-source/--train-target "
-                             "or --train-tsv (the preset's own corpus has its validation split)")
+            raise ValueError(
+                "--valid-source/--valid-target/--valid-tsv go with --train-source/--train-target "
+                "or --train-tsv (the preset's own corpus has its validation split)"
+            )
         return None
     if args.data_dir is not None:
-        raise ValueError("--data-dir locates a preset's corpus; leave it out with --train-source/--train-tsv. "
-                         f"Received: --data-dir {args.data_dir}")
+        raise ValueError(
+            "--data-dir locates a preset's corpus; leave it out with --train-source/--train-tsv. "
+            f"Received: --data-dir {args.data_dir}"
+        )
     return {split: paths for split, paths in files.items() if paths is not None}
 
 
@@ -88,10 +124,19 @@ def run(args):
     from keras_transformer.training import train
 
     summary = train(
-        preset=args.preset, output=args.output, data_dir=args.data_dir, corpus_files=corpus_files(args),
-        init_from=args.init_from, epochs=args.epochs,
-        minutes=args.minutes, resume=args.resume, overwrite=args.overwrite, strategy=args.strategy,
-        mixed_precision=args.mixed_precision, seed=args.seed, cpu_devices=args.cpu_devices,
+        preset=args.preset,
+        output=args.output,
+        data_dir=args.data_dir,
+        corpus_files=corpus_files(args),
+        init_from=args.init_from,
+        epochs=args.epochs,
+        minutes=args.minutes,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        strategy=args.strategy,
+        mixed_precision=args.mixed_precision,
+        seed=args.seed,
+        cpu_devices=args.cpu_devices,
     )
     print(json.dumps(summary, indent=2))
     return 0

@@ -16,7 +16,10 @@ before END (cut off).
 import sys
 
 from keras_transformer.commands.arguments import (
-    TRUST, non_empty, non_negative_finite_float, positive_int,
+    TRUST,
+    non_empty,
+    non_negative_finite_float,
+    positive_int,
 )
 from keras_transformer.translation import Progress, translate_lines_with_status, truncated_sentences
 
@@ -25,7 +28,8 @@ SENTENCES_HELP = "sentences to translate; without them, --input or stdin (one se
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
-        "translate", help="translate sentences with a trained or exported model",
+        "translate",
+        help="translate sentences with a trained or exported model",
         description=__doc__.split("\n\n")[0] + " " + TRUST,
     )
     parser.add_argument("sentences", nargs="*", help=SENTENCES_HELP)
@@ -38,12 +42,21 @@ def add_parser(subparsers):
 
 def add_model_arguments(parser):
     """`--model`, `--beam`, `--alpha`, `--batch-size`, shared with `evaluate`."""
-    parser.add_argument("--model", required=True, type=non_empty,
-                        help="a training run directory or an exported SavedModel (one you trust)")
-    parser.add_argument("--beam", type=positive_int, default=None,
-                        help="beam size, 1 = greedy (default: the model's, else 4)")
-    parser.add_argument("--alpha", type=non_negative_finite_float, default=None,
-                        help="length-penalty exponent of the beam search (default 0.6)")
+    parser.add_argument(
+        "--model",
+        required=True,
+        type=non_empty,
+        help="a training run directory or an exported SavedModel (one you trust)",
+    )
+    parser.add_argument(
+        "--beam", type=positive_int, default=None, help="beam size, 1 = greedy (default: the model's, else 4)"
+    )
+    parser.add_argument(
+        "--alpha",
+        type=non_negative_finite_float,
+        default=None,
+        help="length-penalty exponent of the beam search (default 0.6)",
+    )
     parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per batch (default 32)")
 
 
@@ -57,8 +70,9 @@ def run(args):
     translator = load(args.model, beam_size=args.beam, alpha=args.alpha)
     warn_truncated(translator, sentences)
     progress = None if args.quiet or not from_file else Progress(len(sentences))
-    translations, finished = translate_lines_with_status(translator, sentences, args.batch_size,
-                                                         greedy=args.beam == 1, progress=progress)
+    translations, finished = translate_lines_with_status(
+        translator, sentences, args.batch_size, greedy=args.beam == 1, progress=progress
+    )
     warn_cut_off(finished)
     text = "".join(t + "\n" for t in translations)
     if args.output:
@@ -102,5 +116,8 @@ def warn_cut_off(finished):
     """Warns on stderr for each sentence whose translation `finished` flags as cut off (False)."""
     for number, done in enumerate(finished, 1):
         if done is False:
-            print(f"warning: sentence {number}: the translation reached the maximum output length "
-                  "before END; it is cut off", file=sys.stderr)
+            print(
+                f"warning: sentence {number}: the translation reached the maximum output length "
+                "before END; it is cut off",
+                file=sys.stderr,
+            )

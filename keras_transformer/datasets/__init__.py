@@ -12,15 +12,31 @@ and are imported on first use.
 """
 
 from keras_transformer.datasets.corpora import (
-    CORPORA, get_corpus, load_corpus, load_file_splits, load_pairs, load_split_pairs,
+    CORPORA,
+    get_corpus,
+    load_corpus,
+    load_file_splits,
+    load_pairs,
+    load_split_pairs,
 )
 from keras_transformer.datasets.pipeline import bucket_shapes, make_batches, make_eval_batches, tokenize_pairs
 from keras_transformer.datasets.readers import read_aligned, read_delimited, read_lines, seeded_split
 
 __all__ = [
-    "CORPORA", "get_corpus", "load_corpus", "load_file_splits", "load_pairs", "load_split_pairs",
-    "bucket_shapes", "make_batches", "make_eval_batches", "tokenize_pairs",
-    "read_aligned", "read_delimited", "read_lines", "seeded_split",
+    "CORPORA",
+    "get_corpus",
+    "load_corpus",
+    "load_file_splits",
+    "load_pairs",
+    "load_split_pairs",
+    "bucket_shapes",
+    "make_batches",
+    "make_eval_batches",
+    "tokenize_pairs",
+    "read_aligned",
+    "read_delimited",
+    "read_lines",
+    "seeded_split",
 ]
 _BUILDERS = ("Multi30k", "KoreanChatbot", "TatoebaSpaEng", "ParallelText", "ParallelTextConfig")
 

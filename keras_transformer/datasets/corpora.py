@@ -60,8 +60,14 @@ class Corpus:
 
 def _multi30k(src, tgt, extra_train_sources=()):
     sources = "+".join((src, *extra_train_sources))
-    return Corpus(f"multi30k-{sources}-{tgt}", "multi30k_task1", src, tgt, ("train", "validation", "test"),
-                  extra_train_sources=extra_train_sources)
+    return Corpus(
+        f"multi30k-{sources}-{tgt}",
+        "multi30k_task1",
+        src,
+        tgt,
+        ("train", "validation", "test"),
+        extra_train_sources=extra_train_sources,
+    )
 
 
 CORPORA = {
@@ -138,6 +144,7 @@ def minimum_rows(fractions):
     >>> minimum_rows(CHATBOT_FRACTIONS), minimum_rows(SPA_FRACTIONS)
     (11, 11)
     """
+
     def every_split_gets_one(rows):
         taken = [round(fraction * rows) for fraction in fractions.values()]
         return all(count >= 1 for count in taken) and rows - sum(taken) >= 1
@@ -160,13 +167,16 @@ def split_rows(rows, fractions, path):
     {'train': 10, 'validation': 1}
     """
     if not rows:
-        raise ValueError(f"{path} holds no examples (an empty file, or a header row only); "
-                         f"at least {minimum_rows(fractions)} rows are needed.")
+        raise ValueError(
+            f"{path} holds no examples (an empty file, or a header row only); "
+            f"at least {minimum_rows(fractions)} rows are needed."
+        )
     splits = readers.seeded_split(rows, fractions, seed=SPLIT_SEED)
     empty = [name for name, split in splits.items() if not split]
     if empty:
-        shares = " / ".join(f"{name} {100 * f:g}%" for name, f in
-                            {"train": 1 - sum(fractions.values()), **fractions}.items())
+        shares = " / ".join(
+            f"{name} {100 * f:g}%" for name, f in {"train": 1 - sum(fractions.values()), **fractions}.items()
+        )
         raise ValueError(
             f"{path} has {len(rows)} rows ({len({row[0] for row in rows})} distinct sources): too few for the "
             f"seeded split into {shares}, which needs at least {minimum_rows(fractions)} rows with distinct "
@@ -194,10 +204,7 @@ def load_split_pairs(name, data_dir=None):
     folder = resolve_dir(corpus, data_dir)
     if corpus.folder == "multi30k_task1":
         src, tgt = corpus.source_language, corpus.target_language
-        splits = {
-            split: _read_multi30k_split(folder, stem, src, tgt)
-            for split, stem in MULTI30K_FILES.items()
-        }
+        splits = {split: _read_multi30k_split(folder, stem, src, tgt) for split, stem in MULTI30K_FILES.items()}
         stem = MULTI30K_FILES["train"]
         extra = [_read_multi30k_split(folder, stem, lang, tgt) for lang in corpus.extra_train_sources]
         # Alternated rather than appended: the shuffle buffer is smaller than the split.
@@ -267,13 +274,17 @@ def held_out_size(count):
 def check_corpus_files(files):
     """A `files` argument of `load_file_splits` of the wrong shape is a ValueError (the files are not read)."""
     if not isinstance(files, dict) or "train" not in files or set(files) - {"train", "validation"}:
-        raise ValueError("`corpus_files` must be a dict with a 'train' entry (and optionally 'validation'), each "
-                         "a (source_path, target_path) pair or one two-column TSV path. "
-                         f"Received: corpus_files={files!r}")
+        raise ValueError(
+            "`corpus_files` must be a dict with a 'train' entry (and optionally 'validation'), each "
+            "a (source_path, target_path) pair or one two-column TSV path. "
+            f"Received: corpus_files={files!r}"
+        )
     for split, paths in files.items():
         if not (isinstance(paths, (str, os.PathLike)) or (isinstance(paths, (tuple, list)) and len(paths) == 2)):
-            raise ValueError(f"`corpus_files[{split!r}]` must be a (source_path, target_path) pair or one TSV path. "
-                             f"Received: corpus_files[{split!r}]={paths!r}")
+            raise ValueError(
+                f"`corpus_files[{split!r}]` must be a (source_path, target_path) pair or one TSV path. "
+                f"Received: corpus_files[{split!r}]={paths!r}"
+            )
 
 
 def _read_files(paths):
@@ -327,12 +338,17 @@ def describe_files(files):
     >>> describe_files({"train": "pairs.tsv"})  # doctest: +SKIP
     {'train': [{'path': '/home/me/pairs.tsv', 'sha256': '9f86d0...'}], 'validation': 'held out: 1%, seed 0'}
     """
+
     def record(path):
         path = pathlib.Path(path).resolve()
         return {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
-    described = {split: [record(path) for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
-                 for split, paths in files.items()}
-    described.setdefault("validation", f"held out of train: {VALIDATION_SHARE:.0%} "
-                                       f"({MIN_VALIDATION} to {MAX_VALIDATION} pairs), seed {SPLIT_SEED}")
+    described = {
+        split: [record(path) for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
+        for split, paths in files.items()
+    }
+    described.setdefault(
+        "validation",
+        f"held out of train: {VALIDATION_SHARE:.0%} ({MIN_VALIDATION} to {MAX_VALIDATION} pairs), seed {SPLIT_SEED}",
+    )
     return described

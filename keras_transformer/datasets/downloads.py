@@ -72,7 +72,8 @@ class Download:
 DOWNLOADS = {
     "multi30k_task1": tuple(
         Download(f"{stem}.{language}", MULTI30K_URL.format(f"{stem}.{language}"))
-        for stem in ("train", "val", "test_2016_flickr") for language in ("en", "de", "fr")
+        for stem in ("train", "val", "test_2016_flickr")
+        for language in ("en", "de", "fr")
     ),
     "spa_eng_anki": (Download("spa.txt", SPA_ENG_URL, member="spa-eng/spa.txt", sha256=SPA_TXT_SHA256),),
 }
@@ -156,7 +157,9 @@ def _download_manager(data_dir):
     import tensorflow_datasets as tfds
 
     return tfds.download.DownloadManager(
-        download_dir=tfds_data_dir(data_dir) / "downloads", dataset_name=CACHE_NAME, url_infos=_url_infos(),
+        download_dir=tfds_data_dir(data_dir) / "downloads",
+        dataset_name=CACHE_NAME,
+        url_infos=_url_infos(),
     )
 
 
@@ -168,8 +171,11 @@ def _fetch_one(manager, download, target):
         path = pathlib.Path(manager.download(url))
     except NonMatchingChecksumError:
         _remove_partial_downloads(manager.download_dir)
-        raise ValueError(_missing_line(download, url, target, "its sha256 is not the one in checksums.tsv "
-                                       "(the download was deleted)")) from None
+        raise ValueError(
+            _missing_line(
+                download, url, target, "its sha256 is not the one in checksums.tsv (the download was deleted)"
+            )
+        ) from None
     except Exception as error:  # noqa: BLE001  (requests, urllib3, OSError: all mean "no download")
         _remove_partial_downloads(manager.download_dir)
         reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
@@ -178,8 +184,14 @@ def _fetch_one(manager, download, target):
     if download.sha256 and hashlib.sha256(data).hexdigest() != download.sha256:
         for stale in (path, path.with_name(path.name + ".INFO")):
             stale.unlink(missing_ok=True)
-        raise ValueError(_missing_line(download, url, target, f"its extracted {download.member} has a sha256 "
-                                       f"other than {download.sha256} (the download was deleted)"))
+        raise ValueError(
+            _missing_line(
+                download,
+                url,
+                target,
+                f"its extracted {download.member} has a sha256 other than {download.sha256} (the download was deleted)",
+            )
+        )
     _write_atomic(target / download.file, data)
 
 
@@ -192,14 +204,17 @@ def _plain_bytes(path, download):
         return gzip.decompress(path.read_bytes())
     except (OSError, EOFError, KeyError, zipfile.BadZipFile) as error:
         path.unlink(missing_ok=True)
-        raise ValueError(f"{path}: cannot extract {download.file} ({error}); the download was deleted, "
-                         f"run again to fetch it anew.") from None
+        raise ValueError(
+            f"{path}: cannot extract {download.file} ({error}); the download was deleted, run again to fetch it anew."
+        ) from None
 
 
 def _missing_line(download, url, target, reason):
     what = f"the {download.member} of that zip" if download.member else "it gunzipped"
-    return (f"{download.file} is missing and {reason}: download {url} and put {what} in {target}/ "
-            f"(or pass a folder of the plain files as `data_dir`, or set ${MIRROR_ENV} to a mirror's base URL).")
+    return (
+        f"{download.file} is missing and {reason}: download {url} and put {what} in {target}/ "
+        f"(or pass a folder of the plain files as `data_dir`, or set ${MIRROR_ENV} to a mirror's base URL)."
+    )
 
 
 def _remove_partial_downloads(download_dir):

@@ -123,20 +123,26 @@ class ParallelText(_LocalBuilder):
             if isinstance(paths, (tuple, list)):
                 pairs = readers.read_aligned(resolve(paths[0]), resolve(paths[1]))
             else:
-                pairs = readers.read_delimited(resolve(paths), config.source_column, config.target_column,
-                                               delimiter=config.delimiter, header=config.header)
+                pairs = readers.read_delimited(
+                    resolve(paths),
+                    config.source_column,
+                    config.target_column,
+                    delimiter=config.delimiter,
+                    header=config.header,
+                )
             if not pairs:
                 files = [paths] if isinstance(paths, (str, pathlib.PurePath)) else paths
-                raise ValueError(f"{' and '.join(str(resolve(p)) for p in files)}: no examples for split "
-                                 f"{split!r} (an empty file, or a header row only); every split needs one.")
+                raise ValueError(
+                    f"{' and '.join(str(resolve(p)) for p in files)}: no examples for split "
+                    f"{split!r} (an empty file, or a header row only); every split needs one."
+                )
             splits[split] = self._generate_examples(pairs)
         return splits
 
 
 def _direction_configs(pairs, description):
     return [
-        tfds.core.BuilderConfig(name=f"{src}-{tgt}", description=f"{description}: {src} -> {tgt}")
-        for src, tgt in pairs
+        tfds.core.BuilderConfig(name=f"{src}-{tgt}", description=f"{description}: {src} -> {tgt}") for src, tgt in pairs
     ]
 
 
@@ -157,7 +163,8 @@ class Multi30k(_LocalBuilder):
 
     def _info(self):
         return self.dataset_info_from_configs(
-            features=_text_features(), supervised_keys=("source", "target"),
+            features=_text_features(),
+            supervised_keys=("source", "target"),
             homepage="https://github.com/multi30k/dataset",
         )
 
@@ -183,7 +190,9 @@ class TatoebaSpaEng(_LocalBuilder):
 
     def _info(self):
         return self.dataset_info_from_configs(
-            features=_text_features(), supervised_keys=("source", "target"), homepage="https://tatoeba.org",
+            features=_text_features(),
+            supervised_keys=("source", "target"),
+            homepage="https://tatoeba.org",
         )
 
     def _split_generators(self, dl_manager):
@@ -203,7 +212,8 @@ class KoreanChatbot(_LocalBuilder):
     def _info(self):
         return self.dataset_info_from_configs(
             features=_text_features(label=tfds.features.ClassLabel(names=["everyday", "breakup", "love"])),
-            supervised_keys=("source", "target"), homepage="https://github.com/songys/Chatbot_data",
+            supervised_keys=("source", "target"),
+            homepage="https://github.com/songys/Chatbot_data",
         )
 
     def _split_generators(self, dl_manager):

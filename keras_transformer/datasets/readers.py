@@ -66,8 +66,10 @@ def read_delimited(path, source_column=0, target_column=1, *, delimiter="\t", he
     Returns:
         A list of `(source, target)` pairs.
     """
-    return [(row[0], row[1]) for row in read_rows(path, [source_column, target_column], delimiter=delimiter,
-                                                  header=header, columns=columns)]
+    return [
+        (row[0], row[1])
+        for row in read_rows(path, [source_column, target_column], delimiter=delimiter, header=header, columns=columns)
+    ]
 
 
 def read_rows(path, selected, *, delimiter="\t", header=False, columns=None):
@@ -130,7 +132,7 @@ def seeded_split(pairs, fractions, seed=0):
     groups = {}
     for index, pair in enumerate(pairs):
         groups.setdefault(pair[0], []).append(index)
-    order = sorted(groups, key=lambda s: hashlib.md5(f"{seed}\0{s}".encode("utf-8")).digest())
+    order = sorted(groups, key=lambda s: hashlib.md5(f"{seed}\0{s}".encode()).digest())
     assignment, position = {}, 0
     for name, fraction in fractions.items():
         wanted, taken = round(fraction * len(pairs)), 0

@@ -220,8 +220,7 @@ class MultiHeadAttention(keras.layers.Layer):
         super().__init__(**kwargs)
         if d_model % num_heads:
             raise ValueError(
-                "`d_model` must be divisible by `num_heads`. "
-                f"Received: d_model={d_model}, num_heads={num_heads}"
+                f"`d_model` must be divisible by `num_heads`. Received: d_model={d_model}, num_heads={num_heads}"
             )
         self.d_model = d_model
         self.num_heads = num_heads
@@ -236,9 +235,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 equation,
                 output_shape=output_shape,
                 bias_axes=bias_axes if use_bias else None,
-                kernel_initializer=keras.initializers.get(
-                    keras.initializers.serialize(self.kernel_initializer)
-                ),
+                kernel_initializer=keras.initializers.get(keras.initializers.serialize(self.kernel_initializer)),
                 dtype=self.dtype_policy,
                 name=name,
             )
@@ -249,12 +246,8 @@ class MultiHeadAttention(keras.layers.Layer):
         self.query_dense = projection("query", "btd,dhk->bthk", heads, "hk")
         self.key_dense = projection("key", "btd,dhk->bthk", heads, "hk")
         self.value_dense = projection("value", "btd,dhk->bthk", heads, "hk")
-        self.output_dense = projection(
-            "attention_output", "bthk,hkd->btd", (None, d_model), "d"
-        )
-        self.dropout_layer = HashDropout(
-            dropout, dtype=self.dtype_policy, name="attention_dropout"
-        )
+        self.output_dense = projection("attention_output", "bthk,hkd->btd", (None, d_model), "d")
+        self.dropout_layer = HashDropout(dropout, dtype=self.dtype_policy, name="attention_dropout")
 
     def build(self, query_shape, value_shape=None, key_shape=None):
         value_shape = query_shape if value_shape is None else value_shape
@@ -357,8 +350,12 @@ class MultiHeadAttention(keras.layers.Layer):
         length_axis = key_axes.index("s")
         k_len = k.shape[length_axis] if k.shape[length_axis] is not None else ops.shape(k)[length_axis]
         mask = self._attention_mask(
-            query, k_len, attention_mask, use_causal_mask,
-            cache_update_index, key_mask if key_mask is not None else value_mask,
+            query,
+            k_len,
+            attention_mask,
+            use_causal_mask,
+            cache_update_index,
+            key_mask if key_mask is not None else value_mask,
         )
         q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
         scores = ops.einsum(f"bqhk,{key_axes}->bhqs", q, k)  # (batch, heads, q_len, k_len)
@@ -374,8 +371,7 @@ class MultiHeadAttention(keras.layers.Layer):
             outputs += (cache,)
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def _attention_mask(self, query, k_len, attention_mask, use_causal_mask,
-                        cache_update_index, key_padding):
+    def _attention_mask(self, query, k_len, attention_mask, use_causal_mask, cache_update_index, key_padding):
         """Merges explicit, implicit (Keras) and causal masks to (batch, q, k)."""
         q_len = query.shape[1]
         if attention_mask is not None:

@@ -7,9 +7,17 @@ from keras_transformer.layers.encoder import Encoder
 from keras_transformer.layers.masks import check_mask, padding_mask
 
 
-def decoder_forward(embedding, layers, final_norm, token_ids, encoder_outputs,
-                    decoder_padding_mask=None, encoder_padding_mask=None, training=None,
-                    return_attention_scores=False):
+def decoder_forward(
+    embedding,
+    layers,
+    final_norm,
+    token_ids,
+    encoder_outputs,
+    decoder_padding_mask=None,
+    encoder_padding_mask=None,
+    training=None,
+    return_attention_scores=False,
+):
     """The decoder's teacher-forced forward pass: `embedding`, each of `layers`, `final_norm`.
 
     Shared by `Decoder`, `build_transformer`'s functional graph and
@@ -116,10 +124,15 @@ class Decoder(Encoder):
         if encoder_padding_mask is None:
             encoder_padding_mask = check_mask(encoder_outputs_mask, "encoder_outputs_mask")
         return decoder_forward(
-            self.embedding, self.stack, self.final_norm, token_ids, encoder_outputs,
-            padding_mask(token_ids), encoder_padding_mask, training,
+            self.embedding,
+            self.stack,
+            self.final_norm,
+            token_ids,
+            encoder_outputs,
+            padding_mask(token_ids),
+            encoder_padding_mask,
+            training,
         )
 
     def compute_mask(self, token_ids, mask=None):
         return None
-

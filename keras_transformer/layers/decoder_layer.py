@@ -62,16 +62,17 @@ class DecoderLayer(EncoderLayer):
         super().__init__(d_model, num_heads, d_ff, **kwargs)
         common = {"dtype": self.dtype_policy}
         self.cross_attention = MultiHeadAttention(
-            d_model, num_heads, dropout=self.attention_dropout,
+            d_model,
+            num_heads,
+            dropout=self.attention_dropout,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-            name="cross_attention", **common,
+            name="cross_attention",
+            **common,
         )
         self.cross_attention_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, name="cross_attention_norm", **common
         )
-        self.cross_attention_dropout = HashDropout(
-            self.dropout, name="cross_attention_dropout", **common
-        )
+        self.cross_attention_dropout = HashDropout(self.dropout, name="cross_attention_dropout", **common)
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
         super().build(decoder_sequence_shape)
@@ -110,32 +111,44 @@ class DecoderLayer(EncoderLayer):
 
         def self_attend(x):
             return self.self_attention(
-                x, x,
+                x,
+                x,
                 # With a cache the keys are the cache's positions: the causal
                 # mask alone says which of them are filled.
                 value_mask=None if use_cache else decoder_padding_mask,
-                attention_mask=decoder_attention_mask, use_causal_mask=True,
-                return_attention_scores=True, training=training,
+                attention_mask=decoder_attention_mask,
+                use_causal_mask=True,
+                return_attention_scores=True,
+                training=training,
                 cache=self_attention_cache,
                 cache_update_index=self_attention_cache_update_index,
             )
 
         def cross_attend(x):
             return self.cross_attention(
-                x, encoder_sequence, value_mask=encoder_padding_mask,
-                return_attention_scores=True, training=training,
+                x,
+                encoder_sequence,
+                value_mask=encoder_padding_mask,
+                return_attention_scores=True,
+                training=training,
                 cache=cross_attention_cache,
             )
 
         x, (self_scores, *new_cache) = self._residual(
-            decoder_sequence, self.self_attention_norm, self.self_attention_dropout,
-            self_attend, training,
+            decoder_sequence,
+            self.self_attention_norm,
+            self.self_attention_dropout,
+            self_attend,
+            training,
         )
         cross_scores = None
         if encoder_sequence is not None or cross_attention_cache is not None:
             x, (cross_scores, *_) = self._residual(
-                x, self.cross_attention_norm, self.cross_attention_dropout,
-                cross_attend, training,
+                x,
+                self.cross_attention_norm,
+                self.cross_attention_dropout,
+                cross_attend,
+                training,
             )
         x = self._feed_forward(x, training)
 
@@ -145,4 +158,3 @@ class DecoderLayer(EncoderLayer):
         if use_cache:
             outputs += (new_cache[0], cross_attention_cache)
         return outputs[0] if len(outputs) == 1 else outputs
-

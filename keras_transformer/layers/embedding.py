@@ -14,15 +14,9 @@ def check_token_ids(token_ids, name="token_ids"):
     """Raises a `ValueError` unless `token_ids` is an integer `(batch, length)` tensor."""
     dtype = keras.backend.standardize_dtype(token_ids.dtype)
     if "int" not in dtype:
-        raise ValueError(
-            f"`{name}` must hold integer token ids (0 = padding). "
-            f"Received: dtype={dtype}"
-        )
+        raise ValueError(f"`{name}` must hold integer token ids (0 = padding). Received: dtype={dtype}")
     if len(token_ids.shape) != 2:
-        raise ValueError(
-            f"`{name}` must have shape (batch, length). "
-            f"Received: shape={tuple(token_ids.shape)}"
-        )
+        raise ValueError(f"`{name}` must have shape (batch, length). Received: shape={tuple(token_ids.shape)}")
 
 
 def known_values(tensor):
@@ -146,15 +140,16 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         self.supports_masking = mask_zero
         self.token_embedding = keras.layers.Embedding(
-            vocab_size, d_model, embeddings_initializer=self.embeddings_initializer,
-            dtype=self.dtype_policy, name="token_embedding",
+            vocab_size,
+            d_model,
+            embeddings_initializer=self.embeddings_initializer,
+            dtype=self.dtype_policy,
+            name="token_embedding",
         )
         self.position_encoding = PositionalEncoding(
             max_length, d_model, dtype=self.dtype_policy, name="position_encoding"
         )
-        self.dropout_layer = HashDropout(
-            dropout, dtype=self.dtype_policy, name="embedding_dropout"
-        )
+        self.dropout_layer = HashDropout(dropout, dtype=self.dtype_policy, name="embedding_dropout")
 
     def build(self, input_shape):
         self.token_embedding.build(input_shape)
@@ -209,9 +204,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
                 "max_length": self.max_length,
                 "dropout": self.dropout,
                 "mask_zero": self.mask_zero,
-                "embeddings_initializer": keras.initializers.serialize(
-                    self.embeddings_initializer
-                ),
+                "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
             }
         )
         return config

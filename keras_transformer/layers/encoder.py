@@ -8,8 +8,9 @@ from keras_transformer.layers.encoder_layer import EncoderLayer
 from keras_transformer.layers.masks import padding_mask
 
 
-def encoder_forward(embedding, layers, final_norm, token_ids, padding_mask=None, training=None,
-                    return_attention_scores=False):
+def encoder_forward(
+    embedding, layers, final_norm, token_ids, padding_mask=None, training=None, return_attention_scores=False
+):
     """The encoder's forward pass: `embedding`, each of `layers`, then `final_norm` (if any).
 
     The one place it is written: `Encoder`, `build_transformer`'s functional
@@ -128,24 +129,27 @@ class Encoder(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
         self.embedding = TokenAndPositionEmbedding(
-            vocab_size, d_model, max_length, dropout=dropout,
-            dtype=self.dtype_policy, name="embedding",
+            vocab_size,
+            d_model,
+            max_length,
+            dropout=dropout,
+            dtype=self.dtype_policy,
+            name="embedding",
         )
-        self.stack = [
-            self._make_layer(f"layer_{index}") for index in range(num_layers)
-        ]
+        self.stack = [self._make_layer(f"layer_{index}") for index in range(num_layers)]
         self.final_norm = (
-            keras.layers.LayerNormalization(
-                epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="final_norm"
-            )
+            keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="final_norm")
             if norm_first
             else None
         )
 
     def _layer_options(self):
         return dict(
-            dropout=self.dropout, norm_first=self.norm_first, activation=self.activation,
-            layer_norm_epsilon=self.layer_norm_epsilon, attention_dropout=self.attention_dropout,
+            dropout=self.dropout,
+            norm_first=self.norm_first,
+            activation=self.activation,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            attention_dropout=self.attention_dropout,
             activation_dropout=self.activation_dropout,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
             dtype=self.dtype_policy,
@@ -164,8 +168,9 @@ class Encoder(keras.layers.Layer):
         self.built = True
 
     def call(self, token_ids, training=None):
-        return encoder_forward(self.embedding, self.stack, self.final_norm, token_ids,
-                               padding_mask(token_ids), training)
+        return encoder_forward(
+            self.embedding, self.stack, self.final_norm, token_ids, padding_mask(token_ids), training
+        )
 
     def compute_mask(self, token_ids, mask=None):
         return padding_mask(token_ids)

@@ -77,8 +77,11 @@ class EncoderLayer(keras.layers.Layer):
         d_model = check_positive_int("d_model", d_model)
         num_heads = check_positive_int("num_heads", num_heads)
         d_ff = check_positive_int("d_ff", d_ff)
-        for name, rate in (("dropout", dropout), ("attention_dropout", attention_dropout),
-                           ("activation_dropout", activation_dropout)):
+        for name, rate in (
+            ("dropout", dropout),
+            ("attention_dropout", attention_dropout),
+            ("activation_dropout", activation_dropout),
+        ):
             check_rate(name, rate)
         check_positive_number("layer_norm_epsilon", layer_norm_epsilon)
         super().__init__(**kwargs)
@@ -95,24 +98,27 @@ class EncoderLayer(keras.layers.Layer):
         self.supports_masking = True
         common = {"dtype": self.dtype_policy}
         self.self_attention = MultiHeadAttention(
-            d_model, num_heads, dropout=attention_dropout,
+            d_model,
+            num_heads,
+            dropout=attention_dropout,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-            name="self_attention", **common,
+            name="self_attention",
+            **common,
         )
         self.self_attention_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, name="self_attention_norm", **common
         )
-        self.self_attention_dropout = HashDropout(
-            dropout, name="self_attention_dropout", **common
-        )
+        self.self_attention_dropout = HashDropout(dropout, name="self_attention_dropout", **common)
         self.ffn = PositionwiseFeedForward(
-            d_model, d_ff, dropout=activation_dropout, activation=self.activation,
+            d_model,
+            d_ff,
+            dropout=activation_dropout,
+            activation=self.activation,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-            name="ffn", **common,
+            name="ffn",
+            **common,
         )
-        self.ffn_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, name="ffn_norm", **common
-        )
+        self.ffn_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="ffn_norm", **common)
         self.ffn_dropout = HashDropout(dropout, name="ffn_dropout", **common)
 
     def build(self, input_shape):
@@ -137,8 +143,12 @@ class EncoderLayer(keras.layers.Layer):
 
         def self_attend(x):
             return self.self_attention(
-                x, x, attention_mask=attention_mask, value_mask=padding_mask,
-                return_attention_scores=True, training=training,
+                x,
+                x,
+                attention_mask=attention_mask,
+                value_mask=padding_mask,
+                return_attention_scores=True,
+                training=training,
             )
 
         x, (scores,) = self._residual(
@@ -157,8 +167,11 @@ class EncoderLayer(keras.layers.Layer):
 
     def _feed_forward(self, x, training):
         x, _ = self._residual(
-            x, self.ffn_norm, self.ffn_dropout,
-            lambda h: (self.ffn(h, training=training),), training,
+            x,
+            self.ffn_norm,
+            self.ffn_dropout,
+            lambda h: (self.ffn(h, training=training),),
+            training,
         )
         return x
 

@@ -59,12 +59,13 @@ class PositionwiseFeedForward(keras.layers.Layer):
             keras.initializers.serialize(self.kernel_initializer)
         )
         self.inner_dense = keras.layers.Dense(
-            d_ff, activation=self.activation, kernel_initializer=init(),
-            dtype=self.dtype_policy, name="ffn_inner",
+            d_ff,
+            activation=self.activation,
+            kernel_initializer=init(),
+            dtype=self.dtype_policy,
+            name="ffn_inner",
         )
-        self.dropout_layer = HashDropout(
-            dropout, dtype=self.dtype_policy, name="ffn_dropout"
-        )
+        self.dropout_layer = HashDropout(dropout, dtype=self.dtype_policy, name="ffn_dropout")
         self.output_dense = keras.layers.Dense(
             d_model, kernel_initializer=init(), dtype=self.dtype_policy, name="ffn_output"
         )

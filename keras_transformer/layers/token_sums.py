@@ -77,7 +77,9 @@ def layer_norm(norm, x):
         _uses_token_sums(x.dtype)
         and norm.compute_dtype == "float32"
         and axes in ([-1], [len(x.shape) - 1])
-        and norm.center and norm.scale and not norm.rms_scaling
+        and norm.center
+        and norm.scale
+        and not norm.rms_scaling
     ):
         return norm(x)
     if not norm.built:

@@ -58,10 +58,14 @@ def build_parser():
         prog="keras-transformer",
         description="Train, run, score, export and plot Transformer models.",
     )
-    parser.add_argument("--verbose", action="store_true",
-                        help="show TensorFlow's start-up log lines (the console script hides them)")
-    parser.add_argument("--traceback", action="store_true",
-                        help=f"show an error's Python traceback instead of one line (or set {DEBUG_ENV}=1)")
+    parser.add_argument(
+        "--verbose", action="store_true", help="show TensorFlow's start-up log lines (the console script hides them)"
+    )
+    parser.add_argument(
+        "--traceback",
+        action="store_true",
+        help=f"show an error's Python traceback instead of one line (or set {DEBUG_ENV}=1)",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in COMMANDS:
@@ -103,8 +107,10 @@ def error_line(error):
     if isinstance(error, EXPECTED_ERRORS):
         return " ".join(lines) or type(error).__name__
     what = f"{type(error).__name__}: {lines[0][:300]}" if lines else type(error).__name__
-    return (f"{what} (unexpected: not a checked error of this command; "
-            f"--traceback or {DEBUG_ENV}=1 shows where it came from)")
+    return (
+        f"{what} (unexpected: not a checked error of this command; "
+        f"--traceback or {DEBUG_ENV}=1 shows where it came from)"
+    )
 
 
 def main(argv=None):
