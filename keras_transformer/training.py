@@ -78,12 +78,12 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def data_fingerprint(pairs):
+def training_data_sha256(pairs):
     """The sha256 of training `pairs`: a resumed run must see the data it started on.
 
     Example:
 
-    >>> data_fingerprint([("a", "b")]) == data_fingerprint([("a", "b")]) != data_fingerprint([("a", "c")])
+    >>> training_data_sha256([("a", "b")]) == training_data_sha256([("a", "b")]) != training_data_sha256([("a", "c")])
     True
     """
     digest = hashlib.sha256()
@@ -95,7 +95,7 @@ def data_fingerprint(pairs):
 def _check_same_data(output, splits, data_dir):
     """Refuses to resume `output` on training data other than the data it started on."""
     recorded = run_dir.read_config(output).get("train_data_sha256")
-    if recorded is not None and recorded != data_fingerprint(splits["train"]):
+    if recorded is not None and recorded != training_data_sha256(splits["train"]):
         holds = f"a run started on other training data than data_dir={data_dir!r} gives (resume it on that data)"
         raise destinations.DestinationInUseError(output, holds, ["overwrite"])
 
@@ -531,7 +531,7 @@ def _claim(output, resume_state, splits, is_chief=True):
             "created_by": destinations.CREATOR,
             "finished": False,
             "completed_epochs": 0,
-            "train_data_sha256": data_fingerprint(splits["train"]),
+            "train_data_sha256": training_data_sha256(splits["train"]),
         }
         run_dir.write_json_atomic(output / run_dir.CONFIG, claim)
 
@@ -575,7 +575,7 @@ def _train_ensemble(
         **sources,
         seed=seed,
         members=members,
-        train_data_sha256=data_fingerprint(splits["train"]),
+        train_data_sha256=training_data_sha256(splits["train"]),
     )
     run_dir.write_json_atomic(output / run_dir.CONFIG, config)
     for index, member in enumerate(members):
@@ -703,7 +703,7 @@ def _start(run, resume_state, splits, tokenizer_from, data_dir, **fields):
         tokenizer,
         data_dir,
         **fields,
-        train_data_sha256=data_fingerprint(splits["train"]),
+        train_data_sha256=training_data_sha256(splits["train"]),
     )
     run.config.setdefault("completed_epochs", 0)
     run.prior_minutes = run.config.get("train_minutes", 0.0)  # of the run before a resume

@@ -162,7 +162,7 @@ def test_a_run_that_failed_before_its_first_epoch_is_claimed_and_restarts(tmp_pa
     training.train("tiny", output=output, epochs=1, max_examples=300, verbose=0, resume=True)
     config = run_dir.read_config(output)
     splits = training.load_splits(training.get_preset("tiny").replace(max_examples=300), None)
-    assert config["finished"] and config["train_data_sha256"] == training.data_fingerprint(splits["train"])
+    assert config["finished"] and config["train_data_sha256"] == training.training_data_sha256(splits["train"])
     assert (output / run_dir.SOURCE_TOKENIZER / "tokenizer.model").read_bytes() != small_tokenizer
 
 

@@ -106,7 +106,7 @@ def test_multi30k_downloads_through_a_mirror_then_reads_the_cache_offline(
         verbose=0,
     )
     assert summary["completed_epochs"] == 1 and summary["best_val_loss"] > 0
-    assert run_dir.read_config(tmp_path / "run")["train_data_sha256"] == training.data_fingerprint(
+    assert run_dir.read_config(tmp_path / "run")["train_data_sha256"] == training.training_data_sha256(
         splits["train"][:300]
     )
 

@@ -190,7 +190,7 @@ def _interrupted_copy(run, tmp_path, name="model", full_corpus=False):
     config = {**run_dir.read_config(copy), "finished": False}
     if full_corpus:
         pairs = training.load_splits(training.get_preset("tiny"), None)["train"]
-        config["train_data_sha256"] = training.data_fingerprint(pairs)
+        config["train_data_sha256"] = training.training_data_sha256(pairs)
     run_dir.write_json_atomic(copy / run_dir.CONFIG, config)
     return copy
 

@@ -102,7 +102,7 @@ def test_a_run_on_own_files_records_them_and_holds_out_a_seeded_validation_split
     splits = corpora.load_file_splits({"train": (source, target)})
     assert len(splits["validation"]) == 100 and len(splits["train"]) == 200
     assert not {s for s, _ in splits["validation"]} & {s for s, _ in splits["train"]}
-    assert config["train_data_sha256"] == training.data_fingerprint(splits["train"][:2000])
+    assert config["train_data_sha256"] == training.training_data_sha256(splits["train"][:2000])
 
 
 def test_fine_tuning_reuses_the_vocabulary_and_starts_below_a_fresh_model(base_run, tmp_path, capsys, monkeypatch):
