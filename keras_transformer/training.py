@@ -441,6 +441,40 @@ def train(
     that takes a run directory decodes with the members' mean distribution
     (`keras_transformer.decoding.make_ensemble_step_fn`).
     """
+    config_preset = _resolve_preset(preset, overrides, init_from, corpus_files, data_dir)
+    _check_arguments(epochs, minutes, strategy, mixed_precision, seed, cpu_devices)
+    _check_combination(config_preset, strategy, init_from)
+    output = _output_path(config_preset, output, init_from)
+    resume_state = _check_output(output, resume, overwrite)
+    if resume_state == "finished":
+        config = run_dir.read_config(output)
+        return {**_summary(output, config, 0.0), "message": "a finished run: nothing to resume"}
+    splits = load_splits(config_preset, data_dir, corpus_files)  # checked before anything is deleted
+    if resume_state == "resume":
+        _check_same_data(output, splits, data_dir)
+    # Loaded before anything is written or deleted; a resumed run restores its own weights.
+    initial_weights = _initial_weights(init_from) if init_from is not None and resume_state != "resume" else None
+    if resume_state == "replace":
+        shutil.rmtree(output)
+    options = dict(
+        data_dir=data_dir,
+        sources=_sources(corpus_files, init_from),
+        initial_weights=initial_weights,
+        epochs=epochs,
+        minutes=minutes,
+        strategy=strategy,
+        mixed_precision=mixed_precision,
+        seed=seed,
+        cpu_devices=cpu_devices,
+        verbose=verbose,
+    )
+    if config_preset.ensemble > 1:
+        return _train_ensemble(config_preset, output, resume_state, splits, **options)
+    return _train_run(config_preset, output, resume_state, splits, **options)
+
+
+def _resolve_preset(preset, overrides, init_from, corpus_files, data_dir):
+    """The preset to train: named, or `init_from`'s recorded one; with `overrides`, and the user's corpus."""
     init_config = _init_run_config(init_from) if init_from is not None else None
     if preset is None and init_config is not None:
         config_preset = _recorded_preset(init_config["preset"], init_from).replace(**overrides)
@@ -462,35 +496,37 @@ def train(
         raise ValueError(
             f"`ensemble` must be a positive int (the number of models). Received: ensemble={config_preset.ensemble!r}"
         )
-    _check_arguments(epochs, minutes, strategy, mixed_precision, seed, cpu_devices)
-    if init_from is not None and config_preset.ensemble > 1:
+    return config_preset
+
+
+def _check_combination(preset, strategy, init_from):
+    """An ensemble trains with the default strategy, and is not fine-tuned."""
+    if init_from is not None and preset.ensemble > 1:
         raise ValueError(
             f"`init_from` fine-tunes one model; the preset trains an ensemble of "
-            f"{config_preset.ensemble}. Received: init_from={str(init_from)!r}"
+            f"{preset.ensemble}. Received: init_from={str(init_from)!r}"
         )
-    if config_preset.ensemble > 1 and strategy != "default":
+    if preset.ensemble > 1 and strategy != "default":
         raise ValueError(
             f"An ensemble preset trains with the default strategy only. Received: "
-            f"ensemble={config_preset.ensemble}, strategy={strategy!r}"
+            f"ensemble={preset.ensemble}, strategy={strategy!r}"
         )
-    default_name = config_preset.name + ("-finetuned" if init_from is not None else "")
+
+
+def _output_path(preset, output, init_from):
+    """`output`, or `saved_models/<preset>` (`<preset>-finetuned` for a fine-tuned run)."""
+    default_name = preset.name + ("-finetuned" if init_from is not None else "")
     output = pathlib.Path(output or pathlib.Path("saved_models") / default_name)
     if init_from is not None and output.resolve() == pathlib.Path(init_from).resolve():
         raise ValueError(
             f"`output` must be another folder than `init_from`, which the fine-tuned run starts from. "
             f"Received: output={str(output)!r}, init_from={str(init_from)!r}"
         )
-    resume_state = _check_output(output, resume, overwrite)
-    if resume_state == "finished":
-        config = run_dir.read_config(output)
-        return {**_summary(output, config, 0.0), "message": "a finished run: nothing to resume"}
-    splits = load_splits(config_preset, data_dir, corpus_files)  # checked before anything is deleted
-    if resume_state == "resume":
-        _check_same_data(output, splits, data_dir)
-    # Loaded before anything is written or deleted; a resumed run restores its own weights.
-    initial_weights = _initial_weights(init_from) if init_from is not None and resume_state != "resume" else None
-    if resume_state == "replace":
-        shutil.rmtree(output)
+    return output
+
+
+def _sources(corpus_files, init_from):
+    """What config.json records of the user's corpus files and of the run fine-tuned from."""
     sources = {}
     if corpus_files is not None:
         from keras_transformer.datasets import corpora
@@ -501,21 +537,7 @@ def train(
             "run": str(pathlib.Path(init_from).resolve()),
             "model_sha256": _file_sha256(pathlib.Path(init_from) / run_dir.MODEL),
         }
-    options = dict(
-        data_dir=data_dir,
-        sources=sources,
-        initial_weights=initial_weights,
-        epochs=epochs,
-        minutes=minutes,
-        strategy=strategy,
-        mixed_precision=mixed_precision,
-        seed=seed,
-        cpu_devices=cpu_devices,
-        verbose=verbose,
-    )
-    if config_preset.ensemble > 1:
-        return _train_ensemble(config_preset, output, resume_state, splits, **options)
-    return _train_run(config_preset, output, resume_state, splits, **options)
+    return sources
 
 
 def _claim(output, resume_state, splits, is_chief=True):
@@ -741,15 +763,7 @@ def _callbacks(run, schedule, epochs, minutes):
     """`(callbacks, epoch limit)`: checkpoints, logs, the time budget, the cooldown and the resume backup."""
     import keras
 
-    from keras_transformer.callbacks import (
-        AtomicBestCheckpoint,
-        BackupAndRestore,
-        CooldownToEnd,
-        EpochSnapshots,
-        TimeLimit,
-    )
-
-    preset, output = run.preset, run.output
+    from keras_transformer.callbacks import AtomicBestCheckpoint, BackupAndRestore, EpochSnapshots
 
     class EpochCounter(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):
@@ -757,19 +771,31 @@ def _callbacks(run, schedule, epochs, minutes):
 
     callbacks = [
         AtomicBestCheckpoint(
-            output / run_dir.MODEL,
+            run.output / run_dir.MODEL,
             best=run.config.get("best_val_loss", float("inf")),
             on_improvement=lambda epoch, value: run.record(best_val_loss=value, best_epoch=epoch + 1),
             enabled=run.is_chief,
         ),
-        EpochSnapshots(output / "snapshots", keep=preset.average_last, enabled=run.is_chief),
+        EpochSnapshots(run.output / "snapshots", keep=run.preset.average_last, enabled=run.is_chief),
         EpochCounter(),
     ]
     if run.is_chief:
         callbacks += [
-            keras.callbacks.CSVLogger(str(output / run_dir.HISTORY), append=True),
-            keras.callbacks.TensorBoard(str(output / run_dir.LOGS), write_graph=False),
+            keras.callbacks.CSVLogger(str(run.output / run_dir.HISTORY), append=True),
+            keras.callbacks.TensorBoard(str(run.output / run_dir.LOGS), write_graph=False),
         ]
+    schedule_callbacks, epoch_limit = _schedule_callbacks(run, schedule, epochs, minutes)
+    # Last: an epoch counts as done for resuming only once its checkpoint, status
+    # and log row are written; if the run dies before, resuming trains it again.
+    backup = BackupAndRestore(str(run.backup), double_checkpoint=True)
+    return callbacks + schedule_callbacks + [backup], epoch_limit
+
+
+def _schedule_callbacks(run, schedule, epochs, minutes):
+    """`(callbacks, epoch limit)` that end the run in time: the time budget and the learning rate's cooldown."""
+    from keras_transformer.callbacks import CooldownToEnd, TimeLimit
+
+    preset, callbacks = run.preset, []
     epoch_limit = epochs or (None if minutes else preset.epochs)
     budget = minutes or preset.max_minutes  # this call's, or the preset's for the whole run
     if not minutes and preset.max_minutes:
@@ -788,9 +814,6 @@ def _callbacks(run, schedule, epochs, minutes):
                 on_update=lambda start, end: run.record(cooldown=[start, end]),
             )
         )
-    # Last: an epoch counts as done for resuming only once its checkpoint, status
-    # and log row are written; if the run dies before, resuming trains it again.
-    callbacks.append(BackupAndRestore(str(run.backup), double_checkpoint=True))
     return callbacks, epoch_limit
 
 

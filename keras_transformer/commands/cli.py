@@ -34,7 +34,7 @@ import importlib
 import os
 import sys
 
-from keras_transformer.errors import ArgumentError
+from keras_transformer.errors import ArgumentError, first_line
 
 COMMANDS = ("train", "translate", "chat", "evaluate", "export", "plot")
 FLAGS = {"beam_size": "--beam"}  # Python arguments whose flag is not `--` + the name in kebab case
@@ -106,7 +106,7 @@ def error_line(error):
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     if isinstance(error, EXPECTED_ERRORS):
         return " ".join(lines) or type(error).__name__
-    what = f"{type(error).__name__}: {lines[0][:300]}" if lines else type(error).__name__
+    what = f"{type(error).__name__}: {first_line(error, limit=300)}" if lines else type(error).__name__
     return (
         f"{what} (unexpected: not a checked error of this command; "
         f"--traceback or {DEBUG_ENV}=1 shows where it came from)"
