@@ -5,7 +5,7 @@ lines (oneDNN, CUDA, CPU features) to stderr before any of its settings can
 hide them (`TF_CPP_MIN_LOG_LEVEL` no longer covers those). This module lives
 outside the package so that it can run first: unless the user set
 `TF_CPP_MIN_LOG_LEVEL` or passed `--verbose` (before the command), it sets
-`TF_CPP_MIN_LOG_LEVEL=2` and imports the package with stderr pointed at
+`TF_CPP_MIN_LOG_LEVEL=3` and imports the package with stderr pointed at
 `/dev/null`. Python errors raised by the import still reach the user.
 
 Example::
@@ -22,7 +22,7 @@ import sys
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if "TF_CPP_MIN_LOG_LEVEL" not in os.environ and "--verbose" not in _leading_options(argv):
-        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # also its errors at device start (cuInit on a CPU machine)
         with _stderr_to_devnull():
             import keras_transformer.commands.cli  # noqa: F401  (imports TensorFlow)
     from keras_transformer.commands.cli import main as run

@@ -1,6 +1,7 @@
 """The console script hides TensorFlow's start-up log unless asked (`--verbose`, `TF_CPP_MIN_LOG_LEVEL`)."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -34,3 +35,16 @@ def test_a_users_own_log_level_is_left_alone(verbose):
     assert chosen.returncode == 0
     if verbose.stderr:  # this TensorFlow logs at start-up: the user's own setting lets it through
         assert chosen.stderr, "TF_CPP_MIN_LOG_LEVEL=0 was overridden"
+
+
+TENSORFLOW_LOG_LINE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)", re.M)
+
+
+def test_a_command_that_runs_tensorflow_prints_no_tensorflow_log_line(tmp_path):
+    """Past start-up too: device initialisation (cuInit on a CPU machine with CUDA libraries) logs errors."""
+    environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    output = tmp_path / "schedule.png"
+    command = [sys.executable, "-m", "keras_transformer_cli", "plot", "schedule", "--output", str(output)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment)
+    assert result.returncode == 0 and output.is_file(), result.stderr
+    assert not TENSORFLOW_LOG_LINE.search(result.stderr), result.stderr

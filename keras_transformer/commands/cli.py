@@ -114,7 +114,6 @@ def error_line(error):
 
 
 def main(argv=None):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = build_parser().parse_args(argv)
     debug = args.traceback or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
