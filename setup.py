@@ -11,6 +11,11 @@ VERSION = re.search(
     (HERE / "keras_transformer" / "__init__.py").read_text(encoding="utf-8"),
 ).group(1)
 
+# `keras-transformer serve`: a TF Serving-compatible REST server (its metadata uses TF Serving's protos).
+SERVE = ["fastapi>=0.110", "uvicorn>=0.29", "tensorflow-serving-api>=2.16,<2.22"]
+# `keras-transformer export --format ctranslate2`.
+CTRANSLATE2 = ["ctranslate2>=4.3"]
+
 setup(
     name="keras-transformer",
     version=VERSION,
@@ -47,7 +52,13 @@ setup(
             "keras-hub>=0.18",  # the parity tests compare with its TransformerEncoder/Decoder
             "jax[cpu]>=0.4.30",  # tests/test_backend_jax.py runs the layers on Keras's JAX backend
             "ruff==0.17.6",  # .ci/run checks lint and formatting (ruff.toml); pinned: formats differ by version
+            "httpx>=0.27",  # the REST server's tests are its clients
+            "selenium>=4.20",  # the serving page's test drives Debian's chromium
+            *SERVE,
+            *CTRANSLATE2,
         ],
+        "serve": SERVE,
+        "ctranslate2": CTRANSLATE2,
         "bench": ["keras-hub>=0.18", "psutil>=5", "sacremoses>=0.1"],
         "jax": ["jax[cpu]>=0.4.30"],
     },
