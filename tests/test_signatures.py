@@ -217,3 +217,13 @@ def test_saved_model_cli_shows_and_runs_the_default_signature(run, translator, e
     assert ran.returncode == 0, ran.stderr[-2000:]
     expected = _strings(translator([source]))[0]
     assert repr(expected.encode("utf-8")) in ran.stdout, ran.stdout[-2000:]
+
+
+def test_an_export_from_before_nbest_and_score_says_to_export_again():
+    from keras_transformer.export import LoadedTranslator
+
+    older = LoadedTranslator(tf.Module())  # a module without the `nbest` and `score` functions
+    with pytest.raises(ValueError, match="exported before `nbest` existed: export it again"):
+        older.nbest(["A dog runs."])
+    with pytest.raises(ValueError, match="exported before `score` existed"):
+        older.score(["A dog runs."], ["Ein Hund läuft."])
