@@ -21,8 +21,13 @@ What the spec holds, and why it decodes as our model does:
   file when source and target pieces are the same).
 
 Decode it with `ctranslate2.Translator(path).translate_batch(pieces,
-beam_size=1, min_decoding_length=0, suppress_sequences=[["<pad>"], ["<s>"]])`:
-our searches never generate PAD or START and may end at once.
+beam_size=1, min_decoding_length=0, suppress_sequences=[["<pad>"], ["<s>"]],
+max_input_length=L, max_decoding_length=L)`, `L` the model's `max_length`
+(in `keras_transformer.json`): our searches never generate PAD or START, may
+end at once, and the positional table holds `L` positions. For beam search,
+CTranslate2 divides by `length ** length_penalty` where we divide by GNMT's
+`((5 + length) / 6) ** alpha`; `length_penalty = alpha * n / (5 + n)`, with
+`n` a typical output length, ranks hypotheses of about that length alike.
 
 Example:
 
