@@ -6,7 +6,10 @@ fill an empty one, or delete and replace a folder it can prove it made:
 - a training run: a `config.json` written by `keras_transformer.training`
   beside only the files a run holds (`run_dir`);
 - an export: a SavedModel whose manifest (`MANIFEST.sha256`) or graph marks
-  it as a `Translator` export, beside only the files a SavedModel holds.
+  it as a `Translator` export, beside only the files a SavedModel holds;
+- a CTranslate2 export: `model.bin` with a manifest and the
+  `keras_transformer.json` that `ctranslate2_export.convert_run` writes,
+  beside only the files a CTranslate2 model holds.
 
 Anything else (a file, a folder of other files) raises `UnsafeDestinationError`
 before any work starts, whatever options the command was given. The file system root, the
@@ -32,11 +35,23 @@ from keras_transformer.errors import ArgumentError, literal
 
 RUN = "run"
 EXPORT = "export"
+CTRANSLATE2 = "ctranslate2"
+KINDS = {RUN: "training run", EXPORT: "SavedModel export", CTRANSLATE2: "CTranslate2 export"}
 MANIFEST = "MANIFEST.sha256"
 CREATOR = "keras-transformer"  # config.json's "created_by"
 
 RUN_ENTRIES = {"config.json", "model.keras", "tokenizers", "history.csv", "logs", "backup", "snapshots"}
 EXPORT_ENTRIES = {"saved_model.pb", "variables", "assets", "assets.extra", "fingerprint.pb", MANIFEST}
+CTRANSLATE2_PROVENANCE = "keras_transformer.json"
+CTRANSLATE2_ENTRIES = {
+    "model.bin",
+    "config.json",
+    "shared_vocabulary.json",
+    "source_vocabulary.json",
+    "target_vocabulary.json",
+    CTRANSLATE2_PROVENANCE,
+    MANIFEST,
+}
 # What earlier versions' atomic writes left behind when a crash interrupted them.
 EARLIER_TEMPORARY = re.compile(r"\.config\.json\.\w+\.tmp|\.model\.tmp\d+\.keras")
 MEMBER = re.compile(r"member-\d+")  # an ensemble's members
@@ -73,7 +88,7 @@ class DestinationInUseError(ArgumentError):
 
 
 def check_destination(path, kind):
-    """What writing a `kind` (`"run"` or `"export"`) at `path` would do.
+    """What writing a `kind` (`"run"`, `"export"` or `"ctranslate2"`) at `path` would do.
 
     Returns:
         `"new"` (does not exist), `"empty"` (an empty folder), or `"ours"` (a
@@ -85,8 +100,8 @@ def check_destination(path, kind):
             link, or a non-empty folder this package did not make. No option
             of any command lifts this.
     """
-    if kind not in (RUN, EXPORT):
-        raise ValueError(f"`kind` must be {RUN!r} or {EXPORT!r}. Received: kind={kind!r}")
+    if kind not in KINDS:
+        raise ValueError(f"`kind` must be one of {sorted(KINDS)}. Received: kind={kind!r}")
     path = pathlib.Path(path)
     _refuse_protected(path)
     if path.is_symlink():
@@ -97,10 +112,9 @@ def check_destination(path, kind):
         raise UnsafeDestinationError(path, "is a file, not a folder")
     if not any(path.iterdir()):
         return "empty"
-    made_by_us = is_own_run(path) if kind == RUN else is_own_export(path)
+    made_by_us = {RUN: is_own_run, EXPORT: is_own_export, CTRANSLATE2: is_own_ctranslate2}[kind](path)
     if not made_by_us:
-        what = "training run" if kind == RUN else "SavedModel export"
-        raise UnsafeDestinationError(path, f"is not empty and is not a {what} written by {CREATOR}")
+        raise UnsafeDestinationError(path, f"is not empty and is not a {KINDS[kind]} written by {CREATOR}")
     return "ours"
 
 
@@ -144,6 +158,25 @@ def is_own_export(path):
         return True
     data = graph.read_bytes()
     return all(marker in data for marker in TRANSLATOR_MARKERS)
+
+
+def is_own_ctranslate2(path):
+    """Whether `path` is a CTranslate2 model that `ctranslate2_export.convert_run` wrote.
+
+    It holds `model.bin`, a manifest and a `keras_transformer.json` whose
+    `created_by` is this package, and nothing a CTranslate2 model does not hold.
+    """
+    path = pathlib.Path(path)
+    provenance = path / CTRANSLATE2_PROVENANCE
+    if not all((path / name).is_file() for name in ("model.bin", MANIFEST, CTRANSLATE2_PROVENANCE)):
+        return False
+    if not _only_entries(path, CTRANSLATE2_ENTRIES):
+        return False
+    try:
+        data = json.loads(provenance.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(data, dict) and data.get("created_by") == CREATOR and data.get("format") == "ctranslate2"
 
 
 def _only_entries(path, names, pattern=None):

@@ -1,8 +1,10 @@
-"""`keras-transformer export`: a training run -> a SavedModel that takes and returns strings.
+"""`keras-transformer export`: a training run -> a SavedModel that takes and returns strings, or a CTranslate2 model.
 
 Example::
 
     keras-transformer export --model saved_models/multi30k-en-de --output saved_models/en-de-export
+    keras-transformer export --model saved_models/multi30k-en-de --output saved_models/en-de-ct2 \
+        --format ctranslate2 --quantization int8
 
 Load it anywhere with TensorFlow and tensorflow-text only::
 
@@ -14,6 +16,10 @@ Load it anywhere with TensorFlow and tensorflow-text only::
 import sys
 
 from keras_transformer.commands.arguments import non_empty, non_negative_finite_float, positive_int
+from keras_transformer.ctranslate2_export import QUANTIZATIONS
+
+FORMATS = ("savedmodel", "ctranslate2")
+SAVEDMODEL_ONLY = {"beam": "--beam", "alpha": "--alpha", "max_length": "--max-length", "no_xla": "--no-xla"}
 
 TRUST_RUN_DIR = (
     "Only export run directories you trust: a model is a program, and the SavedModel "
@@ -32,7 +38,21 @@ def add_parser(subparsers):
         "--output",
         required=True,
         type=non_empty,
-        help="the SavedModel directory to write: new, empty, or an earlier export (replaced only with --overwrite)",
+        help="the directory to write: new, empty, or an earlier export of the same format "
+        "(replaced only with --overwrite)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="savedmodel",
+        help="savedmodel (default): strings in, strings out, TensorFlow only; ctranslate2: a CTranslate2 model "
+        "directory (pip install ctranslate2), which takes and returns SentencePiece pieces",
+    )
+    parser.add_argument(
+        "--quantization",
+        choices=QUANTIZATIONS,
+        default=None,
+        help="--format ctranslate2 only: the weight type (default: float32, as trained)",
     )
     parser.add_argument(
         "--overwrite", action="store_true", help="replace the earlier export at --output (never any other folder)"
@@ -57,6 +77,10 @@ def add_parser(subparsers):
 
 
 def run(args):
+    if args.format == "ctranslate2":
+        return _run_ctranslate2(args)
+    if args.quantization is not None:
+        raise ValueError("--quantization applies to --format ctranslate2 only")
     from keras_transformer.export import export_run
 
     translator = export_run(
@@ -71,6 +95,24 @@ def run(args):
     print(
         f"Exported {args.model} to {args.output} (beam {int(translator.beam_size.numpy())}). "
         "Load it with `import tensorflow_text` then `tf.saved_model.load`.",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _run_ctranslate2(args):
+    given = [name for attribute, name in SAVEDMODEL_ONLY.items() if getattr(args, attribute) not in (None, False)]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)} applies to --format savedmodel only: CTranslate2 chooses the search "
+            "when it translates (translate_batch(beam_size=..., length_penalty=..., max_decoding_length=...))"
+        )
+    from keras_transformer.ctranslate2_export import convert_run
+
+    convert_run(args.model, args.output, quantization=args.quantization, overwrite=args.overwrite)
+    print(
+        f"Exported {args.model} to {args.output} (CTranslate2, {args.quantization or 'float32'}). Load it with "
+        "`ctranslate2.Translator(path)` and pass SentencePiece pieces.",
         file=sys.stderr,
     )
     return 0

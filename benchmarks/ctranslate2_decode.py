@@ -1,0 +1,290 @@
+"""Decoding against CTranslate2: ours (XLA, cached) vs CTranslate2 float32 and int8, greedy and beam search.
+
+The run (`--model`, or by default the `tiny` preset trained here in a few
+minutes) is exported with `keras-transformer export --format ctranslate2`
+(float32; CTranslate2's int8 is the same export loaded with
+`compute_type="int8"`). `--sentences` source sentences of the preset's test
+split, tokenized beforehand and cut to `--max-length` tokens, sorted by
+length, are decoded in batches of `--batch-size`, at most `--max-length`
+generated tokens:
+
+- ours: `compile_decoder` (XLA) greedy and beam, every batch padded to one
+  width (the longest source rounded up to 16: one XLA program per search),
+  the compilation excluded (one batch decoded first);
+- CTranslate2: `translate_batch` on the pieces of the same sentences with
+  `max_batch_size=--batch-size`, `inter_threads=2, intra_threads=1` (with
+  `intra_threads=2` its int8 was 3-6x slower on this 2-core CPU: issue #37),
+  `min_decoding_length=0` and `<pad>`/`<s>` suppressed (ours never generate them).
+
+Length penalties differ: ours divides a hypothesis's log-probability by
+GNMT's `((5 + L) / 6) ** alpha`, CTranslate2 by `L ** beta`. The two agree
+up to a constant factor (which does not change the ranking of hypotheses of
+one source) where their slopes in log L agree, `beta = alpha * L / (5 + L)`;
+`beta` is taken at the mean length of our greedy outputs unless
+`--ct2-length-penalty` is given.
+
+Each time is the median of `--repeats` runs over all sentences. Beside each:
+BLEU (sacreBLEU, cased 13a, on the detokenized output against the raw
+references), so that speed never comes from broken output, and how many
+sentences' ids equal ours in the same search. Writes JSON (with the command
+and the machine) to `benchmarks/results/decoding/`. Not run by CI.
+
+Example:
+
+    python benchmarks/ctranslate2_decode.py --model saved_models/multi30k-en-de
+    python benchmarks/ctranslate2_decode.py      # trains the tiny preset first
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from machine import describe_machine, machine_line  # noqa: E402
+
+from keras_transformer import decoding, run_dir  # noqa: E402
+from keras_transformer.ctranslate2_export import convert_run, read_pieces  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+RESULTS = REPO / "benchmarks" / "results" / "decoding"
+SUPPRESS = [["<pad>"], ["<s>"]]
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", help="a training run directory (default: train the tiny preset here)")
+    parser.add_argument("--data-dir", default=str(DATA), help="the corpora (for the test split and the tiny preset)")
+    parser.add_argument("--sentences", type=int, default=1000)
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--max-length", type=int, default=64, help="source tokens kept and tokens generated, at most")
+    parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--alpha", type=float, default=None, help="our GNMT length penalty (default: the run's)")
+    parser.add_argument("--ct2-length-penalty", type=float, default=None, help="CTranslate2's beta (default: matched)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--output", help="the JSON report (default: benchmarks/results/decoding/ctranslate2_<run>.json)"
+    )
+    return parser.parse_args(argv)
+
+
+def train_tiny(data_dir, folder):
+    """Trains the `tiny` preset into `folder/tiny` with the command line; returns the run directory."""
+    from keras_transformer.commands import cli
+
+    path = pathlib.Path(folder) / "tiny"
+    code = cli.main(["train", "--preset", "tiny", "--data-dir", str(data_dir), "--output", str(path)])
+    if code:
+        sys.exit(f"training the tiny preset failed (exit {code})")
+    return path
+
+
+def test_pairs(run, data_dir, count):
+    """`(corpus, split, pairs)`: the first `count` pairs of the test split (validation where there is none)."""
+    from keras_transformer.datasets.corpora import get_corpus, load_pairs
+
+    corpus = run_dir.read_config(run)["preset"]["corpus"]
+    split = "test" if "test" in get_corpus(corpus).splits else "validation"
+    return corpus, split, load_pairs(corpus, data_dir, split)[:count]
+
+
+def tokenize(run, sentences, max_length, add_source_end):
+    from keras_transformer.tokenizers import END_ID, SubwordTokenizer
+
+    tokenizer = SubwordTokenizer.load(run / run_dir.SOURCE_TOKENIZER)
+    rows = tokenizer.tokenize(tf.constant(sentences)).to_list()
+    return [(row + [END_ID] if add_source_end else row)[:max_length] for row in rows]
+
+
+def detokenizer(run):
+    from keras_transformer.tokenizers import SubwordTokenizer
+
+    path = run / run_dir.TARGET_TOKENIZER
+    tokenizer = SubwordTokenizer.load(path if path.is_dir() else run / run_dir.SOURCE_TOKENIZER)
+    return lambda rows: [s.decode("utf-8") for s in tokenizer.detokenize(tf.ragged.constant(rows)).numpy()]
+
+
+def ours(model, batches, search, beam, alpha, max_length, repeats):
+    """(median seconds, per-run seconds, compile seconds, ids per sentence) of our XLA decoder."""
+    options = dict(beam_size=beam, alpha=alpha) if search == "beam" else {}
+    decode = decoding.compile_decoder(model, search, max_length=max_length, **options)
+    start = time.perf_counter()
+    decode(batches[0][1]).numpy()
+    compile_seconds = time.perf_counter() - start
+    runs, ids = [], []
+    for _ in range(repeats):
+        ids, start = [], time.perf_counter()
+        for size, batch in batches:
+            ids.extend(decode(batch).numpy()[:size])
+        runs.append(time.perf_counter() - start)
+    return statistics.median(runs), runs, compile_seconds, [[int(i) for i in row if i != 0] for row in ids]
+
+
+def ctranslate2_decode(path, compute_type, sources, pieces, batch_size, beam, beta, max_length, repeats):
+    """(median seconds, per-run seconds, ids per sentence) of CTranslate2 on 2 inter-op threads."""
+    import ctranslate2
+
+    translator = ctranslate2.Translator(str(path), compute_type=compute_type, inter_threads=2, intra_threads=1)
+    tokens = [[pieces[i] for i in row] for row in sources]
+    options = dict(
+        max_batch_size=batch_size,
+        beam_size=beam,
+        length_penalty=beta,
+        max_decoding_length=max_length,
+        min_decoding_length=0,
+        suppress_sequences=SUPPRESS,
+        return_end_token=True,
+    )
+    translator.translate_batch(tokens[:batch_size], **options)  # warm-up
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        results = translator.translate_batch(tokens, **options)
+        runs.append(time.perf_counter() - start)
+    index = {piece: i for i, piece in enumerate(pieces)}
+    return statistics.median(runs), runs, [[index[p] for p in r.hypotheses[0]] for r in results]
+
+
+def bleu(ids, references, detokenize):
+    import sacrebleu
+
+    return round(sacrebleu.corpus_bleu(detokenize(ids), [references]).score, 2)
+
+
+def batches_of(sources, batch_size):
+    """Our padded batches `(real rows, (batch_size, width) ids)`, one width for all (one XLA program)."""
+    width = -(-max(len(row) for row in sources) // 16) * 16
+    out = []
+    for start in range(0, len(sources), batch_size):
+        rows = sources[start : start + batch_size]
+        batch = np.zeros((batch_size, width), "int32")
+        for i, row in enumerate(rows):
+            batch[i, : len(row)] = row
+        out.append((len(rows), tf.constant(batch)))
+    return out
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    print(machine_line(describe_machine()), flush=True)
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="ct2-bench-"))
+    run = pathlib.Path(args.model) if args.model else train_tiny(args.data_dir, scratch)
+    config = run_dir.read_config(run)
+    alpha = args.alpha if args.alpha is not None else float(config.get("decoding", {}).get("length_penalty", 0.6))
+    model = keras.saving.load_model(run / run_dir.MODEL, compile=False)
+    max_length = min(args.max_length, model.max_length)
+    add_source_end = bool(config.get("preset", {}).get("add_source_end", config.get("add_source_end", False)))
+
+    corpus, split, pairs = test_pairs(run, args.data_dir, args.sentences)
+    sources = tokenize(run, [s for s, _ in pairs], max_length, add_source_end)
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))  # length-sorted, as CTranslate2 does
+    sources = [sources[i] for i in order]
+    references = [pairs[i][1] for i in order]
+    batches = batches_of(sources, args.batch_size)
+    detokenize = detokenizer(run)
+    target = run / run_dir.TARGET_TOKENIZER
+    pieces = read_pieces(target if target.is_dir() else run / run_dir.SOURCE_TOKENIZER)
+    export = pathlib.Path(convert_run(run, scratch / "ct2"))
+
+    rows, reference_ids = [], {}
+    for search in ("greedy", "beam"):
+        seconds, runs, compile_seconds, ids = ours(model, batches, search, args.beam, alpha, max_length, args.repeats)
+        reference_ids[search] = ids
+        rows.append(
+            dict(
+                system="ours (XLA, cached)",
+                search=search,
+                seconds=round(seconds, 3),
+                runs=[round(r, 3) for r in runs],
+                compile_seconds=round(compile_seconds, 1),
+                bleu=bleu(ids, references, detokenize),
+                same_ids_as_ours=len(ids),
+            )
+        )
+        print(rows[-1], flush=True)
+    mean_length = float(np.mean([len(row) for row in reference_ids["greedy"]]))
+    beta = args.ct2_length_penalty
+    if beta is None:
+        beta = round(alpha * mean_length / (5.0 + mean_length), 3)
+    for compute_type in ("float32", "int8"):
+        for search in ("greedy", "beam"):
+            beam = 1 if search == "greedy" else args.beam
+            seconds, runs, ids = ctranslate2_decode(
+                export, compute_type, sources, pieces, args.batch_size, beam, beta, max_length, args.repeats
+            )
+            rows.append(
+                dict(
+                    system=f"CTranslate2 {compute_type}",
+                    search=search,
+                    seconds=round(seconds, 3),
+                    runs=[round(r, 3) for r in runs],
+                    bleu=bleu(ids, references, detokenize),
+                    same_ids_as_ours=sum(a == b for a, b in zip(ids, reference_ids[search])),
+                )
+            )
+            print(rows[-1], flush=True)
+
+    report = dict(
+        benchmark="ctranslate2_decode",
+        command="python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]),
+        machine=describe_machine(),
+        machine_line=machine_line(describe_machine()),
+        model=dict(
+            run=str(run) if args.model else "the tiny preset, trained by this script",
+            preset=config.get("preset", {}).get("name"),
+            corpus=corpus,
+            parameters=int(model.count_params()),
+            epochs_trained=_epochs(run),
+        ),
+        settings=dict(
+            sentences=len(sources),
+            split=split,
+            batch_size=args.batch_size,
+            max_length=max_length,
+            beam=args.beam,
+            ours_alpha=alpha,
+            ctranslate2_beta=beta,
+            beta_matched_at_length=round(mean_length, 2),
+            ctranslate2_threads="inter_threads=2, intra_threads=1",
+            repeats=args.repeats,
+            timing="median of the repeats, all sentences, compile excluded",
+            bleu="sacreBLEU corpus BLEU, cased 13a, detokenized output vs raw references",
+        ),
+        results=rows,
+    )
+    output = pathlib.Path(args.output) if args.output else RESULTS / f"ctranslate2_{run.name}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {output}")
+    print(markdown_table(rows))
+
+
+def _epochs(run):
+    history = run / run_dir.HISTORY
+    if not history.is_file():
+        return None
+    return max(0, len(history.read_text(encoding="utf-8").splitlines()) - 1)
+
+
+def markdown_table(rows):
+    lines = ["| system | search | seconds | BLEU | ids equal to ours |", "|---|---|---|---|---|"]
+    for row in rows:
+        lines.append(
+            f"| {row['system']} | {row['search']} | {row['seconds']:.2f} | {row['bleu']:.2f} | "
+            f"{row['same_ids_as_ours']} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
