@@ -7,6 +7,7 @@ take seconds; tests/test_serving_model.py runs the real tiny model.
 
 import concurrent.futures
 import json
+import os
 import random
 import signal
 import threading
@@ -279,3 +280,58 @@ def test_sigterm_answers_accepted_requests_then_exits_0(fake_model):
     assert [ok(r) for r in responses] == [{"predictions": [expected("serving_default", s)]} for s in sentences]
     with pytest.raises(httpx.ConnectError):
         httpx.get(server.url + "/v1/models/fake", timeout=5)
+
+
+# -- the page, in a real headless chromium ------------------------------------------------------------
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must have {CHROMIUM} and {CHROMEDRIVER} (.ci/run installs chromium and chromium-driver)")
+        pytest.skip(f"{CHROMIUM} or {CHROMEDRIVER} is missing (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def read_page(browser, url, sentence):
+    """Type `sentence` on the page at `url`, submit, and return (translation, [(score, text), ...]) shown."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(url)
+    box = browser.find_element(By.ID, "sentence")
+    box.clear()
+    box.send_keys(sentence)
+    browser.find_element(By.ID, "translate").click()
+    WebDriverWait(browser, 60).until(
+        lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-state") in ("done", "error")
+    )
+    assert browser.find_element(By.ID, "error").text == ""
+    rows = browser.find_elements(By.CSS_SELECTOR, "#nbest tbody tr")
+    nbest = [tuple(cell.text for cell in row.find_elements(By.TAG_NAME, "td"))[1:] for row in rows]
+    return browser.find_element(By.ID, "translation").text, [(float(score), text) for score, text in nbest]
+
+
+def check_page_against_predict(browser, server, sentence):
+    translation, nbest = read_page(browser, server.url + "/", sentence)
+    best = ok(post(server, {"instances": [sentence]}))["predictions"][0]
+    listed = ok(post(server, {"signature_name": "nbest", "instances": [sentence]}))["predictions"][0]
+    assert translation == best["translations"].strip()  # the browser's .text trims the ends
+    assert [text for _, text in nbest] == [text.strip() for text in listed["translations"]]
+    assert [score for score, _ in nbest] == pytest.approx(listed["scores"], abs=5e-5)  # shown with 4 decimals
+
+
+@pytest.mark.browser
+def test_page_shows_what_predict_returns(browser, server):
+    check_page_against_predict(browser, server, "A dog runs <b>&amp;</b>")
