@@ -335,3 +335,14 @@ def check_page_against_predict(browser, server, sentence):
 @pytest.mark.browser
 def test_page_shows_what_predict_returns(browser, server):
     check_page_against_predict(browser, server, "A dog runs <b>&amp;</b>")
+
+
+def test_keep_alive_requests_are_not_held_by_delayed_acks(server):
+    # Without TCP_NODELAY on accepted sockets, each answer on a kept-alive connection waits ~40 ms for the
+    # client's delayed ACK (Nagle), capping one client at ~25 requests/s: 20 requests would take >= 0.8 s.
+    with httpx.Client() as http:
+        http.get(f"{server.url}/v1/models/fake")
+        started = time.perf_counter()
+        for _ in range(20):
+            assert http.get(f"{server.url}/v1/models/fake").status_code == 200
+        assert time.perf_counter() - started < 0.6
