@@ -113,6 +113,11 @@ def test_status_and_metadata(server):
     assert defs["score"].outputs["target_lengths"].dtype == 3  # DT_INT32
 
 
+def test_warm_up_runs_each_decoding_signature_at_each_batch_bucket(server):
+    # serving_default, greedy and nbest at batch 1, 2, 4, 8, 16, 32 (the fake model has one source bucket)
+    assert "Warmed up: 18 signature calls" in "".join(server.lines)
+
+
 def test_page_is_offline_html(server):
     response = httpx.get(server.url + "/")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")

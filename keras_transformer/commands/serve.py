@@ -73,6 +73,12 @@ def add_parser(subparsers):
         default=30.0,
         help="seconds a request may wait for its answer (default 30)",
     )
+    batching.add_argument(
+        "--no-warmup",
+        action="store_true",
+        help="start at once, without decoding each batch and source shape first (the first requests of each "
+        "shape then wait for its XLA compile)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -99,6 +105,8 @@ def run(args):
             path = workdir / "export"
         name = args.name or pathlib.Path(args.model).resolve().name
         model = ServedModel(path, max_instances=args.max_instances)
+        if not args.no_warmup:
+            _warm_up(model, 1 if args.no_batching else args.max_batch_size)
         batcher = rest.build_batcher(
             model,
             max_batch_size=args.max_batch_size,
@@ -109,10 +117,18 @@ def run(args):
         )
         limits = rest.Limits(max_body_bytes=args.max_body_bytes, timeout_s=args.timeout)
         app = rest.create_app(model, batcher, name, args.version, limits)
-        return _serve(uvicorn, app, args.host, args.port, name, model)
+        return _serve(uvicorn, app, args.host, args.port, name, model, batcher)
     finally:
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _warm_up(model, max_batch_size):
+    import time
+
+    started = time.perf_counter()
+    calls = model.warm_up(max_batch_size)
+    print(f"Warmed up: {calls} signature calls in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
 
 
 def _graceful_server(uvicorn):
@@ -126,7 +142,7 @@ def _graceful_server(uvicorn):
     return GracefulServer
 
 
-def _serve(uvicorn, app, host, port, name, model):
+def _serve(uvicorn, app, host, port, name, model, batcher):
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio sets TCP_NODELAY only then
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -145,5 +161,11 @@ def _serve(uvicorn, app, host, port, name, model):
     )
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     _graceful_server(uvicorn)(config).run(sockets=[sock])
-    print("Stopped: every accepted request was answered.", file=sys.stderr, flush=True)
+    sizes = batcher.batch_sizes
+    batches, sentences = sum(sizes.values()), sum(size * count for size, count in sizes.items())
+    print(
+        f"Stopped: every accepted request was answered ({sentences} sentences in {batches} signature calls).",
+        file=sys.stderr,
+        flush=True,
+    )
     return 0

@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 DEFAULT_SIGNATURE = "serving_default"
+WARMED_SIGNATURES = ("serving_default", "greedy", "nbest")  # XLA decoders: one program per shape
 
 
 class RequestError(ValueError):
@@ -176,6 +177,46 @@ class ServedModel:
             row = {name: _json_value(outputs[name][index]) for name in names}
             rows.append(row[names[0]] if len(names) == 1 else row)
         return {"predictions": rows}
+
+    # -- warm-up -------------------------------------------------------------------------------------
+
+    def warm_up(self, max_batch_size):
+        """Runs the decoding signatures once per batch and source bucket; returns how many calls ran.
+
+        The SavedModel's XLA decoder compiles one program per (batch bucket,
+        source bucket) shape: batches are padded to a power of two, sources
+        to a multiple of 16 tokens. Without a warm-up, the first batch of each
+        new shape waits seconds for its compile while the others queue behind
+        it. Sources of each bucket are found with the SavedModel's
+        `source_lengths` function when it has one (this package's exports),
+        else only the shortest bucket is warmed.
+        """
+        sizes = [1 << n for n in range(max_batch_size.bit_length()) if 1 << n <= max_batch_size]
+        if sizes[-1] < max_batch_size:
+            sizes.append(max_batch_size)
+        calls = 0
+        for signature in WARMED_SIGNATURES:
+            if signature not in self.functions or _batched_names(self.input_specs[signature]) != ["sentences"]:
+                continue
+            for sentence in self._bucket_sentences():
+                for size in sizes:
+                    self.run(signature, {"sentences": [sentence] * size})
+                    calls += 1
+        return calls
+
+    def _bucket_sentences(self, bucket=16):
+        """One sentence per source-length bucket, shortest first."""
+        source_lengths = getattr(self.module, "source_lengths", None)
+        limit = getattr(self.module, "max_source_length", None)
+        if source_lengths is None or limit is None:
+            return [b"a"]
+        limit = int(limit.numpy())
+        candidates = [" ".join(["a"] * words) for words in range(1, 2 * limit + 2)]
+        lengths = source_lengths(tf.constant(candidates)).numpy()
+        chosen = {}
+        for sentence, length in zip(candidates, lengths):
+            chosen.setdefault(-(-min(int(length), limit) // bucket), sentence.encode())
+        return [chosen[key] for key in sorted(chosen)]
 
     # -- metadata ------------------------------------------------------------------------------------
 
