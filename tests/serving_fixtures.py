@@ -6,6 +6,8 @@ shapes) that `Translator.save` writes, with outputs computed by string ops
 so protocol tests run in seconds without training.
 """
 
+import concurrent.futures
+import json
 import os
 import pathlib
 import re
@@ -13,8 +15,11 @@ import signal
 import string
 import subprocess
 import sys
+import threading
 import time
 
+import httpx
+import pytest
 import tensorflow as tf
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -141,3 +146,79 @@ class Server:
 
     def stderr(self):
         return "".join(self.lines) + (self.process.stderr.read() if self.process.poll() is not None else "")
+
+
+def post(server, body, url=None, **kwargs):
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return httpx.post(url or server.predict_url, content=content, timeout=30, **kwargs)
+
+
+def ok(response):
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def run_clients(url, plans):
+    """Every client's answers as (status, JSON), sent by one thread per client over its own connection."""
+    barrier = threading.Barrier(len(plans))
+
+    def client(plan):
+        answers = []
+        with httpx.Client(timeout=60) as http:
+            barrier.wait()
+            for signature, payload in plan:
+                body = payload if signature is None else json.dumps({"signature_name": signature, "instances": payload})
+                response = http.post(url, content=body)
+                answers.append((response.status_code, response.json()))
+        return answers
+
+    with concurrent.futures.ThreadPoolExecutor(len(plans)) as pool:
+        return list(pool.map(client, plans))
+
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must have {CHROMIUM} and {CHROMEDRIVER} (.ci/run installs chromium and chromium-driver)")
+        pytest.skip(f"{CHROMIUM} or {CHROMEDRIVER} is missing (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def read_page(browser, url, sentence):
+    """Type `sentence` on the page at `url`, submit, and return (translation, [(score, text), ...]) shown."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(url)
+    box = browser.find_element(By.ID, "sentence")
+    box.clear()
+    box.send_keys(sentence)
+    browser.find_element(By.ID, "translate").click()
+    WebDriverWait(browser, 60).until(
+        lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-state") in ("done", "error")
+    )
+    assert browser.find_element(By.ID, "error").text == ""
+    rows = browser.find_elements(By.CSS_SELECTOR, "#nbest tbody tr")
+    nbest = [tuple(cell.text for cell in row.find_elements(By.TAG_NAME, "td"))[1:] for row in rows]
+    return browser.find_element(By.ID, "translation").text, [(float(score), text) for score, text in nbest]
+
+
+def check_page_against_predict(browser, server, sentence):
+    translation, nbest = read_page(browser, server.url + "/", sentence)
+    best = ok(post(server, {"instances": [sentence]}))["predictions"][0]
+    listed = ok(post(server, {"signature_name": "nbest", "instances": [sentence]}))["predictions"][0]
+    assert translation == best["translations"].strip()  # the browser's .text trims the ends
+    assert [text for _, text in nbest] == [text.strip() for text in listed["translations"]]
+    assert [score for score, _ in nbest] == pytest.approx(listed["scores"], abs=5e-5)  # shown with 4 decimals

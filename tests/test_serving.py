@@ -6,17 +6,23 @@ take seconds; tests/test_serving_model.py runs the real tiny model.
 """
 
 import concurrent.futures
-import json
-import os
 import random
 import signal
-import threading
 import time
 
 import httpx
 import pytest
 from google.protobuf import json_format
-from serving_fixtures import Server, expected, save_fake_translator
+from serving_fixtures import (  # noqa: F401  (browser: a fixture)
+    Server,
+    browser,
+    check_page_against_predict,
+    expected,
+    ok,
+    post,
+    run_clients,
+    save_fake_translator,
+)
 from tensorflow_serving.apis import get_model_metadata_pb2
 
 SIGNATURES = {"serving_default", "greedy", "sample", "nbest", "score"}
@@ -32,16 +38,6 @@ def server(fake_model):
     server = Server(fake_model, "--max-instances", "8", "--max-body-bytes", "4096")
     yield server
     assert server.stop() == 0, server.stderr()
-
-
-def post(server, body, url=None, **kwargs):
-    content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return httpx.post(url or server.predict_url, content=content, timeout=30, **kwargs)
-
-
-def ok(response):
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 # -- request forms ---------------------------------------------------------------------------------
@@ -223,24 +219,6 @@ def client_plan(seed, count=50):
     return plan
 
 
-def run_clients(url, plans):
-    """Every client's answers as (status, JSON), sent by one thread per client over its own connection."""
-    barrier = threading.Barrier(len(plans))
-
-    def client(plan):
-        answers = []
-        with httpx.Client(timeout=60) as http:
-            barrier.wait()
-            for signature, payload in plan:
-                body = payload if signature is None else json.dumps({"signature_name": signature, "instances": payload})
-                response = http.post(url, content=body)
-                answers.append((response.status_code, response.json()))
-        return answers
-
-    with concurrent.futures.ThreadPoolExecutor(len(plans)) as pool:
-        return list(pool.map(client, plans))
-
-
 def test_16_concurrent_clients_get_what_single_requests_get(server):
     plans = [client_plan(seed) for seed in range(16)]
     results = run_clients(server.predict_url, plans)
@@ -289,56 +267,9 @@ def test_sigterm_answers_accepted_requests_then_exits_0(fake_model):
 
 # -- the page, in a real headless chromium ------------------------------------------------------------
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must have {CHROMIUM} and {CHROMEDRIVER} (.ci/run installs chromium and chromium-driver)")
-        pytest.skip(f"{CHROMIUM} or {CHROMEDRIVER} is missing (apt-get install chromium chromium-driver)")
-    from selenium import webdriver
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
-    yield driver
-    driver.quit()
-
-
-def read_page(browser, url, sentence):
-    """Type `sentence` on the page at `url`, submit, and return (translation, [(score, text), ...]) shown."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    browser.get(url)
-    box = browser.find_element(By.ID, "sentence")
-    box.clear()
-    box.send_keys(sentence)
-    browser.find_element(By.ID, "translate").click()
-    WebDriverWait(browser, 60).until(
-        lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-state") in ("done", "error")
-    )
-    assert browser.find_element(By.ID, "error").text == ""
-    rows = browser.find_elements(By.CSS_SELECTOR, "#nbest tbody tr")
-    nbest = [tuple(cell.text for cell in row.find_elements(By.TAG_NAME, "td"))[1:] for row in rows]
-    return browser.find_element(By.ID, "translation").text, [(float(score), text) for score, text in nbest]
-
-
-def check_page_against_predict(browser, server, sentence):
-    translation, nbest = read_page(browser, server.url + "/", sentence)
-    best = ok(post(server, {"instances": [sentence]}))["predictions"][0]
-    listed = ok(post(server, {"signature_name": "nbest", "instances": [sentence]}))["predictions"][0]
-    assert translation == best["translations"].strip()  # the browser's .text trims the ends
-    assert [text for _, text in nbest] == [text.strip() for text in listed["translations"]]
-    assert [score for score, _ in nbest] == pytest.approx(listed["scores"], abs=5e-5)  # shown with 4 decimals
-
 
 @pytest.mark.browser
-def test_page_shows_what_predict_returns(browser, server):
+def test_page_shows_what_predict_returns(browser, server):  # noqa: F811  (browser: the fixture)
     check_page_against_predict(browser, server, "A dog runs <b>&amp;</b>")
 
 
