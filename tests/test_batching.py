@@ -35,7 +35,7 @@ def submit_together(batcher, jobs):
 
 
 def test_concurrent_jobs_are_one_batch_split_back_per_job():
-    batcher = DynamicBatcher(lengths, max_batch_size=16, timeout_ms=5000)  # runs once 16 are in
+    batcher = DynamicBatcher(lengths, max_batch_size=16, timeout_ms=5000, always_wait=True)  # runs once 16 are in
     jobs = [("k", ["x" * i, "y" * (i + 1)]) for i in range(8)]
     results = submit_together(batcher, jobs)
     batcher.close()
@@ -45,7 +45,7 @@ def test_concurrent_jobs_are_one_batch_split_back_per_job():
 
 
 def test_keys_never_share_a_batch_and_max_batch_size_holds():
-    batcher = DynamicBatcher(lengths, max_batch_size=4, timeout_ms=100)
+    batcher = DynamicBatcher(lengths, max_batch_size=4, timeout_ms=100, always_wait=True)
     jobs = [("a", ["1"]), ("b", ["22"])] * 4
     results = submit_together(batcher, jobs)
     batcher.close()
@@ -68,7 +68,7 @@ def test_a_failing_batch_fails_only_its_jobs():
 
 
 def test_full_queue_and_close_answer_what_was_queued():
-    batcher = DynamicBatcher(lengths, timeout_ms=300, max_queue=2)
+    batcher = DynamicBatcher(lengths, timeout_ms=300, max_queue=2, always_wait=True)
     futures = [batcher.submit("k", {"s": ["a"]}) for _ in range(2)]
     with pytest.raises(QueueFull, match="holds 2"):
         batcher.submit("k", {"s": ["b"]})
@@ -78,3 +78,23 @@ def test_full_queue_and_close_answer_what_was_queued():
     assert [f.result(0)["length"].tolist() for f in futures] == [[1], [1]]
     with pytest.raises(QueueFull, match="shutting down"):
         batcher.submit("k", {"s": ["c"]})
+
+
+def test_an_idle_batcher_runs_a_job_at_once_and_gathers_while_busy():
+    release = threading.Event()
+
+    def slow_lengths(key, inputs):
+        release.wait(5)
+        return lengths(key, inputs)
+
+    batcher = DynamicBatcher(slow_lengths, timeout_ms=10_000)
+    started = time.monotonic()
+    first = batcher.submit("k", {"s": ["a"]})  # idle: runs at once, then blocks in slow_lengths
+    time.sleep(0.2)
+    later = [batcher.submit("k", {"s": ["bb"]}) for _ in range(3)]  # queued while the worker is busy
+    release.set()
+    assert first.result(5)["length"].tolist() == [1]
+    assert [f.result(5)["length"].tolist() for f in later] == [[2]] * 3
+    batcher.close()
+    assert time.monotonic() - started < 5  # nobody waited out the 10 s timeout
+    assert batcher.batch_sizes == {1: 1, 3: 1}

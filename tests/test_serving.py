@@ -5,7 +5,8 @@ The server runs in a subprocess on 127.0.0.1 and a free port. The fake model
 take seconds; tests/test_serving_model.py runs the real tiny model.
 """
 
-import concurrent.futures
+import http.client
+import json
 import random
 import signal
 import time
@@ -234,33 +235,39 @@ def test_16_concurrent_clients_get_what_single_requests_get(server):
 # -- limits that need their own server ---------------------------------------------------------------
 
 
+def send(server, sentence):
+    """An HTTP connection on which a predict request for `sentence` has been sent in full."""
+    connection = http.client.HTTPConnection("127.0.0.1", int(server.url.rsplit(":", 1)[1]), timeout=60)
+    connection.request("POST", f"/v1/models/{server.name}:predict", body=json.dumps({"instances": [sentence]}))
+    return connection
+
+
 def test_full_queue_is_503_and_slow_answer_is_504(fake_model):
-    server = Server(fake_model, "--batch-timeout-ms", "3000", "--max-queue", "2", "--timeout", "1")
+    server = Server(fake_model, "--batch-timeout-ms", "3000", "--always-wait", "--max-queue", "2", "--timeout", "1")
     try:
-        with concurrent.futures.ThreadPoolExecutor(3) as pool:
-            waiting = [pool.submit(post, server, {"instances": ["a"]}) for _ in range(2)]
-            time.sleep(0.5)
-            full = post(server, {"instances": ["b"]})
-            timed_out = [future.result() for future in waiting]
+        waiting = [send(server, "a"), send(server, "b")]
+        time.sleep(0.3)  # both queued: the batch waits 3 s
+        full = post(server, {"instances": ["c"]})
         assert full.status_code == 503 and full.headers["retry-after"] == "1"
         assert "busy" in full.json()["error"]
-        assert [r.status_code for r in timed_out] == [504, 504]
-        assert "Deadline exceeded" in timed_out[0].json()["error"]
+        timed_out = [connection.getresponse() for connection in waiting]
+        assert [r.status for r in timed_out] == [504, 504]
+        assert "Deadline exceeded" in json.loads(timed_out[0].read())["error"]
     finally:
         assert server.stop() == 0
 
 
 def test_sigterm_answers_accepted_requests_then_exits_0(fake_model):
-    server = Server(fake_model, "--batch-timeout-ms", "800")
+    server = Server(fake_model, "--batch-timeout-ms", "1500", "--always-wait")
     sentences = [f"request {i}" for i in range(8)]
-    with concurrent.futures.ThreadPoolExecutor(len(sentences)) as pool:
-        answers = [pool.submit(post, server, {"instances": [s]}) for s in sentences]
-        time.sleep(0.3)  # every request is in the batcher's queue, none answered yet
-        assert not any(answer.done() for answer in answers)
-        server.process.send_signal(signal.SIGTERM)
-        responses = [answer.result() for answer in answers]
+    connections = [send(server, sentence) for sentence in sentences]  # each request sent in full first
+    time.sleep(0.5)  # read by the server and queued: the batch waits 1.5 s
+    server.process.send_signal(signal.SIGTERM)
+    responses = [connection.getresponse() for connection in connections]
+    assert [r.status for r in responses] == [200] * len(sentences)
+    answers = [json.loads(r.read()) for r in responses]
+    assert answers == [{"predictions": [expected("serving_default", s)]} for s in sentences]
     assert server.process.wait(60) == 0, server.stderr()
-    assert [ok(r) for r in responses] == [{"predictions": [expected("serving_default", s)]} for s in sentences]
     with pytest.raises(httpx.ConnectError):
         httpx.get(server.url + "/v1/models/fake", timeout=5)
 

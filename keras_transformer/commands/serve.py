@@ -57,6 +57,12 @@ def add_parser(subparsers):
     batching.add_argument(
         "--no-batching", action="store_true", help="decode each request alone (batch-of-one, as TF Serving's default)"
     )
+    batching.add_argument(
+        "--always-wait",
+        action="store_true",
+        help="wait --batch-timeout-ms for other requests also when no batch is being decoded (as TF Serving); "
+        "by default a request that arrives while the server is idle is decoded at once",
+    )
     batching.add_argument("--threads", type=positive_int, default=2, help="batches decoded at once (default 2)")
     batching.add_argument(
         "--max-queue", type=positive_int, default=256, help="requests waiting at most; more get 503 (default 256)"
@@ -114,6 +120,7 @@ def run(args):
             max_queue=args.max_queue,
             num_threads=args.threads,
             enabled=not args.no_batching,
+            always_wait=args.always_wait,
         )
         limits = rest.Limits(max_body_bytes=args.max_body_bytes, timeout_s=args.timeout)
         app = rest.create_app(model, batcher, name, args.version, limits)

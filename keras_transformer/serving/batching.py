@@ -3,7 +3,10 @@
 As TF Serving's `--enable_batching`: a job waits up to `timeout_ms` after it
 arrived for other jobs of the same key (signature and scalar inputs), or
 until `max_batch_size` instances are gathered; a worker thread then runs them
-as one batch and splits the outputs back per job. A job is only ever batched
+as one batch and splits the outputs back per job. Unlike TF Serving, a job
+that arrives while no batch is being decoded runs at once (unless
+`always_wait`): waiting helps only under load, when jobs arrive while the
+workers are busy, and at low load it would only add `timeout_ms` of latency. A job is only ever batched
 with jobs of the same key, and a job that was rejected while parsing never
 gets here, so one bad request cannot affect another.
 
@@ -52,13 +55,25 @@ class DynamicBatcher:
         max_queue: jobs waiting at most before `submit` raises `QueueFull`.
         num_threads: worker threads (batches run concurrently on them).
         enabled: False runs every job alone (batch-of-one, as without `--enable_batching`).
+        always_wait: wait `timeout_ms` for other jobs also while no batch is being decoded (as TF Serving).
     """
 
-    def __init__(self, run_batch, max_batch_size=32, timeout_ms=5.0, max_queue=256, num_threads=1, enabled=True):
+    def __init__(
+        self,
+        run_batch,
+        max_batch_size=32,
+        timeout_ms=5.0,
+        max_queue=256,
+        num_threads=1,
+        enabled=True,
+        always_wait=False,
+    ):
         self.run_batch = run_batch
         self.max_batch_size = max_batch_size if enabled else 1
         self.timeout = timeout_ms / 1000.0 if enabled else 0.0
         self.max_queue = max_queue
+        self.always_wait = always_wait
+        self._busy = 0  # workers decoding a batch now
         self.batch_sizes = collections.Counter()  # instances per batch -> batches run (for tests and logs)
         self._pending = collections.deque()
         self._condition = threading.Condition()
@@ -95,7 +110,12 @@ class DynamicBatcher:
             jobs = self._next_batch()
             if jobs is None:
                 return
-            self._run(jobs)
+            try:
+                self._run(jobs)
+            finally:
+                with self._condition:
+                    self._busy -= 1
+                    self._condition.notify_all()
 
     def _next_batch(self):
         """The next batch's jobs (removed from the queue), or None once closing with nothing queued."""
@@ -110,7 +130,9 @@ class DynamicBatcher:
                 first = self._pending[0]
                 same = [job for job in self._pending if job.key == first.key]
                 waited = time.monotonic() - first.arrived
-                if sum(job.size for job in same) >= self.max_batch_size or waited >= self.timeout or self._closing:
+                idle = self._busy == 0 and not self.always_wait
+                full = sum(job.size for job in same) >= self.max_batch_size
+                if full or idle or waited >= self.timeout or self._closing:
                     return self._take(same)
                 self._condition.wait(self.timeout - waited)
 
@@ -127,6 +149,7 @@ class DynamicBatcher:
             total += job.size
         for job in jobs:
             self._pending.remove(job)
+        self._busy += 1
         return [job for job in jobs if job.future.set_running_or_notify_cancel()]
 
     def _run(self, jobs):
