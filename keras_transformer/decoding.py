@@ -312,27 +312,51 @@ def _phased_loop(body, done, loop_vars, max_length, resize_state):
 
 
 def _token_search(
-    choose, step_fn, state, batch_size, max_length, start_id, end_id, finished, resize_state=None, return_finished=False
+    choose,
+    step_fn,
+    state,
+    batch_size,
+    max_length,
+    start_id,
+    end_id,
+    finished,
+    resize_state=None,
+    return_finished=False,
+    return_scores=False,
 ):
-    """The loop shared by greedy and sampling: `choose(logits, index) -> tokens`."""
+    """The loop shared by greedy and sampling: `choose(logits, index) -> tokens`.
 
-    def body(index, ids, finished, state):
+    Also sums, per row, the model's log-probability of each chosen token (the
+    distribution of `step_fn`'s logits, START excluded, before any sampling
+    filter).
+    """
+
+    def body(index, ids, log_probs, finished, state):
         logits, state = step_fn(ops.take(ids, index, axis=1), index, state)
         logits = _allowed(logits, start_id)
         tokens = ops.where(finished, 0, ops.cast(choose(logits, index), "int32"))
+        token_log_probs = ops.take_along_axis(ops.log_softmax(logits, axis=-1), tokens[:, None], axis=1)[:, 0]
+        log_probs = log_probs + ops.where(finished, 0.0, token_log_probs)
         ids = ops.slice_update(ids, (0, index + 1), tokens[:, None])
-        return index + 1, ids, ops.logical_or(finished, ops.equal(tokens, end_id)), state
+        return index + 1, ids, log_probs, ops.logical_or(finished, ops.equal(tokens, end_id)), state
 
     loop_vars = (
         ops.convert_to_tensor(0, "int32"),
         _start(batch_size, max_length, start_id),
+        ops.zeros((batch_size,), "float32"),
         _finished(batch_size, finished),
         state,
     )
-    _, ids, finished, _ = _phased_loop(
-        body, lambda index, ids, finished, state: ops.all(finished), loop_vars, max_length, resize_state
+    _, ids, log_probs, finished, _ = _phased_loop(
+        body, lambda *loop_vars: ops.all(loop_vars[3]), loop_vars, max_length, resize_state
     )
-    return (ids[:, 1:], finished) if return_finished else ids[:, 1:]
+    return _outputs(ids[:, 1:], log_probs if return_scores else None, finished if return_finished else None)
+
+
+def _outputs(ids, scores=None, finished=None):
+    """`ids`, or the tuple `(ids, scores, finished)` of those asked for (not None)."""
+    extra = tuple(x for x in (scores, finished) if x is not None)
+    return (ids, *extra) if extra else ids
 
 
 def greedy_search(
@@ -345,6 +369,7 @@ def greedy_search(
     finished=None,
     resize_state=None,
     return_finished=False,
+    return_scores=False,
 ):
     """Greedy search over `step_fn(tokens, index, state) -> (logits, state)`.
 
@@ -355,7 +380,10 @@ def greedy_search(
     the loop runs in phases whose state holds max_length / 4, / 2, then
     max_length positions. With `return_finished=True`, returns `(ids,
     finished)`: `finished` `(batch,)` is False for the rows cut off at
-    `max_length` before END (True for the rows flagged on input).
+    `max_length` before END (True for the rows flagged on input). With
+    `return_scores=True`, the float32 `scores` `(batch,)` come after the ids:
+    each row's log-probability, the sum over its tokens, END included (0 for
+    rows flagged on input). Both: `(ids, scores, finished)`.
     """
     return _token_search(
         lambda logits, index: ops.argmax(logits, axis=-1),
@@ -368,6 +396,7 @@ def greedy_search(
         finished,
         resize_state,
         return_finished,
+        return_scores,
     )
 
 
@@ -410,6 +439,7 @@ def sample_search(
     finished=None,
     resize_state=None,
     return_finished=False,
+    return_scores=False,
 ):
     """Sampling with temperature, top-k and top-p over `step_fn`.
 
@@ -418,7 +448,9 @@ def sample_search(
     or `keras.random.SeedGenerator`) unless given; the token is found by
     inverting the filtered distribution's CDF, so the loop itself is
     stateless and XLA-friendly. `temperature=0` is greedy. `finished`,
-    `resize_state` and `return_finished` as in `greedy_search`.
+    `resize_state`, `return_finished` and `return_scores` as in
+    `greedy_search` (the scores are the model's log-probabilities of the
+    sampled tokens, before temperature and filters).
     """
     if noise is None:
         noise = keras.random.uniform((batch_size, max_length), seed=seed)
@@ -435,7 +467,17 @@ def sample_search(
         return ops.where(temperature > 0, sampled, greedy)
 
     return _token_search(
-        choose, step_fn, state, batch_size, max_length, start_id, end_id, finished, resize_state, return_finished
+        choose,
+        step_fn,
+        state,
+        batch_size,
+        max_length,
+        start_id,
+        end_id,
+        finished,
+        resize_state,
+        return_finished,
+        return_scores,
     )
 
 
@@ -557,7 +599,9 @@ def _merge(scores, seqs, new_scores, new_seqs, k):
     return scores, seqs
 
 
-def greedy_decode(model, source_ids, max_length=None, start_id=START_ID, end_id=END_ID, return_finished=False):
+def greedy_decode(
+    model, source_ids, max_length=None, start_id=START_ID, end_id=END_ID, return_finished=False, return_scores=False
+):
     """Cached greedy decoding of `model` (from `build_transformer`).
 
     An empty source row (all padding) decodes to all zeros (and counts as
@@ -572,15 +616,19 @@ def greedy_decode(model, source_ids, max_length=None, start_id=START_ID, end_id=
         start_id, end_id: the START and END token ids.
         return_finished: also return the boolean `finished` `(batch,)`,
             False where the output was cut off at `max_length` before END.
+        return_scores: also return the float32 log-probability `(batch,)`
+            of each output (its tokens' sum, END included).
 
     Returns:
         int32 ids `(batch, max_length)`, 0 after END; `(ids, finished)` with
-        `return_finished=True`.
+        `return_finished=True`, `(ids, scores)` with `return_scores=True`,
+        `(ids, scores, finished)` with both.
 
     Example:
 
     >>> ids = greedy_decode(model, [[5, 6, 7]], max_length=8)
     >>> ids, finished = greedy_decode(model, [[5, 6, 7]], max_length=8, return_finished=True)
+    >>> ids, scores, finished = greedy_decode(model, [[5, 6, 7]], return_finished=True, return_scores=True)
     """
     source_ids = _source(source_ids)
     step_fn, state, max_length, resize_state, _ = _cached(model, source_ids, max_length)
@@ -594,6 +642,7 @@ def greedy_decode(model, source_ids, max_length=None, start_id=START_ID, end_id=
         _empty(source_ids),
         resize_state,
         return_finished,
+        return_scores,
     )
 
 
@@ -645,10 +694,11 @@ def sample_decode(
     start_id=START_ID,
     end_id=END_ID,
     return_finished=False,
+    return_scores=False,
 ):
     """Cached sampling of `model` (or an ensemble); see `sample_search` and `filter_logits`.
 
-    `return_finished` as in `greedy_decode`.
+    `return_finished` and `return_scores` as in `greedy_decode`.
 
     Example:
 
@@ -671,6 +721,7 @@ def sample_decode(
         _empty(source_ids),
         resize_state,
         return_finished,
+        return_scores,
     )
 
 
@@ -742,14 +793,25 @@ def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=START_ID,
     The sum of the log-probabilities of the tokens up to and including END,
     divided by the length penalty of their count (`alpha=0`: the plain
     log-probability), under the decoding distribution (PAD and START
-    excluded). Comparable with `beam_decode`'s scores.
+    excluded; for an ensemble, the mean of its members' distributions).
+    Comparable with `beam_decode`'s scores and with the log-probabilities
+    that `greedy_decode(..., return_scores=True)` sums.
+
+    Example:
+
+    >>> ids, log_probs = greedy_decode(model, [[5, 6, 7]], max_length=8, return_scores=True)
+    >>> sequence_scores(model, [[5, 6, 7]], ids)  # the same log-probabilities, teacher-forced
     """
     source_ids, output_ids = _source(source_ids), _source(output_ids)
     decoder_inputs = ops.concatenate(
         [ops.full((ops.shape(output_ids)[0], 1), start_id, "int32"), output_ids[:, :-1]], axis=1
     )
-    logits = model({"encoder_inputs": source_ids, "decoder_inputs": decoder_inputs}, training=False)
-    log_probs = ops.log_softmax(_allowed(logits, start_id), axis=-1)
+    members = ensemble_members(model)
+    inputs = {"encoder_inputs": source_ids, "decoder_inputs": decoder_inputs}
+    member_log_probs = [
+        ops.log_softmax(_allowed(member(inputs, training=False), start_id), axis=-1) for member in members
+    ]
+    log_probs = ops.logsumexp(ops.stack(member_log_probs), axis=0) - math.log(len(members))
     token_log_probs = ops.squeeze(ops.take_along_axis(log_probs, output_ids[:, :, None], axis=2), -1)
     real = ops.not_equal(output_ids, 0)
     total = ops.sum(ops.where(real, token_log_probs, 0.0), axis=1)

@@ -1,4 +1,4 @@
-"""Translating many sentences with a loaded model: batched by length, with progress and cut-off flags.
+"""Translating and scoring many sentences with a loaded model: batched by length, with progress.
 
 `translator` is what `keras_transformer.export.load` returns (a run
 directory's `Translator` or a loaded SavedModel).
@@ -11,6 +11,8 @@ Example:
 
 import sys
 import time
+
+from keras_transformer.errors import ArgumentError
 
 
 def translate_lines(translator, sentences, batch_size=32, greedy=False, sample=None, progress=None):
@@ -29,26 +31,84 @@ def translate_lines_with_status(translator, sentences, batch_size=32, greedy=Fal
     length before END (cut off), None where the model cannot tell (a
     SavedModel exported before the flag existed).
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"`batch_size` must be a positive int. Received: batch_size={batch_size!r}")
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    results, finished = [""] * len(sentences), [None] * len(sentences)
-    for start in range(0, len(order), batch_size):
-        batch = order[start : start + batch_size]
-        strings = [sentences[i] for i in batch]
+
+    def translate(strings):
         if sample is not None:
             result = translator.sample_with_status(strings, *sample)
         else:
             result = (translator.greedy_with_status if greedy else translator.call_with_status)(strings)
         flags = result["finished"]
-        flags = [None] * len(batch) if flags is None else flags.numpy().tolist()
-        for i, output, flag in zip(batch, result["translations"].numpy(), flags):
-            results[i], finished[i] = output.decode("utf-8"), flag
+        flags = [None] * len(strings) if flags is None else flags.numpy().tolist()
+        return [(output.decode("utf-8"), flag) for output, flag in zip(result["translations"].numpy(), flags)]
+
+    results = _in_length_batches(translate, sentences, batch_size, progress)
+    return [text for text, _ in results], [flag for _, flag in results]
+
+
+def nbest_lines(translator, sentences, n_best, batch_size=32, progress=None):
+    """The `n_best` best translations of each sentence: a list, per sentence, of `(score, translation, finished)`.
+
+    Best first, as the beam search ranks them (`translator.nbest`); `n_best` must
+    be at most the translator's beam size.
+
+    Example:
+
+    >>> nbest_lines(translator, ["A dog runs."], n_best=2)
+    [[(-0.21, 'Ein Hund läuft.', True), (-0.93, 'Ein Hund rennt.', True)]]
+    """
+    beam_size = int(translator.beam_size.numpy())
+    if isinstance(n_best, bool) or not isinstance(n_best, int) or not 1 <= n_best <= beam_size:
+        raise ArgumentError(f"{{n_best={n_best!r}}} must be between 1 and the beam size, {{beam_size={beam_size}}}")
+
+    def best(strings):
+        result = translator.nbest(strings)
+        rows = zip(result["scores"].numpy(), result["translations"].numpy(), result["finished"].numpy())
+        return [
+            [(float(score), text.decode("utf-8"), bool(done)) for score, text, done in list(zip(*row))[:n_best]]
+            for row in rows
+        ]
+
+    return _in_length_batches(best, sentences, batch_size, progress)
+
+
+def score_lines(translator, sources, targets, batch_size=32, progress=None):
+    """`(log_probs, target_lengths)`: each target's log-probability given its source (`translator.score`).
+
+    The sum over the target's tokens, END included, and that token count.
+
+    Example:
+
+    >>> log_probs, lengths = score_lines(translator, ["A dog runs."], ["Ein Hund läuft."])
+    """
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"`sources` and `targets` must hold as many sentences. Received: {len(sources)} sources "
+            f"and {len(targets)} targets"
+        )
+
+    def score(pairs):
+        result = translator.score([s for s, _ in pairs], [t for _, t in pairs])
+        return list(zip(result["log_probs"].numpy().tolist(), result["target_lengths"].numpy().tolist()))
+
+    results = _in_length_batches(score, list(zip(sources, targets)), batch_size, progress, key=lambda p: len(p[0]))
+    return [log_prob for log_prob, _ in results], [length for _, length in results]
+
+
+def _in_length_batches(function, items, batch_size, progress, key=len):
+    """`function(batch) -> one result per item`, over batches of similar `key`; results in input order."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"`batch_size` must be a positive int. Received: batch_size={batch_size!r}")
+    order = sorted(range(len(items)), key=lambda i: key(items[i]))
+    results = [None] * len(items)
+    for start in range(0, len(order), batch_size):
+        batch = order[start : start + batch_size]
+        for i, result in zip(batch, function([items[i] for i in batch])):
+            results[i] = result
         if progress is not None:
             progress.update(len(batch))
     if progress is not None:
         progress.close()
-    return results, finished
+    return results
 
 
 def truncated_sentences(translator, sentences):
@@ -65,16 +125,17 @@ def truncated_sentences(translator, sentences):
 class Progress:
     """A one-line progress bar on stderr: `translated 300/1000 [=====     ] 41.2 sentences/s`."""
 
-    def __init__(self, total, stream=None):
+    def __init__(self, total, stream=None, verb="translated"):
         self.total, self.done, self.start = total, 0, time.time()
         self.stream = stream or sys.stderr
+        self.verb = verb
 
     def update(self, count):
         self.done += count
         rate = self.done / max(time.time() - self.start, 1e-9)
         filled = int(20 * self.done / max(self.total, 1))
         self.stream.write(
-            f"\rtranslated {self.done}/{self.total} [{'=' * filled}{' ' * (20 - filled)}] {rate:.1f} sentences/s"
+            f"\r{self.verb} {self.done}/{self.total} [{'=' * filled}{' ' * (20 - filled)}] {rate:.1f} sentences/s"
         )
         self.stream.flush()
 

@@ -144,3 +144,36 @@ def test_console_entry_point_in_a_subprocess(run):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.splitlines() == [pairs[4][1]]
+
+
+def test_translate_n_best_prints_index_score_translation(run, capsys, monkeypatch):
+    path, pairs = run
+    argv = ["translate", "--model", str(path), "--n-best", "3", pairs[0][0], pairs[1][0]]
+    code, out, _ = _main(capsys, monkeypatch, argv)
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert code == 0 and [int(index) for index, _, _ in rows] == [0, 0, 0, 1, 1, 1]
+    code, best, _ = _main(capsys, monkeypatch, ["translate", "--model", str(path), pairs[0][0], pairs[1][0]])
+    assert [rows[0][2], rows[3][2]] == best.splitlines()  # the first of each n-best list is the translation
+    scores = [float(score) for _, score, _ in rows]
+    assert scores[0] >= scores[1] >= scores[2] and scores[3] >= scores[4] >= scores[5]
+    code, _, err = _main(capsys, monkeypatch, ["translate", "--model", str(path), "--n-best", "5", "hi"])
+    assert code == 2 and "--n-best 5 must be between 1 and the beam size, --beam 4" in err
+
+
+def test_score_prints_log_probabilities_and_writes_json(run, capsys, monkeypatch, tmp_path):
+    path, pairs = run
+    (tmp_path / "src").write_text("".join(s + "\n" for s, _ in pairs[:3]) * 2, encoding="utf-8")
+    wrong = [pairs[(i + 5) % 20][1] for i in range(3)]
+    (tmp_path / "tgt").write_text("".join(t + "\n" for _, t in pairs[:3]) + "".join(t + "\n" for t in wrong))
+    argv = ["score", "--model", str(path), "--source", str(tmp_path / "src"), "--target", str(tmp_path / "tgt")]
+    code, out, _ = _main(capsys, monkeypatch, [*argv, "--quiet"])
+    values = [float(line) for line in out.splitlines()]
+    assert code == 0 and len(values) == 6 and all(value < 0 for value in values)
+    assert all(right > bad for right, bad in zip(values[:3], values[3:]))  # the references are likelier
+    code, out, err = _main(capsys, monkeypatch, [*argv, "--output", str(tmp_path / "scores.json")])
+    report = json.loads((tmp_path / "scores.json").read_text())
+    assert code == 0 and out == "" and "scored 6/6" in err
+    assert report["log_probs"] == pytest.approx(values, abs=1e-5) and len(report["target_lengths"]) == 6
+    (tmp_path / "short").write_text("one line\n", encoding="utf-8")
+    code, _, err = _main(capsys, monkeypatch, [*argv[:-1], str(tmp_path / "short")])
+    assert code == 2 and "has 1 lines but" in err

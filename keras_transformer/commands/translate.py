@@ -5,6 +5,11 @@ Example::
     keras-transformer translate --model saved_models/multi30k-en-de "A dog runs."
     keras-transformer translate --model saved_models/en-de-export --input test.en > test.hyp.de
     echo "A dog runs." | keras-transformer translate --model saved_models/multi30k-en-de --beam 1
+    keras-transformer translate --model saved_models/en-de-export --n-best 4 "A dog runs."
+
+With `--n-best K`, each sentence gives K lines `index<TAB>score<TAB>translation`
+(index from 0, in input order; best first; score the length-normalised
+log-probability that the beam search ranks by).
 
 Input must be UTF-8 text without NUL bytes (the tokenizer would turn a NUL
 into an unknown token): a line or argument with one is an error naming it.
@@ -21,7 +26,7 @@ from keras_transformer.commands.arguments import (
     non_negative_finite_float,
     positive_int,
 )
-from keras_transformer.translation import Progress, translate_lines_with_status, truncated_sentences
+from keras_transformer.translation import Progress, nbest_lines, translate_lines_with_status, truncated_sentences
 
 SENTENCES_HELP = "sentences to translate; without them, --input or stdin (one sentence a line)"
 
@@ -36,6 +41,12 @@ def add_parser(subparsers):
     add_model_arguments(parser)
     parser.add_argument("--input", type=non_empty, help="a UTF-8 file, one sentence a line (default: stdin)")
     parser.add_argument("--output", type=non_empty, help="write the translations here (default: stdout)")
+    parser.add_argument(
+        "--n-best",
+        type=positive_int,
+        default=None,
+        help="print the K best translations of each sentence, as index<TAB>score<TAB>translation (K <= --beam)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(run=run)
 
@@ -70,11 +81,14 @@ def run(args):
     translator = load(args.model, beam_size=args.beam, alpha=args.alpha)
     warn_truncated(translator, sentences)
     progress = None if args.quiet or not from_file else Progress(len(sentences))
-    translations, finished = translate_lines_with_status(
-        translator, sentences, args.batch_size, greedy=args.beam == 1, progress=progress
-    )
-    warn_cut_off(finished)
-    text = "".join(t + "\n" for t in translations)
+    if args.n_best:
+        text = _nbest_text(translator, sentences, args, progress)
+    else:
+        translations, finished = translate_lines_with_status(
+            translator, sentences, args.batch_size, greedy=args.beam == 1, progress=progress
+        )
+        warn_cut_off(finished)
+        text = "".join(t + "\n" for t in translations)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -82,6 +96,15 @@ def run(args):
         sys.stdout.write(text)
         sys.stdout.flush()
     return 0
+
+
+def _nbest_text(translator, sentences, args, progress):
+    """`index<TAB>score<TAB>translation` lines, `args.n_best` per sentence, best first."""
+    rows = nbest_lines(translator, sentences, args.n_best, args.batch_size, progress=progress)
+    warn_cut_off([hypotheses[0][2] for hypotheses in rows])
+    return "".join(
+        f"{index}\t{score:.6f}\t{text}\n" for index, hypotheses in enumerate(rows) for score, text, _ in hypotheses
+    )
 
 
 def check_utf8(text, where):

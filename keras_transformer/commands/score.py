@@ -1,0 +1,60 @@
+"""`keras-transformer score`: the log-probability of each target sentence given its source.
+
+Example::
+
+    keras-transformer score --model saved_models/en-de-export --source train.en --target train.de > scores.txt
+    keras-transformer score --model saved_models/multi30k-en-de --source a.en --target a.de --output scores.json
+
+One number a line, in input order: the sum of the log-probabilities of the
+target's tokens, END included (higher is likelier). Use it to filter a
+corpus or to rerank candidate translations. With `--output`, a JSON file
+with `log_probs` and `target_lengths` (the tokens scored; a target longer
+than the model's maximum output length is scored on its first tokens).
+"""
+
+import json
+import sys
+
+from keras_transformer.commands.arguments import TRUST, non_empty, positive_int
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "score",
+        help="log-probabilities of target sentences given their sources",
+        description=__doc__.split("\n\n")[0] + " " + TRUST,
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        type=non_empty,
+        help="a training run directory or an exported SavedModel (one you trust)",
+    )
+    parser.add_argument("--source", required=True, type=non_empty, help="UTF-8 source file, one sentence a line")
+    parser.add_argument("--target", required=True, type=non_empty, help="UTF-8 target file, line-aligned with --source")
+    parser.add_argument("--output", type=non_empty, help="write JSON (log_probs, target_lengths) here")
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="pairs per batch (default 32)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(run=run)
+
+
+def run(args):
+    from keras_transformer import atomic
+    from keras_transformer.commands.translate import read_lines
+    from keras_transformer.export import load
+    from keras_transformer.translation import Progress, score_lines
+
+    sources, targets = read_lines(args.source), read_lines(args.target)
+    if len(sources) != len(targets):
+        raise ValueError(f"{args.target} has {len(targets)} lines but {args.source} has {len(sources)}")
+    translator = load(args.model)
+    progress = None if args.quiet else Progress(len(sources), verb="scored")
+    log_probs, lengths = score_lines(translator, sources, targets, args.batch_size, progress=progress)
+    if args.output:
+        report = {"model": args.model, "source": args.source, "target": args.target}
+        report.update(log_probs=log_probs, target_lengths=lengths)
+        atomic.write_bytes(args.output, (json.dumps(report, indent=1) + "\n").encode("utf-8"))
+    else:
+        sys.stdout.write("".join(f"{value:.6f}\n" for value in log_probs))
+        sys.stdout.flush()
+    return 0
