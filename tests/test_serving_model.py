@@ -24,7 +24,7 @@ SCORE_TOLERANCE = 1e-4
 @pytest.fixture(scope="module")
 def server():
     run, _ = trained_export()
-    server = Server(run, "--no-warmup", "--max-batch-size", "16", "--batch-timeout-ms", "20", name="tiny")
+    server = Server(run, "--no-warmup", "--max-batch-size", "4", "--batch-timeout-ms", "20", name="tiny")
     yield server
     server.stop()
 
