@@ -7,14 +7,18 @@ take seconds; tests/test_serving_model.py runs the real tiny model.
 
 import http.client
 import json
+import os
 import random
 import signal
+import subprocess
+import sys
 import time
 
 import httpx
 import pytest
 from google.protobuf import json_format
 from serving_fixtures import (  # noqa: F401  (browser: a fixture)
+    REPO,
     Server,
     browser,
     check_page_against_predict,
@@ -289,3 +293,23 @@ def test_keep_alive_requests_are_not_held_by_delayed_acks(server):
         for _ in range(20):
             assert http.get(f"{server.url}/v1/models/fake").status_code == 200
         assert time.perf_counter() - started < 0.6
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--model", "/nonexistent/export"], "is neither a SavedModel (no saved_model.pb) nor a training run"),
+        (["--model", "MODEL", "--port", "99999"], "argument --port: must be a port number"),
+        (["--model", "MODEL", "--max-batch-size", "0"], "argument --max-batch-size: must be"),
+        (["--model", "MODEL", "--timeout", "nan"], "argument --timeout: must be"),
+        (["--model", "MODEL", "--port", "PORT"], "cannot listen on 127.0.0.1:"),
+    ],
+)
+def test_bad_command_lines_are_one_line_errors(server, fake_model, flags, message):
+    flags = [str(fake_model) if f == "MODEL" else server.url.rsplit(":", 1)[1] if f == "PORT" else f for f in flags]
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3")
+    command = [sys.executable, "-m", "keras_transformer.commands.cli", "serve", *flags]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("keras-transformer serve: error:")]
+    assert result.returncode == 2 and len(lines) == 1 and message in lines[0], result.stderr[-2000:]
+    assert "Traceback" not in result.stderr

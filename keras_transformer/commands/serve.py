@@ -104,6 +104,11 @@ def run(args):
     try:
         path = pathlib.Path(args.model)
         if not run_dir.is_saved_model(path):
+            if not (run_dir.is_run_dir(path) or (path / run_dir.CONFIG).is_file()):  # export_run says what is wrong
+                raise ValueError(
+                    f"{path} is neither a SavedModel (no saved_model.pb) nor a training run (no config.json): "
+                    "--model takes an export (`keras-transformer export`) or a run directory"
+                )
             from keras_transformer.export import export_run
 
             workdir = pathlib.Path(tempfile.mkdtemp(prefix="kt-serve-"))
