@@ -18,14 +18,13 @@ import sys
 import tempfile
 
 from keras_transformer.commands.arguments import (
+    TRUST,
     int_in_range,
     non_empty,
     non_negative_finite_float,
     positive_finite_float,
     positive_int,
 )
-
-TRUST = "Only serve models you trust: a model is a program, and the server runs whatever it computes."
 
 
 def add_parser(subparsers):
