@@ -169,7 +169,7 @@ def test_argument_types_return_the_parsed_value():
     assert arguments.non_empty("out") == "out"
 
 
-@pytest.mark.parametrize("command", ["translate", "chat", "evaluate"])
+@pytest.mark.parametrize("command", ["translate", "chat", "evaluate", "serve"])
 def test_help_says_to_load_only_trusted_models(command, capsys):
     with pytest.raises(SystemExit) as stopped:
         cli.main([command, "--help"])

@@ -31,6 +31,8 @@ MODULES = [
     "keras_transformer.errors",
     "keras_transformer.commands.cli",
     "keras_transformer.commands.arguments",
+    "keras_transformer.serving.batching",
+    "keras_transformer.serving.page",
 ]
 
 

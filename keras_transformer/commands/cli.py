@@ -36,7 +36,7 @@ import sys
 
 from keras_transformer.errors import ArgumentError, first_line
 
-COMMANDS = ("train", "translate", "score", "chat", "evaluate", "export", "plot")
+COMMANDS = ("train", "translate", "score", "chat", "evaluate", "export", "serve", "plot")
 FLAGS = {"beam_size": "--beam"}  # Python arguments whose flag is not `--` + the name in kebab case
 DEBUG_ENV = "KERAS_TRANSFORMER_DEBUG"
 EXPECTED_ERRORS = (ValueError, OSError)  # the library's "this input is wrong"

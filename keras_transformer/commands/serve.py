@@ -1,0 +1,182 @@
+"""`keras-transformer serve`: a SavedModel over TF Serving's REST API, with dynamic batching.
+
+Example::
+
+    keras-transformer serve --model saved_models/en-de-export --name en-de
+    curl -d '{"instances": ["A dog runs."]}' http://127.0.0.1:8501/v1/models/en-de:predict
+
+A training run directory is exported to a temporary folder first. It binds to
+127.0.0.1 unless `--host` says otherwise; SIGTERM (or Ctrl-C) stops accepting,
+answers the requests already accepted, and exits 0. Needs the `serve` extra:
+`pip install keras-transformer[serve]`.
+"""
+
+import pathlib
+import shutil
+import socket
+import sys
+import tempfile
+
+from keras_transformer.commands.arguments import (
+    TRUST,
+    int_in_range,
+    non_empty,
+    non_negative_finite_float,
+    positive_finite_float,
+    positive_int,
+)
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve a SavedModel or training run over TF Serving's REST API",
+        description=__doc__.split("\n\n")[0] + " " + TRUST,
+    )
+    parser.add_argument("--model", required=True, type=non_empty, help="a SavedModel, or a training run directory")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    parser.add_argument(
+        "--port",
+        type=int_in_range(0, 65535, "a port number from 0 to 65535 (0: any free port)"),
+        default=8501,
+        help="port (default 8501, as TF Serving; 0: any)",
+    )
+    parser.add_argument("--name", default=None, help="the model's name in URLs (default: the folder's name)")
+    parser.add_argument("--version", type=positive_int, default=1, help="the version it is served as (default 1)")
+    batching = parser.add_argument_group("batching and limits")
+    batching.add_argument(
+        "--max-batch-size", type=positive_int, default=32, help="sentences decoded in one call at most (default 32)"
+    )
+    batching.add_argument(
+        "--batch-timeout-ms",
+        type=non_negative_finite_float,
+        default=5.0,
+        help="how long a request waits for others to batch with (default 5)",
+    )
+    batching.add_argument(
+        "--no-batching", action="store_true", help="decode each request alone (batch-of-one, as TF Serving's default)"
+    )
+    batching.add_argument(
+        "--always-wait",
+        action="store_true",
+        help="wait --batch-timeout-ms for other requests also when no batch is being decoded (as TF Serving); "
+        "by default a request that arrives while the server is idle is decoded at once",
+    )
+    batching.add_argument("--threads", type=positive_int, default=2, help="batches decoded at once (default 2)")
+    batching.add_argument(
+        "--max-queue", type=positive_int, default=256, help="requests waiting at most; more get 503 (default 256)"
+    )
+    batching.add_argument(
+        "--max-instances", type=positive_int, default=64, help="sentences per request at most (default 64)"
+    )
+    batching.add_argument(
+        "--max-body-bytes", type=positive_int, default=1 << 20, help="request body size at most (default 1 MiB)"
+    )
+    batching.add_argument(
+        "--timeout",
+        type=positive_finite_float,
+        default=30.0,
+        help="seconds a request may wait for its answer (default 30)",
+    )
+    batching.add_argument(
+        "--no-warmup",
+        action="store_true",
+        help="start at once, without decoding each batch and source shape first (the first requests of each "
+        "shape then wait for its XLA compile)",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args):
+    try:
+        import uvicorn
+
+        from keras_transformer.serving import rest
+    except ModuleNotFoundError as error:
+        raise ValueError(
+            f"serving needs the `serve` extra ({error.name} is not installed): pip install keras-transformer[serve]"
+        ) from None
+    from keras_transformer import run_dir
+    from keras_transformer.serving.signatures import ServedModel
+
+    workdir = None
+    try:
+        path = pathlib.Path(args.model)
+        if not run_dir.is_saved_model(path):
+            if not (run_dir.is_run_dir(path) or (path / run_dir.CONFIG).is_file()):  # export_run says what is wrong
+                raise ValueError(
+                    f"{path} is neither a SavedModel (no saved_model.pb) nor a training run (no config.json): "
+                    "--model takes an export (`keras-transformer export`) or a run directory"
+                )
+            from keras_transformer.export import export_run
+
+            workdir = pathlib.Path(tempfile.mkdtemp(prefix="kt-serve-"))
+            export_run(path, workdir / "export")
+            path = workdir / "export"
+        name = args.name or pathlib.Path(args.model).resolve().name
+        model = ServedModel(path, max_instances=args.max_instances)
+        if not args.no_warmup:
+            _warm_up(model, 1 if args.no_batching else args.max_batch_size)
+        batcher = rest.build_batcher(
+            model,
+            max_batch_size=args.max_batch_size,
+            timeout_ms=args.batch_timeout_ms,
+            max_queue=args.max_queue,
+            num_threads=args.threads,
+            enabled=not args.no_batching,
+            always_wait=args.always_wait,
+        )
+        limits = rest.Limits(max_body_bytes=args.max_body_bytes, timeout_s=args.timeout)
+        app = rest.create_app(model, batcher, name, args.version, limits)
+        return _serve(uvicorn, app, args.host, args.port, name, model, batcher)
+    finally:
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _warm_up(model, max_batch_size):
+    import time
+
+    started = time.perf_counter()
+    calls = model.warm_up(max_batch_size)
+    print(f"Warmed up: {calls} signature calls in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+
+
+def _graceful_server(uvicorn):
+    class GracefulServer(uvicorn.Server):
+        """uvicorn's server, which exits 0 after a signal's graceful shutdown instead of re-raising the signal."""
+
+        def handle_exit(self, sig, frame):
+            super().handle_exit(sig, frame)
+            getattr(self, "_captured_signals", []).clear()
+
+    return GracefulServer
+
+
+def _serve(uvicorn, app, host, port, name, model, batcher):
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio sets TCP_NODELAY only then
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        raise OSError(f"cannot listen on {host}:{port}: {error.strerror}") from None
+    sock.listen(512)
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    print(
+        f"Serving {name} ({', '.join(sorted(model.functions))}) at http://{shown}:{bound}/ "
+        f"(predict: POST /v1/models/{name}:predict)",
+        file=sys.stderr,
+        flush=True,
+    )
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    _graceful_server(uvicorn)(config).run(sockets=[sock])
+    sizes = batcher.batch_sizes
+    batches, sentences = sum(sizes.values()), sum(size * count for size, count in sizes.items())
+    print(
+        f"Stopped: every accepted request was answered ({sentences} sentences in {batches} signature calls).",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 0

@@ -1,0 +1,182 @@
+"""TF Serving's REST API as a FastAPI app, over a `ServedModel` and a `DynamicBatcher`.
+
+Routes (as TF Serving's, so a client written for TF Serving works unchanged):
+
+- `POST /v1/models/NAME:predict`, `POST /v1/models/NAME/versions/N:predict`
+- `GET /v1/models/NAME` (and `/versions/N`): the model's version status
+- `GET /v1/models/NAME/metadata` (and `/versions/N/metadata`): the signature defs
+- `GET /`: a page to try the model in a browser
+
+Every error is `{"error": "..."}` with a 4xx/5xx status: 400 for a bad
+request, 404 for an unknown model, version or route, 413 for a body or
+request too large, 503 (with `Retry-After`) when the queue is full, 504 when
+a request waits longer than its timeout.
+
+Example:
+
+>>> app = create_app(ServedModel("export"), name="translator")   # doctest: +SKIP
+>>> uvicorn.run(app, host="127.0.0.1", port=8501)                # doctest: +SKIP
+"""
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import re
+
+from keras_transformer.serving import page
+from keras_transformer.serving.batching import QueueFull
+from keras_transformer.serving.signatures import RequestError
+
+try:
+    import fastapi
+    from fastapi.responses import HTMLResponse, Response
+except ModuleNotFoundError as error:  # pragma: no cover  (the extra is part of the test install)
+    raise ModuleNotFoundError(
+        f"`keras-transformer serve` needs the `serve` extra ({error.name} is missing): "
+        "pip install keras-transformer[serve]",
+        name=error.name,
+    ) from None
+
+ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+))?(?P<rest>:predict|/metadata)?$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one request may ask for: body bytes, and seconds from arrival to answer."""
+
+    max_body_bytes: int = 1 << 20
+    timeout_s: float = 30.0
+
+
+def create_app(model, batcher, name, version=1, limits=Limits()):
+    """The FastAPI app serving `model` (a `ServedModel`) as `name`, batching through `batcher`.
+
+    `batcher` is a `DynamicBatcher` whose `run_batch(key, inputs)` runs
+    `model.run(*key... )`: build both with `build_batcher`. The app closes the
+    batcher (answering every queued request) when it shuts down.
+    """
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        await asyncio.to_thread(batcher.close)
+
+    app = fastapi.FastAPI(title=f"keras-transformer: {name}", lifespan=lifespan, docs_url=None, redoc_url=None)
+    html = page.render(name)
+
+    @app.get("/", response_class=HTMLResponse)
+    async def index():
+        return html
+
+    @app.api_route("/v1/models/{path:path}", methods=["GET", "POST"])
+    async def models(path: str, request: fastapi.Request):
+        route = ROUTE.match(f"/v1/models/{path}")
+        if route is None:
+            return _error(404, f"Malformed request: {request.method} /v1/models/{path}")
+        found = _find_model(route["name"], route["version"], name, version)
+        if found is not None:
+            return _error(404, found)
+        action = route["rest"] or ""
+        if action == ":predict" and request.method == "POST":
+            return await _predict(request, model, batcher, limits)
+        if request.method == "GET" and action == "/metadata":
+            return _json(model.metadata(name, version))
+        if request.method == "GET" and not action:
+            return _json(_status(version))
+        return _error(405, f"Unsupported method or path: {request.method} /v1/models/{path}")
+
+    @app.exception_handler(404)
+    async def not_found(request, exc):
+        return _error(404, f"Malformed request: {request.method} {request.url.path}")
+
+    return app
+
+
+def build_batcher(model, **options):
+    """A `DynamicBatcher` whose jobs are keyed by (signature, scalars) and run by `model.run`."""
+    from keras_transformer.serving.batching import DynamicBatcher
+
+    def run_batch(key, inputs):
+        signature, scalars = key
+        return model.run(signature, inputs, scalars)
+
+    return DynamicBatcher(run_batch, **options)
+
+
+def _find_model(requested, requested_version, name, version):
+    """None when the request names this model (and version), else TF Serving's 404 message."""
+    if requested != name:
+        return f"Servable not found for request: Latest({requested})"
+    if requested_version is not None and requested_version != str(version):
+        return f"Servable not found for request: Specific({requested}, {requested_version})"
+    return None
+
+
+def _status(version):
+    return {
+        "model_version_status": [
+            {"version": str(version), "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+        ]
+    }
+
+
+async def _predict(request, model, batcher, limits):
+    try:
+        body = _decode(await _read_body(request, limits.max_body_bytes))
+        parsed = model.parse(body)
+        future = batcher.submit((parsed.signature, parsed.scalars), parsed.inputs)
+    except RequestError as error:
+        return _error(error.status, str(error))
+    except QueueFull as error:
+        return _error(503, f"Server busy: {error}; retry later", headers={"Retry-After": "1"})
+    try:
+        outputs = await asyncio.wait_for(asyncio.wrap_future(future), limits.timeout_s)
+    except (asyncio.TimeoutError, TimeoutError):
+        future.cancel()
+        return _error(504, f"Deadline exceeded: no answer within the {limits.timeout_s:g} s request timeout")
+    except Exception as error:  # noqa: BLE001  (a failed signature call: reported, the server goes on)
+        return _error(_tf_status(error), f"{type(error).__name__}: {str(error).strip().splitlines()[0][:300]}")
+    return _json(model.render(parsed, outputs))
+
+
+async def _read_body(request, limit):
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestError(f"Request body of {declared} bytes is larger than the limit of {limit} bytes", 413)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(f"Request body is larger than the limit of {limit} bytes", 413)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _decode(raw):
+    """The body's JSON value; invalid UTF-8 and non-JSON are `RequestError`s that say where."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise RequestError(f"Request body is not valid UTF-8: {error.reason} at byte {error.start}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise RequestError(f"JSON Parse error: {error.msg} at line {error.lineno} column {error.colno}") from None
+    except RecursionError:
+        raise RequestError("JSON Parse error: nested too deeply") from None
+
+
+def _tf_status(error):
+    import tensorflow as tf
+
+    return 400 if isinstance(error, (tf.errors.InvalidArgumentError, ValueError)) else 500
+
+
+def _json(value, status=200, headers=None):
+    text = json.dumps(value, ensure_ascii=False, allow_nan=True)  # TF Serving writes NaN and Infinity too
+    return Response(text, status_code=status, media_type="application/json", headers=headers)
+
+
+def _error(status, message, headers=None):
+    return _json({"error": message}, status, headers)

@@ -1,0 +1,319 @@
+"""A SavedModel's signatures, and TF Serving's JSON request forms checked against them.
+
+`ServedModel` loads a SavedModel with `tf.saved_model.load` and calls
+`.signatures[name]`: the functions TF Serving itself would run. A request
+(row format `{"instances": [...]}` or columnar `{"inputs": ...}`) is parsed
+into a `Request`: its batched inputs as lists of `bytes`, one per instance,
+and its scalar inputs (the `sample` signature's `temperature`, `top_k`,
+`top_p`, `seed`). Every problem is a `RequestError` (HTTP 400 unless said)
+whose message names it, before the request can join a batch.
+
+Example:
+
+>>> model = ServedModel("saved_models/en-de-export")            # doctest: +SKIP
+>>> request = model.parse({"instances": ["A dog runs."]})        # doctest: +SKIP
+>>> outputs = model.run(request.signature, request.inputs, request.scalars)  # doctest: +SKIP
+>>> model.render(request, outputs)                               # doctest: +SKIP
+{'predictions': [{'translations': 'Ein Hund rennt.', 'scores': -0.41, 'finished': True}]}
+"""
+
+import base64
+import dataclasses
+import math
+import pathlib
+
+import numpy as np
+import tensorflow as tf
+
+DEFAULT_SIGNATURE = "serving_default"
+WARMED_SIGNATURES = ("serving_default", "greedy", "nbest")  # XLA decoders: one program per shape
+
+
+class RequestError(ValueError):
+    """A request that cannot be served; `status` is the HTTP status to answer with."""
+
+    def __init__(self, message, status=400):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """A checked request: `inputs` maps each batched input to one `bytes` per instance."""
+
+    signature: str
+    inputs: dict
+    scalars: tuple  # ((name, value), ...) of the scalar inputs, sorted by name
+    columnar: bool
+
+    @property
+    def size(self):
+        return len(next(iter(self.inputs.values())))
+
+
+class ServedModel:
+    """A SavedModel's signatures, served as TF Serving serves them.
+
+    Args:
+        path: a SavedModel directory.
+        max_instances: the most instances (sentences) one request may hold.
+    """
+
+    def __init__(self, path, max_instances=64):
+        import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
+
+        self.path = pathlib.Path(path)
+        self.max_instances = max_instances
+        self.module = tf.saved_model.load(str(self.path))
+        self.functions = dict(self.module.signatures)
+        if not self.functions:
+            raise ValueError(
+                f"{self.path} has no serving signatures: export it again with this version of "
+                "keras-transformer (`keras-transformer export`)."
+            )
+        self.input_specs = {name: fn.structured_input_signature[1] for name, fn in self.functions.items()}
+
+    # -- parsing ---------------------------------------------------------------------------------
+
+    def parse(self, body):
+        """A `Request` from TF Serving's JSON body (already decoded), or a `RequestError`."""
+        if not isinstance(body, dict):
+            raise RequestError(f"JSON Value: {_short(body)} Is not an object: the body must be a JSON object")
+        name = body.get("signature_name", DEFAULT_SIGNATURE)
+        if not isinstance(name, str) or name not in self.functions:
+            known = ", ".join(sorted(self.functions))
+            raise RequestError(f"Serving signature name: {_short(name)} not found in signature def (known: {known})")
+        specs = self.input_specs[name]
+        has_rows, has_columns = "instances" in body, "inputs" in body
+        if has_rows == has_columns:
+            raise RequestError("Missing 'inputs' or 'instances' key: the body needs exactly one of them")
+        if has_rows:
+            inputs, scalars = self._rows(body["instances"], specs)
+        else:
+            inputs, scalars = self._columns(body["inputs"], specs)
+        request = Request(name, inputs, tuple(sorted(scalars.items())), columnar=has_columns)
+        if request.size > self.max_instances:
+            raise RequestError(
+                f"Too many instances: {request.size} in one request; at most {self.max_instances} "
+                "(send several requests)",
+                status=413,
+            )
+        return request
+
+    def _rows(self, instances, specs):
+        if not isinstance(instances, list):
+            raise RequestError(f"'instances' must be a JSON list. Received: {_short(instances)}")
+        batched = _batched_names(specs)
+        inputs = {input_name: [] for input_name in batched}
+        rows_scalars = []
+        for index, instance in enumerate(instances):
+            if not isinstance(instance, dict) or _is_b64(instance):  # a bare value: the single input's
+                if len(specs) != 1:
+                    raise RequestError(
+                        f"instances[{index}] must be an object with the named inputs {sorted(specs)}. "
+                        f"Received: {_short(instance)}"
+                    )
+                instance = {batched[0]: instance}
+            _check_names(instance, specs, f"instances[{index}]")
+            for input_name in batched:
+                inputs[input_name].append(_string(instance[input_name], f"instances[{index}].{input_name}"))
+            rows_scalars.append(
+                {s: _scalar(instance[s], specs[s], f"instances[{index}].{s}") for s in specs if s not in batched}
+            )
+        scalars = rows_scalars[0] if rows_scalars else {}
+        for index, row in enumerate(rows_scalars):
+            if row != scalars:
+                raise RequestError(
+                    f"instances[{index}] gives {row}, instances[0] gives {scalars}: in row format every instance "
+                    "must give the same scalar inputs (or send them once, in columnar format)"
+                )
+        if not instances:
+            raise RequestError("'instances' is empty: send at least one instance")
+        return inputs, scalars
+
+    def _columns(self, columns, specs):
+        batched = _batched_names(specs)
+        if not isinstance(columns, dict) or _is_b64(columns):  # a bare value: the single input's
+            if len(specs) != 1:
+                raise RequestError(
+                    f"'inputs' must be an object with the named inputs {sorted(specs)}. Received: {_short(columns)}"
+                )
+            columns = {batched[0]: columns}
+        _check_names(columns, specs, "inputs")
+        inputs = {}
+        for input_name in batched:
+            values = columns[input_name]
+            if not isinstance(values, list):
+                raise RequestError(
+                    f"inputs.{input_name} must be a list of strings (shape [-1]). Received: {_short(values)}"
+                )
+            inputs[input_name] = [_string(v, f"inputs.{input_name}[{i}]") for i, v in enumerate(values)]
+        sizes = {len(v) for v in inputs.values()}
+        if len(sizes) > 1:
+            raise RequestError(f"Batched inputs {batched} have different lengths {sorted(sizes)}")
+        if sizes == {0}:
+            raise RequestError("'inputs' is empty: send at least one sentence")
+        scalars = {s: _scalar(columns[s], specs[s], f"inputs.{s}") for s in specs if s not in batched}
+        return inputs, scalars
+
+    # -- running and rendering ---------------------------------------------------------------------
+
+    def run(self, signature, inputs, scalars=()):
+        """The signature's outputs (a dict of numpy arrays) for `inputs` (lists of bytes) and `scalars`."""
+        specs = self.input_specs[signature]
+        arguments = {name: tf.constant(values, tf.string) for name, values in inputs.items()}
+        arguments.update({name: tf.constant(value, specs[name].dtype) for name, value in scalars})
+        return {name: tensor.numpy() for name, tensor in self.functions[signature](**arguments).items()}
+
+    @staticmethod
+    def render(request, outputs):
+        """TF Serving's JSON response: `{"predictions": [...]}` (row) or `{"outputs": ...}` (columnar)."""
+        names = sorted(outputs)
+        if request.columnar:
+            columns = {name: _json_value(outputs[name]) for name in names}
+            return {"outputs": columns[names[0]] if len(names) == 1 else columns}
+        rows = []
+        for index in range(request.size):
+            row = {name: _json_value(outputs[name][index]) for name in names}
+            rows.append(row[names[0]] if len(names) == 1 else row)
+        return {"predictions": rows}
+
+    # -- warm-up -------------------------------------------------------------------------------------
+
+    def warm_up(self, max_batch_size):
+        """Runs the decoding signatures once per batch and source bucket; returns how many calls ran.
+
+        The SavedModel's XLA decoder compiles one program per (batch bucket,
+        source bucket) shape: batches are padded to a power of two, sources
+        to a multiple of 16 tokens. Without a warm-up, the first batch of each
+        new shape waits seconds for its compile while the others queue behind
+        it. Sources of each bucket are found with the SavedModel's
+        `source_lengths` function when it has one (this package's exports),
+        else only the shortest bucket is warmed.
+        """
+        sizes = [1 << n for n in range(max_batch_size.bit_length()) if 1 << n <= max_batch_size]
+        if sizes[-1] < max_batch_size:
+            sizes.append(max_batch_size)
+        calls = 0
+        for signature in WARMED_SIGNATURES:
+            if signature not in self.functions or _batched_names(self.input_specs[signature]) != ["sentences"]:
+                continue
+            for sentence in self._bucket_sentences():
+                for size in sizes:
+                    self.run(signature, {"sentences": [sentence] * size})
+                    calls += 1
+        return calls
+
+    def _bucket_sentences(self, bucket=16):
+        """One sentence per source-length bucket, shortest first."""
+        source_lengths = getattr(self.module, "source_lengths", None)
+        limit = getattr(self.module, "max_source_length", None)
+        if source_lengths is None or limit is None:
+            return [b"a"]
+        limit = int(limit.numpy())
+        candidates = [" ".join(["a"] * words) for words in range(1, 2 * limit + 2)]
+        lengths = source_lengths(tf.constant(candidates)).numpy()
+        chosen = {}
+        for sentence, length in zip(candidates, lengths):
+            chosen.setdefault(-(-min(int(length), limit) // bucket), sentence.encode())
+        return [chosen[key] for key in sorted(chosen)]
+
+    # -- metadata ------------------------------------------------------------------------------------
+
+    def metadata(self, model_name, version):
+        """TF Serving's GetModelMetadataResponse as JSON: the SignatureDefs from saved_model.pb."""
+        from google.protobuf import json_format
+        from tensorflow.core.protobuf import saved_model_pb2
+        from tensorflow_serving.apis import get_model_metadata_pb2
+
+        saved_model = saved_model_pb2.SavedModel()
+        saved_model.ParseFromString((self.path / "saved_model.pb").read_bytes())
+        signature_defs = saved_model.meta_graphs[0].signature_def
+        signature_map = get_model_metadata_pb2.SignatureDefMap()
+        for name, definition in signature_defs.items():
+            if name != "__saved_model_init_op":
+                signature_map.signature_def[name].CopyFrom(definition)
+        response = get_model_metadata_pb2.GetModelMetadataResponse()
+        response.model_spec.name = model_name
+        response.model_spec.version.value = version
+        response.metadata["signature_def"].Pack(signature_map)
+        return json_format.MessageToDict(response, preserving_proto_field_name=True)
+
+
+def _batched_names(specs):
+    return sorted(name for name, spec in specs.items() if spec.shape.rank)
+
+
+def _check_names(given, specs, where):
+    missing = sorted(set(specs) - set(given))
+    unknown = sorted(set(given) - set(specs))
+    if missing or unknown:
+        raise RequestError(
+            f"{where}: wrong input names: missing {missing}, unknown {unknown}; this signature takes {sorted(specs)}"
+        )
+
+
+def _is_b64(value):
+    return isinstance(value, dict) and set(value) == {"b64"}
+
+
+def _string(value, where):
+    """One string input as UTF-8 `bytes`: a JSON string, or TF Serving's `{"b64": ...}` for raw bytes."""
+    if _is_b64(value):
+        try:
+            data = base64.b64decode(value["b64"], validate=True)
+        except (ValueError, TypeError):
+            raise RequestError(f"{where}: 'b64' is not valid base64. Received: {_short(value['b64'])}") from None
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise RequestError(
+                f"{where}: the decoded bytes are not valid UTF-8 ({error.reason} at byte {error.start})"
+            ) from None
+    elif isinstance(value, str):
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise RequestError(
+                f"{where} is not valid UTF-8 text (a lone surrogate). Received: {_short(value)}"
+            ) from None
+    else:
+        raise RequestError(f"{where} must be a string (DT_STRING). Received: {_short(value)}")
+    if b"\0" in data:
+        raise RequestError(f"{where} contains a NUL byte, which the tokenizer would turn into an unknown token")
+    return data
+
+
+def _scalar(value, spec, where):
+    """A scalar input, checked against its dtype (and the sampling ranges the SavedModel asserts)."""
+    name = where.rsplit(".", 1)[-1]
+    if spec.dtype.is_integer:
+        if isinstance(value, bool) or not isinstance(value, int) or not spec.dtype.min <= value <= spec.dtype.max:
+            raise RequestError(f"{where} must be an integer ({spec.dtype.name}). Received: {_short(value)}")
+    elif spec.dtype.is_floating:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise RequestError(f"{where} must be a finite number ({spec.dtype.name}). Received: {_short(value)}")
+        value = float(value)
+    else:
+        raise RequestError(f"{where}: scalar inputs of dtype {spec.dtype.name} are not supported")
+    valid = {"temperature": value >= 0, "top_k": value >= 0, "top_p": 0 < value <= 1}.get(name, True)
+    if not valid:
+        ranges = {"temperature": ">= 0", "top_k": ">= 0", "top_p": "in (0, 1]"}
+        raise RequestError(f"{where} must be {ranges[name]}. Received: {value}")
+    return value
+
+
+def _json_value(array):
+    """A numpy value as JSON: strings decoded as UTF-8, numbers as Python numbers."""
+    if isinstance(array, np.ndarray):
+        return [_json_value(item) for item in array]
+    if isinstance(array, bytes):
+        return array.decode("utf-8", errors="replace")
+    if isinstance(array, np.generic):
+        return array.item()
+    return array
+
+
+def _short(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

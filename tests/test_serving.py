@@ -1,0 +1,315 @@
+"""`keras-transformer serve`: TF Serving's REST API over a fake SavedModel with the serving signatures.
+
+The server runs in a subprocess on 127.0.0.1 and a free port. The fake model
+(tests/serving_fixtures.py) answers with string ops, so these protocol tests
+take seconds; tests/test_serving_model.py runs the real tiny model.
+"""
+
+import http.client
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from google.protobuf import json_format
+from serving_fixtures import (  # noqa: F401  (browser: a fixture)
+    REPO,
+    Server,
+    browser,
+    check_page_against_predict,
+    expected,
+    ok,
+    post,
+    run_clients,
+    save_fake_translator,
+)
+from tensorflow_serving.apis import get_model_metadata_pb2
+
+SIGNATURES = {"serving_default", "greedy", "sample", "nbest", "score"}
+
+
+@pytest.fixture(scope="module")
+def fake_model(tmp_path_factory):
+    return save_fake_translator(tmp_path_factory.mktemp("fake") / "export")
+
+
+@pytest.fixture(scope="module")
+def server(fake_model):
+    server = Server(fake_model, "--max-instances", "8", "--max-body-bytes", "4096")
+    yield server
+    assert server.stop() == 0, server.stderr()
+
+
+# -- request forms ---------------------------------------------------------------------------------
+
+
+def test_row_format_with_bare_and_named_instances(server):
+    sentences = ["A dog runs.", "Zwei Männer"]
+    bare = ok(post(server, {"instances": sentences}))
+    named = ok(post(server, {"instances": [{"sentences": s} for s in sentences]}))
+    assert bare == named == {"predictions": [expected("serving_default", s) for s in sentences]}
+
+
+def test_columnar_format_bare_and_named(server):
+    sentences = ["one", "two three"]
+    bare = ok(post(server, {"inputs": sentences, "signature_name": "greedy"}))
+    named = ok(post(server, {"inputs": {"sentences": sentences}, "signature_name": "greedy"}))
+    rows = [expected("greedy", s) for s in sentences]
+    assert bare == named == {"outputs": {key: [row[key] for row in rows] for key in rows[0]}}
+
+
+def test_versioned_url_and_b64_strings(server):
+    url = f"{server.url}/v1/models/fake/versions/1:predict"
+    answer = ok(post(server, {"instances": [{"b64": "w6lsw6h2ZQ=="}]}, url=url))  # "élève"
+    assert answer == {"predictions": [expected("serving_default", "élève")]}
+
+
+def test_nbest_rows_and_columns(server):
+    rows = ok(post(server, {"signature_name": "nbest", "instances": ["ab", "Cde"]}))["predictions"]
+    assert rows == [expected("nbest", "ab"), expected("nbest", "Cde")]
+    columns = ok(post(server, {"signature_name": "nbest", "inputs": ["ab"]}))["outputs"]
+    assert columns["translations"] == [["AB", "ab", "ab"]] and columns["scores"] == [[-2, -3, -4]]
+
+
+def test_score_signature(server):
+    pair = {"sources": "abc", "targets": "wxyz"}
+    rows = ok(post(server, {"signature_name": "score", "instances": [pair]}))
+    assert rows == {"predictions": [{"log_probs": -2.0, "target_lengths": 4}]}
+    columns = ok(post(server, {"signature_name": "score", "inputs": {"sources": ["a"], "targets": ["bc"]}}))
+    assert columns == {"outputs": {"log_probs": [-1.0], "target_lengths": [2]}}
+
+
+def test_sample_scalars_row_and_columnar(server):
+    settings = {"temperature": 0.5, "top_k": 3, "top_p": 0.9, "seed": 7}
+    rows = ok(post(server, {"signature_name": "sample", "instances": [{"sentences": s, **settings} for s in "xy"]}))
+    texts = [row["translations"] for row in rows["predictions"]]
+    assert texts[0].startswith("x|0.5|3|0.9|7") and texts[1].startswith("y|0.5|3|0.9|7")
+    columns = ok(post(server, {"signature_name": "sample", "inputs": {"sentences": ["x"], **settings}}))
+    assert columns["outputs"]["translations"] == texts[:1]
+
+
+def test_status_and_metadata(server):
+    for path in ("/v1/models/fake", "/v1/models/fake/versions/1"):
+        status = ok(httpx.get(server.url + path))
+        assert status == {
+            "model_version_status": [
+                {"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+            ]
+        }
+    metadata = ok(httpx.get(f"{server.url}/v1/models/fake/metadata"))
+    response = json_format.ParseDict(metadata, get_model_metadata_pb2.GetModelMetadataResponse())
+    assert response.model_spec.name == "fake" and response.model_spec.version.value == 1
+    signature_map = get_model_metadata_pb2.SignatureDefMap()
+    assert response.metadata["signature_def"].Unpack(signature_map)
+    defs = signature_map.signature_def
+    assert set(defs) == SIGNATURES
+    assert set(defs["sample"].inputs) == {"sentences", "temperature", "top_k", "top_p", "seed"}
+    assert set(defs["nbest"].outputs) == {"translations", "scores", "finished"}
+    assert [d.size for d in defs["nbest"].outputs["translations"].tensor_shape.dim] == [-1, 3]
+    assert defs["score"].outputs["target_lengths"].dtype == 3  # DT_INT32
+
+
+def test_warm_up_runs_each_decoding_signature_at_each_batch_bucket(server):
+    # serving_default, greedy and nbest at batch 1, 2, 4, 8, 16, 32 (the fake model has one source bucket)
+    assert "Warmed up: 18 signature calls" in "".join(server.lines)
+
+
+def test_page_is_offline_html(server):
+    response = httpx.get(server.url + "/")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
+    assert "/v1/models/fake:predict" in response.text
+    assert "http://" not in response.text and "https://" not in response.text  # no CDN, no external assets
+
+
+# -- bad requests: each a 4xx whose JSON error names the problem --------------------------------------
+
+BAD = [
+    pytest.param(b"{not json", 400, "JSON Parse error", id="non-json"),
+    pytest.param(b'{"instances": ["caf\xe9"]}', 400, "not valid UTF-8", id="invalid-utf8-bytes"),
+    pytest.param(b'{"instances": ["\\ud800"]}', 400, "not valid UTF-8", id="lone-surrogate"),
+    pytest.param({"instances": ["a\u0000b"]}, 400, "NUL byte", id="nul-byte"),
+    pytest.param({"instances": [3]}, 400, "must be a string", id="non-string-instance"),
+    pytest.param({"instances": [["a"]]}, 400, "must be a string", id="nested-list-instance"),
+    pytest.param({"instances": [{"b64": "%%%"}]}, 400, "not valid base64", id="bad-b64"),
+    pytest.param({"instances": [{"sentence": "a"}]}, 400, "wrong input names", id="wrong-input-name"),
+    pytest.param({"inputs": {"sentences": ["a"], "extra": 1}}, 400, "wrong input names", id="extra-input"),
+    pytest.param({"signature_name": "nope", "instances": ["a"]}, 400, "nope", id="unknown-signature"),
+    pytest.param({"instances": "a"}, 400, "must be a JSON list", id="instances-not-list"),
+    pytest.param({"inputs": "a"}, 400, "must be a list of strings", id="inputs-not-list"),
+    pytest.param({"instances": []}, 400, "empty", id="no-instances"),
+    pytest.param({"sentences": ["a"]}, 400, "'instances'", id="no-inputs-key"),
+    pytest.param({"inputs": ["a"], "instances": ["a"]}, 400, "exactly one", id="both-keys"),
+    pytest.param(["a"], 400, "object", id="body-not-object"),
+    pytest.param({"instances": ["a"] * 9}, 413, "at most 8", id="too-many-instances"),
+    pytest.param({"instances": ["a" * 5000]}, 413, "limit of 4096 bytes", id="body-too-large"),
+    pytest.param(
+        {"signature_name": "score", "inputs": {"sources": ["a", "b"], "targets": ["c"]}},
+        400,
+        "different lengths",
+        id="ragged-columns",
+    ),
+    pytest.param(
+        {
+            "signature_name": "sample",
+            "instances": [{"sentences": "a", "temperature": 1, "top_k": 0, "top_p": 1, "seed": s} for s in (1, 2)],
+        },
+        400,
+        "same scalar inputs",
+        id="sample-rows-disagree",
+    ),
+    pytest.param(
+        {
+            "signature_name": "sample",
+            "inputs": {"sentences": ["a"], "temperature": 1, "top_k": 1.5, "top_p": 1, "seed": 0},
+        },
+        400,
+        "top_k must be an integer",
+        id="sample-float-top-k",
+    ),
+    pytest.param(
+        {
+            "signature_name": "sample",
+            "inputs": {"sentences": ["a"], "temperature": 1, "top_k": 0, "top_p": 0, "seed": 0},
+        },
+        400,
+        "top_p must be in (0, 1]",
+        id="sample-top-p-zero",
+    ),
+]
+
+
+@pytest.mark.parametrize("body, status, message", BAD)
+def test_bad_requests_get_a_json_error(server, body, status, message):
+    response = post(server, body)
+    assert response.status_code == status, response.text
+    assert message in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    "method, path, status, message",
+    [
+        ("POST", "/v1/models/other:predict", 404, "Servable not found for request: Latest(other)"),
+        ("POST", "/v1/models/fake/versions/2:predict", 404, "Specific(fake, 2)"),
+        ("GET", "/v1/models/other/metadata", 404, "Latest(other)"),
+        ("GET", "/v1/models/fake:predict", 405, "Unsupported method"),
+        ("GET", "/v1/nothing", 404, "Malformed request"),
+    ],
+)
+def test_unknown_models_versions_and_routes(server, method, path, status, message):
+    response = httpx.request(method, server.url + path, content=b'{"instances": ["a"]}')
+    assert response.status_code == status, response.text
+    assert message in response.json()["error"]
+
+
+# -- concurrency: batched answers equal single answers ------------------------------------------------
+
+SENTENCES = ["", " ", "A dog runs.", "Zwei Männer stehen", "😀 ?!", "x" * 30, "Ein Hund", "ümlaut Ü"]
+SIGNATURE_CHOICES = ["serving_default", "greedy", "nbest"]
+
+
+def client_plan(seed, count=50):
+    """`count` requests: (signature, sentences) mostly, every 7th a bad request (None signature)."""
+    rng = random.Random(seed)
+    plan = []
+    for index in range(count):
+        if index % 7 == 3:
+            plan.append((None, rng.choice([b"{bad", b'{"instances": [1]}', b'{"instances": ["a\\u0000"]}'])))
+        else:
+            plan.append((rng.choice(SIGNATURE_CHOICES), rng.sample(SENTENCES, rng.randint(1, 3))))
+    return plan
+
+
+def test_16_concurrent_clients_get_what_single_requests_get(server):
+    plans = [client_plan(seed) for seed in range(16)]
+    results = run_clients(server.predict_url, plans)
+    for plan, answers in zip(plans, results):
+        for (signature, payload), (status, answer) in zip(plan, answers):
+            if signature is None:
+                assert status == 400 and "error" in answer
+            else:
+                assert status == 200, answer
+                assert answer == {"predictions": [expected(signature, s) for s in payload]}
+
+
+# -- limits that need their own server ---------------------------------------------------------------
+
+
+def send(server, sentence):
+    """An HTTP connection on which a predict request for `sentence` has been sent in full."""
+    connection = http.client.HTTPConnection("127.0.0.1", int(server.url.rsplit(":", 1)[1]), timeout=60)
+    connection.request("POST", f"/v1/models/{server.name}:predict", body=json.dumps({"instances": [sentence]}))
+    return connection
+
+
+def test_full_queue_is_503_and_slow_answer_is_504(fake_model):
+    server = Server(fake_model, "--batch-timeout-ms", "3000", "--always-wait", "--max-queue", "2", "--timeout", "1")
+    try:
+        waiting = [send(server, "a"), send(server, "b")]
+        time.sleep(0.3)  # both queued: the batch waits 3 s
+        full = post(server, {"instances": ["c"]})
+        assert full.status_code == 503 and full.headers["retry-after"] == "1"
+        assert "busy" in full.json()["error"]
+        timed_out = [connection.getresponse() for connection in waiting]
+        assert [r.status for r in timed_out] == [504, 504]
+        assert "Deadline exceeded" in json.loads(timed_out[0].read())["error"]
+    finally:
+        assert server.stop() == 0
+
+
+def test_sigterm_answers_accepted_requests_then_exits_0(fake_model):
+    server = Server(fake_model, "--batch-timeout-ms", "1500", "--always-wait")
+    sentences = [f"request {i}" for i in range(8)]
+    connections = [send(server, sentence) for sentence in sentences]  # each request sent in full first
+    time.sleep(0.5)  # read by the server and queued: the batch waits 1.5 s
+    server.process.send_signal(signal.SIGTERM)
+    responses = [connection.getresponse() for connection in connections]
+    assert [r.status for r in responses] == [200] * len(sentences)
+    answers = [json.loads(r.read()) for r in responses]
+    assert answers == [{"predictions": [expected("serving_default", s)]} for s in sentences]
+    assert server.process.wait(60) == 0, server.stderr()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(server.url + "/v1/models/fake", timeout=5)
+
+
+# -- the page, in a real headless chromium ------------------------------------------------------------
+
+
+@pytest.mark.browser
+def test_page_shows_what_predict_returns(browser, server):  # noqa: F811  (browser: the fixture)
+    check_page_against_predict(browser, server, "A dog runs <b>&amp;</b>")
+
+
+def test_keep_alive_requests_are_not_held_by_delayed_acks(server):
+    # Without TCP_NODELAY on accepted sockets, each answer on a kept-alive connection waits ~40 ms for the
+    # client's delayed ACK (Nagle), capping one client at ~25 requests/s: 20 requests would take >= 0.8 s.
+    with httpx.Client() as http:
+        http.get(f"{server.url}/v1/models/fake")
+        started = time.perf_counter()
+        for _ in range(20):
+            assert http.get(f"{server.url}/v1/models/fake").status_code == 200
+        assert time.perf_counter() - started < 0.6
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--model", "/nonexistent/export"], "is neither a SavedModel (no saved_model.pb) nor a training run"),
+        (["--model", "MODEL", "--port", "99999"], "argument --port: must be a port number"),
+        (["--model", "MODEL", "--max-batch-size", "0"], "argument --max-batch-size: must be"),
+        (["--model", "MODEL", "--timeout", "nan"], "argument --timeout: must be"),
+        (["--model", "MODEL", "--port", "PORT"], "cannot listen on 127.0.0.1:"),
+    ],
+)
+def test_bad_command_lines_are_one_line_errors(server, fake_model, flags, message):
+    flags = [str(fake_model) if f == "MODEL" else server.url.rsplit(":", 1)[1] if f == "PORT" else f for f in flags]
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3")
+    command = [sys.executable, "-m", "keras_transformer.commands.cli", "serve", *flags]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("keras-transformer serve: error:")]
+    assert result.returncode == 2 and len(lines) == 1 and message in lines[0], result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
