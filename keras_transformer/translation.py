@@ -39,7 +39,7 @@ def translate_lines_with_status(translator, sentences, batch_size=32, greedy=Fal
             result = (translator.greedy_with_status if greedy else translator.call_with_status)(strings)
         flags = result["finished"]
         flags = [None] * len(strings) if flags is None else flags.numpy().tolist()
-        return [(output.decode("utf-8"), flag) for output, flag in zip(result["translations"].numpy(), flags)]
+        return [(text(output), flag) for output, flag in zip(result["translations"].numpy(), flags)]
 
     results = _in_length_batches(translate, sentences, batch_size, progress)
     return [text for text, _ in results], [flag for _, flag in results]
@@ -64,7 +64,7 @@ def nbest_lines(translator, sentences, n_best, batch_size=32, progress=None):
         result = translator.nbest(strings)
         rows = zip(result["scores"].numpy(), result["translations"].numpy(), result["finished"].numpy())
         return [
-            [(float(score), text.decode("utf-8"), bool(done)) for score, text, done in list(zip(*row))[:n_best]]
+            [(float(score), text(output), bool(done)) for score, output, done in list(zip(*row))[:n_best]]
             for row in rows
         ]
 
@@ -109,6 +109,11 @@ def _in_length_batches(function, items, batch_size, progress, key=len):
     if progress is not None:
         progress.close()
     return results
+
+
+def text(output):
+    """A translation's bytes as str. A weak model may end on part of a UTF-8 character: U+FFFD stands for it."""
+    return output.decode("utf-8", errors="replace")
 
 
 def truncated_sentences(translator, sentences):
