@@ -85,7 +85,21 @@ ROUTES = {
     "jax_f32": ("float32", "xla", {"KERAS_BACKEND": "jax"}),
     "jax_bf16": ("mixed_bfloat16", "xla", {"KERAS_BACKEND": "jax"}),
 }
-MATMUL_ROUTES = ("f32_xla", "f32_no_xla", "bf16_xla_onednn", "bf16_xla_xnn_dot", "jax_f32")
+# The matmul paths: name -> (compiler, extra environment); each times float32 and bfloat16.
+MATMUL_PATHS = {
+    "tf_xla": ("xla", {}),
+    "tf_onednn": ("none", {}),  # TensorFlow's own kernels, no XLA
+    "tf_xla_onednn": ("xla", {"XLA_FLAGS": "--xla_cpu_use_onednn=true"}),
+    "tf_xla_onednn_custom_call": (
+        "xla",
+        {"XLA_FLAGS": "--xla_cpu_use_onednn=true --xla_cpu_experimental_onednn_custom_call=true"},
+    ),
+    "tf_xla_onednn_fusion_dot": ("xla", {"XLA_FLAGS": "--xla_cpu_experimental_onednn_fusion_type=dot"}),
+    "tf_xla_xnn_dot": ("xla", {"XLA_FLAGS": "--xla_cpu_experimental_xnn_fusion_type=dot"}),
+    "tf_xla_ynn_dot": ("xla", {"XLA_FLAGS": "--xla_cpu_experimental_ynn_fusion_type=dot"}),
+    "jax_xla": ("xla", {"KERAS_BACKEND": "jax"}),
+}
+MATMUL_ROUTES = ("tf_xla", "tf_onednn", "tf_xla_onednn", "tf_xla_onednn_custom_call", "tf_xla_xnn_dot", "jax_xla")
 DEFAULT_TRAIN_ROUTES = (
     "f32_xla",
     "f32_no_xla",
@@ -103,9 +117,9 @@ DEFAULT_TRAIN_ROUTES = (
 # --------------------------------------------------------------------------
 
 
-def _matmul_steps(route, size):
+def _matmul_steps(path, size):
     """`step(n)` per dtype: `size`² matmuls the route's way (JAX, XLA or TensorFlow ops)."""
-    precision, compiler, env = ROUTES[route]
+    compiler, env = MATMUL_PATHS[path]
     steps = {}
     for dtype in ("float32", "bfloat16"):
         if env.get("KERAS_BACKEND") == "jax":
@@ -174,10 +188,11 @@ def worker(route, part, size):
     print(json.dumps({"ready": sorted(work)}), flush=True)
     for line in sys.stdin:
         name, n = line.split()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = work[name](int(n))
         done, loss = result if isinstance(result, tuple) else (result, None)
-        print(json.dumps({"seconds": (time.perf_counter() - start) / done, "loss": loss}), flush=True)
+        seconds, cpu_seconds = (time.perf_counter() - start) / done, (time.process_time() - cpu) / done
+        print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "loss": loss}), flush=True)
 
 
 # --------------------------------------------------------------------------
@@ -192,7 +207,7 @@ class Worker:
         env = dict(
             os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
         )
-        env.update(ROUTES[route][2])
+        env.update(ROUTES[route][2] if part == "train" else MATMUL_PATHS[route][1])
         command = [sys.executable, __file__, "--worker", route, "--part", part, "--size", str(size)]
         self.route = route
         self.process = subprocess.Popen(
@@ -226,17 +241,21 @@ def median(values):
 
 
 def round_robin(workers, rounds, steps):
-    """Returns {(route, name): [seconds per step per round]}, [loadavg per round], {(route, name): last loss}."""
+    """Returns {(route, name): [seconds per step per round]}, [loadavg per round], {(route, name): last answer}.
+
+    The last answer holds the loss and the process's CPU seconds per step (`cpu_rounds`: every round's).
+    """
     keys = [(w.route, name) for w in workers for name in w.names]
     by_route = {w.route: w for w in workers}
-    times, losses, loads = {key: [] for key in keys}, {}, []
+    times, losses, loads = {key: [] for key in keys}, {key: {"cpu_rounds": []} for key in keys}, []
     for index in range(rounds):
         order = keys[index % len(keys) :] + keys[: index % len(keys)]
         for route, name in order:
             time.sleep(0.3)  # lets the previous worker's threads stop spinning
             answer = by_route[route].run(name, steps)
             times[(route, name)].append(answer["seconds"])
-            losses[(route, name)] = answer["loss"]
+            losses[(route, name)]["loss"] = answer["loss"]
+            losses[(route, name)]["cpu_rounds"].append(answer["cpu_seconds"])
         loads.append(os.getloadavg())
         summary = "  ".join(f"{r}/{n} {times[(r, n)][-1] * 1000:.0f}ms" for r, n in keys)
         print(f"  round {index + 1}/{rounds}: {summary}  load {loads[-1][0]:.2f}", flush=True)
@@ -259,7 +278,7 @@ def start_workers(routes, part, size):
 
 
 def measure_matmuls(args):
-    workers = start_workers(args.matmul_routes.split(","), "matmul", args.size)
+    workers = start_workers(args.matmul_paths.split(","), "matmul", args.size)
     times, loads, _ = round_robin(workers, args.rounds, 3)
     for w in workers:
         w.close()
@@ -292,7 +311,8 @@ def measure_training(args, best_matmul):
             "speedup_over_f32_xla": median(b / s for b, s in zip(baseline, t)) if baseline else None,
             "model_gflops_per_s": gflops,
             "fraction_of_best_matmul_in_its_precision": gflops / ceiling if ceiling else None,
-            "last_loss": losses[(route, "train")],
+            "cpu_ms_per_step": median(losses[(route, "train")]["cpu_rounds"]) * 1000,
+            "last_loss": losses[(route, "train")]["loss"],
         }
     return rows, loads, flops
 
@@ -301,12 +321,14 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=("matmul", "train", "both"), default="both")
     parser.add_argument("--routes", default=",".join(DEFAULT_TRAIN_ROUTES), help="training routes: " + ",".join(ROUTES))
-    parser.add_argument("--matmul-routes", default=",".join(MATMUL_ROUTES))
+    parser.add_argument(
+        "--matmul-paths", default=",".join(MATMUL_ROUTES), help="matmul paths: " + ",".join(MATMUL_PATHS)
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=3, help="training steps per route per round")
     parser.add_argument("--size", type=int, default=2048, help="matmul size")
     parser.add_argument("--output", default=str(RESULTS / "bf16_routes.json"))
-    parser.add_argument("--worker", choices=tuple(ROUTES), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=tuple(ROUTES) + tuple(MATMUL_PATHS), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -341,12 +363,13 @@ def main(argv=None):
             "routes": rows,
         }
         print(f"\nTraining step ({flops / 1e9:.1f} GFLOP), median of {args.rounds} rounds of {args.steps} steps:")
-        print("| route | precision | compiler | step ms | vs f32+XLA | model GFLOP/s | of best matmul | loss |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| route | policy | compiler | step ms | CPU ms | vs f32+XLA | model GFLOP/s | of best matmul | loss |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for route, row in rows.items():
             fraction = row["fraction_of_best_matmul_in_its_precision"]
             print(
-                f"| {route} | {row['precision']} | {row['compiler']} | {row['step_ms']:.0f} "
+                f"| {route} | {row['precision']} | {row['compiler']} "
+                f"| {row['step_ms']:.0f} | {row['cpu_ms_per_step']:.0f} "
                 f"| {row['speedup_over_f32_xla'] or 0:.2f}x | {row['model_gflops_per_s']:.0f} "
                 f"| {fraction or 0:.0%} | {row['last_loss']:.3f} |"
             )
