@@ -80,27 +80,29 @@ def training_route(mixed_precision, cpuinfo_path="/proc/cpuinfo"):
 AUTOCLUSTER_FLAGS = ("--tf_xla_auto_jit=2", "--tf_xla_cpu_global_jit", "--tf_xla_ops_to_cluster=FUSIBLE")
 
 
-def enable_elementwise_autoclustering():
+def enable_elementwise_autoclustering(environ=None):
     """Asks TensorFlow to XLA-compile the elementwise ops of graphs run without `jit_compile` (adds to `TF_XLA_FLAGS`).
 
     TensorFlow reads `TF_XLA_FLAGS` once, when it first optimizes a graph
     function (a `tf.function` or a `tf.data` map): call this before that, or it
     has no effect (training is then only somewhat slower, never wrong). Flags
-    already in `TF_XLA_FLAGS` are kept. Returns the new value.
+    already in `TF_XLA_FLAGS` are kept. `environ` defaults to `os.environ`.
+    Returns the new value.
 
     Example:
 
-    >>> flags = enable_elementwise_autoclustering()
-    >>> "--tf_xla_ops_to_cluster=FUSIBLE" in flags
-    True
+    >>> environ = {"TF_XLA_FLAGS": "--tf_xla_min_cluster_size=4"}
+    >>> enable_elementwise_autoclustering(environ).split()
+    ['--tf_xla_min_cluster_size=4', '--tf_xla_auto_jit=2', '--tf_xla_cpu_global_jit', '--tf_xla_ops_to_cluster=FUSIBLE']
     """
     import os
 
-    flags = os.environ.get("TF_XLA_FLAGS", "").split()
+    environ = os.environ if environ is None else environ
+    flags = environ.get("TF_XLA_FLAGS", "").split()
     names = {flag.split("=")[0] for flag in flags}
     flags += [flag for flag in AUTOCLUSTER_FLAGS if flag.split("=")[0] not in names]
-    os.environ["TF_XLA_FLAGS"] = " ".join(flags)
-    return os.environ["TF_XLA_FLAGS"]
+    environ["TF_XLA_FLAGS"] = " ".join(flags)
+    return environ["TF_XLA_FLAGS"]
 
 
 def compile_loss_with_xla(loss):
