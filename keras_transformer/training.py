@@ -254,12 +254,17 @@ def compile_model(model, preset, jit_compile=True, cooldown=None):
 
     from keras_transformer.losses import MaskedSparseCategoricalCrossentropy
     from keras_transformer.metrics import MaskedAccuracy
+    from keras_transformer.precision import compile_arguments
     from keras_transformer.schedules import WarmupSchedule
 
+    # mixed_bfloat16 on a CPU with bf16 units: the model without XLA, the loss with it (see precision.py).
+    loss, jit_compile = compile_arguments(
+        model, MaskedSparseCategoricalCrossentropy(label_smoothing=preset.label_smoothing), jit_compile
+    )
     schedule = WarmupSchedule(preset.d_model, preset.warmup_steps, scale=preset.learning_rate_scale, cooldown=cooldown)
     model.compile(
         optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
-        loss=MaskedSparseCategoricalCrossentropy(label_smoothing=preset.label_smoothing),
+        loss=loss,
         metrics=[MaskedAccuracy(name="accuracy")],
         jit_compile=jit_compile,
     )
@@ -682,6 +687,7 @@ def _train_run(
     keras.utils.set_random_seed(seed)
     if mixed_precision:
         keras.mixed_precision.set_global_policy(mixed_precision)
+        _prepare_precision(mixed_precision, strategy)
     run = _Run(config_preset, output, strategy, time.monotonic())
     init_from = sources.get("init_from", {}).get("run")
     tokenizer = _start(
@@ -712,6 +718,14 @@ def _train_run(
             verbose=verbose,
         )
     return _finish(run, model, validation_batches)
+
+
+def _prepare_precision(mixed_precision, strategy):
+    """Before any graph runs: the hybrid bf16 route's autoclustering flags, where that route applies."""
+    from keras_transformer.precision import enable_elementwise_autoclustering, training_route
+
+    if strategy == "default" and training_route(mixed_precision) == "hybrid":
+        enable_elementwise_autoclustering()
 
 
 def _start(run, resume_state, splits, tokenizer_from, data_dir, **fields):

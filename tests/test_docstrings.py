@@ -23,6 +23,7 @@ MODULES = [
     "keras_transformer.losses",
     "keras_transformer.metrics",
     "keras_transformer.schedules",
+    "keras_transformer.precision",
     "keras_transformer.decoding",
     "keras_transformer.text_files",
     "keras_transformer.destinations",
