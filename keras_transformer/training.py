@@ -722,9 +722,14 @@ def _train_run(
 
 def _prepare_precision(mixed_precision, strategy):
     """Before any graph runs: the hybrid bf16 route's autoclustering flags, where that route applies."""
+    import warnings
+
     from keras_transformer.precision import enable_elementwise_autoclustering, training_route
 
-    if strategy == "default" and training_route(mixed_precision) == "hybrid":
+    with warnings.catch_warnings():  # `compile_model` warns about a CPU without bf16 units, once
+        warnings.simplefilter("ignore")
+        route = training_route(mixed_precision)
+    if strategy == "default" and route == "hybrid":
         enable_elementwise_autoclustering()
 
 
