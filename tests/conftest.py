@@ -25,6 +25,26 @@ TINY = dict(
 )
 
 
+# Tests of the serving stack, run as a second pytest process (README's test command): every XLA program a
+# process compiles stays in TensorFlow's compilation cache until it exits, and one process for the whole
+# suite outgrew 24 GB.
+SERVING_MODULES = {
+    "test_batching.py",
+    "test_ctranslate2_export.py",
+    "test_precision.py",
+    "test_serving.py",
+    "test_serving_model.py",
+    "test_signatures.py",
+    "test_translation_lines.py",
+}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.path.name in SERVING_MODULES:
+            item.add_marker(pytest.mark.serving)
+
+
 @pytest.fixture(scope="session")
 def shared_data_dir():
     """`../shared/data` beside the repository: the real corpora."""
