@@ -25,24 +25,25 @@ TINY = dict(
 )
 
 
-# Tests of the serving stack, run as a second pytest process (README's test command): every XLA program a
-# process compiles stays in TensorFlow's compilation cache until it exits, and one process for the whole
-# suite outgrew 24 GB.
-SERVING_MODULES = {
+# Modules run as a second pytest process (the README's test command): every XLA program a process
+# compiles stays in TensorFlow's compilation cache until it exits, and one process for the whole suite
+# outgrew 24 GB. The serving stack's modules, and training's (the heaviest of the rest).
+SECOND_PROCESS_MODULES = {
     "test_batching.py",
     "test_ctranslate2_export.py",
     "test_precision.py",
     "test_serving.py",
     "test_serving_model.py",
     "test_signatures.py",
+    "test_training.py",
     "test_translation_lines.py",
 }
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if item.path.name in SERVING_MODULES:
-            item.add_marker(pytest.mark.serving)
+        if item.path.name in SECOND_PROCESS_MODULES:
+            item.add_marker(pytest.mark.second_process)
 
 
 @pytest.fixture(scope="session")
