@@ -27,10 +27,12 @@ TINY = dict(
 
 # Modules run as a second pytest process (the README's test command): every XLA program a process
 # compiles stays in TensorFlow's compilation cache until it exits, and one process for the whole suite
-# outgrew 24 GB. The serving stack's modules, and training's (the heaviest of the rest).
+# outgrew 24 GB. The serving stack's modules, and the heaviest of the rest (training, decoding, properties).
 SECOND_PROCESS_MODULES = {
     "test_batching.py",
     "test_ctranslate2_export.py",
+    "test_decoding.py",
+    "test_properties.py",
     "test_precision.py",
     "test_serving.py",
     "test_serving_model.py",
