@@ -92,7 +92,7 @@ def convert_run(run, output, *, quantization=None, overwrite=False):
     source_pieces = read_pieces(run / run_dir.SOURCE_TOKENIZER)
     target_dir = run / run_dir.TARGET_TOKENIZER
     target_pieces = read_pieces(target_dir) if target_dir.is_dir() else source_pieces
-    add_source_end = bool(_setting(config, "add_source_end", False))
+    add_source_end = bool(run_dir.config_setting(config, "add_source_end", False))
     spec = transformer_spec(model, source_pieces, target_pieces, add_source_end=add_source_end)
     spec.validate()
     spec.optimize(quantization=quantization)
@@ -275,15 +275,6 @@ def _activation(layer):
             f"CTranslate2 has no `activation`={name!r} (of {layer.name}); it supports {sorted(_ACTIVATIONS)}"
         )
     return _ACTIVATIONS[name]
-
-
-def _setting(config, key, default):
-    if key in config:
-        return config[key]
-    for value in config.values():
-        if isinstance(value, dict) and key in value:
-            return value[key]
-    return default
 
 
 # -- weights ------------------------------------------------------------------

@@ -190,21 +190,11 @@ def _load_run_dir(path, beam_size, alpha, max_length, jit_compile):
             beam_size=beam_size,
             alpha=alpha,
             max_length=max_length,
-            add_source_end=bool(_setting(config, "add_source_end", False)),
+            add_source_end=bool(run_dir.config_setting(config, "add_source_end", False)),
             jit_compile=jit_compile,
         ),
         passthrough=(ValueError,),
     )
-
-
-def _setting(config, key, default):
-    """`config[key]`, or `config[section][key]` for a nested section, or `default`."""
-    if key in config:
-        return config[key]
-    for value in config.values():
-        if isinstance(value, dict) and key in value:
-            return value[key]
-    return default
 
 
 def _guarded(path, what, load_fn, passthrough=()):

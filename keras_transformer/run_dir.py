@@ -94,3 +94,13 @@ def write_json_atomic(path, data):
     """Writes `data` as JSON to `path` atomically (`atomic.write_bytes`)."""
     text = json.dumps(data, indent=2, ensure_ascii=False)
     atomic.write_bytes(path, text.encode("utf-8"))
+
+
+def config_setting(config, key, default):
+    """`config[key]`, or `config[section][key]` for a nested section, or `default`."""
+    if key in config:
+        return config[key]
+    for value in config.values():
+        if isinstance(value, dict) and key in value:
+            return value[key]
+    return default
