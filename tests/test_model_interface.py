@@ -105,7 +105,8 @@ def test_a_keras_file_saved_by_version_0_1_0_loads_with_identical_outputs():
     model = keras.models.load_model(DATA / "transformer_0.1.0.keras")
     assert isinstance(model, TransformerModel)
     inputs = {"encoder_inputs": expected["source"], "decoder_inputs": expected["target"]}
-    np.testing.assert_array_equal(_np(model(inputs)), expected["logits"])
+    # The same weights and graph; the last bits differ with the CPU's kernels (AVX2 vs AVX-512: 4.5e-7).
+    np.testing.assert_allclose(_np(model(inputs)), expected["logits"], rtol=0, atol=1e-5)
     np.testing.assert_array_equal(
         _np(decoding.greedy_decode(model, expected["source"], max_length=8)), expected["greedy"]
     )
