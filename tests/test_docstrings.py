@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-from keras_transformer import build_transformer
+from keras_transformer import build_transformer, decoding
 
 MODULES = [
     "keras_transformer.layers.arguments",
@@ -25,6 +25,8 @@ MODULES = [
     "keras_transformer.schedules",
     "keras_transformer.precision",
     "keras_transformer.decoding",
+    "keras_transformer.searches",
+    "keras_transformer.compaction",
     "keras_transformer.text_files",
     "keras_transformer.destinations",
     "keras_transformer.manifest",
@@ -38,11 +40,11 @@ MODULES = [
 
 
 def _extra_globals(module_name):
-    """The decoders' examples use a `model` they do not build: a tiny one stands in."""
-    if module_name != "keras_transformer.decoding":
+    """The decoders' examples use a `model` (and `decoding`) they do not bring: a tiny one stands in."""
+    if module_name not in ("keras_transformer.decoding", "keras_transformer.compaction"):
         return {}
     model = build_transformer(300, 300, num_layers=1, d_model=32, num_heads=4, d_ff=64, max_length=32)
-    return {"model": model}
+    return {"model": model, "decoding": decoding}
 
 
 @pytest.mark.parametrize("module_name", MODULES)
