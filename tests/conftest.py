@@ -48,6 +48,21 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.path.name in SECOND_PROCESS_MODULES:
             item.add_marker(pytest.mark.second_process)
+    # The JAX lane's tests only read what its subprocess found: last, so that it runs beside the others.
+    items.sort(key=lambda item: item.path.name == JAX_LANE)
+
+
+JAX_LANE = "test_backend_jax.py"
+
+
+def pytest_collection_finish(session):
+    """Starts the JAX lane's subprocess as soon as its tests are selected (see tests/test_backend_jax.py)."""
+    if session.config.option.collectonly:
+        return
+    for item in session.items:
+        if item.path.name == JAX_LANE:
+            item.module.start_jax_checks()
+            break
 
 
 _SESSION = []
