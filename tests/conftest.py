@@ -1,7 +1,9 @@
 """Shared fixtures: tiny models, real data, a clean Keras state per test."""
 
+import atexit
 import os
 import pathlib
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # A download that a test did not point at its own server fails at once instead of reaching the real hosts.
@@ -46,6 +48,46 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.path.name in SECOND_PROCESS_MODULES:
             item.add_marker(pytest.mark.second_process)
+    # The JAX lane's tests only read what its subprocess found: last, so that it runs beside the others.
+    items.sort(key=lambda item: item.path.name == JAX_LANE)
+
+
+JAX_LANE = "test_backend_jax.py"
+
+
+def pytest_collection_finish(session):
+    """Starts the JAX lane's subprocess as soon as its tests are selected (see tests/test_backend_jax.py)."""
+    if session.config.option.collectonly:
+        return
+    for item in session.items:
+        if item.path.name == JAX_LANE:
+            item.module.start_jax_checks()
+            break
+
+
+_SESSION = []
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    _SESSION.append(session)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """Ends the process once pytest is done, its exit handlers run, without the interpreter's own teardown.
+
+    Tearing down a process that holds thousands of XLA programs (many GB) took
+    over 2 minutes of the first process's wall time, after the summary; every
+    report is written by now. `KERAS_TRANSFORMER_TESTS_FULL_EXIT=1` keeps the
+    normal exit.
+    """
+    if not _SESSION or os.environ.get("KERAS_TRANSFORMER_TESTS_FULL_EXIT") == "1":
+        return
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(int(_SESSION[0].exitstatus))
 
 
 @pytest.fixture(scope="session")

@@ -12,12 +12,14 @@ The subprocess uses this interpreter when it can import `jax`, else the one in
 builds a virtual environment with the `jax` extra and runs this lane.
 """
 
+import atexit
 import importlib.util
 import json
 import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 import traceback
 
 import pytest
@@ -367,22 +369,60 @@ def _jax_python():
     return os.environ.get("KERAS_TRANSFORMER_JAX_PYTHON")
 
 
+_STARTED = []
+
+
+def start_jax_checks():
+    """Starts the JAX subprocess (once); `None` where no Python with jax is found.
+
+    The conftest calls this as soon as these tests are selected, and puts them
+    last in the session, so the subprocess (minutes of JAX compiles) runs
+    beside the other tests; `jax_results` waits for it.
+    """
+    if not _STARTED:
+        python = _jax_python()
+        process = None
+        if python:
+            env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3")
+            env.setdefault("JAX_PLATFORMS", "cpu")
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+            outputs = [tempfile.TemporaryFile("w+") for _ in range(2)]  # not pipes: read once it ends
+            process = subprocess.Popen([python, __file__], env=env, cwd=REPO, stdout=outputs[0], stderr=outputs[1])
+            process.outputs = outputs
+            atexit.register(_stop, process)  # a session that ends early does not leave it running
+        _STARTED.append(process)
+    return _STARTED[0]
+
+
+def _read(stream):
+    stream.seek(0)
+    return stream.read()
+
+
+def _stop(process):
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
 @pytest.fixture(scope="module")
 def jax_results():
-    python = _jax_python()
-    if not python:
+    process = start_jax_checks()
+    if process is None:
         pytest.skip(
             "jax is not importable here: install the `jax` extra "
             "(pip install -e '.[jax]'), run .ci/jax, or point "
             "KERAS_TRANSFORMER_JAX_PYTHON at a Python that has jax"
         )
-    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3")
-    env.setdefault("JAX_PLATFORMS", "cpu")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    process = subprocess.run([python, __file__], env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
-    lines = [line for line in process.stdout.splitlines() if line.startswith("{")]
+    try:
+        process.wait(timeout=900)
+    except subprocess.TimeoutExpired:
+        _stop(process)
+        pytest.fail("the JAX subprocess did not finish in 900 s")
+    stdout, stderr = (_read(stream) for stream in process.outputs)
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
     if process.returncode not in (0, 1) or not lines:
-        pytest.fail(f"the JAX subprocess failed (exit {process.returncode}):\n{process.stderr[-4000:]}")
+        pytest.fail(f"the JAX subprocess failed (exit {process.returncode}):\n{stderr[-4000:]}")
     return json.loads(lines[-1])
 
 

@@ -1,6 +1,5 @@
 """Translator: strings in and out, SavedModel round trip in a fresh process, atomic save, `load`."""
 
-import atexit
 import functools
 import json
 import os
@@ -8,12 +7,12 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 
 import keras
 import numpy as np
 import pytest
+import run_cache
 import tensorflow as tf
 
 from keras_transformer import MaskedSparseCategoricalCrossentropy, build_transformer, run_dir
@@ -29,13 +28,19 @@ def tiny_run_dir():
 
     SentencePiece is trained on 600 Multi30k lines; the model overfits the 20
     shortest pairs (~15 s on one core), so it translates those and ends with
-    END. Built once per session (in a temporary directory) and shared by the
-    inference tests; returns `(path, pairs)`.
+    END. Built once for both of the README's pytest processes (`run_cache`:
+    kept in the temporary folder, built again when the package, this file or
+    the corpus changes) and shared by the inference tests; returns `(path, pairs)`.
     """
-    from keras_transformer.tokenizers import SubwordTokenizer
-
     if not DATA.is_dir():
         pytest.skip(f"Multi30k is not at {DATA}")
+    folder, pairs = run_cache.cached("tiny-run", _build_tiny_run, [__file__, DATA / "train.en", DATA / "train.de"])
+    return folder / "run", tuple(tuple(pair) for pair in pairs)
+
+
+def _build_tiny_run(root):
+    from keras_transformer.tokenizers import SubwordTokenizer
+
     # Seed before any tokenizer exists: tf.random.set_seed drops the SentencePiece
     # resources of tokenizers created earlier (tensorflow/text#570).
     keras.utils.set_random_seed(0)
@@ -63,8 +68,6 @@ def tiny_run_dir():
     model.compile(keras.optimizers.Adam(1e-2), MaskedSparseCategoricalCrossentropy())
     model.fit({"encoder_inputs": source, "decoder_inputs": decoder_inputs}, labels, batch_size=20, epochs=80, verbose=0)
 
-    root = pathlib.Path(tempfile.mkdtemp(prefix="kt-inference-"))
-    atexit.register(shutil.rmtree, root, True)
     path = root / "run"
     path.mkdir()
     model.save(path / run_dir.MODEL)
@@ -78,7 +81,7 @@ def tiny_run_dir():
             "finished": True,
         },
     )
-    return path, tuple(pairs)
+    return pairs
 
 
 @pytest.fixture(scope="module")

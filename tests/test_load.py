@@ -14,16 +14,14 @@ epoch, export, translate each input alone) takes 1-2 minutes more.
 `benchmarks/serve_load.py` measures requests/s more thoroughly.
 """
 
-import atexit
 import functools
 import pathlib
 import random
-import shutil
-import tempfile
 import threading
 import time
 
 import pytest
+import run_cache
 import tensorflow as tf
 
 from keras_transformer import run_dir
@@ -37,21 +35,26 @@ MAX_LENGTH = 32  # the tiny preset's max_length: longer sources are truncated
 def trained_export():
     """`(run directory, SavedModel directory)` of the tiny preset trained 1 epoch on 300 pairs.
 
-    Built once per test session in a temporary directory (about 1-2 minutes
-    on 2 busy cores): `training.train` then `Translator.save`. Shared with
-    `test_faults.py`, whose tests copy it before breaking it.
+    Built once for both of the README's pytest processes (about 1-2 minutes on
+    2 busy cores; `run_cache` keeps it in the temporary folder and builds it
+    again when the package or this file changes): `training.train` then
+    `Translator.save`. Shared with `test_faults.py`, whose tests copy it before
+    breaking it.
     """
+    folder, export = run_cache.cached("trained-export", _build_trained_export, [__file__])
+    return folder / "run", folder / export
+
+
+def _build_trained_export(root):
     from keras_transformer.export import load
     from keras_transformer.training import train
 
-    root = pathlib.Path(tempfile.mkdtemp(prefix="kt-trust-"))
-    atexit.register(shutil.rmtree, root, True)
     run = root / "run"
     summary = train("tiny", output=run, epochs=1, max_examples=300, verbose=0)
     assert summary["completed_epochs"] == 1 and run_dir.is_run_dir(run)
     export = pathlib.Path(load(run).save(root / "export"))
     assert run_dir.is_saved_model(export)
-    return run, export
+    return export.name
 
 
 def mixed_inputs():

@@ -1,0 +1,97 @@
+"""A folder cache that the README's two pytest processes share: a tiny trained run is built once, not once each.
+
+`cached(name, build, depends_on)` returns `(folder, value)`. On a miss it calls
+`build(folder)`, which writes files into an empty folder and returns a
+JSON-serialisable value, and keeps both under
+`$KERAS_TRANSFORMER_TEST_CACHE` (default: `keras-transformer-tests-<uid>` in
+the temporary folder). The key is a sha256 of everything the build depends
+on: every file of the `keras_transformer` package, the files in `depends_on`
+(the test module that defines the build, the corpus it reads), and the
+versions of Python, TensorFlow, Keras, NumPy and SentencePiece. A hit is
+used only if every file still has the sha256 recorded when it was built (a
+test that wrote into the folder invalidates it), else it is built again.
+Builds are written to a scratch folder and renamed into place, so processes
+that race each other each see a complete folder; older entries of the same
+name are removed.
+"""
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import pathlib
+import platform
+import shutil
+import tempfile
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "keras_transformer"
+INFO = "cache-entry.json"
+VERSIONED = ("tensorflow", "tensorflow-text", "keras", "numpy", "sentencepiece")
+
+
+def cache_root():
+    default = pathlib.Path(tempfile.gettempdir()) / f"keras-transformer-tests-{os.getuid()}"
+    return pathlib.Path(os.environ.get("KERAS_TRANSFORMER_TEST_CACHE") or default)
+
+
+def _version(distribution):
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _files(folder):
+    return sorted(p for p in pathlib.Path(folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+
+
+def key(name, depends_on):
+    digest = hashlib.sha256(json.dumps([name, platform.python_version()] + [_version(d) for d in VERSIONED]).encode())
+    for path in _files(PACKAGE) + [pathlib.Path(p) for p in depends_on]:
+        digest.update(str(path.relative_to(REPO) if path.is_relative_to(REPO) else path).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:24]
+
+
+def _digest(folder):
+    """{relative path: sha256} of every file under `folder` but the entry's own record."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in _files(folder)
+        if p.name != INFO or p.parent != folder
+    }
+
+
+def _read(folder):
+    """The value stored in `folder`, or None where the entry is missing, incomplete or changed."""
+    try:
+        info = json.loads((folder / INFO).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return info if info.get("files") == _digest(folder) else None
+
+
+def cached(name, build, depends_on):
+    root = cache_root()
+    folder = root / f"{name}-{key(name, depends_on)}"
+    info = _read(folder)
+    if info is not None:
+        return folder, info["value"]
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)  # an entry that is incomplete or was changed
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
+    try:
+        value = build(scratch)
+        (scratch / INFO).write_text(json.dumps({"value": value, "files": _digest(scratch)}), encoding="utf-8")
+        try:
+            os.rename(scratch, folder)
+        except OSError:  # another process put its complete entry there first
+            if _read(folder) is None:
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    for old in root.glob(f"{name}-*"):
+        if old != folder:
+            shutil.rmtree(old, ignore_errors=True)
+    return folder, value
