@@ -9,9 +9,9 @@ through their ancestry, so beam search never copies the cache to reorder it.
 The loops are `keras.ops.while_loop`s over static shapes, run in three
 phases whose cache holds a quarter, a half, then all of `max_length`, so a
 whole decode compiles into one XLA program and short outputs never touch the
-rest of the cache. On TensorFlow, `compile_decoder` (and the `Translator`)
-by default also drop the sources that are done from the batch between
-segments of steps (`keras_transformer.compaction`), with the same result.
+rest of the cache. On TensorFlow, `compile_decoder` by default also drops
+the sources that are done from the batch between segments of steps
+(`keras_transformer.compaction`), with the same result.
 
 Every search returns generated ids `(batch, max_length)` int32: the tokens
 after START, END included, 0 after END; PAD (0) and START are never

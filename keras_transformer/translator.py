@@ -4,12 +4,10 @@
 
 The module holds the source and target tokenizers, the Keras model and the
 cached decoder (`keras_transformer.decoding`). Tokenization runs in
-TensorFlow (tensorflow-text ops); the decode drops finished sentences from
-the batch as it goes (`keras_transformer.compaction`), its encoder and each
-segment of steps an XLA program per (batch bucket, source bucket) shape. A
-SavedModel written by `Translator.save` needs no project code, only
-`import tensorflow_text` before loading (it registers the SentencePiece
-ops)::
+TensorFlow (tensorflow-text ops); the decode runs as one XLA program per
+(batch bucket, source bucket) shape. A SavedModel written by
+`Translator.save` needs no project code, only `import tensorflow_text`
+before loading (it registers the SentencePiece ops)::
 
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
@@ -60,7 +58,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for loading)
 
-from keras_transformer import atomic, compaction, decoding, destinations, manifest
+from keras_transformer import atomic, decoding, destinations, manifest
 from keras_transformer.translator_inputs import pairs as checked_pairs
 from keras_transformer.translator_inputs import sampling as checked_sampling
 from keras_transformer.translator_inputs import sentences as checked_sentences
@@ -412,32 +410,27 @@ class _Decoders:
 
     def __init__(self, model, beam_size, alpha, max_length, jit_compile):
         self.beam_size, self._alpha = beam_size, alpha
-        self._model, self._jit_compile = model, jit_compile
-        self._settings = dict(max_length=max_length, return_finished=True)
-        # The searches drop finished sources as they go (`compaction`); the encoder and
-        # each segment of steps are XLA programs.
-        self._greedy = self._compacting(decoding.greedy_decoder(model, return_scores=True, **self._settings))
-        self.nbest = self._greedy_beams
-        if beam_size > 1:
-            self.nbest = self._compacting(decoding.beam_decoder(model, beam_size, alpha, **self._settings))
+        compiled = lambda fn: tf.function(fn, jit_compile=jit_compile, reduce_retracing=True)
+        settings = dict(max_length=max_length, return_finished=True)
+
+        def greedy(source_ids):
+            ids, log_probs, finished = decoding.greedy_decode(model, source_ids, return_scores=True, **settings)
+            return ids, self._normalised(ids, log_probs), finished
+
+        def sample(source_ids, noise, temperature, top_k, top_p):
+            ids, log_probs, finished = decoding.sample_decode(
+                model, source_ids, temperature, top_k, top_p, noise=noise, return_scores=True, **settings
+            )
+            return ids, self._normalised(ids, log_probs), finished
+
+        def nbest(source_ids):
+            return decoding.beam_decode(model, source_ids, beam_size, alpha, **settings)
 
         def score(source_ids, target_ids):
             return decoding.sequence_scores(model, source_ids, target_ids)
 
-        self.score = tf.function(score, jit_compile=jit_compile, reduce_retracing=True)
-
-    def _compacting(self, decoder):
-        return compaction.compacting(decoder, self._jit_compile)
-
-    def greedy(self, source_ids):
-        ids, log_probs, finished = self._greedy(source_ids)
-        return ids, self._normalised(ids, log_probs), finished
-
-    def sample(self, source_ids, noise, temperature, top_k, top_p):
-        """Sampling; its decoder is made in the caller's graph, where `temperature` & co. live."""
-        parts = decoding.sample_decoder(self._model, temperature, top_k, top_p, return_scores=True, **self._settings)
-        ids, log_probs, finished = self._compacting(parts)(source_ids, noise)
-        return ids, self._normalised(ids, log_probs), finished
+        self.greedy, self.sample, self.score = compiled(greedy), compiled(sample), compiled(score)
+        self.nbest = self._greedy_beams if beam_size == 1 else compiled(nbest)
 
     def best(self, source_ids):
         """The best beam (greedy when `beam_size=1`)."""
