@@ -10,7 +10,7 @@ generated tokens:
 
 - ours: `compile_decoder` (XLA) greedy and beam, every batch padded to one
   width (the longest source rounded up to 16), as one XLA program
-  (`compact=False`) and compacting (the default: finished sentences dropped
+  (`compact=False`) and compacting (`compact=True`: finished sentences dropped
   from the batch between segments of steps, `keras_transformer.compaction`),
   the compilation excluded (a first pass over all batches compiles every
   shape; its time is reported);

@@ -9,9 +9,9 @@ through their ancestry, so beam search never copies the cache to reorder it.
 The loops are `keras.ops.while_loop`s over static shapes, run in three
 phases whose cache holds a quarter, a half, then all of `max_length`, so a
 whole decode compiles into one XLA program and short outputs never touch the
-rest of the cache. On TensorFlow, `compile_decoder` by default also drops
-the sources that are done from the batch between segments of steps
-(`keras_transformer.compaction`), with the same result.
+rest of the cache. On TensorFlow, `compile_decoder(..., compact=True)`
+also drops the sources that are done from the batch between segments of
+steps (`keras_transformer.compaction`), with the same result.
 
 Every search returns generated ids `(batch, max_length)` int32: the tokens
 after START, END included, 0 after END; PAD (0) and START are never
@@ -588,7 +588,7 @@ def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=START_ID,
     return total / length_penalty(ops.sum(ops.cast(real, "int32"), axis=1), alpha)
 
 
-def compile_decoder(model, method="greedy", jit_compile=True, return_finished=False, compact=None, **options):
+def compile_decoder(model, method="greedy", jit_compile=True, return_finished=False, compact=False, **options):
     """`decode(source_ids) -> ids (batch, max_length)`, compiled.
 
     `method` is `"greedy"`, `"beam"` (returns the best beam only),
@@ -598,11 +598,11 @@ def compile_decoder(model, method="greedy", jit_compile=True, return_finished=Fa
     `return_finished=True`, `decode` returns `(ids, finished)`, `finished`
     `(batch,)` False where the output was cut off at `max_length` before END.
 
-    With `compact=True` (the default for greedy, beam and sampling on
-    TensorFlow) the decode drops the sources that are done from the batch
-    as it goes (`keras_transformer.compaction`): the same ids, with the
-    encoder and each segment of steps an XLA program (`jit_compile=True`)
-    inside a `tf.function`. Otherwise the whole decode is one program: a
+    With `compact=True` (greedy, beam and sampling on TensorFlow) the
+    decode drops the sources that are done from the batch as it goes
+    (`keras_transformer.compaction`): the same ids, with the encoder and
+    each segment of steps an XLA program (`jit_compile=True`) inside a
+    `tf.function`. Otherwise the whole decode is one program: a
     `tf.function` (XLA with `jit_compile=True`) on TensorFlow, `jax.jit` on
     JAX. Pad sources to a few bucket lengths: every new shape compiles once.
 
@@ -648,10 +648,8 @@ _DECODERS = {"greedy": greedy_decoder, "beam": beam_decoder, "sample": sample_de
 
 
 def _compacts(compact, method, backend):
-    """Whether `compile_decoder` compacts: `compact`, checked, or by default where it can."""
+    """Whether `compile_decoder` compacts: `compact`, checked."""
     can = backend == "tensorflow" and method in _DECODERS
-    if compact is None:
-        return can
     if compact and not can:
         raise ValueError(
             "`compact=True` needs the TensorFlow backend and a cached method "

@@ -108,8 +108,8 @@ def test_compacting_runs_eagerly_too(model):
     _assert_same(decoding.run_decoder(parts, SOURCES, tf.constant(LENGTHS)), eager)
 
 
-def test_compile_decoder_compacts_by_default_with_the_same_ids(model):
-    compacted = decoding.compile_decoder(model, "beam", beam_size=3, return_finished=True)
+def test_compile_decoder_compacts_with_the_same_ids(model):
+    compacted = decoding.compile_decoder(model, "beam", beam_size=3, return_finished=True, compact=True)
     one_program = decoding.compile_decoder(model, "beam", beam_size=3, return_finished=True, compact=False)
     _assert_same(one_program(SOURCES), compacted(SOURCES))
 
