@@ -390,10 +390,13 @@ class Translator(TranslatorMethods, tf.Module):
         interrupted save leaves a previous export intact.
         """
         check_export_destination(path, overwrite)
-        signatures = {name: getattr(self, private).get_concrete_function() for name, private in SIGNATURES.items()}
+        # The functions, not their concrete functions: traced once, inside the save.
+        signatures = {name: getattr(self, private) for name, private in SIGNATURES.items()}
+        # No gradients: the export only translates, and tracing them took a fifth of the save.
+        options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
 
         def write(tmp):
-            tf.saved_model.save(self, tmp, signatures=signatures)
+            tf.saved_model.save(self, tmp, signatures=signatures, options=options)
             manifest.write_manifest(tmp)
 
         atomic.replace_dir(write, path)

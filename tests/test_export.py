@@ -165,7 +165,7 @@ def test_saved_model_translates_in_a_fresh_process_without_project_code(run, tra
 def test_failed_save_leaves_the_previous_export_intact(translator, exported, monkeypatch):
     before = sorted(p.relative_to(exported) for p in exported.rglob("*"))
 
-    def broken_save(module, path, signatures=None):
+    def broken_save(module, path, signatures=None, options=None):
         pathlib.Path(path, "saved_model.pb").write_bytes(b"half written")
         raise OSError("disk full")
 
