@@ -181,6 +181,28 @@ def test_filter_logits_known_values():
     np.testing.assert_allclose(halved, 2 * ops.convert_to_numpy(logits))
 
 
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_greedy_choice_and_its_log_prob_equal_argmax_and_log_softmax(jit_compile):
+    from keras_transformer.searches import chosen_log_probs, greedy_choice
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(64, 300)).astype("float32")
+    logits[:8, 40:43] = 50.0  # ties: the first one wins, as with argmax
+    logits[8, :] = -np.inf
+    logits[8, 299] = 1.0  # the only finite one is last
+
+    @tf.function(jit_compile=jit_compile)
+    def choose(logits):
+        tokens = greedy_choice(logits, 0)
+        return tokens, chosen_log_probs(logits, tokens), tf.nn.log_softmax(logits)
+
+    tokens, log_probs, log_softmax = map(ops.convert_to_numpy, choose(tf.constant(logits)))
+    np.testing.assert_array_equal(tokens, logits.argmax(-1))
+    assert tokens[:8].tolist() == [40] * 8 and tokens[8] == 299
+    np.testing.assert_allclose(log_probs, log_softmax[np.arange(64), tokens], rtol=0, atol=1e-6)
+    assert log_probs[8] == 0.0
+
+
 def test_sampling_inverts_the_filtered_cdf():
     step_fn = _constructed_step([[0, 0, 0, 0.05, 0.5, 0.3, 0.15]])
     noise = np.array([[0.1], [0.5], [0.7], [0.99]], "float32")  # one step
