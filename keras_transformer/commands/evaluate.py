@@ -52,7 +52,7 @@ def run(args):
     warn_truncated(translator, sources)
     progress = None if args.quiet else Progress(len(sources))
     hypotheses, finished = translate_lines_with_status(
-        translator, sources, args.batch_size, greedy=args.beam == 1, progress=progress
+        translator, sources, args.batch_size, greedy=args.beam == 1, progress=progress, workers=args.workers
     )
     warn_cut_off(finished)
     scores = evaluation.score(hypotheses, references)

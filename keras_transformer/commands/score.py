@@ -15,7 +15,7 @@ than the model's maximum output length is scored on its first tokens).
 import json
 import sys
 
-from keras_transformer.commands.arguments import TRUST, non_empty, positive_int
+from keras_transformer.commands.arguments import TRUST, add_workers_argument, non_empty, positive_int
 
 
 def add_parser(subparsers):
@@ -34,6 +34,7 @@ def add_parser(subparsers):
     parser.add_argument("--target", required=True, type=non_empty, help="UTF-8 target file, line-aligned with --source")
     parser.add_argument("--output", type=non_empty, help="write JSON (log_probs, target_lengths) here")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="pairs per batch (default 32)")
+    add_workers_argument(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(run=run)
 
@@ -49,7 +50,9 @@ def run(args):
         raise ValueError(f"{args.target} has {len(targets)} lines but {args.source} has {len(sources)}")
     translator = load(args.model)
     progress = None if args.quiet else Progress(len(sources), verb="scored")
-    log_probs, lengths = score_lines(translator, sources, targets, args.batch_size, progress=progress)
+    log_probs, lengths = score_lines(
+        translator, sources, targets, args.batch_size, progress=progress, workers=args.workers
+    )
     if args.output:
         report = {"model": args.model, "source": args.source, "target": args.target}
         report.update(log_probs=log_probs, target_lengths=lengths)

@@ -22,6 +22,7 @@ import sys
 
 from keras_transformer.commands.arguments import (
     TRUST,
+    add_workers_argument,
     non_empty,
     non_negative_finite_float,
     positive_int,
@@ -52,7 +53,7 @@ def add_parser(subparsers):
 
 
 def add_model_arguments(parser):
-    """`--model`, `--beam`, `--alpha`, `--batch-size`, shared with `evaluate`."""
+    """`--model`, `--beam`, `--alpha`, `--batch-size`, `--workers`, shared with `evaluate`."""
     parser.add_argument(
         "--model",
         required=True,
@@ -69,6 +70,7 @@ def add_model_arguments(parser):
         help="length-penalty exponent of the beam search (default 0.6)",
     )
     parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per batch (default 32)")
+    add_workers_argument(parser)
 
 
 def run(args):
@@ -85,7 +87,7 @@ def run(args):
         text = _nbest_text(translator, sentences, args, progress)
     else:
         translations, finished = translate_lines_with_status(
-            translator, sentences, args.batch_size, greedy=args.beam == 1, progress=progress
+            translator, sentences, args.batch_size, greedy=args.beam == 1, progress=progress, workers=args.workers
         )
         warn_cut_off(finished)
         text = "".join(t + "\n" for t in translations)
@@ -100,7 +102,7 @@ def run(args):
 
 def _nbest_text(translator, sentences, args, progress):
     """`index<TAB>score<TAB>translation` lines, `args.n_best` per sentence, best first."""
-    rows = nbest_lines(translator, sentences, args.n_best, args.batch_size, progress=progress)
+    rows = nbest_lines(translator, sentences, args.n_best, args.batch_size, progress=progress, workers=args.workers)
     warn_cut_off([hypotheses[0][2] for hypotheses in rows])
     return "".join(
         f"{index}\t{score:.6f}\t{text}\n" for index, hypotheses in enumerate(rows) for score, text, _ in hypotheses
