@@ -12,8 +12,9 @@ generated tokens:
   width (the longest source rounded up to 16), as one XLA program
   (`compact=False`) and compacting (`compact=True`: finished sentences dropped
   from the batch between segments of steps, `keras_transformer.compaction`),
-  the compilation excluded (a first pass over all batches compiles every
-  shape; its time is reported);
+  the batches one after the other and on `--workers` threads side by side
+  (as CTranslate2's `inter_threads`), the compilation excluded (a first pass
+  over all batches compiles every shape; its time is reported);
 - CTranslate2: `translate_batch` on the pieces of the same sentences with
   `max_batch_size=--batch-size`, `inter_threads=2, intra_threads=1` (with
   `intra_threads=2` its int8 was 3-6x slower on this 2-core CPU: issue #37),
@@ -29,7 +30,7 @@ one source) where their slopes in log L agree, `beta = alpha * L / (5 + L)`;
 Each time is the median of `--repeats` runs over all sentences. Beside each:
 BLEU (sacreBLEU, cased 13a, on the detokenized output against the raw
 references), so that speed never comes from broken output, and how many
-sentences' ids equal ours (one program) in the same search. Writes JSON
+sentences' ids equal ours (one program, one worker) in the same search. Writes JSON
 (with the command and the machine) to `benchmarks/results/decoding/`. Not
 run by CI.
 
@@ -48,6 +49,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -76,6 +78,7 @@ def parse_args(argv=None):
     parser.add_argument("--alpha", type=float, default=None, help="our GNMT length penalty (default: the run's)")
     parser.add_argument("--ct2-length-penalty", type=float, default=None, help="CTranslate2's beta (default: matched)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=2, help="our threads decoding batches side by side (and 1)")
     parser.add_argument(
         "--output", help="the JSON report (default: benchmarks/results/decoding/ctranslate2_<run>.json)"
     )
@@ -118,24 +121,32 @@ def detokenizer(run):
     return lambda rows: [s.decode("utf-8") for s in tokenizer.detokenize(tf.ragged.constant(rows)).numpy()]
 
 
-def ours(model, batches, search, beam, alpha, max_length, repeats, compact):
+def ours(model, batches, search, beam, alpha, max_length, repeats, compact, workers):
     """(median seconds, per-run seconds, first-pass seconds, ids per sentence) of our XLA decoder.
 
-    The first pass over all batches compiles every shape it meets (the
+    `workers` threads decode batches side by side, as CTranslate2's
+    `inter_threads` does (each XLA program still uses every core). The
+    first pass over all batches compiles every shape it meets (the
     compacting decoder meets a few batch sizes) and is not in the median.
     """
     options = dict(beam_size=beam, alpha=alpha) if search == "beam" else {}
     decode = decoding.compile_decoder(model, search, max_length=max_length, compact=compact, **options)
+    pool = ThreadPoolExecutor(workers)
+
+    def decode_all():
+        outputs = pool.map(lambda batch: decode(batch[1]).numpy()[: batch[0]], batches)
+        return [row for output in outputs for row in output]
+
     start = time.perf_counter()
     for _, batch in batches:
         decode(batch).numpy()
     compile_seconds = time.perf_counter() - start
-    runs, ids = [], []
+    runs = []
     for _ in range(repeats):
-        ids, start = [], time.perf_counter()
-        for size, batch in batches:
-            ids.extend(decode(batch).numpy()[:size])
+        start = time.perf_counter()
+        ids = decode_all()
         runs.append(time.perf_counter() - start)
+    pool.shutdown()
     return statistics.median(runs), runs, compile_seconds, [[int(i) for i in row if i != 0] for row in ids]
 
 
@@ -206,24 +217,31 @@ def main(argv=None):
     export = pathlib.Path(convert_run(run, scratch / "ct2"))
 
     rows, reference_ids = [], {}
+
+    def add_row(system, search, seconds, runs, ids, **extra):
+        reference_ids.setdefault(search, ids)  # the first of ours: one program, one worker
+        rows.append(
+            dict(
+                system=system,
+                search=search,
+                seconds=round(seconds, 3),
+                runs=[round(r, 3) for r in runs],
+                **extra,
+                bleu=bleu(ids, references, detokenize),
+                same_ids_as_ours=sum(a == b for a, b in zip(ids, reference_ids[search])),
+            )
+        )
+        print(rows[-1], flush=True)
+
     for search in ("greedy", "beam"):
         for compact in (False, True):
-            seconds, runs, first_pass, ids = ours(
-                model, batches, search, args.beam, alpha, max_length, args.repeats, compact
-            )
-            reference_ids.setdefault(search, ids)  # the one-program decoder's ids
-            rows.append(
-                dict(
-                    system=f"ours (XLA, cached, {'compacting' if compact else 'one program'})",
-                    search=search,
-                    seconds=round(seconds, 3),
-                    runs=[round(r, 3) for r in runs],
-                    first_pass_seconds=round(first_pass, 1),
-                    bleu=bleu(ids, references, detokenize),
-                    same_ids_as_ours=sum(a == b for a, b in zip(ids, reference_ids[search])),
+            for workers in sorted({1, args.workers}):
+                seconds, runs, first_pass, ids = ours(
+                    model, batches, search, args.beam, alpha, max_length, args.repeats, compact, workers
                 )
-            )
-            print(rows[-1], flush=True)
+                kind = "compacting" if compact else "one program"
+                system = f"ours (XLA, cached, {kind}, {workers} worker{'s' if workers > 1 else ''})"
+                add_row(system, search, seconds, runs, ids, first_pass_seconds=round(first_pass, 1))
     mean_length = float(np.mean([len(row) for row in reference_ids["greedy"]]))
     beta = args.ct2_length_penalty
     if beta is None:
@@ -234,17 +252,7 @@ def main(argv=None):
             seconds, runs, ids = ctranslate2_decode(
                 export, compute_type, sources, pieces, args.batch_size, beam, beta, max_length, args.repeats
             )
-            rows.append(
-                dict(
-                    system=f"CTranslate2 {compute_type}",
-                    search=search,
-                    seconds=round(seconds, 3),
-                    runs=[round(r, 3) for r in runs],
-                    bleu=bleu(ids, references, detokenize),
-                    same_ids_as_ours=sum(a == b for a, b in zip(ids, reference_ids[search])),
-                )
-            )
-            print(rows[-1], flush=True)
+            add_row(f"CTranslate2 {compute_type}", search, seconds, runs, ids)
 
     report = dict(
         benchmark="ctranslate2_decode",
@@ -268,6 +276,7 @@ def main(argv=None):
             ctranslate2_beta=beta,
             beta_matched_at_length=round(mean_length, 2),
             ctranslate2_threads="inter_threads=2, intra_threads=1",
+            ours_workers=sorted({1, args.workers}),
             repeats=args.repeats,
             timing="median of the repeats, all sentences, compile excluded",
             bleu="sacreBLEU corpus BLEU, cased 13a, detokenized output vs raw references",
