@@ -54,15 +54,21 @@ def pytest_collection_modifyitems(items):
         if item.path.name in SECOND_PROCESS_MODULES:
             item.add_marker(pytest.mark.second_process)
     # The JAX lane's tests only read what its subprocess found: last, so that it runs beside the others.
-    items.sort(key=lambda item: item.path.name == JAX_LANE)
+    # Under pytest-xdist first instead: the worker that is sent them starts it and waits, the other works on.
+    items.sort(key=lambda item: (item.path.name == JAX_LANE) != _XDIST_WORKER)
 
 
 JAX_LANE = "test_backend_jax.py"
+_XDIST_WORKER = "PYTEST_XDIST_WORKER" in os.environ
 
 
 def pytest_collection_finish(session):
-    """Starts the JAX lane's subprocess as soon as its tests are selected (see tests/test_backend_jax.py)."""
-    if session.config.option.collectonly:
+    """Starts the JAX lane's subprocess as soon as its tests are selected (see tests/test_backend_jax.py).
+
+    Not in a pytest-xdist worker: every worker collects every test, and the
+    subprocess starts with the first of them in the worker that runs them.
+    """
+    if session.config.option.collectonly or _XDIST_WORKER:
         return
     for item in session.items:
         if item.path.name == JAX_LANE:

@@ -10,11 +10,13 @@ on: every file of the `keras_transformer` package, the files in `depends_on`
 versions of Python, TensorFlow, Keras, NumPy and SentencePiece. A hit is
 used only if every file still has the sha256 recorded when it was built (a
 test that wrote into the folder invalidates it), else it is built again.
-Builds are written to a scratch folder and renamed into place, so processes
-that race each other each see a complete folder; older entries of the same
-name are removed.
+Builds are written to a scratch folder and renamed into place, so a crash
+never leaves a half-written entry; a lock file per name makes processes that
+need the same entry at once (pytest-xdist's workers) build it once, the
+others waiting for it. Older entries of the same name are removed.
 """
 
+import fcntl
 import hashlib
 import importlib.metadata
 import json
@@ -79,19 +81,24 @@ def cached(name, build, depends_on):
     if info is not None:
         return folder, info["value"]
     root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder at a time; the others wait, then read its entry
+        info = _read(folder)
+        if info is not None:
+            return folder, info["value"]
+        return folder, _build(name, build, root, folder)
+
+
+def _build(name, build, root, folder):
     shutil.rmtree(folder, ignore_errors=True)  # an entry that is incomplete or was changed
     scratch = pathlib.Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
     try:
         value = build(scratch)
         (scratch / INFO).write_text(json.dumps({"value": value, "files": _digest(scratch)}), encoding="utf-8")
-        try:
-            os.rename(scratch, folder)
-        except OSError:  # another process put its complete entry there first
-            if _read(folder) is None:
-                raise
+        os.rename(scratch, folder)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     for old in root.glob(f"{name}-*"):
         if old != folder:
             shutil.rmtree(old, ignore_errors=True)
-    return folder, value
+    return value

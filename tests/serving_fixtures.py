@@ -150,7 +150,7 @@ class Server:
 
 def post(server, body, url=None, **kwargs):
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return httpx.post(url or server.predict_url, content=content, timeout=30, **kwargs)
+    return httpx.post(url or server.predict_url, content=content, timeout=300, **kwargs)
 
 
 def ok(response):
@@ -164,7 +164,7 @@ def run_clients(url, plans):
 
     def client(plan):
         answers = []
-        with httpx.Client(timeout=60) as http:
+        with httpx.Client(timeout=300) as http:
             barrier.wait()
             for signature, payload in plan:
                 body = payload if signature is None else json.dumps({"signature_name": signature, "instances": payload})

@@ -24,7 +24,10 @@ SCORE_TOLERANCE = 1e-4
 @pytest.fixture(scope="module")
 def server():
     run, _ = trained_export()
-    server = Server(run, "--no-warmup", "--max-batch-size", "4", "--batch-timeout-ms", "20", name="tiny")
+    # Without warmup every new batch shape compiles while requests wait: on two loaded cores (the test run's
+    # two workers) that took more than serve's default 30 s; these tests check answers, not latency.
+    flags = ("--no-warmup", "--max-batch-size", "4", "--batch-timeout-ms", "20", "--timeout", "300")
+    server = Server(run, *flags, name="tiny")
     yield server
     server.stop()
 
