@@ -9,6 +9,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # A download that a test did not point at its own server fails at once instead of reaching the real hosts.
 os.environ.setdefault("KERAS_TRANSFORMER_MIRROR", "http://127.0.0.1:9/tests-never-download")
 
+from run_cache import cache_root  # noqa: E402
+
+# Every process of the test run (the workers and the command-line subprocesses) keeps the XLA programs it
+# compiles in the test cache and loads those another process compiled: many tests train or decode the same
+# tiny model, and compiling is most of their time. TensorFlow reads the flags at its first compile.
+if "--tf_xla_persistent_cache_directory" not in os.environ.get("TF_XLA_FLAGS", ""):
+    xla_cache = f"--tf_xla_persistent_cache_directory={cache_root() / 'xla'} --tf_xla_persistent_cache_device_types=CPU"
+    os.environ["TF_XLA_FLAGS"] = f"{os.environ.get('TF_XLA_FLAGS', '')} {xla_cache}".strip()
+
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
