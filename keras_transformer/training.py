@@ -272,8 +272,7 @@ def compile_model(model, preset, jit_compile=True, cooldown=None):
         metrics=[MaskedAccuracy(name="accuracy")],
         jit_compile=jit_compile,
     )
-    # Adam's slots now: created inside the first traced step, they make TensorFlow trace it all again.
-    model.optimizer.build(model.trainable_variables)
+    model.optimizer.build(model.trainable_variables)  # see the docstring
     return schedule
 
 
