@@ -203,6 +203,30 @@ def test_greedy_choice_and_its_log_prob_equal_argmax_and_log_softmax(jit_compile
     assert log_probs[8] == 0.0
 
 
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_blocked_top_k_equals_top_k_with_ties_and_infinities(jit_compile):
+    from keras_transformer.searches import TOP_K_BLOCK, top_k
+
+    rng = np.random.default_rng(0)
+    width = 4 * 8 * TOP_K_BLOCK + 77  # blocked, and the last block is partial
+    values = rng.normal(size=(40, width)).astype("float32")
+    values[:10] = np.round(values[:10])  # many ties, across blocks
+    values[10, :] = -np.inf  # all equal: the first 8 indices
+    values[11, :] = -np.inf
+    values[11, [width - 1, 5, 3000]] = 1.0  # fewer finite values than k
+    values[12, TOP_K_BLOCK : 3 * TOP_K_BLOCK] = 9.0  # all in two blocks
+    values[13, -8:] = 9.0  # all in the partial block
+
+    @tf.function(jit_compile=jit_compile)
+    def both(values):
+        return top_k(values, 8), tf.math.top_k(values, 8)
+
+    (scores, index), (expected_scores, expected_index) = both(tf.constant(values))
+    np.testing.assert_array_equal(ops.convert_to_numpy(index), expected_index.numpy())
+    np.testing.assert_array_equal(ops.convert_to_numpy(scores), expected_scores.numpy())
+    assert ops.convert_to_numpy(index)[10].tolist() == list(range(8))
+
+
 def test_sampling_inverts_the_filtered_cdf():
     step_fn = _constructed_step([[0, 0, 0, 0.05, 0.5, 0.3, 0.15]])
     noise = np.array([[0.1], [0.5], [0.7], [0.99]], "float32")  # one step
