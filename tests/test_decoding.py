@@ -203,28 +203,40 @@ def test_greedy_choice_and_its_log_prob_equal_argmax_and_log_softmax(jit_compile
     assert log_probs[8] == 0.0
 
 
+@pytest.mark.parametrize("vocab", [12_000, 64])
 @pytest.mark.parametrize("jit_compile", [False, True])
-def test_blocked_top_k_equals_top_k_with_ties_and_infinities(jit_compile):
-    from keras_transformer.searches import TOP_K_BLOCK, top_k
+def test_best_candidates_equal_top_k_of_all_scores(jit_compile, vocab):
+    from keras_transformer.searches import best_candidates
 
     rng = np.random.default_rng(0)
-    width = 4 * 8 * TOP_K_BLOCK + 77  # blocked, and the last block is partial
-    values = rng.normal(size=(40, width)).astype("float32")
-    values[:10] = np.round(values[:10])  # many ties, across blocks
-    values[10, :] = -np.inf  # all equal: the first 8 indices
-    values[11, :] = -np.inf
-    values[11, [width - 1, 5, 3000]] = 1.0  # fewer finite values than k
-    values[12, TOP_K_BLOCK : 3 * TOP_K_BLOCK] = 9.0  # all in two blocks
-    values[13, -8:] = 9.0  # all in the partial block
+    sources, beams = 12, 4
+    logits = rng.normal(size=(sources, beams, vocab)).astype("float32")
+    logits[:4] = np.round(logits[:4])  # many equal scores, within and across blocks
+    logits[:, :, [0, 2]] = -np.inf  # PAD and START are never chosen
+    logits[4, :, 130:400] = 9.0  # the best all in a few blocks
+    logits[5, :, -8:] = 9.0  # in the last, partial, block
+    log_probs = rng.normal(size=(sources, beams)).astype("float32") - 5.0
+    log_probs[:4] = -1.0  # equal beams: equal scores across beams
+    log_probs[6, 1:] = -np.inf  # the first step: one live beam
+    block = 128 if vocab > 64 else 8  # the block size best_candidates uses
+    last = vocab - 2 * block  # nine equal scores: four in early blocks, five after the best one
+    logits[7] = -5.0
+    logits[7, 0, [block, 2 * block, 3 * block, 4 * block, last + 1, last + 2, last + 3, last + 4, last + 5]] = 3.0
+    logits[7, 0, last] = 9.0
+    log_probs[7, 1:] = -np.inf
 
     @tf.function(jit_compile=jit_compile)
-    def both(values):
-        return top_k(values, 8), tf.math.top_k(values, 8)
+    def both(logits, log_probs):
+        expected = log_probs[:, :, None] + tf.nn.log_softmax(logits)
+        flat = tf.reshape(logits, (sources * beams, vocab))
+        return best_candidates(flat, log_probs, 2 * beams), tf.math.top_k(
+            tf.reshape(expected, (sources, -1)), 2 * beams
+        )
 
-    (scores, index), (expected_scores, expected_index) = both(tf.constant(values))
+    (scores, index), (expected_scores, expected_index) = both(tf.constant(logits), tf.constant(log_probs))
     np.testing.assert_array_equal(ops.convert_to_numpy(index), expected_index.numpy())
-    np.testing.assert_array_equal(ops.convert_to_numpy(scores), expected_scores.numpy())
-    assert ops.convert_to_numpy(index)[10].tolist() == list(range(8))
+    np.testing.assert_allclose(ops.convert_to_numpy(scores), expected_scores.numpy(), rtol=0, atol=2e-5)
+    assert (ops.convert_to_numpy(index)[6] < vocab).all()  # all from the live beam
 
 
 def test_sampling_inverts_the_filtered_cdf():
