@@ -214,12 +214,12 @@ def test_best_candidates_equal_top_k_of_all_scores(jit_compile, vocab):
     logits[:4] = np.round(logits[:4])  # many equal scores, within and across blocks
     logits[:, :, [0, 2]] = -np.inf  # PAD and START are never chosen
     logits[4, :, 130:400] = 9.0  # the best all in a few blocks
-    logits[5, :, -8:] = 9.0  # in the last, partial, block
+    logits[5, :, -8:] = 9.0  # in the last block
     log_probs = rng.normal(size=(sources, beams)).astype("float32") - 5.0
     log_probs[:4] = -1.0  # equal beams: equal scores across beams
     log_probs[6, 1:] = -np.inf  # the first step: one live beam
-    block = 128 if vocab > 64 else 8  # the block size best_candidates uses
-    last = vocab - 2 * block  # nine equal scores: four in early blocks, five after the best one
+    block = 128 if vocab > 64 else 8  # about best_candidates' block size (125 and 8)
+    last = vocab - 2 * block  # nine equal scores: four in early blocks, five in the best one's
     logits[7] = -5.0
     logits[7, 0, [block, 2 * block, 3 * block, 4 * block, last + 1, last + 2, last + 3, last + 4, last + 5]] = 3.0
     logits[7, 0, last] = 9.0
