@@ -169,3 +169,18 @@ def test_encoder_and_decoder_layers_take_the_builder_options_and_run_the_same_pa
     # The Decoder's final norm is the model's decoder_norm: only the projection is left.
     project = model.output_layer or functools.partial(model.decoder_embedding, reverse=True)
     np.testing.assert_allclose(_np(project(hidden)), logits, atol=1e-5)
+
+
+def test_int8_quantization_keeps_the_logits_of_a_tied_model():
+    # The tied output projection reads the embedding matrix: of a quantized
+    # embedding, its dequantized rows, not its int8 values.
+    keras.utils.set_random_seed(5)
+    options = dict(norm_first=True, share_embeddings=True, tie_output_embedding=True)
+    model = kt.build_transformer(40, 40, **SIZES, **options)
+    inputs = {"encoder_inputs": SOURCE, "decoder_inputs": TARGET}
+    expected = _np(model(inputs))
+    model.quantize("int8")
+    error = np.abs(_np(model(inputs)) - expected).max()
+    assert error < 0.05 * np.abs(expected).max()
+    ids = decoding.greedy_decode(model, SOURCE, max_length=6)
+    assert _np(ids).shape == (2, 6)

@@ -162,7 +162,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
 
     def call(self, inputs, start_index=0, reverse=False, training=None):
         if reverse:
-            kernel = ops.cast(self.embeddings, inputs.dtype)
+            kernel = ops.cast(self._embedding_matrix(), inputs.dtype)
             return ops.matmul(inputs, ops.transpose(kernel))  # (batch, length, vocab)
         check_token_ids(inputs, "token_ids")
         length = inputs.shape[1]
@@ -176,6 +176,12 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         embedded = self._lookup(inputs) * scale
         embedded = self.position_encoding(embedded, start_index=start_index)
         return self.dropout_layer(embedded, training=training)
+
+    def _embedding_matrix(self):
+        """The float embedding matrix; of a quantized embedding (`model.quantize`), its dequantized rows."""
+        if getattr(self.token_embedding, "quantization_mode", None):
+            return self.token_embedding(ops.arange(self.vocab_size))
+        return self.embeddings
 
     def _lookup(self, token_ids):
         """The embedding rows of `token_ids`: checked when eager, NaN for bad ids when compiled."""
