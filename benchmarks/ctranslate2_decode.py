@@ -80,6 +80,11 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2, help="our threads decoding batches side by side (and 1)")
     parser.add_argument(
+        "--only-best",
+        action="store_true",
+        help="of ours, only the compacting decoder with --workers (skip one program and 1 worker)",
+    )
+    parser.add_argument(
         "--output", help="the JSON report (default: benchmarks/results/decoding/ctranslate2_<run>.json)"
     )
     return parser.parse_args(argv)
@@ -219,7 +224,9 @@ def main(argv=None):
     rows, reference_ids = [], {}
 
     def add_row(system, search, seconds, runs, ids, **extra):
-        reference_ids.setdefault(search, ids)  # the first of ours: one program, one worker
+        reference_ids.setdefault(
+            search, ids
+        )  # the first of ours: float32, one program and one worker unless --only-best
         rows.append(
             dict(
                 system=system,
@@ -233,15 +240,21 @@ def main(argv=None):
         )
         print(rows[-1], flush=True)
 
+    quantized = keras.saving.load_model(run / run_dir.MODEL, compile=False)
+    quantized.quantize("int8")
     for search in ("greedy", "beam"):
-        for compact in (False, True):
-            for workers in sorted({1, args.workers}):
-                seconds, runs, first_pass, ids = ours(
-                    model, batches, search, args.beam, alpha, max_length, args.repeats, compact, workers
-                )
-                kind = "compacting" if compact else "one program"
-                system = f"ours (XLA, cached, {kind}, {workers} worker{'s' if workers > 1 else ''})"
-                add_row(system, search, seconds, runs, ids, first_pass_seconds=round(first_pass, 1))
+        for precision, weights in (("float32", model), ("int8", quantized)):
+            for compact in (False, True):
+                for workers in sorted({1, args.workers}):
+                    if (args.only_best or precision == "int8") and not (compact and workers == args.workers):
+                        continue
+                    seconds, runs, first_pass, ids = ours(
+                        weights, batches, search, args.beam, alpha, max_length, args.repeats, compact, workers
+                    )
+                    kind = "compacting" if compact else "one program"
+                    quantization = ", Keras int8" if precision == "int8" else ""
+                    system = f"ours (XLA, cached{quantization}, {kind}, {workers} worker{'s' if workers > 1 else ''})"
+                    add_row(system, search, seconds, runs, ids, first_pass_seconds=round(first_pass, 1))
     mean_length = float(np.mean([len(row) for row in reference_ids["greedy"]]))
     beta = args.ct2_length_penalty
     if beta is None:
