@@ -334,6 +334,25 @@ def transformer_decodes_through_its_interface():
 
 
 @check
+def beam_candidates_equal_a_full_top_k():
+    import keras
+    import numpy as np
+
+    from keras_transformer.searches import best_candidates
+
+    rng = np.random.default_rng(0)
+    logits = np.round(rng.normal(size=(6, 4, 1000)), 1).astype("float32")  # equal scores too
+    log_probs = np.full((6, 4), -1.0, "float32")
+    log_probs[0, 1:] = -np.inf
+    shifted = logits - logits.max(-1, keepdims=True)
+    scores = (log_probs[:, :, None] + shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))).reshape(6, -1)
+    expected = np.argsort(-scores, axis=-1, kind="stable")[:, :8]
+    got_scores, got = best_candidates(keras.ops.convert_to_tensor(logits.reshape(24, 1000)), log_probs, 8)
+    np.testing.assert_array_equal(_np(got), expected)
+    np.testing.assert_allclose(_np(got_scores), np.take_along_axis(scores, expected, 1), atol=1e-5)
+
+
+@check
 def keras_file_saved_by_0_1_0_loads():
     import keras
     import numpy as np
@@ -355,8 +374,12 @@ def run_checks():
     Float32 matmuls run at full precision: on a GPU, JAX's default lets them
     round through TensorFloat-32 (about 3 significant digits; cached decoding
     then differs from the full pass by 1e-3), and the checks that compare two
-    computations to 1e-5 would measure that rounding, not the layers.
+    computations to 1e-5 would measure that rounding, not the layers. And a
+    GPU runs deterministic ops, as a user who wants the same loss curve
+    twice must ask: its scatter-adds (the embedding's gradient) otherwise
+    add in any order, and two same-seed fits differed by 5e-7.
     """
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_gpu_deterministic_ops=true".strip()
     import jax
 
     jax.config.update("jax_default_matmul_precision", "highest")
