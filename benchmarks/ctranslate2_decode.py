@@ -224,9 +224,8 @@ def main(argv=None):
     rows, reference_ids = [], {}
 
     def add_row(system, search, seconds, runs, ids, **extra):
-        reference_ids.setdefault(
-            search, ids
-        )  # the first of ours: float32, one program and one worker unless --only-best
+        # The first of ours: float32, one program and one worker (with --only-best, compacting).
+        reference_ids.setdefault(search, ids)
         rows.append(
             dict(
                 system=system,
