@@ -60,8 +60,8 @@ class _CompactingDecode:
         self.search, self.min_rows, self.jit_compile = decoder.search, min_rows, jit_compile
         self.plan = segment_plan(decoder.max_length, decoder.resize_state, segments)
         self.resize_state = decoder.resize_state or (lambda state, length: state)
-        self.init = tf.function(decoder.init, jit_compile=jit_compile)
-        self.whole = tf.function(self._whole(decoder), jit_compile=jit_compile)
+        self.init = tf.function(decoder.init, jit_compile=jit_compile, autograph=False)
+        self.whole = tf.function(self._whole(decoder), jit_compile=jit_compile, autograph=False)
         self.segments = {}
 
     @staticmethod
@@ -115,6 +115,7 @@ class _CompactingDecode:
                 lambda index, rows, state, stop: run_phase(index=index, rows=rows, state=state, stop=stop),
                 input_signature=signature,
                 jit_compile=self.jit_compile,
+                autograph=False,
             )
         return self.segments[key](index, rows, state, stop)
 

@@ -636,7 +636,9 @@ def compile_decoder(model, method="greedy", jit_compile=True, return_finished=Fa
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return tf.function(decode, jit_compile=jit_compile, reduce_retracing=True)
+        # autograph=False: the loops are explicit `while_loop`s, written for JAX too; converting the
+        # source first took half of the first call of a compiled beam search.
+        return tf.function(decode, jit_compile=jit_compile, reduce_retracing=True, autograph=False)
     if backend == "jax" and jit_compile:
         import jax
 
@@ -673,4 +675,4 @@ def _compacting_decoder(model, method, jit_compile, return_finished, options):
             ids, finished = ids[:, 0], finished[:, 0]  # the best beam
         return (ids, finished) if return_finished else ids
 
-    return tf.function(decode, reduce_retracing=True)
+    return tf.function(decode, reduce_retracing=True, autograph=False)

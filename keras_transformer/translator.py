@@ -278,41 +278,42 @@ class Translator(TranslatorMethods, tf.Module):
 
     # The SavedModel's functions. The input signatures check nothing in
     # Python's time: the methods of `TranslatorMethods` do, before calling these.
+    # No autograph: their control flow is explicit (`tf.cond`, the decoders' loops).
 
-    @tf.function(input_signature=[_STRINGS])
+    @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_call(self, sentences):
         return self._run(sentences, self._decoders.best)["translations"]
 
-    @tf.function(input_signature=[_STRINGS])
+    @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_greedy(self, sentences):
         return self._run(sentences, self._decoders.greedy)["translations"]
 
-    @tf.function(input_signature=_SAMPLE_SPECS)
+    @tf.function(input_signature=_SAMPLE_SPECS, autograph=False)
     def _tf_sample(self, sentences, temperature, top_k, top_p, seed):
         return self._run_sample(sentences, temperature, top_k, top_p, seed)["translations"]
 
-    @tf.function(input_signature=[_STRINGS])
+    @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_source_lengths(self, sentences):
         ids = self.source_tokenizer.tokenize(tf.strings.strip(sentences))
         return tf.cast(ids.row_lengths(), tf.int32) + int(self._add_source_end)
 
-    @tf.function(input_signature=[_STRINGS])
+    @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_call_with_status(self, sentences):
         return self._run(sentences, self._decoders.best)
 
-    @tf.function(input_signature=[_STRINGS])
+    @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_greedy_with_status(self, sentences):
         return self._run(sentences, self._decoders.greedy)
 
-    @tf.function(input_signature=_SAMPLE_SPECS)
+    @tf.function(input_signature=_SAMPLE_SPECS, autograph=False)
     def _tf_sample_with_status(self, sentences, temperature, top_k, top_p, seed):
         return self._run_sample(sentences, temperature, top_k, top_p, seed)
 
-    @tf.function(input_signature=[_STRINGS])
+    @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_nbest(self, sentences):
         return self._run(sentences, self._decoders.nbest, beams=self._decoders.beam_size)
 
-    @tf.function(input_signature=[_STRINGS, _STRINGS])
+    @tf.function(input_signature=[_STRINGS, _STRINGS], autograph=False)
     def _tf_score(self, sources, targets):
         batch = tf.shape(sources)[0]
         check = tf.debugging.assert_equal(
@@ -413,7 +414,7 @@ class _Decoders:
 
     def __init__(self, model, beam_size, alpha, max_length, jit_compile):
         self.beam_size, self._alpha = beam_size, alpha
-        compiled = lambda fn: tf.function(fn, jit_compile=jit_compile, reduce_retracing=True)
+        compiled = lambda fn: tf.function(fn, jit_compile=jit_compile, reduce_retracing=True, autograph=False)
         settings = dict(max_length=max_length, return_finished=True)
 
         def greedy(source_ids):
