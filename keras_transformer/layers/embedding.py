@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.arguments import check_positive_int, check_rate
-from keras_transformer.layers.attention import HashDropout
+from keras_transformer.layers.attention import HashDropout, matmul_last_axis
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 
 
@@ -163,7 +163,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
     def call(self, inputs, start_index=0, reverse=False, training=None):
         if reverse:
             kernel = ops.cast(self._embedding_matrix(), inputs.dtype)
-            return ops.matmul(inputs, ops.transpose(kernel))  # (batch, length, vocab)
+            return matmul_last_axis(inputs, ops.transpose(kernel))  # (batch, length, vocab)
         check_token_ids(inputs, "token_ids")
         length = inputs.shape[1]
         if isinstance(start_index, int) and isinstance(length, int):

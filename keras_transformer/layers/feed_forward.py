@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.arguments import check_positive_int, check_rate
-from keras_transformer.layers.attention import HashDropout, is_plain_dense
+from keras_transformer.layers.attention import HashDropout, is_plain_dense, matmul_last_axis
 from keras_transformer.layers.token_sums import add_bias
 
 
@@ -85,7 +85,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
         """`dense(inputs)`, with `add_bias`'s cheaper bias gradient for a plain `Dense`."""
         if not is_plain_dense(dense):
             return dense(inputs)
-        outputs = ops.matmul(inputs, ops.cast(dense.kernel, inputs.dtype))
+        outputs = matmul_last_axis(inputs, ops.cast(dense.kernel, inputs.dtype))
         if dense.use_bias:
             outputs = add_bias(outputs, ops.cast(dense.bias, outputs.dtype))
         if dense.activation is not None:
