@@ -175,6 +175,7 @@ def test_a_cooldown_set_after_compilation_reaches_the_compiled_step():
     model.compile(
         optimizer=keras.optimizers.Adam(schedule), loss=kt.MaskedSparseCategoricalCrossentropy(), jit_compile=True
     )
+    model.optimizer.build(model.trainable_variables)  # as compile_model does: the step is traced once
     model.fit(_toy_dataset(), epochs=1, verbose=0)  # compiles the step
     steps = int(model.optimizer.iterations.numpy())
     schedule.set_cooldown(0, steps)  # the rate is 0 from here on
