@@ -36,7 +36,7 @@ def test_add_bias_gives_a_plain_add_s_values_and_gradients(jit_compile):
     rng = np.random.default_rng(2)
     x = rng.normal(size=(4, 7, 24)).astype("float32")
     bias = rng.normal(size=(24,)).astype("float32")
-    got = values_and_gradients(add_bias, [x, bias], [], jit_compile)
+    got = values_and_gradients(lambda x, b: add_bias(x, b, training=True), [x, bias], [], jit_compile)
     want = values_and_gradients(lambda x, b: x + b, [x, bias], [], jit_compile)
     for g, w, name in zip(got, want, ("output", "d_x", "d_bias")):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=name)
@@ -55,7 +55,7 @@ def test_layer_norm_gives_keras_values_and_every_gradient(jit_compile):
     # Offset and spread, so that a wrong mean or variance term, forward or backward, shows.
     x = (3 * np.random.default_rng(0).normal(size=(4, 7, 32)) + 1).astype("float32")
     norm = _norm_with_weights(x.shape, seed=3)
-    got = values_and_gradients(lambda x: layer_norm(norm, x), [x], [norm.gamma, norm.beta], jit_compile)
+    got = values_and_gradients(lambda x: layer_norm(norm, x, training=True), [x], [norm.gamma, norm.beta], jit_compile)
     want = values_and_gradients(norm, [x], [norm.gamma, norm.beta], jit_compile)
     for g, w, name in zip(got, want, ("output", "d_x", "d_gamma", "d_beta")):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=name)
@@ -66,7 +66,7 @@ def test_layer_norm_is_the_layer_itself_outside_the_usual_case(kwargs):
     x = np.random.default_rng(1).normal(size=(3, 5, 8)).astype("float32")
     norm = _norm_with_weights(x.shape, seed=4, **kwargs)
     np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(layer_norm(norm, x)), keras.ops.convert_to_numpy(norm(x)), rtol=1e-6, atol=1e-6
+        keras.ops.convert_to_numpy(layer_norm(norm, x, training=True)), keras.ops.convert_to_numpy(norm(x)), rtol=1e-6, atol=1e-6
     )
 
 
@@ -75,3 +75,18 @@ def test_a_built_model_keeps_keras_layer_norms():
     model = build_transformer(**TINY)
     norms = [layer for layer in model._flatten_layers() if "norm" in layer.name and not layer._layers]
     assert norms and all(type(layer) is keras.layers.LayerNormalization for layer in norms)
+
+
+def _custom_gradient_ops(model, training):
+    """The ops of `model`'s traced call that carry a custom gradient."""
+    ids = tf.TensorSpec((2, 5), tf.int32)
+    call = tf.function(lambda source, target: model({"encoder_inputs": source, "decoder_inputs": target}, training=training))
+    graph = call.get_concrete_function(ids, ids).graph
+    return [op.name for op in graph.get_operations() if "_gradient_op_type" in op.node_def.attr]
+
+
+def test_only_training_graphs_hold_custom_gradients():
+    """Inference (decoders, exports) traces the plain computation, so a loaded SavedModel warns of no unsaved gradients."""
+    model = build_transformer(**TINY)
+    assert _custom_gradient_ops(model, training=True)
+    assert _custom_gradient_ops(model, training=False) == []

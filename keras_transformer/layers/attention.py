@@ -287,7 +287,7 @@ class MultiHeadAttention(keras.layers.Layer):
         """
         return tuple(_heads_first(x) for x in self._project_keys_and_values(value, key))
 
-    def _project(self, inputs, dense):
+    def _project(self, inputs, dense, training=False):
         """`dense(inputs)`: `(batch, length, d_model)` -> `(batch, length, heads, key_dim)`.
 
         The kernel keeps `keras.layers.MultiHeadAttention`'s `(d_model, heads,
@@ -303,14 +303,15 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel = ops.reshape(dense.kernel, (self.d_model, width))
         projected = matmul_last_axis(inputs, ops.cast(kernel, inputs.dtype))  # (batch, length, width)
         if self.use_bias:
-            projected = add_bias(projected, ops.cast(ops.reshape(dense.bias, (width,)), projected.dtype))
+            bias = ops.cast(ops.reshape(dense.bias, (width,)), projected.dtype)
+            projected = add_bias(projected, bias, training)
         return ops.reshape(projected, tuple(ops.shape(inputs)[:-1]) + (self.num_heads, self.key_dim))
 
-    def _project_keys_and_values(self, value, key=None):
+    def _project_keys_and_values(self, value, key=None, training=False):
         key = value if key is None else key
-        return self._project(key, self.key_dense), self._project(value, self.value_dense)
+        return self._project(key, self.key_dense, training), self._project(value, self.value_dense, training)
 
-    def _output_projection(self, context):
+    def _output_projection(self, context, training=False):
         """`(batch, q_len, heads, key_dim)` -> `(batch, q_len, d_model)` as one 2-D matmul."""
         dense = self.output_dense
         if not is_plain_dense(dense):
@@ -320,7 +321,7 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel = ops.reshape(dense.kernel, (width, self.d_model))
         output = matmul_last_axis(flat, ops.cast(kernel, flat.dtype))
         if self.use_bias:
-            output = add_bias(output, ops.cast(dense.bias, output.dtype))
+            output = add_bias(output, ops.cast(dense.bias, output.dtype), training)
         return output
 
     def call(
@@ -343,9 +344,9 @@ class MultiHeadAttention(keras.layers.Layer):
         value_mask = check_mask(value_mask, "value_mask")
         key_mask = check_mask(key_mask, "key_mask")
         key = value if key is None else key
-        q = self._project(query, self.query_dense)  # (batch, q_len, heads, key_dim)
+        q = self._project(query, self.query_dense, training)  # (batch, q_len, heads, key_dim)
         if cache is None:
-            k, v = self._project_keys_and_values(value, key)  # (batch, k_len, heads, key_dim)
+            k, v = self._project_keys_and_values(value, key, training)  # (batch, k_len, heads, key_dim)
             key_axes = "bshk"
         else:
             if not isinstance(cache, (tuple, list)) or len(cache) != 2:
@@ -358,7 +359,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 start = (0, 0, cache_update_index, 0)
                 k, v = (
                     ops.slice_update(old, start, ops.cast(_heads_first(new), old.dtype))
-                    for old, new in zip((k, v), self._project_keys_and_values(value, key))
+                    for old, new in zip((k, v), self._project_keys_and_values(value, key, training))
                 )
                 cache = (k, v)
             key_axes = "bhsk"
@@ -378,7 +379,7 @@ class MultiHeadAttention(keras.layers.Layer):
         weights = masked_softmax(scores, None if mask is None else mask[:, None])
         dropped = self.dropout_layer(weights, training=training)
         context = ops.einsum(f"bhqs,{key_axes}->bqhk", dropped, v)
-        output = self._output_projection(context)
+        output = self._output_projection(context, training)
 
         outputs = (output,)
         if return_attention_scores:

@@ -160,10 +160,10 @@ class EncoderLayer(keras.layers.Layer):
     def _residual(self, x, norm, dropout, sublayer, training):
         """`sublayer` with residual and LayerNorm; returns `(x, sublayer's extra outputs)`."""
         if self.norm_first:
-            outputs = sublayer(layer_norm(norm, x))
+            outputs = sublayer(layer_norm(norm, x, training))
             return x + dropout(outputs[0], training=training), outputs[1:]
         outputs = sublayer(x)
-        return layer_norm(norm, x + dropout(outputs[0], training=training)), outputs[1:]
+        return layer_norm(norm, x + dropout(outputs[0], training=training), training), outputs[1:]
 
     def _feed_forward(self, x, training):
         x, _ = self._residual(

@@ -76,18 +76,18 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, training=None):
-        hidden = self._dense(self.inner_dense, inputs)  # (batch, length, d_ff)
+        hidden = self._dense(self.inner_dense, inputs, training)  # (batch, length, d_ff)
         hidden = self.dropout_layer(hidden, training=training)
-        return self._dense(self.output_dense, hidden)
+        return self._dense(self.output_dense, hidden, training)
 
     @staticmethod
-    def _dense(dense, inputs):
+    def _dense(dense, inputs, training):
         """`dense(inputs)`, with `add_bias`'s cheaper bias gradient for a plain `Dense`."""
         if not is_plain_dense(dense):
             return dense(inputs)
         outputs = matmul_last_axis(inputs, ops.cast(dense.kernel, inputs.dtype))
         if dense.use_bias:
-            outputs = add_bias(outputs, ops.cast(dense.bias, outputs.dtype))
+            outputs = add_bias(outputs, ops.cast(dense.bias, outputs.dtype), training)
         if dense.activation is not None:
             outputs = dense.activation(outputs)
         return outputs
