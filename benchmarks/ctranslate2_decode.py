@@ -62,7 +62,6 @@ from keras_transformer import decoding, run_dir  # noqa: E402
 from keras_transformer.ctranslate2_export import convert_run, read_pieces  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
 RESULTS = REPO / "benchmarks" / "results" / "decoding"
 SUPPRESS = [["<pad>"], ["<s>"]]
 
@@ -70,7 +69,9 @@ SUPPRESS = [["<pad>"], ["<s>"]]
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="a training run directory (default: train the tiny preset here)")
-    parser.add_argument("--data-dir", default=str(DATA), help="the corpora (for the test split and the tiny preset)")
+    parser.add_argument(
+        "--data-dir", help="the corpora's folder (default: $KERAS_TRANSFORMER_DATA_DIR, else bundled or downloaded)"
+    )
     parser.add_argument("--sentences", type=int, default=1000)
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--max-length", type=int, default=64, help="source tokens kept and tokens generated, at most")
@@ -95,7 +96,8 @@ def train_tiny(data_dir, folder):
     from keras_transformer.commands import cli
 
     path = pathlib.Path(folder) / "tiny"
-    code = cli.main(["train", "--preset", "tiny", "--data-dir", str(data_dir), "--output", str(path)])
+    data_flags = ["--data-dir", str(data_dir)] if data_dir else []
+    code = cli.main(["train", "--preset", "tiny", *data_flags, "--output", str(path)])
     if code:
         sys.exit(f"training the tiny preset failed (exit {code})")
     return path

@@ -44,16 +44,17 @@ from keras import ops  # noqa: E402
 from machine import machine_line  # noqa: E402
 
 from keras_transformer import build_transformer, decoding, run_dir  # noqa: E402
+from keras_transformer.datasets.corpora import resolve_dir  # noqa: E402
 from keras_transformer.tokenizers import SubwordTokenizer  # noqa: E402
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data" / "multi30k_task1"
 SPLITS = {"test": "test_2016_flickr.en", "val": "val.en"}
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=str(DATA))
+    parser.add_argument(
+        "--data-dir", help="a multi30k_task1 folder or its parent (default: $KERAS_TRANSFORMER_DATA_DIR, else download)"
+    )
     parser.add_argument("--split", default="test", choices=sorted(SPLITS))
     parser.add_argument("--model", help="a training run directory (default: an untrained 11.7M model)")
     parser.add_argument("--sentences", type=int, default=1000)
@@ -86,7 +87,7 @@ def model_and_tokenizer(args, sentences):
         tokenizer = SubwordTokenizer.load(pathlib.Path(args.model) / run_dir.SOURCE_TOKENIZER)
         return model, tokenizer, f"trained run {args.model}"
     keras.utils.set_random_seed(0)  # before any tokenizer exists (tensorflow/text#570)
-    train = (pathlib.Path(args.data_dir) / "train.en").read_text(encoding="utf-8").splitlines()
+    train = (resolve_dir("multi30k-en-de", args.data_dir) / "train.en").read_text(encoding="utf-8").splitlines()
     tokenizer = SubwordTokenizer.train(train, vocab_size=8000)
     model = build_transformer(
         8000, 8000, num_layers=3, d_model=256, num_heads=4, d_ff=1024, max_length=max(64, args.max_length)
@@ -223,7 +224,7 @@ def keras_hub_greedy(
 
 def main():
     args = parse_args()
-    path = pathlib.Path(args.data_dir) / SPLITS[args.split]
+    path = resolve_dir("multi30k-en-de", args.data_dir) / SPLITS[args.split]
     sentences = path.read_text(encoding="utf-8").splitlines()[: args.sentences]
     model, tokenizer, kind = model_and_tokenizer(args, sentences)
     print(f"machine: {machine_line()}")

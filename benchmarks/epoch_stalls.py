@@ -9,13 +9,12 @@ and the evaluation.
 
 Example:
 
-    python benchmarks/epoch_stalls.py --data-dir ../shared/data/multi30k_task1 --epochs 4
-    python benchmarks/epoch_stalls.py --data-dir ../shared/data/multi30k_task1 --epochs 4 --autotune
+    python benchmarks/epoch_stalls.py --data-dir DATA/multi30k_task1 --epochs 4
+    python benchmarks/epoch_stalls.py --data-dir DATA/multi30k_task1 --epochs 4 --autotune
 """
 
 import argparse
 import os
-import pathlib
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -27,8 +26,6 @@ from machine import machine_line  # noqa: E402
 from keras_transformer.models import build_transformer  # noqa: E402
 from keras_transformer.presets import get_preset  # noqa: E402
 from keras_transformer.training import compile_model, load_splits, make_datasets, train_tokenizer  # noqa: E402
-
-REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 class EpochTimes(keras.callbacks.Callback):
@@ -56,7 +53,7 @@ class EpochTimes(keras.callbacks.Callback):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="multi30k-en-de")
-    parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data" / "multi30k_task1"))
+    parser.add_argument("--data-dir", help="the corpus folder (default: $KERAS_TRANSFORMER_DATA_DIR, else download)")
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--autotune", action="store_true", help="turn tf.data's autotuning back on")
     args = parser.parse_args()

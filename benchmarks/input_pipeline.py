@@ -8,12 +8,11 @@ END included) with the machine and the configuration.
 
 Example:
 
-    python benchmarks/input_pipeline.py --data-dir ../shared/data --epochs 3
+    python benchmarks/input_pipeline.py --data-dir DATA --epochs 3
 """
 
 import argparse
 import os
-import pathlib
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -24,13 +23,11 @@ from machine import machine_line  # noqa: E402
 from keras_transformer.datasets import corpora, pipeline  # noqa: E402
 from keras_transformer.tokenizers import SubwordTokenizer  # noqa: E402
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", default="multi30k-en-de", choices=sorted(corpora.CORPORA))
-    parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
+    parser.add_argument("--data-dir", help="the corpora's folder (default: $KERAS_TRANSFORMER_DATA_DIR, else download)")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--tokenizer-dir", default=None, help="load a saved tokenizer instead of training one")
     parser.add_argument("--token-budget", type=int, default=4096)

@@ -18,8 +18,8 @@
 
 Example (about 90 minutes on 2 CPU cores)::
 
-    python benchmarks/multi30k.py --data-dir ../shared/data/multi30k_task1
-    python benchmarks/multi30k.py --direction de-en --data-dir ../shared/data/multi30k_task1
+    python benchmarks/multi30k.py                      # downloads Multi30k once, as `train` does
+    python benchmarks/multi30k.py --direction de-en --data-dir DATA/multi30k_task1
 """
 
 import argparse
@@ -45,8 +45,8 @@ def parse_args(argv=None):
     parser.add_argument("--direction", default="en-de", choices=sorted(LANGUAGES))
     parser.add_argument(
         "--data-dir",
-        default=str(REPO.parent / "shared" / "data" / "multi30k_task1"),
-        help="the multi30k_task1 folder (train/val/test_2016_flickr files)",
+        help="a multi30k_task1 folder (train/val/test_2016_flickr files) or its parent; "
+        "default: $KERAS_TRANSFORMER_DATA_DIR, else downloaded as `train` does",
     )
     parser.add_argument("--output", help="run directory (default: runs/multi30k-DIRECTION)")
     parser.add_argument(
@@ -90,7 +90,9 @@ def main(argv=None):
     args = parse_args(argv)
     source, target = LANGUAGES[args.direction]
     preset = f"multi30k-{args.direction}"
-    data = pathlib.Path(args.data_dir)
+    from keras_transformer.datasets.corpora import resolve_dir
+
+    data = resolve_dir(preset, args.data_dir)
     run = pathlib.Path(args.output or REPO / "runs" / preset)
     results_path = pathlib.Path(args.json or REPO / "benchmarks" / "results" / preset / "current.json")
 

@@ -11,7 +11,7 @@ Needs `pip install sacremoses`.
 Example:
 
     python benchmarks/tokenized_bleu.py benchmarks/results/multi30k-en-de/current.test_2016_flickr.hyp.de \\
-        --data-dir ../shared/data/multi30k_task1 --test test_2016_flickr --language de
+        --data-dir DATA/multi30k_task1 --test test_2016_flickr --language de
 """
 
 import argparse
@@ -25,8 +25,6 @@ import sacrebleu  # noqa: E402
 
 from keras_transformer.evaluation import read_lines, score  # noqa: E402
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-
 
 def moses_lowercased(lines, language):
     """Normalizes punctuation, lowercases and tokenizes (`&quot;` escapes, as Multi30k's `tok/` files)."""
@@ -39,7 +37,7 @@ def moses_lowercased(lines, language):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("hypotheses", help="detokenized translations, one a line")
-    parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data" / "multi30k_task1"))
+    parser.add_argument("--data-dir", required=True, help="a multi30k_task1 folder with its tok/ references")
     parser.add_argument("--test", default="test_2016_flickr")
     parser.add_argument("--language", default="de")
     args = parser.parse_args(argv)
