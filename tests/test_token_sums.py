@@ -65,9 +65,8 @@ def test_layer_norm_gives_keras_values_and_every_gradient(jit_compile):
 def test_layer_norm_is_the_layer_itself_outside_the_usual_case(kwargs):
     x = np.random.default_rng(1).normal(size=(3, 5, 8)).astype("float32")
     norm = _norm_with_weights(x.shape, seed=4, **kwargs)
-    np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(layer_norm(norm, x, training=True)), keras.ops.convert_to_numpy(norm(x)), rtol=1e-6, atol=1e-6
-    )
+    got = keras.ops.convert_to_numpy(layer_norm(norm, x, training=True))
+    np.testing.assert_allclose(got, keras.ops.convert_to_numpy(norm(x)), rtol=1e-6, atol=1e-6)
 
 
 def test_a_built_model_keeps_keras_layer_norms():
@@ -80,13 +79,17 @@ def test_a_built_model_keeps_keras_layer_norms():
 def _custom_gradient_ops(model, training):
     """The ops of `model`'s traced call that carry a custom gradient."""
     ids = tf.TensorSpec((2, 5), tf.int32)
-    call = tf.function(lambda source, target: model({"encoder_inputs": source, "decoder_inputs": target}, training=training))
+
+    @tf.function
+    def call(source, target):
+        return model({"encoder_inputs": source, "decoder_inputs": target}, training=training)
+
     graph = call.get_concrete_function(ids, ids).graph
     return [op.name for op in graph.get_operations() if "_gradient_op_type" in op.node_def.attr]
 
 
 def test_only_training_graphs_hold_custom_gradients():
-    """Inference (decoders, exports) traces the plain computation, so a loaded SavedModel warns of no unsaved gradients."""
+    """Inference (decoders, exports) traces the plain computation: a loaded export warns of no unsaved gradients."""
     model = build_transformer(**TINY)
     assert _custom_gradient_ops(model, training=True)
     assert _custom_gradient_ops(model, training=False) == []
