@@ -45,7 +45,7 @@ setup(
     extras_require={
         "test": [
             "pytest>=7",
-            "pytest-xdist>=3.5",  # the README's test command runs on two workers (-n 2)
+            "pytest-xdist>=3.7",  # the README's test command runs on two workers (-n 2)
             "hypothesis>=6",
             "nbclient>=0.7",
             "nbformat>=5",

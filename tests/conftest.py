@@ -60,13 +60,42 @@ SECOND_PROCESS_MODULES = {
 }
 
 
+# The modules that took longest (a minute or more of one worker, 2026-11-26), longest first. pytest-xdist
+# hands whole modules to the workers in test order (setup.cfg: --dist loadfile --no-loadscope-reorder):
+# these go out first, so that no long module starts while the other worker has nothing left to do.
+LONGEST_MODULES = (
+    "test_decoding.py",
+    "test_training.py",
+    "test_model.py",
+    "test_serving_inputs.py",
+    "test_cli_inference.py",
+    "test_data_safety.py",
+    "test_compaction.py",
+    "test_serving_model.py",
+    "test_ensembles.py",
+    "test_export.py",
+    "test_signatures.py",
+    "test_strategies.py",
+    "test_faults.py",
+    "test_load.py",
+    "test_properties.py",
+)
+
+
+def _run_order(item):
+    name = item.path.name
+    # The JAX lane's tests only read what its subprocess found: last, so that it runs beside the others.
+    # Under pytest-xdist first instead: the worker that is sent them starts it and waits, the other works on.
+    jax_lane_position = (name == JAX_LANE) != _XDIST_WORKER
+    length_rank = LONGEST_MODULES.index(name) if name in LONGEST_MODULES else len(LONGEST_MODULES)
+    return jax_lane_position, length_rank
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if item.path.name in SECOND_PROCESS_MODULES:
             item.add_marker(pytest.mark.second_process)
-    # The JAX lane's tests only read what its subprocess found: last, so that it runs beside the others.
-    # Under pytest-xdist first instead: the worker that is sent them starts it and waits, the other works on.
-    items.sort(key=lambda item: (item.path.name == JAX_LANE) != _XDIST_WORKER)
+    items.sort(key=_run_order)
 
 
 JAX_LANE = "test_backend_jax.py"
