@@ -13,6 +13,8 @@ import platform
 import sys
 
 PACKAGES = ("tensorflow", "tensorflow-text", "keras", "keras-hub", "torch", "jax", "sacrebleu")
+# Environment variables that change what a benchmark measures (threads, XLA options, the Keras backend).
+SETTINGS_PREFIXES = ("TF_XLA_", "TF_NUM_", "TF_ENABLE_", "XLA_FLAGS", "OMP_", "KERAS_BACKEND", "CT2_")
 
 
 def cpu_model():
@@ -37,7 +39,7 @@ def tf_cpu_allocator(tf):
 
 
 def describe_machine():
-    """Host, CPU, cores, load, accelerators, TensorFlow's CPU allocator and package versions, as a dict."""
+    """Host, CPU, cores, load, accelerators, TensorFlow's CPU allocator, package versions and settings, as a dict."""
     versions = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
@@ -55,6 +57,7 @@ def describe_machine():
         "gpus": gpus,
         "tf_cpu_allocator": tf_cpu_allocator(tf) if tf else None,  # None: TensorFlow not loaded
         "versions": versions,
+        "settings": {name: value for name, value in sorted(os.environ.items()) if name.startswith(SETTINGS_PREFIXES)},
     }
 
 
@@ -66,4 +69,5 @@ def machine_line(info=None):
         f"{info['host']} | {info['cpu']} | {info['cpus']} CPUs ({info['cpus_usable']} usable, "
         f"load {info['load_average_1min']}) | GPUs: {', '.join(info['gpus']) or 'none'} | "
         f"TensorFlow CPU allocator: {info['tf_cpu_allocator']} | {versions}"
+        + "".join(f" | {name}={value}" for name, value in info.get("settings", {}).items())
     )
