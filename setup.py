@@ -60,7 +60,8 @@ setup(
         ],
         "serve": SERVE,
         "ctranslate2": CTRANSLATE2,
-        "bench": ["keras-hub>=0.18", "psutil>=5", "sacremoses>=0.1"],
+        # benchmarks/: the peers and routes they compare (PyTorch too: `pip install torch`, see README.md).
+        "bench": ["keras-hub>=0.18", "psutil>=5", "sacremoses>=0.1", "jax[cpu]>=0.4.30", *CTRANSLATE2],
         "jax": ["jax[cpu]>=0.4.30"],
     },
     entry_points={"console_scripts": ["keras-transformer=keras_transformer_cli:main"]},
