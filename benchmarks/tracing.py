@@ -36,6 +36,8 @@ from machine import describe_machine, machine_line
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SOURCES = ["오늘 너무 힘들었어", ""]
+# How every run of the benchmark is trained: the `tiny` preset on 300 pairs, one epoch.
+TRAINING = dict(epochs=1, verbose=0, max_minutes=30.0, max_examples=300)
 
 MEASURE = """
 import json, pathlib, sys, time, tempfile
@@ -45,7 +47,7 @@ run, beam_size, max_length, members = sys.argv[1], int(sys.argv[2]), int(sys.arg
 if members:
     from keras_transformer.training import train
     run = pathlib.Path(tempfile.mkdtemp()) / "run"
-    train("tiny", output=run, epochs=1, verbose=0, max_minutes=30.0, max_examples=300, ensemble=members)
+    train("tiny", output=run, ensemble=members, **json.loads(sys.argv[6]))
 start = time.perf_counter()
 translator = export.load(run, beam_size=beam_size, max_length=max_length)
 translator(tf.constant(json.loads(sys.argv[4]))).numpy()
@@ -74,7 +76,7 @@ def measure(run, package_dir, cache_dir, args):
     """One fresh process, which first trains a run like `run` with `--after-training`: `{"first_call_s", "save_s"}`."""
     train_members = (2 if "ensemble" in run.name else 1) if args.after_training else 0
     command = [sys.executable, "-c", MEASURE, str(run), str(args.beam_size), str(args.max_length), json.dumps(SOURCES)]
-    command.append(str(train_members))
+    command += [str(train_members), json.dumps(TRAINING)]
     result = subprocess.run(command, env=environment(package_dir, cache_dir), capture_output=True, text=True)
     if result.returncode:
         sys.exit(f"measuring {run} with {package_dir} failed:\n{result.stderr[-3000:]}")
@@ -85,12 +87,12 @@ def train_runs(work, package_dir, cache_dir):
     """The `tiny` preset trained as one model and as a 2-member ensemble: `{"single": path, "ensemble-2": path}`."""
     runs = {"single": work / "single", "ensemble-2": work / "ensemble"}
     script = (
-        "import sys\nfrom keras_transformer.training import train\n"
-        "options = dict(epochs=1, verbose=0, max_minutes=30.0, max_examples=300)\n"
+        "import json, sys\nfrom keras_transformer.training import train\n"
+        "options = json.loads(sys.argv[3])\n"
         "train('tiny', output=sys.argv[1], **options)\n"
         "train('tiny', output=sys.argv[2], ensemble=2, **options)\n"
     )
-    command = [sys.executable, "-c", script, str(runs["single"]), str(runs["ensemble-2"])]
+    command = [sys.executable, "-c", script, str(runs["single"]), str(runs["ensemble-2"]), json.dumps(TRAINING)]
     subprocess.run(command, env=environment(package_dir, cache_dir), check=True)
     return runs
 
@@ -111,8 +113,8 @@ def main():
     work = pathlib.Path(tempfile.mkdtemp(prefix="tracing-"))
     results = []
     runs = train_runs(work, package_dirs[0], work / "xla-cache-train")
-    for package_dir in package_dirs:
-        cache_dir = work / f"xla-cache-{len(results)}"
+    for index, package_dir in enumerate(package_dirs):
+        cache_dir = work / f"xla-cache-{index}"
         for name, run in runs.items():
             measure(run, package_dir, cache_dir, args)  # fills the XLA cache
             times = [measure(run, package_dir, cache_dir, args) for _ in range(args.repeats)]
