@@ -17,10 +17,6 @@ from run_cache import cache_root  # noqa: E402
 if "--tf_xla_persistent_cache_directory" not in os.environ.get("TF_XLA_FLAGS", ""):
     xla_cache = f"--tf_xla_persistent_cache_directory={cache_root() / 'xla'} --tf_xla_persistent_cache_device_types=CPU"
     os.environ["TF_XLA_FLAGS"] = f"{os.environ.get('TF_XLA_FLAGS', '')} {xla_cache}".strip()
-# The tests' models are tiny, so LLVM's optimizations of each XLA:CPU program cost more than they save: at
-# level 0 a tiny training run took 23 s instead of 33 s (the same ops, run as they are written).
-if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0".strip()
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
