@@ -83,6 +83,19 @@ class TransformerModel(keras.Model):
             check_token_ids(token_ids, name)
         return super().call(inputs, training=training, mask=mask)
 
+    def make_train_function(self, force=False):
+        """Keras's, after building the optimizer for the trainable weights.
+
+        Keras on TensorFlow otherwise builds it inside the first traced
+        training step, and slot variables created there make TensorFlow trace
+        the step twice: a 2-layer model's first `fit` epoch took 17.7 s
+        instead of 7.0 s (without XLA). Built here, a model compiled by hand
+        traces its step once, like one compiled by `training.compile_model`.
+        """
+        if self.optimizer is not None and not self.optimizer.built:
+            self.optimizer.build(self.trainable_variables)
+        return super().make_train_function(force)
+
     # -- parts -----------------------------------------------------------------
 
     def _named(self, name):

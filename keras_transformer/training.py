@@ -246,10 +246,6 @@ def make_datasets(preset, splits, tokenizer, seed, distributed=False):
 def compile_model(model, preset, jit_compile=True, cooldown=None):
     """Compiles `model` with the paper's recipe (Adam, `WarmupSchedule`, label smoothing); returns the schedule.
 
-    The optimizer is built here, before `fit`: its slot variables created
-    inside the first traced training step would make TensorFlow trace the
-    step twice (a tiny model's first `fit` call took 21 s instead of 11).
-
     Example:
 
     >>> schedule = compile_model(build_transformer(**preset.model_kwargs(8000)), preset)
@@ -272,7 +268,6 @@ def compile_model(model, preset, jit_compile=True, cooldown=None):
         metrics=[MaskedAccuracy(name="accuracy")],
         jit_compile=jit_compile,
     )
-    model.optimizer.build(model.trainable_variables)  # see the docstring
     return schedule
 
 

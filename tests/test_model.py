@@ -175,13 +175,16 @@ def test_a_cooldown_set_after_compilation_reaches_the_compiled_step():
     model.compile(
         optimizer=keras.optimizers.Adam(schedule), loss=kt.MaskedSparseCategoricalCrossentropy(), jit_compile=True
     )
-    model.optimizer.build(model.trainable_variables)  # as compile_model does: the step is traced once
+    traces = []
+    train_step = model.train_step
+    model.train_step = lambda data: traces.append(1) or train_step(data)  # runs once per trace
     model.fit(_toy_dataset(), epochs=1, verbose=0)  # compiles the step
     steps = int(model.optimizer.iterations.numpy())
     schedule.set_cooldown(0, steps)  # the rate is 0 from here on
     before = [variable.numpy().copy() for variable in model.trainable_weights]
     model.fit(_toy_dataset(), epochs=1, verbose=0)
     assert int(model.optimizer.iterations.numpy()) == 2 * steps
+    assert len(traces) == 1  # compiled by hand, the optimizer was still built before the first trace
     for old, variable in zip(before, model.trainable_weights):
         np.testing.assert_array_equal(old, variable.numpy())
 
