@@ -17,9 +17,11 @@ from keras_transformer.layers import __all__ as _layers_all
 from keras_transformer.losses import MaskedSparseCategoricalCrossentropy
 from keras_transformer.metrics import MaskedAccuracy
 from keras_transformer.models import build_transformer
+from keras_transformer.optimizers import Adam
 from keras_transformer.schedules import WarmupSchedule
 
 __all__ = list(_layers_all) + [
+    "Adam",
     "MaskedAccuracy",
     "MaskedSparseCategoricalCrossentropy",
     "WarmupSchedule",

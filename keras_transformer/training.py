@@ -250,10 +250,9 @@ def compile_model(model, preset, jit_compile=True, cooldown=None):
 
     >>> schedule = compile_model(build_transformer(**preset.model_kwargs(8000)), preset)
     """
-    import keras
-
     from keras_transformer.losses import MaskedSparseCategoricalCrossentropy
     from keras_transformer.metrics import MaskedAccuracy
+    from keras_transformer.optimizers import Adam
     from keras_transformer.precision import compile_arguments
     from keras_transformer.schedules import WarmupSchedule
 
@@ -263,7 +262,7 @@ def compile_model(model, preset, jit_compile=True, cooldown=None):
     )
     schedule = WarmupSchedule(preset.d_model, preset.warmup_steps, scale=preset.learning_rate_scale, cooldown=cooldown)
     model.compile(
-        optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+        optimizer=Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
         loss=loss,
         metrics=[MaskedAccuracy(name="accuracy")],
         jit_compile=jit_compile,

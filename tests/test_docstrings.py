@@ -23,6 +23,7 @@ MODULES = [
     "keras_transformer.losses",
     "keras_transformer.metrics",
     "keras_transformer.schedules",
+    "keras_transformer.optimizers",
     "keras_transformer.precision",
     "keras_transformer.decoding",
     "keras_transformer.searches",
