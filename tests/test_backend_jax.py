@@ -353,6 +353,30 @@ def beam_candidates_equal_a_full_top_k():
 
 
 @check
+def adam_updates_equal_keras_adam():
+    import keras
+    import numpy as np
+
+    import keras_transformer as kt
+
+    rng = np.random.default_rng(6)
+    start = [rng.normal(size=shape).astype("float32") for shape in ((3, 4), (4,))]
+    gradients = [[rng.normal(size=w.shape).astype("float32") for w in start] for _ in range(3)]
+    results = []
+    for optimizer in (
+        kt.Adam(kt.WarmupSchedule(16, 2), beta_2=0.98),
+        keras.optimizers.Adam(kt.WarmupSchedule(16, 2), beta_2=0.98),
+    ):
+        weights = [keras.Variable(w) for w in start]
+        for step in gradients:
+            optimizer.apply([keras.ops.convert_to_tensor(g) for g in step], weights)
+        results.append([_np(w) for w in weights])
+    for ours, theirs, initial in zip(*results, start):
+        assert not np.array_equal(ours, initial)
+        np.testing.assert_array_equal(ours, theirs)
+
+
+@check
 def keras_file_saved_by_0_1_0_loads():
     import keras
     import numpy as np
