@@ -41,8 +41,8 @@ class Adam(keras.optimizers.Adam):
             return super().update_step(gradient, variable, learning_rate)
         step_size = self._step_size(learning_rate, keras.backend.standardize_dtype(variable.dtype))
         gradient = ops.cast(gradient, variable.dtype)
-        m = self._momentums[self._get_variable_index(variable)]
-        v = self._velocities[self._get_variable_index(variable)]
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index], self._velocities[index]
         self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
         self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
         self.assign_sub(variable, ops.divide(ops.multiply(m, step_size), ops.add(ops.sqrt(v), self.epsilon)))
