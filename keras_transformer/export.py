@@ -94,7 +94,7 @@ class LoadedTranslator(TranslatorMethods):
         return self.module if name == "__call__" else getattr(self.module, name, None)
 
 
-def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True):
+def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True, compact=False):
     """A translator from a training run directory or an exported SavedModel.
 
     A run directory (`config.json` + `model.keras` + `tokenizers/`, or an
@@ -107,7 +107,9 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True)
     the exported one. Anything else, or a corrupt model, is a one-line
     `ValueError`, never a TensorFlow trace. An export's files are checked
     against its `MANIFEST.sha256` first, when it has one
-    (`manifest.verify_manifest`).
+    (`manifest.verify_manifest`). `compact=True` gives a run directory's
+    `Translator` compaction (see `Translator`); for a SavedModel, as
+    `alpha` and `max_length`, it is a `ValueError`.
 
     Load only models you trust: a SavedModel is a program, and loading and
     calling it runs whatever graph it holds.
@@ -129,7 +131,7 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True)
     if not path.exists():
         raise ValueError(f"{path} does not exist: pass a training run directory or a SavedModel")
     if run_dir.is_run_dir(path):
-        return _load_run_dir(path, beam_size, alpha, max_length, jit_compile)
+        return _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact)
     if run_dir.is_saved_model(path):
         manifest.verify_manifest(path)
         translator = _guarded(path, "SavedModel", lambda: tf.saved_model.load(str(path)))
@@ -137,10 +139,10 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True)
             raise ValueError(
                 f"{path} is a SavedModel but not a Translator export (`keras-transformer export` writes those)"
             )
-        if alpha is not None or max_length is not None:
+        if alpha is not None or max_length is not None or compact:
             raise ValueError(
-                f"{path} is a SavedModel: its length penalty and max length were fixed "
-                "at export; export again from the run directory to change them"
+                f"{path} is a SavedModel: its length penalty, max length and decoding were fixed "
+                "at export; pass the run directory to change them"
             )
         exported = int(translator.beam_size.numpy())
         if beam_size not in (None, 1, exported):
@@ -155,7 +157,7 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True)
     )
 
 
-def _load_run_dir(path, beam_size, alpha, max_length, jit_compile):
+def _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact):
     import keras
 
     from keras_transformer.tokenizers import SubwordTokenizer
@@ -192,6 +194,7 @@ def _load_run_dir(path, beam_size, alpha, max_length, jit_compile):
             max_length=max_length,
             add_source_end=bool(run_dir.config_setting(config, "add_source_end", False)),
             jit_compile=jit_compile,
+            compact=compact,
         ),
         passthrough=(ValueError,),
     )

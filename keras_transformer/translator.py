@@ -5,7 +5,8 @@
 The module holds the source and target tokenizers, the Keras model and the
 cached decoder (`keras_transformer.decoding`). Tokenization runs in
 TensorFlow (tensorflow-text ops); the decode runs as one XLA program per
-(batch bucket, source bucket) shape. A SavedModel written by
+(batch bucket, source bucket) shape, or, with `compact=True`, in segments
+that drop the finished sentences between them. A SavedModel written by
 `Translator.save` needs no project code, only `import tensorflow_text`
 before loading (it registers the SentencePiece ops)::
 
@@ -52,13 +53,14 @@ or negative `temperature`, a negative `top_k` or a `top_p` outside (0, 1] is
 an `InvalidArgumentError` that names it (they are not clamped).
 """
 
+import functools
 import warnings
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for loading)
 
-from keras_transformer import atomic, decoding, destinations, manifest
+from keras_transformer import atomic, compaction, decoding, destinations, manifest
 from keras_transformer.translator_inputs import pairs as checked_pairs
 from keras_transformer.translator_inputs import sampling as checked_sampling
 from keras_transformer.translator_inputs import sentences as checked_sentences
@@ -198,6 +200,13 @@ class Translator(TranslatorMethods, tf.Module):
             default the model's `max_length`.
         add_source_end: append END to the source ids (as the training data did).
         jit_compile: compile the decode with XLA.
+        compact: drop the sentences that are done from the batch between
+            segments of steps (`keras_transformer.compaction`) in beam
+            search and greedy decoding: the same translations, faster for
+            batches whose outputs differ in length, with an XLA program per
+            segment and batch size instead of one per batch (more to
+            compile before the first translations). Such a translator does
+            not `save`.
         name: module name.
 
     Call arguments:
@@ -236,6 +245,7 @@ class Translator(TranslatorMethods, tf.Module):
         max_source_length=None,
         add_source_end=False,
         jit_compile=True,
+        compact=False,
         name=None,
     ):
         super().__init__(name=name)
@@ -260,7 +270,8 @@ class Translator(TranslatorMethods, tf.Module):
         self._source_limit = max_source_length - int(add_source_end)
         self._add_source_end = add_source_end
         self._decode_length = decoding.resolve_max_length(model, max_length)
-        self._decoders = _Decoders(model, beam_size, alpha, self._decode_length, jit_compile)
+        self._compact = bool(compact)
+        self._decoders = _Decoders(model, beam_size, alpha, self._decode_length, jit_compile, compact)
         # Read back by the commands, also after `tf.saved_model.load`.
         self.beam_size = tf.Variable(beam_size, trainable=False, name="beam_size")
         self.max_source_length = tf.Variable(max_source_length, trainable=False, name="max_source_length")
@@ -388,8 +399,12 @@ class Translator(TranslatorMethods, tf.Module):
         this package; anything else is refused before any work with
         `destinations.UnsafeDestinationError`. The new export is written
         beside `path` and swapped in only when complete: a failed or
-        interrupted save leaves a previous export intact.
+        interrupted save leaves a previous export intact. A compacting
+        `Translator` (`compact=True`) is refused with a `ValueError`: exports
+        decode each batch as one XLA program.
         """
+        if self._compact:
+            raise ValueError("A Translator built with `compact=True` does not save: build one with compact=False")
         check_export_destination(path, overwrite)
         # The functions, not their concrete functions: traced once, inside the save.
         signatures = {name: getattr(self, private) for name, private in SIGNATURES.items()}
@@ -412,13 +427,16 @@ class _Decoders:
     quantity the beam search ranks by, for every decoder alike.
     """
 
-    def __init__(self, model, beam_size, alpha, max_length, jit_compile):
+    def __init__(self, model, beam_size, alpha, max_length, jit_compile, compact=False):
         self.beam_size, self._alpha = beam_size, alpha
         compiled = lambda fn: tf.function(fn, jit_compile=jit_compile, reduce_retracing=True, autograph=False)
         settings = dict(max_length=max_length, return_finished=True)
+        run = _decoder_runner(compact, jit_compile)
+        greedy_all = run(decoding.greedy_decoder(model, return_scores=True, **settings))
+        beam_all = run(decoding.beam_decoder(model, beam_size, alpha, **settings))
 
         def greedy(source_ids):
-            ids, log_probs, finished = decoding.greedy_decode(model, source_ids, return_scores=True, **settings)
+            ids, log_probs, finished = greedy_all(source_ids)
             return ids, self._normalised(ids, log_probs), finished
 
         def sample(source_ids, noise, temperature, top_k, top_p):
@@ -427,14 +445,14 @@ class _Decoders:
             )
             return ids, self._normalised(ids, log_probs), finished
 
-        def nbest(source_ids):
-            return decoding.beam_decode(model, source_ids, beam_size, alpha, **settings)
-
         def score(source_ids, target_ids):
             return decoding.sequence_scores(model, source_ids, target_ids)
 
-        self.greedy, self.sample, self.score = compiled(greedy), compiled(sample), compiled(score)
-        self.nbest = self._greedy_beams if beam_size == 1 else compiled(nbest)
+        self.sample, self.score = compiled(sample), compiled(score)
+        # A compacting decode XLA-compiles its own parts, so the function around it is a plain graph.
+        around = (lambda fn: tf.function(fn, reduce_retracing=True, autograph=False)) if compact else compiled
+        self.greedy = around(greedy)
+        self.nbest = self._greedy_beams if beam_size == 1 else around(beam_all)
 
     def best(self, source_ids):
         """The best beam (greedy when `beam_size=1`)."""
@@ -447,6 +465,13 @@ class _Decoders:
     def _normalised(self, ids, log_probs):
         length = tf.math.count_nonzero(ids, axis=1, dtype=tf.int32)
         return log_probs / decoding.length_penalty(length, self._alpha)
+
+
+def _decoder_runner(compact, jit_compile):
+    """`run(decoder) -> decode(source_ids)`: `decoder` compacting between segments, or as one loop."""
+    if compact:
+        return lambda decoder: compaction.compacting(decoder, jit_compile)
+    return lambda decoder: functools.partial(decoding.run_decoder, decoder)
 
 
 def _sample_inputs(sentences, temperature, top_k, top_p, seed):

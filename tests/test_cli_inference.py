@@ -73,8 +73,9 @@ def test_clear_one_line_errors(run, capsys, monkeypatch, tmp_path, argv, stdin, 
 
 def test_evaluate_writes_json(run, capsys, monkeypatch, tmp_path):
     path, pairs = run
-    (tmp_path / "src").write_text("".join(s + "\n" for s, _ in pairs[:6]), encoding="utf-8")
-    (tmp_path / "ref").write_text("".join(t + "\n" for _, t in pairs[:6]), encoding="utf-8")
+    # More than 8 sentences: `--compact` drops the finished ones between segments of steps.
+    (tmp_path / "src").write_text("".join(s + "\n" for s, _ in pairs[:10]), encoding="utf-8")
+    (tmp_path / "ref").write_text("".join(t + "\n" for _, t in pairs[:10]), encoding="utf-8")
     code, out, err = _main(
         capsys,
         monkeypatch,
@@ -93,13 +94,14 @@ def test_evaluate_writes_json(run, capsys, monkeypatch, tmp_path):
             "--hypotheses",
             str(tmp_path / "hyp"),
             "--quiet",
+            "--compact",
         ],
     )
     assert code == 0 and "BLEU" in err
     written = json.loads((tmp_path / "scores.json").read_text(encoding="utf-8"))
     assert json.loads(out) == written
-    assert written["bleu"] > 90 and written["beam_size"] == 1 and written["num_sentences"] == 6
-    assert (tmp_path / "hyp").read_text(encoding="utf-8").splitlines() == [t for _, t in pairs[:6]]
+    assert written["bleu"] > 90 and written["beam_size"] == 1 and written["num_sentences"] == 10
+    assert (tmp_path / "hyp").read_text(encoding="utf-8").splitlines() == [t for _, t in pairs[:10]]
 
 
 def test_export_then_translate_and_chat_with_the_saved_model(run, capsys, monkeypatch, tmp_path):
@@ -118,6 +120,8 @@ def test_export_then_translate_and_chat_with_the_saved_model(run, capsys, monkey
     assert code == 0 and out == pairs[3][1] + "\n"
     code, _, err = _main(capsys, monkeypatch, ["translate", "--model", str(output), "--beam", "3", "x"])
     assert code == 2 and "exported with beam_size=4" in err
+    code, _, err = _main(capsys, monkeypatch, ["translate", "--model", str(output), "--compact", "x"])
+    assert code == 2 and "fixed at export" in err
 
     stdin = f"{pairs[0][0]}\n{pairs[1][0]}\n\nnever read\n".encode()
     code, out, _ = _main(capsys, monkeypatch, ["chat", "--model", str(output), "--temperature", "0"], stdin)

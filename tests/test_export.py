@@ -192,8 +192,9 @@ def test_load_errors_are_one_line(run, exported, tmp_path):
         load(tmp_path / "missing")
     with pytest.raises(ValueError, match="exported with beam_size=4"):
         load(exported, beam_size=2)
-    with pytest.raises(ValueError, match="fixed at export"):
-        load(exported, alpha=1.0)
+    for option in ("alpha", "compact"):
+        with pytest.raises(ValueError, match="fixed at export"):
+            load(exported, **{option: 1})
     corrupt = tmp_path / "corrupt"
     shutil.copytree(run[0], corrupt)
     (corrupt / run_dir.MODEL).write_bytes(b"not a zip file")
@@ -211,3 +212,19 @@ def test_tokenizer_must_fit_the_model(translator):
     model = build_transformer(64, 64, num_layers=1, d_model=32, num_heads=4, d_ff=64, max_length=16)
     with pytest.raises(ValueError, match="`source_tokenizer` does not fit the model: its vocab_size is 400"):
         Translator(model, translator.source_tokenizer)
+
+
+def test_a_compacting_translator_gives_the_one_program_results(run, translator, tmp_path):
+    compacting = load(run[0], compact=True)
+    # More than 8 sentences (compaction's smallest batch) of many lengths: training pairs, unseen ones, empty.
+    unseen = (DATA / "val.en").read_text(encoding="utf-8").splitlines()[:4]
+    sentences = [s for s, _ in run[1][:6]] + unseen + [""]
+    for method in ("call_with_status", "greedy_with_status"):
+        expected, got = getattr(translator, method)(sentences), getattr(compacting, method)(sentences)
+        assert _strings(got["translations"]) == _strings(expected["translations"])
+        np.testing.assert_allclose(got["scores"].numpy(), expected["scores"].numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(got["finished"].numpy(), expected["finished"].numpy())
+    assert not all(expected["finished"].numpy())  # some unseen sentences run to max_length: rows end apart
+    with pytest.raises(ValueError, match="`compact=True` does not save"):
+        compacting.save(tmp_path / "export")
+    assert not (tmp_path / "export").exists()

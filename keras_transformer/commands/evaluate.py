@@ -48,7 +48,7 @@ def run(args):
     for path, refs in zip(args.reference, references):
         if len(refs) != len(sources):
             raise ValueError(f"{path} has {len(refs)} lines but {args.source} has {len(sources)}")
-    translator = load(args.model, beam_size=args.beam, alpha=args.alpha)
+    translator = load(args.model, beam_size=args.beam, alpha=args.alpha, compact=args.compact)
     warn_truncated(translator, sources)
     progress = None if args.quiet else Progress(len(sources))
     hypotheses, finished = translate_lines_with_status(

@@ -53,7 +53,7 @@ def add_parser(subparsers):
 
 
 def add_model_arguments(parser):
-    """`--model`, `--beam`, `--alpha`, `--batch-size`, `--workers`, shared with `evaluate`."""
+    """`--model`, `--beam`, `--alpha`, `--batch-size`, `--compact`, `--workers`, shared with `evaluate`."""
     parser.add_argument(
         "--model",
         required=True,
@@ -70,6 +70,12 @@ def add_model_arguments(parser):
         help="length-penalty exponent of the beam search (default 0.6)",
     )
     parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per batch (default 32)")
+    parser.add_argument(
+        "--compact",
+        action="store_true",
+        help="drop finished sentences from each batch as it decodes: the same translations, faster on large "
+        "inputs, but more to compile before the first ones (a run directory only)",
+    )
     add_workers_argument(parser)
 
 
@@ -80,7 +86,7 @@ def run(args):
     from_file = not sentences
     if from_file:
         sentences = read_lines(args.input)
-    translator = load(args.model, beam_size=args.beam, alpha=args.alpha)
+    translator = load(args.model, beam_size=args.beam, alpha=args.alpha, compact=args.compact)
     warn_truncated(translator, sentences)
     progress = None if args.quiet or not from_file else Progress(len(sentences))
     if args.n_best:
