@@ -16,7 +16,10 @@ target tokens, Adam, float32. Built three times:
   dropout, which PyTorch also applies inside the FFN) between `nn.Embedding`s
   with the sinusoidal signal and an `nn.Linear` head,
   `CrossEntropyLoss(label_smoothing=0.1, ignore_index=0)`, eager on CPU with
-  all cores (`torch.set_num_threads(os.cpu_count())`).
+  all cores (`torch.set_num_threads(os.cpu_count())`). On request also
+  `pytorch_compile` (the model and loss under `torch.compile`, Inductor's C++
+  kernels) and `pytorch_bf16` (eager under `torch.autocast("cpu",
+  dtype=torch.bfloat16)`).
 
 Every step trains on the same fixed batch of random ids (no padding, so every
 position is a real token); a Keras step is one call of the compiled train
@@ -47,7 +50,9 @@ Results go to `benchmarks/results/training/train_throughput.json`. Not run by CI
 
 Example:
 
-    python benchmarks/train_throughput.py                  # all three, ~15 minutes
+    python benchmarks/train_throughput.py                  # the first three, ~15 minutes
+    python benchmarks/train_throughput.py --frameworks ours,keras_hub,pytorch,pytorch_compile,pytorch_bf16 \
+        --rounds 5 --steps 2 --memory-steps 0 --output benchmarks/results/training/train_peers.json
     python benchmarks/train_throughput.py --frameworks ours,keras_hub --rounds 5
     python benchmarks/train_throughput.py --scaling     # step time vs length and d_model
 
@@ -58,6 +63,7 @@ and writes `benchmarks/results/training/train_scaling.json`.
 """
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -81,8 +87,15 @@ if str(REPO) not in sys.path:
 
 from machine import describe_machine  # noqa: E402
 
-FRAMEWORKS = ("ours", "keras_hub", "pytorch")
-LABELS = {"ours": "keras-transformer", "keras_hub": "keras-hub", "pytorch": "PyTorch (eager)"}
+FRAMEWORKS = ("ours", "keras_hub", "pytorch", "pytorch_compile", "pytorch_bf16")
+DEFAULT_FRAMEWORKS = FRAMEWORKS[:3]  # the other two on request: torch.compile's first step alone takes minutes
+LABELS = {
+    "ours": "keras-transformer",
+    "keras_hub": "keras-hub",
+    "pytorch": "PyTorch (eager)",
+    "pytorch_compile": "PyTorch (torch.compile)",
+    "pytorch_bf16": "PyTorch (eager, bf16 autocast)",
+}
 CONFIG = dict(
     vocab_size=8000,
     d_model=256,
@@ -210,7 +223,8 @@ def make_keras_hub(config, steps_per_execution):
     return _keras_step_fn(build_keras_hub(config), config, steps_per_execution)
 
 
-def make_pytorch(config, steps_per_execution):
+def make_pytorch(config, steps_per_execution, mode="eager"):
+    """`mode`: "eager" float32, "compile" (`torch.compile`, float32), "bf16" (eager, CPU autocast to bfloat16)."""
     import numpy as np
 
     # PyTorch's first backward pass imports triton (for GPU kernels, unused on
@@ -269,11 +283,18 @@ def make_pytorch(config, steps_per_execution):
     loss_fn = nn.CrossEntropyLoss(ignore_index=0, label_smoothing=0.1)
     source, decoder_inputs, labels = (torch.from_numpy(a).long() for a in make_batch(**config))
 
+    def loss_of(source, decoder_inputs, labels):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mode == "bf16"):
+            logits = model(source, decoder_inputs)
+        return loss_fn(logits.float().reshape(-1, vocab), labels.reshape(-1))
+
+    if mode == "compile":
+        loss_of = torch.compile(loss_of)  # forward and backward, Inductor's C++ kernels on the CPU
+
     def step(n):
         for _ in range(n):
             optimizer.zero_grad(set_to_none=True)
-            logits = model(source, decoder_inputs)
-            loss = loss_fn(logits.reshape(-1, vocab), labels.reshape(-1))
+            loss = loss_of(source, decoder_inputs, labels)
             loss.backward()
             optimizer.step()
         float(loss)
@@ -300,14 +321,20 @@ def make_ceiling(size=4096):
     return step, 2 * size**3
 
 
-MAKERS = {"ours": make_ours, "keras_hub": make_keras_hub, "pytorch": make_pytorch}
+MAKERS = {
+    "ours": make_ours,
+    "keras_hub": make_keras_hub,
+    "pytorch": make_pytorch,
+    "pytorch_compile": functools.partial(make_pytorch, mode="compile"),
+    "pytorch_bf16": functools.partial(make_pytorch, mode="bf16"),
+}
 
 
 def available(framework):
     """`None` if the framework can run here, else why not."""
     import importlib.util
 
-    needs = {"ours": "tensorflow", "keras_hub": "keras_hub", "pytorch": "torch"}[framework]
+    needs = {"ours": "tensorflow", "keras_hub": "keras_hub"}.get(framework, "torch")
     if importlib.util.find_spec(needs) is None:
         return f"`{needs}` is not installed"
     return None
@@ -360,7 +387,7 @@ def measure_memory(frameworks, config, steps, steps_per_execution):
             continue
         memory[framework] = json.loads(lines[-1])
         print(
-            f"  {LABELS[framework]:18s} peak RSS {memory[framework]['peak_rss_mb']:7.0f} MB "
+            f"  {LABELS[framework]:30s} peak RSS {memory[framework]['peak_rss_mb']:7.0f} MB "
             f"(alone: {memory[framework]['step_s'] * 1000:.0f} ms/step)",
             flush=True,
         )
@@ -393,7 +420,9 @@ def median(values):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--frameworks", default=",".join(FRAMEWORKS), help="comma-separated subset of " + ",".join(FRAMEWORKS)
+        "--frameworks",
+        default=",".join(DEFAULT_FRAMEWORKS),
+        help=f"comma-separated subset of {','.join(FRAMEWORKS)} (default: {','.join(DEFAULT_FRAMEWORKS)})",
     )
     parser.add_argument("--rounds", type=int, default=8, help="timed rounds (each runs every competitor)")
     parser.add_argument("--steps", type=int, default=4, help="training steps per competitor per round")
@@ -481,14 +510,14 @@ def main(argv=None):
         f"median of {args.rounds} rounds"
     )
     header = (
-        f"| {'framework':18s} | steps/s | target tok/s | model GFLOP/s | of ceiling | peak RSS MB | ours is x faster |"
+        f"| {'framework':30s} | steps/s | target tok/s | model GFLOP/s | of ceiling | peak RSS MB | ours is x faster |"
     )
     print(header)
     print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
     for row in rows.values():
         rss = f"{row['peak_rss_mb']:.0f}" if row["peak_rss_mb"] else "-"
         print(
-            f"| {row['label']:18s} | {row['steps_per_s']:7.3f} | {row['target_tokens_per_s']:12.0f} "
+            f"| {row['label']:30s} | {row['steps_per_s']:7.3f} | {row['target_tokens_per_s']:12.0f} "
             f"| {row['model_gflops_per_s']:13.1f} | {row['fraction_of_ceiling']:10.0%} "
             f"| {rss:>11s} | {row['ours_speedup_over_this']:16.2f} |"
         )
@@ -562,7 +591,7 @@ def scaling(args, frameworks, base, machine):
             }
             rows.append(row)
             print(
-                f"| {sweep:7s} | {value:5d} | {LABELS[name]:18s} | {row['step_ms']:7.0f} "
+                f"| {sweep:7s} | {value:5d} | {LABELS[name]:30s} | {row['step_ms']:7.0f} "
                 f"| {row['target_tokens_per_s']:12.0f} | {row['model_gflops_per_s']:13.1f} "
                 f"| {speedup:16.2f} |",
                 flush=True,
