@@ -431,9 +431,7 @@ class _Decoders:
         self.beam_size, self._alpha = beam_size, alpha
         compiled = lambda fn: tf.function(fn, jit_compile=jit_compile, reduce_retracing=True, autograph=False)
         settings = dict(max_length=max_length, return_finished=True)
-        run = _decoder_runner(compact, jit_compile)
-        greedy_all = run(decoding.greedy_decoder(model, return_scores=True, **settings))
-        beam_all = run(decoding.beam_decoder(model, beam_size, alpha, **settings))
+        greedy_all = _whole_decode(decoding.greedy_decoder(model, return_scores=True, **settings), compact, jit_compile)
 
         def greedy(source_ids):
             ids, log_probs, finished = greedy_all(source_ids)
@@ -452,7 +450,11 @@ class _Decoders:
         # A compacting decode XLA-compiles its own parts, so the function around it is a plain graph.
         around = (lambda fn: tf.function(fn, reduce_retracing=True, autograph=False)) if compact else compiled
         self.greedy = around(greedy)
-        self.nbest = self._greedy_beams if beam_size == 1 else around(beam_all)
+        if beam_size == 1:
+            self.nbest = self._greedy_beams
+        else:
+            beam = decoding.beam_decoder(model, beam_size, alpha, **settings)
+            self.nbest = around(_whole_decode(beam, compact, jit_compile))
 
     def best(self, source_ids):
         """The best beam (greedy when `beam_size=1`)."""
@@ -467,11 +469,11 @@ class _Decoders:
         return log_probs / decoding.length_penalty(length, self._alpha)
 
 
-def _decoder_runner(compact, jit_compile):
-    """`run(decoder) -> decode(source_ids)`: `decoder` compacting between segments, or as one loop."""
+def _whole_decode(decoder, compact, jit_compile):
+    """`decode(source_ids)`: all of `decoder`'s steps, compacting between segments or as one loop."""
     if compact:
-        return lambda decoder: compaction.compacting(decoder, jit_compile)
-    return lambda decoder: functools.partial(decoding.run_decoder, decoder)
+        return compaction.compacting(decoder, jit_compile)
+    return functools.partial(decoding.run_decoder, decoder)
 
 
 def _sample_inputs(sentences, temperature, top_k, top_p, seed):
