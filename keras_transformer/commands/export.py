@@ -64,7 +64,10 @@ def add_parser(subparsers):
         help="beam size of the default signature, 1 = greedy (default: the run's, else 4)",
     )
     parser.add_argument(
-        "--alpha", type=non_negative_finite_float, default=None, help="length-penalty exponent (default 0.6)"
+        "--alpha",
+        type=non_negative_finite_float,
+        default=None,
+        help="length-penalty exponent of the default signature's beam search (default: the run's, else 0.6)",
     )
     parser.add_argument(
         "--max-length",

@@ -67,7 +67,7 @@ def add_model_arguments(parser):
         "--alpha",
         type=non_negative_finite_float,
         default=None,
-        help="length-penalty exponent of the beam search (default 0.6)",
+        help="length-penalty exponent of the beam search (default: the model's, else 0.6)",
     )
     parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per batch (default 32)")
     parser.add_argument(
