@@ -1,11 +1,11 @@
 """Atomic writes: a file or a folder appears complete at its path, or not at all.
 
 Everything this package writes that a crash must not leave half-written
-(config.json, checkpoints, tokenizers, figures, exports) goes through a
-temporary path beside the destination and a rename. The temporary names
-match `TEMPORARY`, so a crash leaves only names that `destinations`
-recognises as this package's. New files and folders get an ordinary
-`open`'s or `mkdir`'s permissions (the umask applies).
+(config.json, checkpoints, tokenizers, figures, exports, translations and
+scores) goes through a temporary path beside the destination and a rename.
+The temporary names match `TEMPORARY`, so a crash leaves only names that
+`destinations` recognises as this package's. New files and folders get an
+ordinary `open`'s or `mkdir`'s permissions (the umask applies).
 
 Example:
 

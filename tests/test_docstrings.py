@@ -32,6 +32,7 @@ MODULES = [
     "keras_transformer.destinations",
     "keras_transformer.manifest",
     "keras_transformer.atomic",
+    "keras_transformer.output_files",
     "keras_transformer.errors",
     "keras_transformer.commands.cli",
     "keras_transformer.commands.arguments",

@@ -38,11 +38,16 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from keras_transformer import evaluation, run_dir, text_files
+    from keras_transformer import evaluation, output_files, text_files
     from keras_transformer.commands.translate import warn_cut_off, warn_truncated
     from keras_transformer.export import load
     from keras_transformer.translation import Progress, translate_lines_with_status
 
+    output_files.check_outputs(
+        [("output", args.output), ("hypotheses", args.hypotheses)],
+        [("source", args.source), *(("reference", path) for path in args.reference)],
+        [("model", args.model)],
+    )
     sources = text_files.reject_nul(evaluation.read_lines(args.source), args.source)
     references = [evaluation.read_lines(path) for path in args.reference]
     for path, refs in zip(args.reference, references):
@@ -63,8 +68,7 @@ def run(args):
     print(evaluation.format_scores(scores), file=sys.stderr)
     print(json.dumps(scores, indent=2, ensure_ascii=False))
     if args.hypotheses:
-        with open(args.hypotheses, "w", encoding="utf-8") as handle:
-            handle.writelines(h + "\n" for h in hypotheses)
+        output_files.write_text(args.hypotheses, "".join(h + "\n" for h in hypotheses))
     if args.output:
-        run_dir.write_json_atomic(args.output, scores)
+        output_files.write_text(args.output, json.dumps(scores, indent=2, ensure_ascii=False))
     return 0

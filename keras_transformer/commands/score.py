@@ -40,11 +40,14 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from keras_transformer import atomic
+    from keras_transformer import output_files
     from keras_transformer.commands.translate import read_lines
     from keras_transformer.export import load
     from keras_transformer.translation import Progress, score_lines
 
+    output_files.check_outputs(
+        [("output", args.output)], [("source", args.source), ("target", args.target)], [("model", args.model)]
+    )
     sources, targets = read_lines(args.source), read_lines(args.target)
     if len(sources) != len(targets):
         raise ValueError(f"{args.target} has {len(targets)} lines but {args.source} has {len(sources)}")
@@ -56,7 +59,7 @@ def run(args):
     if args.output:
         report = {"model": args.model, "source": args.source, "target": args.target}
         report.update(log_probs=log_probs, target_lengths=lengths)
-        atomic.write_bytes(args.output, (json.dumps(report, indent=1) + "\n").encode("utf-8"))
+        output_files.write_text(args.output, json.dumps(report, indent=1) + "\n")
     else:
         sys.stdout.write("".join(f"{value:.6f}\n" for value in log_probs))
         sys.stdout.flush()

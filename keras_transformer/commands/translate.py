@@ -80,8 +80,10 @@ def add_model_arguments(parser):
 
 
 def run(args):
+    from keras_transformer import output_files
     from keras_transformer.export import load
 
+    output_files.check_outputs([("output", args.output)], [("input", args.input)], [("model", args.model)])
     sentences = [check_utf8(s, f"argument {i}") for i, s in enumerate(args.sentences, 1)]
     from_file = not sentences
     if from_file:
@@ -98,8 +100,7 @@ def run(args):
         warn_cut_off(finished)
         text = "".join(t + "\n" for t in translations)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        output_files.write_text(args.output, text)
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
