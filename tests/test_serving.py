@@ -303,10 +303,15 @@ def test_keep_alive_requests_are_not_held_by_delayed_acks(server):
         (["--model", "MODEL", "--max-batch-size", "0"], "argument --max-batch-size: must be"),
         (["--model", "MODEL", "--timeout", "nan"], "argument --timeout: must be"),
         (["--model", "MODEL", "--port", "PORT"], "cannot listen on 127.0.0.1:"),
+        # The port comes first: before this run (which cannot be exported) would be exported and warmed up.
+        (["--model", "BROKEN_RUN", "--port", "PORT"], "cannot listen on 127.0.0.1:"),
     ],
 )
-def test_bad_command_lines_are_one_line_errors(server, fake_model, flags, message):
-    flags = [str(fake_model) if f == "MODEL" else server.url.rsplit(":", 1)[1] if f == "PORT" else f for f in flags]
+def test_bad_command_lines_are_one_line_errors(server, fake_model, tmp_path, flags, message):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text("{}\n")
+    named = {"MODEL": str(fake_model), "PORT": server.url.rsplit(":", 1)[1], "BROKEN_RUN": str(tmp_path / "run")}
+    flags = [named.get(f, f) for f in flags]
     env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3")
     command = [sys.executable, "-m", "keras_transformer.commands.cli", "serve", *flags]
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)

@@ -6,7 +6,9 @@ Example::
     curl -d '{"instances": ["A dog runs."]}' http://127.0.0.1:8501/v1/models/en-de:predict
 
 A training run directory is exported to a temporary folder first. It binds to
-127.0.0.1 unless `--host` says otherwise; SIGTERM (or Ctrl-C) stops accepting,
+127.0.0.1 unless `--host` says otherwise, before anything else (a port in use
+is an error at once, not after the export and the warm-up), and accepts
+connections once the model is ready; SIGTERM (or Ctrl-C) stops accepting,
 answers the requests already accepted, and exits 0. Needs the `serve` extra:
 `pip install keras-transformer[serve]`.
 """
@@ -99,6 +101,7 @@ def run(args):
     from keras_transformer import run_dir
     from keras_transformer.serving.signatures import ServedModel
 
+    sock = _bind(args.host, args.port)  # first: a taken port fails now, not after minutes of export and warm-up
     workdir = None
     try:
         path = pathlib.Path(args.model)
@@ -111,6 +114,7 @@ def run(args):
             from keras_transformer.export import export_run
 
             workdir = pathlib.Path(tempfile.mkdtemp(prefix="kt-serve-"))
+            print(f"Exporting the run {path} to a temporary SavedModel...", file=sys.stderr, flush=True)
             export_run(path, workdir / "export")
             path = workdir / "export"
         name = args.name or pathlib.Path(args.model).resolve().name
@@ -128,8 +132,9 @@ def run(args):
         )
         limits = rest.Limits(max_body_bytes=args.max_body_bytes, timeout_s=args.timeout)
         app = rest.create_app(model, batcher, name, args.version, limits)
-        return _serve(uvicorn, app, args.host, args.port, name, model, batcher)
+        return _serve(uvicorn, app, sock, name, model, batcher)
     finally:
+        sock.close()
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -137,6 +142,7 @@ def run(args):
 def _warm_up(model, max_batch_size):
     import time
 
+    print(f"Warming up: compiling the decoders for batches of up to {max_batch_size}...", file=sys.stderr, flush=True)
     started = time.perf_counter()
     calls = model.warm_up(max_batch_size)
     print(f"Warmed up: {calls} signature calls in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
@@ -153,17 +159,23 @@ def _graceful_server(uvicorn):
     return GracefulServer
 
 
-def _serve(uvicorn, app, host, port, name, model, batcher):
+def _bind(host, port):
+    """A socket bound to `host:port` that does not listen yet: clients are refused until the model is ready."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio sets TCP_NODELAY only then
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
     except OSError as error:
+        sock.close()
         raise OSError(f"cannot listen on {host}:{port}: {error.strerror}") from None
+    return sock
+
+
+def _serve(uvicorn, app, sock, name, model, batcher):
     sock.listen(512)
-    bound = sock.getsockname()[1]
-    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    host, bound = sock.getsockname()[:2]
+    shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
     print(
         f"Serving {name} ({', '.join(sorted(model.functions))}) at http://{shown}:{bound}/ "
         f"(predict: POST /v1/models/{name}:predict)",
