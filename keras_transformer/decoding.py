@@ -9,9 +9,11 @@ through their ancestry, so beam search never copies the cache to reorder it.
 The loops are `keras.ops.while_loop`s over static shapes, run in three
 phases whose cache holds a quarter, a half, then all of `max_length`, so a
 whole decode compiles into one XLA program and short outputs never touch the
-rest of the cache. On TensorFlow, `compile_decoder(..., compact=True)`
-also drops the sources that are done from the batch between segments of
-steps (`keras_transformer.compaction`), with the same result.
+rest of the cache. On TensorFlow, the step is one graph function that all
+the loops call (`keras_transformer.step_function`: traced once, not once
+per loop), and `compile_decoder(..., compact=True)` also drops the sources
+that are done from the batch between segments of steps
+(`keras_transformer.compaction`), with the same result.
 
 Every search returns generated ids `(batch, max_length)` int32: the tokens
 after START, END included, 0 after END; PAD (0) and START are never
@@ -79,6 +81,7 @@ from keras_transformer.searches import (  # noqa: F401  (the searches are part o
     token_search,
 )
 from keras_transformer.searches import allowed as _allowed
+from keras_transformer.step_function import traced_once
 
 _METHODS = ("greedy", "beam", "sample", "greedy_uncached", "beam_uncached")
 
@@ -214,7 +217,7 @@ def cached_step(model, beam_size=1):
         # a loop variable that never changes breaks TensorFlow's XLA conversion).
         own_beam = ops.broadcast_to(ops.arange(beams, dtype="int32")[None, :, None], (ops.shape(ancestry)[0], beams, 1))
         ancestry = ops.slice_update(ancestry, (0, 0, index), own_beam)
-        mask = _ancestry_mask(ancestry, caches[0][0].shape[2] // beams) if beams > 1 else None
+        mask = _ancestry_mask(ancestry, ops.shape(caches[0][0])[2] // beams, beams) if beams > 1 else None
         logits, caches = model.decoder_step(
             ops.reshape(tokens, (-1, beams)),
             index,
@@ -227,12 +230,11 @@ def cached_step(model, beam_size=1):
         logits = ops.reshape(logits, (-1, ops.shape(logits)[-1]))
         return ops.cast(logits, "float32"), (caches, ancestry, (cross_caches, source_mask))
 
-    return step_fn
+    return traced_once(step_fn)
 
 
-def _ancestry_mask(ancestry, positions):
+def _ancestry_mask(ancestry, positions, beams):
     """`(batch, beams, positions * beams)`: True where beam `j` descends from the cache entry."""
-    beams = ancestry.shape[1]
     ancestors = ancestry[:, :, :positions, None]  # (batch, beams, positions, 1)
     mask = ops.equal(ancestors, ops.arange(beams, dtype="int32")[None, None, None])
     return ops.reshape(mask, (-1, beams, positions * beams))

@@ -28,6 +28,7 @@ MODULES = [
     "keras_transformer.decoding",
     "keras_transformer.searches",
     "keras_transformer.compaction",
+    "keras_transformer.step_function",
     "keras_transformer.text_files",
     "keras_transformer.destinations",
     "keras_transformer.manifest",
