@@ -3,9 +3,10 @@
 Translating a test set can take an hour. `check_outputs` refuses, before the
 model loads, an output that could not be written at the end or that would
 destroy what the job reads: an input file (the same file under any name,
-links included), a file inside the model's folder (a run or an export, which
-a stray file would also stop `train` and `export` from replacing), or a
-second output of the same job. `write_text` then writes the file at once
+links included), a file inside the model's folder, a file inside any
+training run or export of this package (a file of another kind there would
+also stop `train --resume`, `--overwrite` and `export --overwrite` from
+accepting the folder as theirs), or a second output of the same job. `write_text` then writes the file at once
 through a temporary file and a rename (`atomic`): an interrupt or a full disk
 leaves the earlier file, never half of a new one. A path that is not a plain
 file (`/dev/stdout`, a named pipe) is written to as it is.
@@ -29,7 +30,7 @@ import pathlib
 import stat
 import tempfile  # noqa: F401  (the example above)
 
-from keras_transformer import atomic
+from keras_transformer import atomic, destinations
 from keras_transformer.errors import ArgumentError, literal
 
 
@@ -69,6 +70,7 @@ def check_outputs(outputs, inputs=(), folders=()):
                     f"{{{name}={literal(path)}}} lies inside {{{other}={literal(folder)}}}, which this job reads: "
                     "a file written there could replace part of it. Choose an output outside that folder"
                 )
+        _check_outside_runs(name, path)
 
 
 def write_text(path, text):
@@ -78,6 +80,23 @@ def write_text(path, text):
             handle.write(text)
         return
     atomic.write_bytes(_resolved(path), text.encode("utf-8"))  # through a symbolic link: the link stays
+
+
+def _check_outside_runs(name, path):
+    """Refuses `path` inside a training run or an export of this package."""
+    checks = (
+        (destinations.RUN, destinations.is_own_run),
+        (destinations.EXPORT, destinations.is_own_export),
+        (destinations.CTRANSLATE2, destinations.is_own_ctranslate2),
+    )
+    for folder in _resolved(path).parents:
+        for kind, is_own in checks:
+            if folder.is_dir() and is_own(folder):
+                raise ArgumentError(
+                    f"{{{name}={literal(path)}}} lies inside {literal(folder)}, a {destinations.KINDS[kind]} of "
+                    f"{destinations.CREATOR}: a file of another kind there would stop it from being resumed or "
+                    "replaced, or could replace one of its files. Choose an output outside that folder"
+                )
 
 
 def _is_special(path):

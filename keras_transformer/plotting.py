@@ -51,11 +51,17 @@ def new_figure(figsize=(6.4, 4.8), dpi=DEFAULT_DPI):
     return figure
 
 
-def save_figure(figure, output, dpi=None):
-    """Writes `figure` as a PNG at `output` (parent folders are created); returns the path."""
+def png_path(output):
+    """`output` as a `pathlib.Path`, or a `ValueError` if it does not name a `.png` file."""
     output = pathlib.Path(output)
     if output.suffix.lower() != ".png":
         raise ValueError(f"`output` must be a .png file. Received: output={str(output)!r}")
+    return output
+
+
+def save_figure(figure, output, dpi=None):
+    """Writes `figure` as a PNG at `output` (parent folders are created); returns the path."""
+    output = png_path(output)
     with atomic.atomic_path(output, ".png") as tmp:
         figure.savefig(tmp, dpi=dpi or figure.dpi, format="png")
     return output

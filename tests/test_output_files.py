@@ -1,4 +1,4 @@
-"""`translate`, `evaluate` and `score` never write their results over what they read.
+"""`translate`, `evaluate`, `score` and `plot` never write their results over what they read.
 
 The refusals come before the model loads, so these commands run in-process
 against a `--model` folder that holds no model at all: a refusal that came
@@ -18,13 +18,19 @@ from keras_transformer.errors import ArgumentError
 
 @pytest.fixture
 def files(tmp_path):
-    """A source, a reference, a link to the source, a hard link to the reference and a `model` folder."""
+    """A source, a reference, links to them, a `model` folder, and a training run and an export of this package."""
     (tmp_path / "test.en").write_bytes(b"A dog runs.\nTwo men talk.\n")
     (tmp_path / "test.de").write_bytes(b"Ein Hund rennt.\nZwei Manner reden.\n")
     (tmp_path / "link.en").symlink_to("test.en")
     os.link(tmp_path / "test.de", tmp_path / "hard.de")
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_bytes(b"{}\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_bytes(b'{"created_by": "keras-transformer"}\n')
+    (tmp_path / "run" / "history.csv").write_bytes(b"epoch,loss\n0,5.0\n")
+    (tmp_path / "export").mkdir()
+    (tmp_path / "export" / "saved_model.pb").write_bytes(b"graph")
+    (tmp_path / "export" / "MANIFEST.sha256").write_bytes(b"")
     return tmp_path
 
 
@@ -68,15 +74,38 @@ def _snapshot(folder):
             ["score", "--source", "test.en", "--target", "test.de", "--output", "test.de"],
             "--output {tmp}/test.de is the file that --target {tmp}/test.de reads",
         ),
+        # A file of another kind in a run or an export would stop `train --resume` or `export --overwrite`.
+        (
+            ["translate", "--input", "test.en", "--output", "run/test.de"],
+            "--output {tmp}/run/test.de lies inside {tmp}/run, a training run of keras-transformer",
+        ),
+        (
+            ["evaluate", "--source", "test.en", "--reference", "test.de", "--hypotheses", "export/assets/h.de"],
+            "--hypotheses {tmp}/export/assets/h.de lies inside {tmp}/export, a SavedModel export of",
+        ),
+        (
+            ["plot", "history", "--csv", "run/history.csv", "--output", "run/curves.png"],
+            "--output {tmp}/run/curves.png lies inside {tmp}/run, a training run",
+        ),
+        (
+            ["plot", "attention", "--sentence", "A dog.", "--output", "model/heads.png"],
+            "--output {tmp}/model/heads.png lies inside --model {tmp}/model",
+        ),
+        (["plot", "attention", "--sentence", "A dog.", "--output", "heads.jpg"], "must be a .png file"),
     ],
 )
 def test_commands_refuse_outputs_over_their_inputs_before_loading(files, capsys, argv, message):
     before = _snapshot(files)
-    paths = [str(files / arg) if not arg.startswith("--") else arg for arg in argv[1:]]
-    code = cli.main([argv[0], "--model", str(files / "model"), *paths])
+    command = argv[:2] if argv[0] == "plot" else argv[:1]
+    flags = argv[len(command) :]
+    literal = [arg.startswith("--") or previous == "--sentence" for previous, arg in zip(["", *flags], flags)]
+    paths = [arg if kept else str(files / arg) for arg, kept in zip(flags, literal)]
+    if argv[:2] != ["plot", "history"]:
+        paths = ["--model", str(files / "model"), *paths]
+    code = cli.main([*command, *paths])
     err = capsys.readouterr().err
     assert code == 2
-    assert message.format(tmp=files) in err and "is not a model" not in err
+    assert message.format(tmp=files) in err and "not a model" not in err and "not a training run" not in err
     assert _snapshot(files) == before
 
 

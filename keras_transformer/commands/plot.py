@@ -70,8 +70,14 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from keras_transformer import plotting
+    from keras_transformer import output_files, plotting
 
+    plotting.png_path(args.output)  # before any work, as the checks below
+    output_files.check_outputs(
+        [("output", args.output)],
+        [("csv", getattr(args, "csv", None))],
+        [("model", args.model)] if args.figure == "attention" else [],
+    )
     if args.figure == "positional-encoding":
         plotting.plot_positional_encoding(args.length, args.depth, output=args.output, dpi=args.dpi)
     elif args.figure == "schedule":
