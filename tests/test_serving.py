@@ -119,6 +119,18 @@ def test_warm_up_runs_each_decoding_signature_at_each_batch_bucket(server):
     assert "Warmed up: 18 signature calls" in "".join(server.lines)
 
 
+@pytest.mark.parametrize("workers", [1, 3])
+def test_warm_up_makes_each_call_once_on_any_number_of_threads(fake_model, workers, monkeypatch):
+    from keras_transformer.serving.signatures import ServedModel
+
+    model = ServedModel(fake_model)
+    made = []
+    monkeypatch.setattr(model, "run", lambda signature, inputs: made.append((signature, len(inputs["sentences"]))))
+    assert model.warm_up(6, workers=workers) == 12
+    expected_calls = [(s, n) for s in ("serving_default", "greedy", "nbest") for n in (1, 2, 4, 6)]
+    assert sorted(made) == sorted(expected_calls)
+
+
 def test_page_is_offline_html(server):
     response = httpx.get(server.url + "/")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")

@@ -20,13 +20,16 @@ Example:
 import base64
 import dataclasses
 import math
+import os
 import pathlib
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import tensorflow as tf
 
 DEFAULT_SIGNATURE = "serving_default"
 WARMED_SIGNATURES = ("serving_default", "greedy", "nbest")  # XLA decoders: one program per shape
+WARM_UP_WORKERS = 4  # compiles side by side at most (each holds its own memory while it compiles)
 
 
 class RequestError(ValueError):
@@ -180,7 +183,7 @@ class ServedModel:
 
     # -- warm-up -------------------------------------------------------------------------------------
 
-    def warm_up(self, max_batch_size):
+    def warm_up(self, max_batch_size, workers=None):
         """Runs the decoding signatures once per batch and source bucket; returns how many calls ran.
 
         The SavedModel's XLA decoder compiles one program per (batch bucket,
@@ -189,20 +192,24 @@ class ServedModel:
         new shape waits seconds for its compile while the others queue behind
         it. Sources of each bucket are found with the SavedModel's
         `source_lengths` function when it has one (this package's exports),
-        else only the shortest bucket is warmed.
+        else only the shortest bucket is warmed. `workers` calls (default: one
+        per CPU core, at most `WARM_UP_WORKERS`) compile side by side: an XLA
+        compile is mostly one thread's work.
         """
         sizes = [1 << n for n in range(max_batch_size.bit_length()) if 1 << n <= max_batch_size]
         if sizes[-1] < max_batch_size:
             sizes.append(max_batch_size)
-        calls = 0
-        for signature in WARMED_SIGNATURES:
-            if signature not in self.functions or _batched_names(self.input_specs[signature]) != ["sentences"]:
-                continue
-            for sentence in self._bucket_sentences():
-                for size in sizes:
-                    self.run(signature, {"sentences": [sentence] * size})
-                    calls += 1
-        return calls
+        calls = [
+            (signature, [sentence] * size)
+            for signature in WARMED_SIGNATURES
+            if signature in self.functions and _batched_names(self.input_specs[signature]) == ["sentences"]
+            for sentence in self._bucket_sentences()
+            for size in sizes
+        ]
+        workers = workers or min(os.cpu_count() or 1, WARM_UP_WORKERS)
+        with ThreadPoolExecutor(workers, thread_name_prefix="warm-up") as pool:
+            list(pool.map(lambda call: self.run(call[0], {"sentences": call[1]}), calls))
+        return len(calls)
 
     def _bucket_sentences(self, bucket=16):
         """One sentence per source-length bucket, shortest first."""
