@@ -6,10 +6,11 @@ destroy what the job reads: an input file (the same file under any name,
 links included), a file inside the model's folder, a file inside any
 training run or export of this package (a file of another kind there would
 also stop `train --resume`, `--overwrite` and `export --overwrite` from
-accepting the folder as theirs), or a second output of the same job. `write_text` then writes the file at once
-through a temporary file and a rename (`atomic`): an interrupt or a full disk
-leaves the earlier file, never half of a new one. A path that is not a plain
-file (`/dev/stdout`, a named pipe) is written to as it is.
+accepting the folder as theirs), or a second output of the same job.
+`write_text` then writes the file at once through a temporary file and a
+rename (`atomic`): an interrupt or a full disk leaves the earlier file,
+never half of a new one. A path that is not a plain file (`/dev/stdout`, a
+named pipe) is written to as it is.
 
 Example:
 
@@ -117,9 +118,9 @@ def _check_writable(name, path):
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
-        raise ArgumentError(f"{{{name}={literal(path)}}} cannot be written: {parent} is a file, not a folder")
+        raise ArgumentError(f"{{{name}={literal(path)}}} cannot be written: {literal(parent)} is a file, not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise ArgumentError(f"{{{name}={literal(path)}}} cannot be written: {parent} is not writable")
+        raise ArgumentError(f"{{{name}={literal(path)}}} cannot be written: {literal(parent)} is not writable")
 
 
 def _same_file(path, other):
