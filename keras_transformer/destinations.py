@@ -112,8 +112,7 @@ def check_destination(path, kind):
         raise UnsafeDestinationError(path, "is a file, not a folder")
     if not any(path.iterdir()):
         return "empty"
-    made_by_us = {RUN: is_own_run, EXPORT: is_own_export, CTRANSLATE2: is_own_ctranslate2}[kind](path)
-    if not made_by_us:
+    if not is_own(path, kind):
         raise UnsafeDestinationError(path, f"is not empty and is not a {KINDS[kind]} written by {CREATOR}")
     return "ours"
 
@@ -123,6 +122,11 @@ def check_separate(source, destination, what="the output"):
     source, destination = pathlib.Path(source).resolve(), pathlib.Path(destination).resolve()
     if source == destination or source in destination.parents or destination in source.parents:
         raise UnsafeDestinationError(destination, f"overlaps {source}, which {what} is made from")
+
+
+def is_own(path, kind):
+    """Whether `path` is a `kind` (`"run"`, `"export"` or `"ctranslate2"`) that this package wrote."""
+    return {RUN: is_own_run, EXPORT: is_own_export, CTRANSLATE2: is_own_ctranslate2}[kind](path)
 
 
 def is_own_run(path):

@@ -85,14 +85,9 @@ def write_text(path, text):
 
 def _check_outside_runs(name, path):
     """Refuses `path` inside a training run or an export of this package."""
-    checks = (
-        (destinations.RUN, destinations.is_own_run),
-        (destinations.EXPORT, destinations.is_own_export),
-        (destinations.CTRANSLATE2, destinations.is_own_ctranslate2),
-    )
     for folder in _resolved(path).parents:
-        for kind, is_own in checks:
-            if folder.is_dir() and is_own(folder):
+        for kind in destinations.KINDS:
+            if destinations.is_own(folder, kind):
                 raise ArgumentError(
                     f"{{{name}={literal(path)}}} lies inside {literal(folder)}, a {destinations.KINDS[kind]} of "
                     f"{destinations.CREATOR}: a file of another kind there would stop it from being resumed or "
