@@ -110,6 +110,16 @@ def non_empty(text):
     return text
 
 
+def add_loadable_model_argument(parser):
+    """`--model`: a run directory or an exported SavedModel, as `export.load` takes."""
+    parser.add_argument(
+        "--model",
+        required=True,
+        type=non_empty,
+        help="a training run directory or an exported SavedModel (one you trust)",
+    )
+
+
 def add_workers_argument(parser):
     """`--workers`: batches decoded side by side."""
     parser.add_argument(

@@ -10,8 +10,8 @@ import sys
 from keras_transformer.commands.arguments import (
     SEED_MAX,
     TRUST,
+    add_loadable_model_argument,
     int_in_range,
-    non_empty,
     non_negative_finite_float,
     non_negative_int,
     positive_int,
@@ -25,12 +25,7 @@ def add_parser(subparsers):
         help="talk to a model interactively (sampling options)",
         description=__doc__.split("\n\n")[0] + " " + TRUST,
     )
-    parser.add_argument(
-        "--model",
-        required=True,
-        type=non_empty,
-        help="a training run directory or an exported SavedModel (one you trust)",
-    )
+    add_loadable_model_argument(parser)
     parser.add_argument(
         "--temperature",
         type=non_negative_finite_float,

@@ -15,7 +15,13 @@ than the model's maximum output length is scored on its first tokens).
 import json
 import sys
 
-from keras_transformer.commands.arguments import TRUST, add_workers_argument, non_empty, positive_int
+from keras_transformer.commands.arguments import (
+    TRUST,
+    add_loadable_model_argument,
+    add_workers_argument,
+    non_empty,
+    positive_int,
+)
 
 
 def add_parser(subparsers):
@@ -24,12 +30,7 @@ def add_parser(subparsers):
         help="log-probabilities of target sentences given their sources",
         description=__doc__.split("\n\n")[0] + " " + TRUST,
     )
-    parser.add_argument(
-        "--model",
-        required=True,
-        type=non_empty,
-        help="a training run directory or an exported SavedModel (one you trust)",
-    )
+    add_loadable_model_argument(parser)
     parser.add_argument("--source", required=True, type=non_empty, help="UTF-8 source file, one sentence a line")
     parser.add_argument("--target", required=True, type=non_empty, help="UTF-8 target file, line-aligned with --source")
     parser.add_argument("--output", type=non_empty, help="write JSON (log_probs, target_lengths) here")

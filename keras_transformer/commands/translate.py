@@ -22,6 +22,7 @@ import sys
 
 from keras_transformer.commands.arguments import (
     TRUST,
+    add_loadable_model_argument,
     add_workers_argument,
     non_empty,
     non_negative_finite_float,
@@ -54,12 +55,7 @@ def add_parser(subparsers):
 
 def add_model_arguments(parser):
     """`--model`, `--beam`, `--alpha`, `--batch-size`, `--compact`, `--workers`, shared with `evaluate`."""
-    parser.add_argument(
-        "--model",
-        required=True,
-        type=non_empty,
-        help="a training run directory or an exported SavedModel (one you trust)",
-    )
+    add_loadable_model_argument(parser)
     parser.add_argument(
         "--beam", type=positive_int, default=None, help="beam size, 1 = greedy (default: the model's, else 4)"
     )
