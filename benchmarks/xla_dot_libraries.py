@@ -1,10 +1,11 @@
 """XLA:CPU's dot libraries (YNNPACK, XNNPACK, oneDNN) against its default dots, for decoding.
 
-XLA:CPU can hand dots to a library (`XLA_FLAGS=--xla_cpu_experimental_<lib>_fusion_type=dot`).
-A flag holds for the whole process, so each setting runs in its own
+XLA:CPU can hand dots to a library (`XLA_FLAGS=--xla_cpu_experimental_<lib>_fusion_type=dot`);
+the `keras on jax` setting decodes on Keras's JAX backend instead (jax's own
+XLA:CPU). A flag or a backend holds for the whole process, so each setting runs in its own
 process, the settings taking turns for `--rounds` rounds. Each process times:
 
-- `projection`: the output projection's shape alone, `(rows, d_model)` by
+- `projection` (TensorFlow only): the output projection's shape alone, `(rows, d_model)` by
   the tied embedding's transpose `(vocab, d_model)`, 50 steps in one XLA loop
   (best of 7, per step);
 - `decode` (with `--model`): one-program greedy decoding of the batch of the
@@ -30,13 +31,16 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-SETTINGS = {
-    "default": "",
-    "ynn dot": "--xla_cpu_experimental_ynn_fusion_type=dot",
-    "xnn dot": "--xla_cpu_experimental_xnn_fusion_type=dot",
-    "onednn dot": "--xla_cpu_experimental_onednn_fusion_type=dot",
+SETTINGS = {  # each setting's environment
+    "default": {},
+    "ynn dot": {"XLA_FLAGS": "--xla_cpu_experimental_ynn_fusion_type=dot"},
+    "xnn dot": {"XLA_FLAGS": "--xla_cpu_experimental_xnn_fusion_type=dot"},
+    "onednn dot": {"XLA_FLAGS": "--xla_cpu_experimental_onednn_fusion_type=dot"},
+    "keras on jax": {"KERAS_BACKEND": "jax"},
 }
 
 
@@ -90,15 +94,16 @@ def time_decode(model, args):
     sources = sorted(tokenize(pathlib.Path(args.model), [s for s, _ in pairs], max_length, False), key=len)
     batch = batches_of(sources[-args.rows :], args.rows)[0][1]
     decode = decoding.compile_decoder(model, "greedy", max_length=max_length, compact=False)
-    ids = decode(batch).numpy()
+    batch = batch.numpy()
+    ids = np.asarray(decode(batch))
     times = []
     for _ in range(args.repeats):
         start = time.perf_counter()
-        decode(batch).numpy()
+        np.asarray(decode(batch))
         times.append(time.perf_counter() - start)
     if args.profile:
-        profile(lambda: decode(batch).numpy())
-    return min(times) * 1e3, hashlib.md5(ids.tobytes()).hexdigest()[:8]
+        profile(lambda: np.asarray(decode(batch)))
+    return min(times) * 1e3, hashlib.md5(ids.astype("int32").tobytes()).hexdigest()[:8]
 
 
 def profile(call, top=20):
@@ -139,11 +144,13 @@ def measure_one(args):
 
         model = keras.saving.load_model(pathlib.Path(args.model) / run_dir.MODEL, compile=False)
         args.vocab, args.d_model = model.decoder_embedding.weights[0].shape
-    line = f"projection {time_projection(args.rows, args.d_model, args.vocab):.3f} ms/step"
+    parts = []
+    if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
+        parts.append(f"projection {time_projection(args.rows, args.d_model, args.vocab):.3f} ms/step")
     if model is not None:
         milliseconds, digest = time_decode(model, args)
-        line += f" | decode {milliseconds:.0f} ms (ids {digest})"
-    print(line, flush=True)
+        parts.append(f"decode {milliseconds:.0f} ms (ids {digest})")
+    print(" | ".join(parts), flush=True)
 
 
 def main(argv=None):
@@ -157,7 +164,8 @@ def main(argv=None):
     child = [sys.executable, __file__, "--one", *sys.argv[1:]]
     for round_number in range(1, args.rounds + 1):
         for name in args.settings.split(","):
-            environment = dict(os.environ, XLA_FLAGS=f"{SETTINGS[name]} {args.extra_xla_flags}".strip())
+            environment = dict(os.environ, **SETTINGS[name])
+            environment["XLA_FLAGS"] = f"{environment.get('XLA_FLAGS', '')} {args.extra_xla_flags}".strip()
             done = subprocess.run(child, env=environment, capture_output=True, text=True)
             lines = done.stdout.rstrip().splitlines() if done.returncode == 0 else [done.stderr[-500:]]
             print(f"round {round_number} | {name:10s} | {lines[-1]}", *lines[:-1], sep="\n", flush=True)
