@@ -8,8 +8,8 @@ process, the settings taking turns for `--rounds` rounds. Each process times:
 - `projection` (TensorFlow only): the output projection's shape alone, `(rows, d_model)` by
   the tied embedding's transpose `(vocab, d_model)`, 50 steps in one XLA loop
   (best of 7, per step);
-- `decode` (with `--model`): one-program greedy decoding of the batch of the
-  `--rows` longest test sentences, compiled beforehand (the minimum of
+- `decode` (with `--model`): one-program decoding (`--search`: greedy, or
+  beam search with 4 beams) of the batch of the `--rows` longest test sentences, compiled beforehand (the minimum of
   `--repeats` decodes); with `--profile`, then one more decode under
   `tf.profiler`, its XLA:CPU thunks summed by kind (set
   `--xla_cpu_enable_xprof_traceme=true` in `--extra-xla-flags` to see them).
@@ -51,6 +51,7 @@ def parse_args(argv=None):
     parser.add_argument("--settings", default="default,ynn dot", help=f"comma-separated, of: {', '.join(SETTINGS)}")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--rows", type=int, default=100)
+    parser.add_argument("--search", choices=("greedy", "beam"), default="greedy", help="(beam: 4 beams, alpha 0.6)")
     parser.add_argument("--vocab", type=int, default=12000, help="the projection's vocabulary (without --model)")
     parser.add_argument("--d-model", type=int, default=128, help="the projection's width (without --model)")
     parser.add_argument("--repeats", type=int, default=15)
@@ -84,7 +85,7 @@ def time_projection(rows, d_model, vocab):
 
 
 def time_decode(model, args):
-    """(minimum milliseconds, ids digest) of one-program greedy decoding of the longest test batch."""
+    """(minimum milliseconds, ids digest) of one-program decoding of the longest test batch."""
     from ctranslate2_decode import batches_of, test_pairs, tokenize
 
     from keras_transformer import decoding
@@ -93,7 +94,8 @@ def time_decode(model, args):
     _, _, pairs = test_pairs(pathlib.Path(args.model), args.data_dir, 1000)
     sources = sorted(tokenize(pathlib.Path(args.model), [s for s, _ in pairs], max_length, False), key=len)
     batch = batches_of(sources[-args.rows :], args.rows)[0][1]
-    decode = decoding.compile_decoder(model, "greedy", max_length=max_length, compact=False)
+    options = dict(beam_size=4, alpha=0.6) if args.search == "beam" else {}
+    decode = decoding.compile_decoder(model, args.search, max_length=max_length, compact=False, **options)
     batch = batch.numpy()
     ids = np.asarray(decode(batch))
     times = []
