@@ -112,9 +112,12 @@ def test_pairs(run, data_dir, count):
     return corpus, split, load_pairs(corpus, data_dir, split)[:count]
 
 
-def tokenize(run, sentences, max_length, add_source_end):
+def tokenize(run, sentences, max_length):
+    """The source ids of `sentences` as the run's model reads them: END added where its preset adds it."""
     from keras_transformer.tokenizers import END_ID, SubwordTokenizer
 
+    config = run_dir.read_config(run)
+    add_source_end = bool(config.get("preset", {}).get("add_source_end", config.get("add_source_end", False)))
     tokenizer = SubwordTokenizer.load(run / run_dir.SOURCE_TOKENIZER)
     rows = tokenizer.tokenize(tf.constant(sentences)).to_list()
     return [(row + [END_ID] if add_source_end else row)[:max_length] for row in rows]
@@ -210,10 +213,9 @@ def main(argv=None):
     alpha = args.alpha if args.alpha is not None else float(config.get("decoding", {}).get("length_penalty", 0.6))
     model = keras.saving.load_model(run / run_dir.MODEL, compile=False)
     max_length = min(args.max_length, model.max_length)
-    add_source_end = bool(config.get("preset", {}).get("add_source_end", config.get("add_source_end", False)))
 
     corpus, split, pairs = test_pairs(run, args.data_dir, args.sentences)
-    sources = tokenize(run, [s for s, _ in pairs], max_length, add_source_end)
+    sources = tokenize(run, [s for s, _ in pairs], max_length)
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))  # length-sorted, as CTranslate2 does
     sources = [sources[i] for i in order]
     references = [pairs[i][1] for i in order]

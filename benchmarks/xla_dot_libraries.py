@@ -90,13 +90,12 @@ def time_decode(model, args):
 
     from keras_transformer import decoding
 
-    max_length = min(64, model.max_length)
-    _, _, pairs = test_pairs(pathlib.Path(args.model), args.data_dir, 1000)
-    sources = sorted(tokenize(pathlib.Path(args.model), [s for s, _ in pairs], max_length, False), key=len)
-    batch = batches_of(sources[-args.rows :], args.rows)[0][1]
+    run, max_length = pathlib.Path(args.model), min(64, model.max_length)
+    _, _, pairs = test_pairs(run, args.data_dir, 1000)
+    sources = sorted(tokenize(run, [s for s, _ in pairs], max_length), key=len)
+    batch = batches_of(sources[-args.rows :], args.rows)[0][1].numpy()
     options = dict(beam_size=4, alpha=0.6) if args.search == "beam" else {}
     decode = decoding.compile_decoder(model, args.search, max_length=max_length, compact=False, **options)
-    batch = batch.numpy()
     ids = np.asarray(decode(batch))
     times = []
     for _ in range(args.repeats):
@@ -138,16 +137,16 @@ def profile(call, top=20):
 
 def measure_one(args):
     """One process's line: the projection's step, and with `--model` its decode."""
+    import keras
+
     model = None
     if args.model:
-        import keras
-
         from keras_transformer import run_dir
 
         model = keras.saving.load_model(pathlib.Path(args.model) / run_dir.MODEL, compile=False)
         args.vocab, args.d_model = model.decoder_embedding.weights[0].shape
     parts = []
-    if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
+    if keras.backend.backend() == "tensorflow":
         parts.append(f"projection {time_projection(args.rows, args.d_model, args.vocab):.3f} ms/step")
     if model is not None:
         milliseconds, digest = time_decode(model, args)
@@ -156,14 +155,15 @@ def measure_one(args):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     if args.one:
         return measure_one(args)
     from machine import machine_line
 
     print(machine_line(), flush=True)
-    print("command: python benchmarks/xla_dot_libraries.py " + " ".join(sys.argv[1:]), flush=True)
-    child = [sys.executable, __file__, "--one", *sys.argv[1:]]
+    print("command: python benchmarks/xla_dot_libraries.py " + " ".join(argv), flush=True)
+    child = [sys.executable, __file__, "--one", *argv]
     for round_number in range(1, args.rounds + 1):
         for name in args.settings.split(","):
             environment = dict(os.environ, **SETTINGS[name])
