@@ -40,7 +40,15 @@ for path in (REPO, REPO / "benchmarks"):
         sys.path.insert(0, str(path))
 
 from machine import describe_machine  # noqa: E402
-from train_throughput import CONFIG, make_batch, make_pytorch, median, round_robin, train_flops  # noqa: E402
+from train_throughput import (  # noqa: E402
+    CONFIG,
+    build_ours,
+    make_batch,
+    make_pytorch,
+    median,
+    round_robin,
+    train_flops,
+)
 
 FRAMEWORKS = ("torch", "jax")
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -91,22 +99,11 @@ def keras_jax_step(policy):
     """`step(n)`: n training steps of this package's model on Keras's JAX backend, in `policy`."""
     import keras
 
-    from keras_transformer import MaskedSparseCategoricalCrossentropy, build_transformer
+    from keras_transformer import MaskedSparseCategoricalCrossentropy
 
     keras.mixed_precision.set_global_policy(policy)
     keras.utils.set_random_seed(0)
-    model = build_transformer(
-        CONFIG["vocab_size"],
-        CONFIG["vocab_size"],
-        num_layers=CONFIG["num_layers"],
-        d_model=CONFIG["d_model"],
-        num_heads=CONFIG["num_heads"],
-        d_ff=CONFIG["d_ff"],
-        dropout=CONFIG["dropout"],
-        attention_dropout=CONFIG["dropout"],
-        activation_dropout=0.0,
-        max_length=max(CONFIG["source_length"], CONFIG["target_length"]),
-    )
+    model = build_ours(CONFIG)
     keras.mixed_precision.set_global_policy("float32")
     model.compile(
         optimizer=keras.optimizers.Adam(1e-4),
