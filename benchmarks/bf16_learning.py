@@ -29,7 +29,6 @@ Example:
 """
 
 import argparse
-import csv
 import json
 import os
 import pathlib
@@ -69,11 +68,6 @@ def worker(args):
     print(json.dumps({"minutes": (time.perf_counter() - start) / 60}), flush=True)
 
 
-def read_history(run):
-    with open(pathlib.Path(run) / "history.csv") as history:
-        return [{key: float(value) for key, value in row.items()} for row in csv.DictReader(history)]
-
-
 def run_path(args, precision, seed):
     return pathlib.Path(args.work_dir) / f"{precision}-seed{seed}"
 
@@ -107,12 +101,12 @@ def compare(curves):
     float32 = [curve for name, curve in curves.items() if name.startswith("float32")]
     report = {}
     for key in ("loss", "val_loss", "accuracy", "val_accuracy"):
-        ranges = [(min(values), max(values)) for values in zip(*([row[key] for row in c] for c in float32))]
+        ranges = [(min(values), max(values)) for values in zip(*(curve[key] for curve in float32))]
         report[key] = {"float32_range": ranges, "float32_noise": max(high - low for low, high in ranges)}
         for name, curve in curves.items():
             if name.startswith("bfloat16"):
                 report[key][name] = max(
-                    (outside(row[key], *bounds) for row, bounds in zip(curve, ranges)), key=abs, default=0.0
+                    (outside(value, *bounds) for value, bounds in zip(curve[key], ranges)), key=abs, default=0.0
                 )
     return report
 
@@ -156,14 +150,16 @@ def main(argv=None):
     args = parse_args(argv)
     if args.worker:
         return worker(args)
+    from keras_transformer.plotting import read_history
     from keras_transformer.precision import cpu_bf16_units
+    from keras_transformer.run_dir import HISTORY
 
     seeds = {"float32": args.seeds, "bfloat16": args.bf16_seeds or args.seeds}
     runs = run_all(args, [(precision, int(seed)) for precision in PRECISIONS for seed in seeds[precision].split(",")])
-    curves = {name: read_history(pathlib.Path(args.work_dir) / name) for name in runs}
+    curves = {name: read_history(pathlib.Path(args.work_dir) / name / HISTORY) for name in runs}
     report = compare(curves)
     for name, curve in curves.items():
-        losses = ", ".join(f"{row['loss']:.3f}/{row['val_loss']:.3f}" for row in curve)
+        losses = ", ".join(f"{loss:.3f}/{val:.3f}" for loss, val in zip(curve["loss"], curve["val_loss"]))
         print(f"{name:16s} train/val loss per epoch: {losses}")
     for key, entry in report.items():
         bf16 = ", ".join(f"{name} {value:+.4f}" for name, value in entry.items() if name.startswith("bfloat16"))
