@@ -3,10 +3,12 @@
 Importing `keras_transformer` imports TensorFlow, which writes its C++ start-up
 lines (oneDNN, CUDA, CPU features) to stderr before any of its settings can
 hide them (`TF_CPP_MIN_LOG_LEVEL` no longer covers those). This module lives
-outside the package so that it can run first: unless the user set
-`TF_CPP_MIN_LOG_LEVEL` or passed `--verbose` (before the command), it sets
-`TF_CPP_MIN_LOG_LEVEL=3` and imports the package with stderr pointed at
-`/dev/null`. Python errors raised by the import still reach the user.
+outside the package so that it can run first: unless the user passed
+`--verbose` (before the command) or set `TF_CPP_MIN_LOG_LEVEL=0`, it imports
+the package with stderr pointed at `/dev/null`, and sets
+`TF_CPP_MIN_LOG_LEVEL=3` where the user set no level (a level of theirs is
+kept: 1 or 2 asks for fewer lines, which those start-up lines ignore).
+Python errors raised by the import still reach the user.
 
 Example::
 
@@ -21,8 +23,8 @@ import sys
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    if "TF_CPP_MIN_LOG_LEVEL" not in os.environ and "--verbose" not in _leading_options(argv):
-        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # also its errors at device start (cuInit on a CPU machine)
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL") != "0" and "--verbose" not in _leading_options(argv):
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # also its errors at device start (cuInit on a CPU)
         with _stderr_to_devnull():
             import keras_transformer.commands.cli  # noqa: F401  (imports TensorFlow)
     from keras_transformer.commands.cli import main as run

@@ -1,4 +1,4 @@
-"""The console script hides TensorFlow's start-up log unless asked (`--verbose`, `TF_CPP_MIN_LOG_LEVEL`)."""
+"""The console script hides TensorFlow's start-up log unless asked (`--verbose`, `TF_CPP_MIN_LOG_LEVEL=0`)."""
 
 import os
 import re
@@ -29,12 +29,19 @@ def test_translate_help_prints_no_tensorflow_log_line(verbose):
     assert quiet.stderr == "", quiet.stderr
 
 
-def test_a_users_own_log_level_is_left_alone(verbose):
-    """With TF_CPP_MIN_LOG_LEVEL set, the user chose: stderr is not redirected."""
+def test_a_users_log_level_0_shows_the_start_up_lines(verbose):
     chosen = _help(TF_CPP_MIN_LOG_LEVEL="0")
     assert chosen.returncode == 0
     if verbose.stderr:  # this TensorFlow logs at start-up: the user's own setting lets it through
         assert chosen.stderr, "TF_CPP_MIN_LOG_LEVEL=0 was overridden"
+
+
+@pytest.mark.parametrize("level", ["1", "2"])
+def test_a_users_quieter_log_level_hides_them_too(verbose, level):
+    """TensorFlow writes its start-up lines whatever the level; a user who asked for fewer lines sees none."""
+    quiet = _help(TF_CPP_MIN_LOG_LEVEL=level)
+    assert quiet.returncode == 0 and quiet.stdout == verbose.stdout
+    assert quiet.stderr == "", quiet.stderr
 
 
 TENSORFLOW_LOG_LINE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)", re.M)
