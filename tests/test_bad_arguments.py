@@ -136,6 +136,25 @@ def test_nonsense_argument_is_one_line_naming_the_flag(command, flag, value, tmp
     assert list(tmp_path.iterdir()) == []  # nothing written, not even the train run's folder
 
 
+UNKNOWN_OPTIONS = [
+    ("translate", ["--beam-size", "4"], "--beam-size 4 (did you mean --beam?)"),
+    ("plot history", ["--dpii", "3"], "--dpii 3 (did you mean --dpi?)"),
+    ("train", ["--seeed=1"], "--seeed=1 (did you mean --seed?)"),
+    ("evaluate", ["--xyzzy"], "--xyzzy"),
+]
+
+
+@pytest.mark.parametrize("command, extra, expected", UNKNOWN_OPTIONS, ids=[c for c, _, _ in UNKNOWN_OPTIONS])
+def test_an_unknown_option_is_named_by_its_command_with_the_nearest_flag(
+    command, extra, expected, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    err = _parse_error(capsys, BASE[command] + extra)
+    _assert_one_line(err, f"keras-transformer {command}: error: unrecognized arguments: ")
+    assert err.strip().endswith(f": {expected}"), err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_train_epochs_and_minutes_rejected_before_the_run_folder_exists(tmp_path, capsys):
     """`--epochs -1` used to exit 0 with no model and a run marked finished; `--minutes nan` never stopped."""
     output = tmp_path / "run"

@@ -10,6 +10,8 @@ Errors. A command that fails prints one line, `keras-transformer CMD: error:
   refused by argparse while parsing, naming the flag, before anything is
   loaded or written (the types of `keras_transformer.commands.arguments`);
   argparse's usage block is left out of the message (`--help` shows it).
+  An unknown option is named by the command it was given to, with that
+  command's nearest flag (`--beam-size`: did you mean `--beam`?).
 - `ValueError` and `OSError` are how the library says that an input is
   wrong (a file missing, corrupt or of the wrong shape): their message,
   which names the file or the argument, is the line.
@@ -30,6 +32,7 @@ Example::
 """
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -47,10 +50,40 @@ def _load(name):
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
-    """An `ArgumentParser` that reports a bad command line in one line (`--help` shows the usage)."""
+    """An `ArgumentParser` that reports a bad command line in one line (`--help` shows the usage).
+
+    An option that no parser knows is reported by the (sub-)command it was
+    given to, with that command's nearest flag:
+
+    >>> parser = OneLineErrorParser(prog="tool")
+    >>> _ = parser.add_argument("--beam")
+    >>> parser.unknown_options_message(["--beam-size", "4"])
+    'unrecognized arguments: --beam-size 4 (did you mean --beam?)'
+    """
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if not hasattr(namespace, "command_parser"):  # the innermost sub-command's parser returns first
+            namespace.command_parser = self
+        return namespace, extras
+
+    def unknown_options_message(self, unknown):
+        flags = [flag for flag in self._option_string_actions if flag.startswith("--")]
+        words = [word.split("=", 1)[0] for word in unknown if word.startswith("--")]
+        nearest = [flag for flag in (_nearest_flag(word, flags) for word in words) if flag]
+        hint = f" (did you mean {' or '.join(dict.fromkeys(nearest))}?)" if nearest else ""
+        return f"unrecognized arguments: {' '.join(unknown)}{hint}"
+
+
+def _nearest_flag(word, flags):
+    """The flag `word` starts with (`--beam` for `--beam-size`), else the closest spelling, else None."""
+    prefixes = [flag for flag in flags if word.startswith(flag)]
+    if prefixes:
+        return max(prefixes, key=len)
+    return next(iter(difflib.get_close_matches(word, flags, n=1)), None)
 
 
 def build_parser():
@@ -114,7 +147,9 @@ def error_line(error):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        args.command_parser.error(args.command_parser.unknown_options_message(unknown))
     debug = args.traceback or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
         return args.run(args) or 0
