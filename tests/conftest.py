@@ -12,12 +12,18 @@ os.environ.setdefault("KERAS_TRANSFORMER_MIRROR", "http://127.0.0.1:9/tests-neve
 
 from run_cache import cache_root  # noqa: E402
 
+
+def _append_flags(variable, flags):
+    """Appends `flags` to the environment variable `variable` (XLA_FLAGS, TF_XLA_FLAGS), keeping what it holds."""
+    os.environ[variable] = f"{os.environ.get(variable, '')} {flags}".strip()
+
+
 # Every process of the test run (the workers and the command-line subprocesses) keeps the XLA programs it
 # compiles in the test cache and loads those another process compiled: many tests train or decode the same
 # tiny model, and compiling is most of their time. TensorFlow reads the flags at its first compile.
 if "--tf_xla_persistent_cache_directory" not in os.environ.get("TF_XLA_FLAGS", ""):
     xla_cache = f"--tf_xla_persistent_cache_directory={cache_root() / 'xla'} --tf_xla_persistent_cache_device_types=CPU"
-    os.environ["TF_XLA_FLAGS"] = f"{os.environ.get('TF_XLA_FLAGS', '')} {xla_cache}".strip()
+    _append_flags("TF_XLA_FLAGS", xla_cache)
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
@@ -101,13 +107,13 @@ def pytest_configure(config):
     195 and 191 s with XLA's default (level 3), runs taking turns on 2 cores.
     The programs run slower (a 3+3-layer model of width 256: 1.2 and 1.5 s
     a training step against 1.0 and 0.9 s), so the slow tests, which train
-    real models, keep the default. XLA reads XLA_FLAGS at its first compile, and
-    pytest-xdist's workers and the tests' subprocesses inherit it. An
+    real models, keep the default. XLA reads XLA_FLAGS at its first compile,
+    and pytest-xdist's workers and the tests' subprocesses inherit it. An
     `--xla_backend_optimization_level` of your own in XLA_FLAGS is kept.
     """
     leaves_out_slow_tests = re.search(r"\bnot slow\b", config.option.markexpr or "")
     if leaves_out_slow_tests and "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0".strip()
+        _append_flags("XLA_FLAGS", "--xla_backend_optimization_level=0")
 
 
 def pytest_collection_modifyitems(items):
