@@ -25,6 +25,7 @@ import tempfile
 import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
+from sentencepiece import sentencepiece_model_pb2
 
 from keras_transformer import atomic
 
@@ -60,6 +61,17 @@ def _iter_texts(texts_or_files):
                 "`texts_or_files` must hold strings (text) or `pathlib.Path`s (files). "
                 f"Received an item of type {type(item).__name__}: {item!r}"
             )
+
+
+def _without_rule_file(model_proto):
+    """`model_proto` without the path of the temporary rule file it was trained with.
+
+    SentencePiece records that path, which only the training read, so every
+    training gave other bytes; without it, one corpus and seed give one model.
+    """
+    model = sentencepiece_model_pb2.ModelProto.FromString(model_proto)
+    model.normalizer_spec.ClearField("normalization_rule_tsv")
+    return model.SerializeToString()
 
 
 class SubwordTokenizer(tf.Module):
@@ -154,7 +166,11 @@ class SubwordTokenizer(tf.Module):
         a model see each word split several ways, a regularizer that helps
         most on small corpora. Use it for training batches only: evaluation
         and decoding take the most likely segmentation (`tokenize`).
-        SentencePiece's sampling is not seeded by `keras.utils.set_random_seed`.
+        The draws cannot be seeded: SentencePiece samples from absl's
+        generator, which absl salts anew in every process, so not even
+        `sentencepiece.set_random_generator_seed` repeats a draw in another
+        process (sentencepiece 0.2.3), and two runs of one seed train on
+        other draws.
 
         Args:
             alpha: float in (0, 1], the sharpness of the sampling: segmentations
@@ -270,7 +286,7 @@ class SubwordTokenizer(tf.Module):
                 hard_vocab_limit=hard_vocab_limit,
                 num_threads=num_threads or os.cpu_count() or 1,
             )
-        return cls(writer.getvalue(), name=name)
+        return cls(_without_rule_file(writer.getvalue()), name=name)
 
     @staticmethod
     def _run_trainer(texts, writer, normalization, rule_args, **options):

@@ -41,6 +41,14 @@ def tokenizer(corpus_lines):
     return SubwordTokenizer.train(train, vocab_size=3000)
 
 
+def test_one_corpus_trains_one_model(corpus_lines):
+    """A run's tokenizer.model has the same bytes every time it is trained on the same lines."""
+    lines = corpus_lines["en"][:LINES_PER_SIDE]
+    first, again = (SubwordTokenizer.train(lines, vocab_size=800).model_proto for _ in range(2))
+    assert first == again
+    assert SubwordTokenizer.train(lines[1:], vocab_size=800).model_proto != first
+
+
 def _roundtrip(tokenizer, lines):
     ids = tokenizer.tokenize(tf.constant(lines))
     return [s.decode("utf-8") for s in tokenizer.detokenize(ids).numpy()]

@@ -77,7 +77,10 @@ def add_parser(subparsers):
         "--seed",
         type=int_in_range(0, SEED_MAX),
         default=0,
-        help=f"seed of the weights, the shuffling and the dropout, 0 to {SEED_MAX} (default 0)",
+        help=(
+            f"seed of the weights, the shuffling and the dropout, 0 to {SEED_MAX} (default 0); a preset's "
+            "subword sampling draws anew every run"
+        ),
     )
     parser.set_defaults(run=run)
     return parser
