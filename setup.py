@@ -3,7 +3,7 @@
 import pathlib
 import re
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 
 HERE = pathlib.Path(__file__).parent
 VERSION = re.search(
@@ -27,7 +27,7 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
-    packages=find_packages(include=["keras_transformer", "keras_transformer.*"]),
+    packages=find_namespace_packages(include=["keras_transformer", "keras_transformer.*"]),  # data folders too
     py_modules=["keras_transformer_cli"],  # the console script, which hides TensorFlow's start-up log
     include_package_data=True,
     package_data={"keras_transformer": ["data/*/*", "datasets/checksums.tsv"]},
