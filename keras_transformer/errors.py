@@ -22,6 +22,10 @@ import re
 PLACEHOLDER = re.compile(r"\{\{|\}\}|\{(\w+)=([^{}]*)\}")
 
 
+class KerasTransformerWarning(UserWarning):
+    """A warning of this package; the command line prints it as one line, `keras-transformer CMD: warning: ...`."""
+
+
 class ArgumentError(ValueError):
     """A `ValueError` whose message names arguments through `{name=value}` placeholders.
 

@@ -22,6 +22,9 @@ Errors. A command that fails prints one line, `keras-transformer CMD: error:
   traceback either; they are reported by type so that they can be told
   apart from the checked errors.
 
+Warnings of this package (`errors.KerasTransformerWarning`) are one line
+too, `keras-transformer CMD: warning: ...`, and the command goes on.
+
 `--traceback` (before the command) or `KERAS_TRANSFORMER_DEBUG=1` lets
 every error through with its traceback instead.
 
@@ -36,8 +39,9 @@ import difflib
 import importlib
 import os
 import sys
+import warnings
 
-from keras_transformer.errors import ArgumentError, first_line
+from keras_transformer.errors import ArgumentError, KerasTransformerWarning, first_line
 
 COMMANDS = ("train", "translate", "score", "chat", "evaluate", "export", "serve", "plot")
 FLAGS = {"beam_size": "--beam"}  # Python arguments whose flag is not `--` + the name in kebab case
@@ -146,13 +150,27 @@ def error_line(error):
     )
 
 
+def _one_line_warnings(command, show_default):
+    """A `warnings.showwarning` that prints this package's warnings as `keras-transformer CMD: warning: ...`."""
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, KerasTransformerWarning):
+            print(f"keras-transformer {command}: warning: {message}", file=sys.stderr)
+        else:
+            show_default(message, category, filename, lineno, file, line)
+
+    return show
+
+
 def main(argv=None):
     args, unknown = build_parser().parse_known_args(argv)
     if unknown:
         args.command_parser.error(args.command_parser.unknown_options_message(unknown))
     debug = args.traceback or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
-        return args.run(args) or 0
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warnings(args.command, warnings.showwarning)
+            return args.run(args) or 0
     except KeyboardInterrupt:
         print("\nInterrupted.", file=sys.stderr)
         return 130
