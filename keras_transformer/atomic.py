@@ -19,6 +19,7 @@ Example:
 """
 
 import contextlib
+import fcntl
 import os
 import pathlib
 import re
@@ -76,27 +77,91 @@ def make_temp_dir(parent, name):
             continue
 
 
-def replace_dir(write, destination):
+def replace_dir(write, destination, remove_previous):
     """Calls `write(tmp_dir)`, then swaps `tmp_dir` into `destination`.
 
     The previous `destination`, if any, stays intact until the new one is
     complete: a crash, a full disk or an interrupt inside `write` leaves it as
-    it was. The caller decides whether `destination` may be replaced at all
-    (see `keras_transformer.destinations.check_destination`).
+    it was. The new folder is written under `.NAME.XXXXXXXX.tmp` (locked
+    while it is written, see `idle_folders`) and the previous one moves to
+    `.NAME.old.XXXXXXXX.tmp` for the instant of the swap; a process killed
+    between the two renames leaves both, which
+    `keras_transformer.destinations.recover` puts right. The caller decides
+    whether `destination` may be replaced at all (see
+    `keras_transformer.destinations.check_destination`) and gives
+    `remove_previous(folder)`, which deletes the previous one's files once
+    the swap is done.
     """
     destination = pathlib.Path(destination)
     tmp = make_temp_dir(destination.parent, destination.name)
-    old = None
-    try:
-        write(str(tmp))
-        if destination.exists():
-            old = make_temp_dir(destination.parent, f"{destination.name}.old")
-            os.replace(destination, old)
+    with _locked(tmp):
+        try:
+            write(str(tmp))
+            old = _swap(tmp, destination)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # the folder this call made, not yet swapped in
+            raise
+    if old is not None:
+        remove_previous(old)
+
+
+def _swap(tmp, destination):
+    """Renames `tmp` to `destination`, moving a previous one aside first; returns where it went, or None."""
+    if not destination.exists():
         os.replace(tmp, destination)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        return None
+    old = make_temp_dir(destination.parent, f"{destination.name}.old")
+    os.replace(destination, old)
+    try:
+        os.replace(tmp, destination)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and old.exists() and not destination.exists():
+        if not destination.exists():
             os.replace(old, destination)  # the swap failed half-way: put the previous one back
         raise
+    return old
+
+
+def leftovers(destination):
+    """`(new, old)`: the temporary folders that `replace_dir` calls for `destination` left beside it.
+
+    `new` are folders being written or left by a writer that died, `old` the
+    previous folders moved aside. Nothing is changed.
+    """
+    destination = pathlib.Path(destination)
+    name = re.escape(destination.name)
+    new_name = re.compile(rf"\.{name}\.[0-9a-f]{{8}}\.tmp")
+    old_name = re.compile(rf"\.{name}\.old\.[0-9a-f]{{8}}\.tmp")
+    try:
+        entries = sorted(destination.parent.iterdir())
+    except OSError:
+        return [], []
+    folders = [entry for entry in entries if entry.is_dir() and not entry.is_symlink()]
+    return (
+        [entry for entry in folders if new_name.fullmatch(entry.name)],
+        [entry for entry in folders if old_name.fullmatch(entry.name)],
+    )
+
+
+@contextlib.contextmanager
+def idle_folders(folders):
+    """The `folders` that no `replace_dir` is writing now, each locked until the block ends."""
+    idle, stack = [], contextlib.ExitStack()
+    with stack:
+        for folder in folders:
+            try:
+                stack.enter_context(_locked(folder, wait=False))
+            except (BlockingIOError, FileNotFoundError, NotADirectoryError):
+                continue  # being written by a live process, or gone
+            idle.append(folder)
+        yield idle
+
+
+@contextlib.contextmanager
+def _locked(folder, wait=True):
+    """An exclusive `flock` on `folder`, released when the block ends or the process dies."""
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield
+    finally:
+        os.close(descriptor)

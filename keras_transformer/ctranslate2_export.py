@@ -87,6 +87,7 @@ def convert_run(run, output, *, quantization=None, overwrite=False):
     if destinations.check_destination(output, destinations.CTRANSLATE2) == "ours" and not overwrite:
         raise destinations.DestinationInUseError(output, "a CTranslate2 export", ["overwrite"])
 
+    run_dir.warn_if_unfinished(run)
     config = run_dir.read_config(run)
     model = _load_model(run / run_dir.MODEL)
     source_pieces = read_pieces(run / run_dir.SOURCE_TOKENIZER)
@@ -110,7 +111,7 @@ def convert_run(run, output, *, quantization=None, overwrite=False):
         (pathlib.Path(tmp) / PROVENANCE).write_text(json.dumps(provenance, indent=2) + "\n", encoding="utf-8")
         manifest.write_manifest(tmp)
 
-    atomic.replace_dir(write, output)
+    atomic.replace_dir(write, output, destinations.remove_previous)
     return str(output)
 
 

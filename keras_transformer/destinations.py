@@ -1,19 +1,24 @@
-"""Where training and export may write: they replace only what this package made.
+"""Where training and export may write: they replace only what this package wrote and recorded.
 
 A command that writes a folder (a training run, an export) may create it,
-fill an empty one, or delete and replace a folder it can prove it made:
+fill an empty one, or replace a folder this package wrote, deleting only the
+files its record lists (`ownership`):
 
-- a training run: a `config.json` written by `keras_transformer.training`
-  beside only the files a run holds (`run_dir`);
-- an export: a SavedModel whose manifest (`MANIFEST.sha256`) or graph marks
-  it as a `Translator` export, beside only the files a SavedModel holds;
+- a training run: a `config.json` written by `keras_transformer.training`,
+  whose `"files"` lists each file of the run with its size and sha256
+  (`run_dir.files_record`);
+- an export: a SavedModel of a `Translator` whose `MANIFEST.sha256` lists
+  every file;
 - a CTranslate2 export: `model.bin` with a manifest and the
-  `keras_transformer.json` that `ctranslate2_export.convert_run` writes,
-  beside only the files a CTranslate2 model holds.
+  `keras_transformer.json` that `ctranslate2_export.convert_run` writes.
 
-Anything else (a file, a folder of other files) raises `UnsafeDestinationError`
-before any work starts, whatever options the command was given. The file system root, the
-home folder, the current folder and its parents are always refused.
+Anything else anywhere under the folder (a file the record does not list or
+whose sha256 differs, a symbolic link, a folder of the user's) raises
+`UnsafeDestinationError` naming it, before any work starts and whatever
+options the command was given; a record that does not parse means the folder
+is not this package's. The file system root, the home folder, the current
+folder and its parents are always refused. A replacement that a crash
+interrupted is completed or rolled back first (`recover`).
 
 Example:
 
@@ -29,34 +34,22 @@ import json
 import os
 import pathlib
 import re
+import shutil
+import warnings
 
-from keras_transformer.atomic import TEMPORARY
-from keras_transformer.errors import ArgumentError, literal
+from keras_transformer import atomic, ownership, run_dir
+from keras_transformer.errors import ArgumentError, KerasTransformerWarning, literal
 
 RUN = "run"
 EXPORT = "export"
 CTRANSLATE2 = "ctranslate2"
 KINDS = {RUN: "training run", EXPORT: "SavedModel export", CTRANSLATE2: "CTranslate2 export"}
 MANIFEST = "MANIFEST.sha256"
-CREATOR = "keras-transformer"  # config.json's "created_by"
-
-RUN_ENTRIES = {"config.json", "model.keras", "tokenizers", "history.csv", "logs", "backup", "snapshots"}
-EXPORT_ENTRIES = {"saved_model.pb", "variables", "assets", "assets.extra", "fingerprint.pb", MANIFEST}
+CREATOR = ownership.CREATOR  # config.json's "created_by"
 CTRANSLATE2_PROVENANCE = "keras_transformer.json"
-CTRANSLATE2_ENTRIES = {
-    "model.bin",
-    "config.json",
-    "shared_vocabulary.json",
-    "source_vocabulary.json",
-    "target_vocabulary.json",
-    CTRANSLATE2_PROVENANCE,
-    MANIFEST,
-}
-# What earlier versions' atomic writes left behind when a crash interrupted them.
-EARLIER_TEMPORARY = re.compile(r"\.config\.json\.\w+\.tmp|\.model\.tmp\d+\.keras")
-MEMBER = re.compile(r"member-\d+")  # an ensemble's members
 # The graph of every `Translator` export names these functions.
 TRANSLATOR_MARKERS = (b"source_lengths", b"max_source_length")
+EXPORT_FOLDERS = re.compile(r"assets|assets\.extra|variables")  # a SavedModel's, which may be empty
 
 
 class UnsafeDestinationError(ValueError):
@@ -65,11 +58,15 @@ class UnsafeDestinationError(ValueError):
     Attributes:
         path: the folder (as given).
         reason: why, in a few words.
+        entry: the path inside it that is the reason (POSIX form), or None.
     """
 
-    def __init__(self, path, reason):
-        self.path, self.reason = path, reason
-        super().__init__(f"{path} {reason}: refusing to write there; nothing was changed")
+    def __init__(self, path, reason, entry=None):
+        self.path, self.reason, self.entry = path, reason, entry
+        if entry is None:
+            super().__init__(f"{path} {reason}: refusing to write there; nothing was changed")
+        else:
+            super().__init__(f"{pathlib.Path(path) / entry} {reason}: refusing to write in {path}; nothing was changed")
 
 
 class DestinationInUseError(ArgumentError):
@@ -87,18 +84,23 @@ class DestinationInUseError(ArgumentError):
         super().__init__(f"{literal(path)} already holds {literal(holds)}. Pass {remedies}, or choose another output")
 
 
+class LeftBehindWarning(KerasTransformerWarning):
+    """A previous export moved aside during a replacement holds files this package did not write: it stays."""
+
+
 def check_destination(path, kind):
     """What writing a `kind` (`"run"`, `"export"` or `"ctranslate2"`) at `path` would do.
 
     Returns:
         `"new"` (does not exist), `"empty"` (an empty folder), or `"ours"` (a
-        run or export of this package, which the caller may resume, or replace
-        when the user asked for that).
+        run or export of this package, every file under it recorded, which
+        the caller may resume, or replace when the user asked for that).
 
     Raises:
         UnsafeDestinationError: for a protected folder, a file, a symbolic
-            link, or a non-empty folder this package did not make. No option
-            of any command lifts this.
+            link, a non-empty folder this package did not make, or one that
+            holds anything its record does not list (named). No option of
+            any command lifts this.
     """
     if kind not in KINDS:
         raise ValueError(f"`kind` must be one of {sorted(KINDS)}. Received: kind={kind!r}")
@@ -106,14 +108,21 @@ def check_destination(path, kind):
     _refuse_protected(path)
     if path.is_symlink():
         raise UnsafeDestinationError(path, "is a symbolic link")
+    recover(path)
     if not path.exists():
         return "new"
     if not path.is_dir():
         raise UnsafeDestinationError(path, "is a file, not a folder")
     if not any(path.iterdir()):
         return "empty"
-    if not is_own(path, kind):
-        raise UnsafeDestinationError(path, f"is not empty and is not a {KINDS[kind]} written by {CREATOR}")
+    record = files_record(path, kind)
+    if record is None:
+        raise UnsafeDestinationError(
+            path, f"is not empty and is not a {KINDS[kind]} written by {CREATOR}{_why(path, kind)}"
+        )
+    found = ownership.first_foreign(path, record)
+    if found:
+        raise UnsafeDestinationError(path, *reversed(found))
     return "ours"
 
 
@@ -124,75 +133,194 @@ def check_separate(source, destination, what="the output"):
         raise UnsafeDestinationError(destination, f"overlaps {source}, which {what} is made from")
 
 
+def files_record(path, kind):
+    """What a `kind` at `path` records of its files (`ownership.Record`), or None when it has no such record."""
+    path = pathlib.Path(path)
+    return {RUN: run_dir.files_record, EXPORT: _export_record, CTRANSLATE2: _ctranslate2_record}[kind](path)
+
+
+def kind_of(path):
+    """The kind of run or export of this package that `path` holds a record of, or None."""
+    return next((kind for kind in KINDS if files_record(path, kind) is not None), None)
+
+
+def marked_kind(path):
+    """The kind of run or export of this package that `path` bears the mark of, whole or not; or None.
+
+    Looser than `kind_of`: a run's config.json written by this package, a
+    SavedModel with a manifest or a `Translator` graph, a CTranslate2 model
+    with this package's `keras_transformer.json`. For refusing to write a
+    file into such a folder, which would make it foreign to its own record.
+    """
+    path = pathlib.Path(path)
+    if run_dir.files_record(path) is not None or _mark(path / run_dir.CONFIG).get("created_by") == CREATOR:
+        return RUN
+    graph = path / "saved_model.pb"
+    if graph.is_file() and ((path / MANIFEST).is_file() or _export_record(path) is not None):
+        return EXPORT
+    if _mark(path / CTRANSLATE2_PROVENANCE).get("created_by") == CREATOR:
+        return CTRANSLATE2
+    return None
+
+
+def _mark(path):
+    """The JSON object in the file at `path`, or {} when there is none."""
+    try:
+        data = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _why(path, kind):
+    """Why `path` holds no record of a `kind`, for the message, when its record file exists."""
+    record_file = path / (run_dir.CONFIG if kind == RUN else MANIFEST)
+    if not record_file.exists():
+        return ""
+    return f" ({record_file} is not its record of the files it wrote)"
+
+
 def is_own(path, kind):
-    """Whether `path` is a `kind` (`"run"`, `"export"` or `"ctranslate2"`) that this package wrote."""
-    return {RUN: is_own_run, EXPORT: is_own_export, CTRANSLATE2: is_own_ctranslate2}[kind](path)
+    """Whether `path` is a `kind` that this package wrote, with nothing under it that its record does not list."""
+    record = files_record(path, kind)
+    return record is not None and ownership.first_foreign(path, record) is None
 
 
 def is_own_run(path):
-    """Whether `path` is a training run directory written by this package.
-
-    Its `config.json` says so (or is a run config of an earlier version, or is
-    unreadable, as after a crash mid-write), and every other entry is one a run
-    writes: an ensemble's `member-*` folders and the temporary files of an
-    interrupted atomic write too.
-    """
-    path = pathlib.Path(path)
-    config_path = path / "config.json"
-    if not config_path.is_file() or not _only_entries(path, RUN_ENTRIES, MEMBER):
-        return False
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return True  # written half-way: the layout around it is a run's
-    if not isinstance(config, dict):
-        return False
-    if config.get("created_by") == CREATOR:
-        return True
-    return isinstance(config.get("preset"), dict) and isinstance(config.get("model"), dict)
+    """Whether `path` is a training run of this package holding only recorded files (see `is_own`)."""
+    return is_own(path, RUN)
 
 
 def is_own_export(path):
-    """Whether `path` is a SavedModel that `Translator.save` wrote (with or without a manifest)."""
-    path = pathlib.Path(path)
-    graph = path / "saved_model.pb"
-    if not graph.is_file() or not _only_entries(path, EXPORT_ENTRIES):
-        return False
-    if (path / MANIFEST).is_file():
-        return True
-    data = graph.read_bytes()
-    return all(marker in data for marker in TRANSLATOR_MARKERS)
+    """Whether `path` is a `Translator` SavedModel holding only the files its manifest lists (see `is_own`)."""
+    return is_own(path, EXPORT)
 
 
 def is_own_ctranslate2(path):
-    """Whether `path` is a CTranslate2 model that `ctranslate2_export.convert_run` wrote.
+    """Whether `path` is a CTranslate2 export of this package holding only the files its manifest lists."""
+    return is_own(path, CTRANSLATE2)
 
-    It holds `model.bin`, a manifest and a `keras_transformer.json` whose
-    `created_by` is this package, and nothing a CTranslate2 model does not hold.
+
+def remove_own(path, kind):
+    """Deletes the files of the `kind` at `path` one by one, then its folders; `path` itself stays, empty.
+
+    Raises:
+        UnsafeDestinationError: `path` holds no record of a `kind`, or
+            something its record does not list (named); nothing is deleted.
+    """
+    record = files_record(path, kind)
+    if record is None:
+        raise UnsafeDestinationError(path, f"is not a {KINDS[kind]} written by {CREATOR}")
+    try:
+        ownership.remove_recorded(path, record)
+    except ownership.ForeignPathError as error:
+        raise UnsafeDestinationError(path, error.reason, error.relative) from None
+
+
+def remove_previous(folder):
+    """Deletes a previous export that a replacement moved aside, if it holds only its recorded files.
+
+    Otherwise it stays where it is, with a `LeftBehindWarning` naming it and
+    what it holds.
+    """
+    folder = pathlib.Path(folder)
+    if not any(folder.iterdir()):
+        folder.rmdir()  # the empty folder the export was written into
+        return
+    kind = kind_of(folder)
+    try:
+        if kind is None:
+            raise UnsafeDestinationError(folder, "holds no record of its files")
+        remove_own(folder, kind)
+        folder.rmdir()
+    except UnsafeDestinationError as error:
+        where = folder if error.entry is None else folder / error.entry
+        warnings.warn(LeftBehindWarning(f"{where} {error.reason}: {folder} was left where it is"), stacklevel=2)
+
+
+def recover(path):
+    """Completes or rolls back a replacement of `path` that a crash interrupted; removes what it left.
+
+    When a process died between moving the previous export aside and moving
+    the new one in, the new one takes `path` if it is complete (its record is
+    whole), else the previous one goes back. Temporary folders of writers
+    that died are deleted, previous exports moved aside too (see
+    `remove_previous`); those of live writers are left alone.
     """
     path = pathlib.Path(path)
+    new, old = atomic.leftovers(path)
+    if not new and not old:
+        return
+    with atomic.idle_folders(new) as idle:
+        if len(idle) < len(new) and not path.exists():
+            return  # a live writer is between its two renames
+        if not path.exists() and old:
+            complete = [folder for folder in idle if _is_complete(folder)]
+            restored = complete[0] if complete else old.pop(0)
+            os.replace(restored, path)
+        for folder in idle:
+            if folder.exists():
+                shutil.rmtree(folder)  # a folder this package made and a writer that died left half-written
+    for folder in old:
+        remove_previous(folder)
+
+
+def _is_complete(folder):
+    kind = kind_of(folder)
+    return kind is not None and is_own(folder, kind)
+
+
+def read_manifest(path):
+    """`{relative path: sha256}` from `path/MANIFEST.sha256`, or None when it is missing, empty or malformed."""
+    manifest = pathlib.Path(path) / MANIFEST
+    if manifest.is_symlink() or not manifest.is_file():
+        return None
+    try:
+        lines = manifest.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    files = {}
+    for line in lines:
+        digest, _, name = line.partition("  ")
+        if not re.fullmatch(r"[0-9a-f]{64}", digest) or not _is_relative(name) or name in files:
+            return None
+        files[name] = digest
+    return files or None
+
+
+def _is_relative(name):
+    parts = name.split("/")
+    return bool(name) and not name.startswith("/") and "" not in parts and "." not in parts and ".." not in parts
+
+
+def _export_record(path):
+    files = read_manifest(path)
+    graph = path / "saved_model.pb"
+    if files is None or "saved_model.pb" not in files or graph.is_symlink() or not graph.is_file():
+        return None
+    data = graph.read_bytes()
+    if not all(marker in data for marker in TRANSLATOR_MARKERS):
+        return None
+    return _manifest_record(files, EXPORT_FOLDERS)
+
+
+def _ctranslate2_record(path):
+    files = read_manifest(path)
+    if files is None or not {"model.bin", CTRANSLATE2_PROVENANCE} <= files.keys():
+        return None
     provenance = path / CTRANSLATE2_PROVENANCE
-    if not all((path / name).is_file() for name in ("model.bin", MANIFEST, CTRANSLATE2_PROVENANCE)):
-        return False
-    if not _only_entries(path, CTRANSLATE2_ENTRIES):
-        return False
     try:
         data = json.loads(provenance.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return False
-    return isinstance(data, dict) and data.get("created_by") == CREATOR and data.get("format") == "ctranslate2"
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not (isinstance(data, dict) and data.get("created_by") == CREATOR and data.get("format") == "ctranslate2"):
+        return None
+    return _manifest_record(files)
 
 
-def _only_entries(path, names, pattern=None):
-    """Whether every entry of `path` is in `names`, a temporary file, or matches `pattern`."""
-    for entry in os.scandir(path):
-        name = entry.name
-        if name in names or TEMPORARY.fullmatch(name) or EARLIER_TEMPORARY.fullmatch(name):
-            continue
-        if pattern and pattern.fullmatch(name):
-            continue
-        return False
-    return True
+def _manifest_record(files, folders=None):
+    entries = {name: (None, digest) for name, digest in files.items()}
+    return ownership.Record({**entries, MANIFEST: (None, None)}, folders=folders)
 
 
 def _refuse_protected(path):

@@ -15,6 +15,7 @@ Example::
 """
 
 import pathlib
+import warnings
 
 import tensorflow as tf
 
@@ -48,6 +49,7 @@ def export_run(model, output, *, overwrite=False, **options):
         )
     destinations.check_separate(model, output, what="the export")
     check_export_destination(output, overwrite)
+    run_dir.warn_if_unfinished(model)
     translator = load(model, **options)
     translator.save(output, overwrite=overwrite)
     return translator
@@ -106,8 +108,11 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True,
     export: `beam_size` may only be `None`, 1 (its `greedy` signature) or
     the exported one. Anything else, or a corrupt model, is a one-line
     `ValueError`, never a TensorFlow trace. An export's files are checked
-    against its `MANIFEST.sha256` first, when it has one
-    (`manifest.verify_manifest`). `compact=True` gives a run directory's
+    against its `MANIFEST.sha256` first (`manifest.verify_manifest`): a file
+    missing, changed or added is a `ValueError`; an export without a
+    manifest loads with an `UnverifiedExportWarning`. A replacement of
+    `path` that a crash interrupted is put right first
+    (`destinations.recover`). `compact=True` gives a run directory's
     `Translator` compaction (see `Translator`); for a SavedModel, as
     `alpha` and `max_length`, it is a `ValueError`.
 
@@ -128,12 +133,19 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True,
     >>> translator(tf.constant(["A dog runs."]))
     """
     path = pathlib.Path(path)
+    destinations.recover(path)
     if not path.exists():
         raise ValueError(f"{path} does not exist: pass a training run directory or a SavedModel")
     if run_dir.is_run_dir(path):
         return _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact)
     if run_dir.is_saved_model(path):
-        manifest.verify_manifest(path)
+        if not manifest.verify_manifest(path):
+            warnings.warn(
+                manifest.UnverifiedExportWarning(
+                    f"{path} has no {destinations.MANIFEST}: its files were not verified (export it again to add one)"
+                ),
+                stacklevel=2,
+            )
         translator = _guarded(path, "SavedModel", lambda: tf.saved_model.load(str(path)))
         if not hasattr(translator, "greedy") or not hasattr(translator, "beam_size"):
             raise ValueError(

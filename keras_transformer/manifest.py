@@ -1,9 +1,11 @@
 """`MANIFEST.sha256`: the sha256 of every file of an export, written at export, checked at load.
 
 The file has the format of `sha256sum`, so `sha256sum -c MANIFEST.sha256`
-inside the export checks it too. It finds a file that was damaged or changed
-after export; it is not a signature: whoever can change the export can change
-the manifest as well. Load only exports you trust: a SavedModel is a program.
+inside the export checks it too. It finds a file that was damaged, changed,
+removed or added after export, and it is the export's record of the files
+this package wrote (`destinations`); it is not a signature: whoever can
+change the export can change the manifest as well. Load only exports you
+trust: a SavedModel is a program.
 
 Example:
 
@@ -19,21 +21,27 @@ Traceback (most recent call last):
 keras_transformer.manifest.ManifestMismatchError: .../saved_model.pb does not match ...
 """
 
-import hashlib
+import os
 import pathlib
 import tempfile  # noqa: F401  (the example above)
 
-from keras_transformer.destinations import MANIFEST
+from keras_transformer.destinations import MANIFEST, read_manifest
+from keras_transformer.errors import KerasTransformerWarning
+from keras_transformer.ownership import sha256
 
 
 class ManifestMismatchError(ValueError):
-    """A file of an export is missing or differs from its manifest."""
+    """A file of an export is missing, added or differs from its manifest, or the manifest is unreadable."""
+
+
+class UnverifiedExportWarning(KerasTransformerWarning):
+    """An export has no `MANIFEST.sha256`, so its files could not be checked."""
 
 
 def write_manifest(folder):
     """Writes `folder/MANIFEST.sha256` listing every other file under `folder`."""
     folder = pathlib.Path(folder)
-    lines = [f"{_sha256(path)}  {path.relative_to(folder).as_posix()}\n" for path in _files(folder)]
+    lines = [f"{sha256(folder / name)}  {name}\n" for name in _files(folder)]
     (folder / MANIFEST).write_text("".join(lines), encoding="utf-8")
 
 
@@ -41,25 +49,35 @@ def verify_manifest(folder):
     """Checks `folder` against its manifest.
 
     Returns:
-        True when every listed file matches, False when there is no manifest
-        (an export of an earlier version).
+        True when the manifest lists exactly the files under `folder` and
+        each matches its sha256; False when there is no manifest (an export
+        that cannot be verified: warn about it).
 
     Raises:
-        ManifestMismatchError: naming the first file that is missing or
-            differs, or an unreadable manifest.
+        ManifestMismatchError: an empty or unreadable manifest, or naming the
+            first file that is missing, differs, was added, or is a symbolic
+            link.
     """
     folder = pathlib.Path(folder)
     manifest = folder / MANIFEST
-    if not manifest.is_file():
+    if not manifest.exists() and not manifest.is_symlink():
         return False
-    for number, line in enumerate(manifest.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        digest, _, name = line.partition("  ")
-        if len(digest) != 64 or not name or pathlib.PurePosixPath(name).is_absolute() or ".." in name.split("/"):
-            raise ManifestMismatchError(f"{manifest}: line {number} is not `<sha256>  <relative path>`")
+    listed = read_manifest(folder)
+    if listed is None:
+        raise ManifestMismatchError(
+            f"{manifest} is empty or not `<sha256>  <relative path>` lines: the export cannot be verified"
+        )
+    present = _files(folder)
+    missing = sorted(listed.keys() - set(present))
+    if missing:
+        raise ManifestMismatchError(f"{folder / missing[0]} is listed in {manifest} but missing")
+    for name in present:
         path = folder / name
-        if not path.is_file():
-            raise ManifestMismatchError(f"{path} is listed in {manifest} but missing")
-        if _sha256(path) != digest:
+        if path.is_symlink():
+            raise ManifestMismatchError(f"{path} is a symbolic link: an export holds only plain files")
+        if name not in listed:
+            raise ManifestMismatchError(f"{path} is not listed in {manifest}: it was added after export")
+        if sha256(path) != listed[name]:
             raise ManifestMismatchError(
                 f"{path} does not match the sha256 in {manifest}: it changed after export (damaged or edited)"
             )
@@ -67,12 +85,10 @@ def verify_manifest(folder):
 
 
 def _files(folder):
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST)
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """The relative POSIX paths of every file and link under `folder` but the manifest, sorted."""
+    found = []
+    for parent, folders, names in os.walk(folder):
+        relative = pathlib.Path(parent).relative_to(folder)
+        found += [(relative / name).as_posix() for name in names]
+        found += [(relative / name).as_posix() for name in folders if os.path.islink(os.path.join(parent, name))]
+    return sorted(name for name in found if name != MANIFEST)

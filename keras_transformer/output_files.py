@@ -86,13 +86,13 @@ def write_text(path, text):
 def _check_outside_runs(name, path):
     """Refuses `path` inside a training run or an export of this package."""
     for folder in _resolved(path).parents:
-        for kind in destinations.KINDS:
-            if destinations.is_own(folder, kind):
-                raise ArgumentError(
-                    f"{{{name}={literal(path)}}} lies inside {literal(folder)}, a {destinations.KINDS[kind]} of "
-                    f"{destinations.CREATOR}: a file of another kind there would stop it from being resumed or "
-                    "replaced, or could replace one of its files. Choose an output outside that folder"
-                )
+        kind = destinations.marked_kind(folder)
+        if kind is not None:
+            raise ArgumentError(
+                f"{{{name}={literal(path)}}} lies inside {literal(folder)}, a {destinations.KINDS[kind]} of "
+                f"{destinations.CREATOR}: a file of another kind there would stop it from being resumed or "
+                "replaced, or could replace one of its files. Choose an output outside that folder"
+            )
 
 
 def _is_special(path):

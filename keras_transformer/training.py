@@ -7,12 +7,11 @@ import json
 import math
 import os
 import pathlib
-import shutil
 import sys
 import time
 import warnings
 
-from keras_transformer import __version__, destinations, run_dir
+from keras_transformer import __version__, destinations, ownership, run_dir
 from keras_transformer.errors import ArgumentError, first_line, literal
 from keras_transformer.presets import get_preset
 
@@ -26,11 +25,14 @@ def _check_output(output, resume, overwrite):
     Returns:
         `"fresh"` (a new or empty folder, or a run that never finished an
         epoch, restarted when resuming), `"replace"` (a run of this package,
-        deleted once every other check has passed), `"resume"` or `"finished"`.
+        whose recorded files are deleted once every other check has passed),
+        `"resume"` or `"finished"`.
 
     Raises:
         destinations.UnsafeDestinationError: `output` is protected, a file,
-            or a non-empty folder that is no run of this package.
+            or a non-empty folder that is no run of this package, or holds
+            anything the run did not record (named); a run to resume whose
+            file has a second name (a hard link), which appending would change.
         destinations.DestinationInUseError: `output` holds a run and neither
             `resume` nor `overwrite` says what to do with it.
     """
@@ -38,18 +40,28 @@ def _check_output(output, resume, overwrite):
     if destinations.check_destination(output, destinations.RUN) != "ours":
         return "fresh"
     if overwrite and not resume:
-        return "replace"  # without reading config.json: it may be corrupt
+        return "replace"
     config = run_dir.read_config(output)
     unfinished_ensemble = bool(config.get("members")) and not config.get("finished")
     interrupted = (output / run_dir.BACKUP).exists() or unfinished_ensemble
     if resume:
         if config.get("finished") and not interrupted:
             return "finished"
+        _refuse_hard_links(output)
         started = interrupted or config.get("completed_epochs")
         return "resume" if started else "fresh"
     if interrupted or not config.get("finished"):
         raise destinations.DestinationInUseError(output, "an interrupted run", ["resume", "overwrite"])
     raise destinations.DestinationInUseError(output, "a trained model", ["overwrite"])
+
+
+def _refuse_hard_links(output):
+    """Refuses to resume a run with a file of more than one name: appending to it would change the other too."""
+    for path in sorted(pathlib.Path(output).rglob("*")):
+        if path.is_file() and not path.is_symlink() and path.stat().st_nlink > 1:
+            raise destinations.UnsafeDestinationError(
+                output, "has another name (a hard link)", path.relative_to(output).as_posix()
+            )
 
 
 def _check_arguments(epochs, minutes, strategy, mixed_precision, seed, cpu_devices):
@@ -459,7 +471,7 @@ def train(
     # Loaded before anything is written or deleted; a resumed run restores its own weights.
     initial_weights = _initial_weights(init_from) if init_from is not None and resume_state != "resume" else None
     if resume_state == "replace":
-        shutil.rmtree(output)
+        destinations.remove_own(output, destinations.RUN)
     options = dict(
         data_dir=data_dir,
         sources=_sources(corpus_files, init_from),
@@ -521,12 +533,25 @@ def _output_path(preset, output, init_from):
     """`output`, or `saved_models/<preset>` (`<preset>-finetuned` for a fine-tuned run)."""
     default_name = preset.name + ("-finetuned" if init_from is not None else "")
     output = pathlib.Path(output or pathlib.Path("saved_models") / default_name)
-    if init_from is not None and output.resolve() == pathlib.Path(init_from).resolve():
+    overlap = None if init_from is None else _overlap(output, init_from)
+    if overlap is not None:
         raise ValueError(
-            f"`output` must be another folder than `init_from`, which the fine-tuned run starts from. "
+            f"`output` must be another folder than `init_from`, which the fine-tuned run starts from{overlap}. "
             f"Received: output={str(output)!r}, init_from={str(init_from)!r}"
         )
     return output
+
+
+def _overlap(output, init_from):
+    """How `output` overlaps the run `init_from`, as the end of a sentence; None when they are apart."""
+    output, init_from = output.resolve(), pathlib.Path(init_from).resolve()
+    if output == init_from:
+        return ""
+    if init_from in output.parents:
+        return ", and not a folder inside it (the run would then hold files it did not write)"
+    if output in init_from.parents:
+        return ", and not a folder that holds it"
+    return None
 
 
 def _sources(corpus_files, init_from):
@@ -604,6 +629,8 @@ def _train_ensemble(
         train_data_sha256=training_data_sha256(splits["train"]),
     )
     run_dir.write_json_atomic(output / run_dir.CONFIG, config)
+    recorder = run_dir.FileRecorder(output)
+    recorder.record()
     for index, member in enumerate(members):
         member_state = _check_output(output / member, resume=True, overwrite=False)
         if member_state != "finished":
@@ -628,6 +655,7 @@ def _train_ensemble(
         completed_epochs=[member.get("completed_epochs") for member in member_configs],
         best_val_loss=[member.get("best_val_loss") for member in member_configs],
     )
+    config[run_dir.FILES] = recorder.files()
     run_dir.write_json_atomic(output / run_dir.CONFIG, config)
     return _summary(output, config, (time.monotonic() - started) / 60.0)
 
@@ -639,6 +667,7 @@ class _Run:
         self.preset, self.output, self.strategy, self.started = preset, output, strategy, started
         self.is_chief, self.worker_index = _worker_role() if strategy == "multi-worker" else (True, 0)
         self.config, self.prior_minutes = {}, 0.0
+        self.recorder = run_dir.FileRecorder(output)
 
     def minutes(self):
         """Minutes since this call started."""
@@ -650,6 +679,11 @@ class _Run:
 
         if self.is_chief:
             write_status(self.output, **fields)
+
+    def record_files(self):
+        """Records in config.json what the run has written (the chief's only; see `run_dir.FileRecorder`)."""
+        if self.is_chief:
+            self.recorder.record()
 
     @property
     def backup(self):
@@ -708,14 +742,18 @@ def _train_run(
     callbacks, epoch_limit = _callbacks(run, schedule, epochs, minutes)
     if verbose == "auto":
         verbose = 1 if sys.stdout.isatty() else 2
-    with _unknown_length_warnings_ignored():
-        model.fit(
-            train_batches,
-            validation_data=validation_batches,
-            epochs=epoch_limit or 10_000,
-            callbacks=callbacks,
-            verbose=verbose,
-        )
+    try:
+        with _unknown_length_warnings_ignored():
+            model.fit(
+                train_batches,
+                validation_data=validation_batches,
+                epochs=epoch_limit or 10_000,
+                callbacks=callbacks,
+                verbose=verbose,
+            )
+    finally:
+        with contextlib.suppress(OSError, ValueError):  # a run that stops here still owns what it wrote
+            run.record_files()
     return _finish(run, model, validation_batches)
 
 
@@ -749,6 +787,7 @@ def _start(run, resume_state, splits, tokenizer_from, data_dir, **fields):
     run.prior_minutes = run.config.get("train_minutes", 0.0)  # of the run before a resume
     if run.is_chief:
         run_dir.write_json_atomic(run.output / run_dir.CONFIG, run.config)
+    run.record_files()
     return tokenizer
 
 
@@ -794,7 +833,7 @@ def _callbacks(run, schedule, epochs, minutes):
             on_improvement=lambda epoch, value: run.record(best_val_loss=value, best_epoch=epoch + 1),
             enabled=run.is_chief,
         ),
-        EpochSnapshots(run.output / "snapshots", keep=run.preset.average_last, enabled=run.is_chief),
+        EpochSnapshots(run.output / run_dir.SNAPSHOTS, keep=run.preset.average_last, enabled=run.is_chief),
         EpochCounter(),
     ]
     if run.is_chief:
@@ -805,8 +844,11 @@ def _callbacks(run, schedule, epochs, minutes):
     schedule_callbacks, epoch_limit = _schedule_callbacks(run, schedule, epochs, minutes)
     # Last: an epoch counts as done for resuming only once its checkpoint, status
     # and log row are written; if the run dies before, resuming trains it again.
-    backup = BackupAndRestore(str(run.backup), double_checkpoint=True)
-    return callbacks + schedule_callbacks + [backup], epoch_limit
+    # Then the record of the files written (see `run_dir.files_record`).
+    # Keras's own deletion at the end would remove the whole folder: `_finish` removes the backup's files.
+    backup = BackupAndRestore(str(run.backup), double_checkpoint=True, delete_checkpoint=False)
+    record = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: run.record_files())
+    return callbacks + schedule_callbacks + [backup, record], epoch_limit
 
 
 def _schedule_callbacks(run, schedule, epochs, minutes):
@@ -835,13 +877,25 @@ def _schedule_callbacks(run, schedule, epochs, minutes):
     return callbacks, epoch_limit
 
 
+def _remove_backups(run):
+    """Deletes, file by file, the resume backup and (the chief) the epoch snapshots, once the run is done."""
+    folders = [run.backup] + ([run.output / run_dir.SNAPSHOTS, run.output / run_dir.BACKUP] if run.is_chief else [])
+    written = {
+        path.relative_to(run.output).as_posix()
+        for folder in folders
+        for path in folder.rglob("*")
+        if run_dir.REWRITTEN.fullmatch(path.relative_to(run.output).as_posix())
+    }
+    ownership.remove_files(run.output, sorted(written))
+
+
 def _finish(run, model, validation_batches):
     """Averages the last epochs' weights if the preset asks, marks the run finished, removes its backups."""
     from keras_transformer.callbacks import average_snapshots, save_model_atomic, snapshot_paths
 
     preset, output = run.preset, run.output
     config = run_dir.read_config(output) if run.is_chief else run.config
-    snapshots = snapshot_paths(output / "snapshots")[-preset.average_last :]
+    snapshots = snapshot_paths(output / run_dir.SNAPSHOTS)[-preset.average_last :]
     if run.is_chief and preset.average_last > 1 and len(snapshots) > 1:
         averaged = average_snapshots(model, snapshots)
         with _unknown_length_warnings_ignored():
@@ -851,12 +905,12 @@ def _finish(run, model, validation_batches):
             save_model_atomic(averaged, output / run_dir.MODEL)
             config.update(best_val_loss=loss, best_epoch="averaged")
     minutes_used = run.minutes()
-    config.update(finished=True, train_minutes=round(run.prior_minutes + minutes_used, 2))
-    shutil.rmtree(run.backup, ignore_errors=True)
+    _remove_backups(run)
     if run.is_chief:
+        # One write: the run is finished exactly when its record holds its final files.
+        config.update(finished=True, train_minutes=round(run.prior_minutes + minutes_used, 2))
+        config[run_dir.FILES] = run.recorder.files()
         run_dir.write_json_atomic(output / run_dir.CONFIG, config)
-        shutil.rmtree(output / "snapshots", ignore_errors=True)
-        shutil.rmtree(output / run_dir.BACKUP, ignore_errors=True)
     return _summary(output, config, minutes_used)
 
 

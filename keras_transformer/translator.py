@@ -415,7 +415,7 @@ class Translator(TranslatorMethods, tf.Module):
             tf.saved_model.save(self, tmp, signatures=signatures, options=options)
             manifest.write_manifest(tmp)
 
-        atomic.replace_dir(write, path)
+        atomic.replace_dir(write, path, destinations.remove_previous)
         return str(path)
 
 

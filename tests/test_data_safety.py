@@ -11,10 +11,11 @@ import pathlib
 import shutil
 import stat
 import subprocess
+import sys
 
 import pytest
 
-from keras_transformer import destinations, run_dir, training
+from keras_transformer import destinations, manifest, run_dir, training
 from keras_transformer.commands import cli
 from keras_transformer.export import load
 
@@ -122,13 +123,85 @@ def test_overwrite_checks_the_data_and_arguments_before_deleting_the_run(trained
         assert snapshot(run) == before
 
 
-def test_overwrite_replaces_a_run_even_with_a_corrupt_config(trained, tmp_path):
+def test_a_run_whose_config_does_not_parse_is_not_replaced(trained, tmp_path, capsys):
+    """config.json is written atomically, so one that does not parse is not this package's: no overwrite."""
     run = pathlib.Path(shutil.copytree(trained[0], tmp_path / "run"))
-    (run / run_dir.CONFIG).write_text('{"preset": ', encoding="utf-8")  # a crash mid-write
+    (run / run_dir.CONFIG).write_text('{"preset": ', encoding="utf-8")
+    before = snapshot(run)
+    code, err = run_cli(capsys, "train", "--preset", "tiny", "--output", run, "--overwrite")
+    assert_refused(code, err, run)
+    assert "is not empty and is not a training run" in err
+    assert snapshot(run) == before
+
+
+def test_an_app_folder_with_a_jsonc_config_is_not_a_run(home, capsys):
+    """A user's app: config.json with a `//` comment, history.csv, logs/server.log. Nothing is deleted."""
+    app = home / "myapp"
+    (app / "logs").mkdir(parents=True)
+    (app / "config.json").write_text('// settings\n{"port": 8080}\n', encoding="utf-8")
+    (app / "history.csv").write_text("date,visits\n2026-11-01,12\n", encoding="utf-8")
+    (app / "logs" / "server.log").write_text("started\n", encoding="utf-8")
+    before = snapshot(home)
+    for flags in (["--overwrite"], ["--resume"], []):
+        code, err = run_cli(capsys, "train", "--preset", "tiny", "--output", app, *flags)
+        assert_refused(code, err, app)
+        assert "is not empty and is not a training run" in err
+    assert snapshot(home) == before
+
+
+@pytest.mark.parametrize("relative", ["logs/my_notes.txt", "tokenizers/NOTES.txt", "tokenizers/source/x.md"])
+def test_overwrite_refuses_a_run_holding_a_users_file_in_a_subfolder(trained, tmp_path, capsys, relative):
+    run = pathlib.Path(shutil.copytree(trained[0], tmp_path / "run"))
+    (run / relative).parent.mkdir(parents=True, exist_ok=True)
+    (run / relative).write_text("results I want to keep\n", encoding="utf-8")
+    before = snapshot(run)
+    code, err = run_cli(capsys, "train", "--preset", "tiny", "--output", run, "--overwrite")
+    assert_refused(code, err, run)
+    assert f"{run / relative} was not written by keras-transformer: refusing to write in {run};" in err
+    assert snapshot(run) == before
+
+
+def test_overwrite_refuses_a_run_whose_recorded_file_was_changed(trained, tmp_path, capsys):
+    run = pathlib.Path(shutil.copytree(trained[0], tmp_path / "run"))
+    with open(run / run_dir.HISTORY, "a", encoding="utf-8") as history:
+        history.write("my comparison with the paper: ...\n")
+    before = snapshot(run)
+    code, err = run_cli(capsys, "train", "--preset", "tiny", "--output", run, "--overwrite")
+    assert_refused(code, err, run)
+    assert f"{run / run_dir.HISTORY} has changed since keras-transformer wrote it" in err
+    assert snapshot(run) == before
+
+
+@pytest.mark.parametrize("link", ["symbolic", "hard"])
+def test_resume_never_writes_through_a_link_in_the_run(trained, home, capsys, link):
+    """An interrupted run's history.csv replaced by a link to the user's thesis: --resume refuses, names it."""
+    run = pathlib.Path(shutil.copytree(trained[0], home / "run"))
+    config = run_dir.read_config(run)
+    run_dir.write_json_atomic(run / run_dir.CONFIG, {**config, "finished": False})  # interrupted
+    thesis = home / "projects" / "thesis" / "thesis.txt"
+    (run / run_dir.HISTORY).unlink()
+    if link == "symbolic":
+        (run / run_dir.HISTORY).symlink_to(thesis)
+    else:
+        os.link(thesis, run / run_dir.HISTORY)
+    before = snapshot(home)
+    code, err = run_cli(capsys, "train", "--preset", "tiny", "--output", run, "--resume")
+    assert_refused(code, err, run)
+    reason = "is a symbolic link" if link == "symbolic" else "has another name (a hard link)"
+    assert f"{run / run_dir.HISTORY} {reason}" in err
+    assert snapshot(home) == before
+
+
+def test_fine_tuning_into_a_folder_inside_the_run_is_refused(trained, tmp_path, capsys):
+    run = pathlib.Path(shutil.copytree(trained[0], tmp_path / "run"))
+    before = snapshot(run)
+    for output in (run / "finetuned", run / "logs" / "ft"):
+        code, err = run_cli(capsys, "train", "--init-from", run, "--epochs", "1", "--output", output)
+        assert code == 2 and "must be another folder than `init_from`" in err and "inside it" in err, err
+    code, err = run_cli(capsys, "train", "--init-from", run, "--output", tmp_path, "--epochs", "1")
+    assert code == 2 and "holds it" in err, err
+    assert snapshot(run) == before
     assert destinations.check_destination(run, "run") == "ours"
-    summary = training.train("tiny", output=run, overwrite=True, epochs=1, max_examples=300, verbose=0)
-    assert summary["completed_epochs"] == 1
-    assert run_dir.read_config(run)["created_by"] == "keras-transformer"
 
 
 def test_a_run_folder_holding_a_users_file_is_not_replaced(trained, tmp_path, capsys):
@@ -257,9 +330,102 @@ def test_a_changed_export_file_is_refused_at_load(trained, tmp_path, capsys):
     assert_refused(code, err, data, "translate")
 
 
-def test_an_export_without_a_manifest_still_loads(trained, tmp_path):
+def test_an_export_without_a_manifest_loads_with_a_warning_and_is_never_replaced(trained, tmp_path, capsys):
     export = pathlib.Path(shutil.copytree(trained[1], tmp_path / "export"))
     (export / destinations.MANIFEST).unlink()
-    assert destinations.is_own_export(export)  # recognised by its graph: an earlier version's export
-    translator = load(export)
+    with pytest.warns(manifest.UnverifiedExportWarning, match="has no MANIFEST.sha256: its files were not verified"):
+        translator = load(export)
     assert translator.greedy(["안녕"]).shape == (1,)
+    code, err = run_cli(capsys, "translate", "--model", export, "안녕")
+    assert code == 0 and err.count("keras-transformer translate: warning: ") == 1, err
+    assert "were not verified" in err and "Warning:" not in err  # one line, not Python's form
+    before = snapshot(export)
+    code, err = run_cli(capsys, "export", "--model", trained[0], "--output", export, "--overwrite")
+    assert_refused(code, err, export, "export")
+    assert snapshot(export) == before
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda e: (e / destinations.MANIFEST).write_text(""), "is empty or not"),
+        (lambda e: (e / "variables" / "README.txt").write_text("notes"), "README.txt is not listed"),
+        (lambda e: (e / "assets.extra").mkdir() or (e / "assets.extra" / "x.txt").write_text("x"), "x.txt is not"),
+        (lambda e: (e / "variables" / "variables.index").unlink(), "variables.index is listed"),
+    ],
+    ids=["empty-manifest", "added-file", "added-folder", "deleted-file"],
+)
+def test_an_export_that_differs_from_its_manifest_is_refused_at_load(trained, tmp_path, capsys, damage, message):
+    export = pathlib.Path(shutil.copytree(trained[1], tmp_path / "export"))
+    damage(export)
+    with pytest.raises(ValueError, match=message):
+        load(export)
+    code, err = run_cli(capsys, "translate", "--model", export, "안녕")
+    assert code == 2 and message.split(" ")[0] in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("relative", ["assets.extra/DEPLOY_NOTES.txt", "variables/README.txt"])
+def test_export_overwrite_refuses_an_export_holding_a_users_file(trained, tmp_path, capsys, relative):
+    export = pathlib.Path(shutil.copytree(trained[1], tmp_path / "export"))
+    (export / relative).parent.mkdir(exist_ok=True)
+    (export / relative).write_text("deploy with care\n", encoding="utf-8")
+    before = snapshot(tmp_path)
+    code, err = run_cli(capsys, "export", "--model", trained[0], "--output", export, "--overwrite")
+    assert_refused(code, err, export, "export")
+    assert f"{export / relative} was not written by keras-transformer: refusing to write in {export};" in err
+    assert snapshot(tmp_path) == before
+
+
+def test_exporting_an_unfinished_run_says_so(trained, tmp_path, capsys):
+    run = pathlib.Path(shutil.copytree(trained[0], tmp_path / "run"))
+    config = run_dir.read_config(run)
+    run_dir.write_json_atomic(run / run_dir.CONFIG, {**config, "finished": False, "completed_epochs": 1})
+    code, err = run_cli(capsys, "export", "--model", run, "--output", tmp_path / "export")
+    assert code == 0, err
+    warning = [line for line in err.splitlines() if "warning" in line]
+    assert warning == [
+        f"keras-transformer export: warning: {run} is an unfinished run (stopped after epoch 1, its best model is "
+        f"from epoch {config['best_epoch']}): exporting that model; `keras-transformer train --resume` finishes it"
+    ], err
+
+
+KILL_BETWEEN_RENAMES = """
+import os, sys
+from keras_transformer import atomic
+from keras_transformer.export import export_run
+replace, calls = os.replace, []
+def replace_then_die(source, destination):
+    calls.append(destination)
+    if len(calls) == 2 and sys.argv[3] == "between":
+        os._exit(9)  # killed after the previous export moved aside, before the new one took its name
+    replace(source, destination)
+atomic.os.replace = replace_then_die
+if sys.argv[3] == "writing":
+    import tensorflow as tf
+    save = tf.saved_model.save
+    def save_then_die(module, path, *args, **kwargs):
+        save(module, path, *args, **kwargs)
+        os._exit(9)  # killed while writing: the manifest never written
+    tf.saved_model.save = save_then_die
+export_run(sys.argv[1], sys.argv[2], overwrite=True)
+"""
+
+
+@pytest.mark.parametrize("moment", ["between", "writing"])
+def test_an_export_killed_mid_replacement_is_put_right_by_the_next_command(trained, tmp_path, capsys, moment):
+    export = pathlib.Path(shutil.copytree(trained[1], tmp_path / "export"))
+    before = snapshot(export)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILL_BETWEEN_RENAMES, str(trained[0]), str(export), moment],
+        capture_output=True,
+        text=True,
+    )
+    assert killed.returncode == 9, killed.stderr[-2000:]
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
+    assert left and (not export.exists()) == (moment == "between"), left
+    code, err = run_cli(capsys, "translate", "--model", export, "안녕")
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
+    if moment == "writing":
+        assert snapshot(export) == before  # the new export never completed: the previous one stays
+    assert manifest.verify_manifest(export) and destinations.is_own_export(export)

@@ -31,6 +31,7 @@ MODULES = [
     "keras_transformer.step_function",
     "keras_transformer.text_files",
     "keras_transformer.destinations",
+    "keras_transformer.ownership",
     "keras_transformer.manifest",
     "keras_transformer.atomic",
     "keras_transformer.output_files",
