@@ -12,6 +12,7 @@ import contextlib
 import functools
 import hashlib
 import http.server
+import io
 import os
 import pathlib
 import shutil
@@ -282,6 +283,13 @@ def _endless(connection, name, stop):
         connection.sendall(bytes(64 * 1024))
 
 
+class _Terminal(io.StringIO):
+    """A stderr that says it is a terminal."""
+
+    def isatty(self):
+        return True
+
+
 def _temporaries(tfds_dir):
     """What a download left behind: the manager's `*.tmp.*` folders and anything in them."""
     return sorted(str(p) for p in tfds_dir.rglob("*") if ".tmp." in p.name or ".tmp." in p.parent.name)
@@ -305,8 +313,12 @@ def test_a_server_that_never_answers_fails_train_within_the_timeout_naming_the_u
     assert not (offline_env.parent / "run").exists()
 
 
-def test_a_server_that_stalls_in_the_middle_of_a_body_fails_and_leaves_nothing(served, offline_env, monkeypatch):
+def test_a_server_that_stalls_in_the_middle_of_a_body_fails_and_leaves_nothing(
+    served, offline_env, monkeypatch, capsys
+):
     monkeypatch.setenv(downloads.TIMEOUT_ENV, "2")
+    monkeypatch.setattr(downloads, "PROGRESS_AFTER", 1.2)  # past the last byte's time plus SILENCE_SHOWN
+    monkeypatch.setattr(downloads, "PROGRESS_EVERY", 0.2)
     with misbehaving(_headers_then_stall(served)) as (url, _):
         monkeypatch.setenv(downloads.MIRROR_ENV, url)
         start = time.monotonic()
@@ -319,10 +331,28 @@ def test_a_server_that_stalls_in_the_middle_of_a_body_fails_and_leaves_nothing(s
     assert f"download {url}/train.en.gz and put it gunzipped in" in message
     assert not _temporaries(offline_env) and not _cached_downloads(offline_env)
     assert not downloads.cache_folder("multi30k_task1").exists()
+    assert capsys.readouterr().err == ""  # not a terminal: a stalled download logs no progress line
 
 
-def test_a_slow_trickle_is_waited_for(served, shared_data_dir, offline_env, monkeypatch):
+def test_a_stall_on_a_terminal_erases_the_progress_line_before_the_error(offline_env, monkeypatch):
+    monkeypatch.setenv(downloads.TIMEOUT_ENV, "2")
+    monkeypatch.setattr(downloads, "PROGRESS_AFTER", 0.2)
+    monkeypatch.setattr(sys, "stderr", _Terminal())
+    with misbehaving(_silent) as (url, _):
+        monkeypatch.setenv(downloads.MIRROR_ENV, url)
+        code = cli.main(["train", "--preset", "multi30k-en-de", "--output", str(offline_env.parent / "run")])
+    err = sys.stderr.getvalue()
+    assert code == 2
+    shown, _, error = err.rpartition("\r\x1b[K")  # the waiting line, erased; then the error alone
+    assert f"\rDownloading train.en.gz from {url.split('/')[2]}: 0 B of 569 kB (0%)\x1b[K" in shown
+    assert ": 0 B of 569 kB (0%), no data for 1 s (gives up at 2 s)\x1b[K" in shown  # counting the silence
+    assert error.startswith("keras-transformer train: error: train.en is missing") and error.count("\n") == 1
+
+
+def test_a_slow_trickle_is_waited_for_and_shows_progress(served, shared_data_dir, offline_env, monkeypatch, capsys):
     monkeypatch.setenv(downloads.TIMEOUT_ENV, "1")
+    monkeypatch.setattr(downloads, "PROGRESS_AFTER", 0.5)
+    monkeypatch.setattr(downloads, "PROGRESS_EVERY", 0.5)
     with misbehaving(_trickle(served, "val.de.gz", pieces=10, pause=0.3)) as (url, _):
         monkeypatch.setenv(downloads.MIRROR_ENV, url)
         start = time.monotonic()
@@ -332,6 +362,38 @@ def test_a_slow_trickle_is_waited_for(served, shared_data_dir, offline_env, monk
     assert (folder / "val.de").read_bytes() == (shared_data_dir / "multi30k_task1" / "val.de").read_bytes()
     assert set(_cached_downloads(offline_env)) == {_sha256(served / "mirror" / name) for name in MULTI30K_GZ}
     assert not _temporaries(offline_env)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) >= 2 and all(line.startswith("Downloading val.de.gz from 127.0.0.1:") for line in lines), lines
+    assert all(" kB of 25 kB (" in line for line in lines), lines  # the bytes so far, of the registered size
+    counts = [int(line.split(": ")[1].split(" ")[0]) for line in lines]
+    assert all(a < b for a, b in zip(counts, counts[1:])), lines  # a line only for a period in which bytes came
+
+
+def test_a_slow_download_on_a_terminal_redraws_one_line_and_ends_it(served, offline_env, monkeypatch):
+    monkeypatch.setenv(downloads.TIMEOUT_ENV, "1")
+    monkeypatch.setattr(downloads, "PROGRESS_AFTER", 0.3)
+    monkeypatch.setattr(sys, "stderr", _Terminal())
+    with misbehaving(_trickle(served, "val.de.gz", pieces=6, pause=0.3)) as (url, _):
+        monkeypatch.setenv(downloads.MIRROR_ENV, url)
+        downloads.fetch("multi30k_task1")
+    err, host = sys.stderr.getvalue(), url.split("/")[2]
+    assert err.count("\n") == 1, err  # one line, redrawn in place, ended with the final count
+    assert err.count("\rDownloading val.de.gz") > 2 and "\rDownloading train" not in err  # only the slow one
+    assert err.endswith(f"\rDownloading val.de.gz from {host}: 25 kB of 25 kB (100%)\x1b[K\n"), err
+
+
+def test_display_progress_false_turns_the_line_off(served, offline_env, monkeypatch, capsys):
+    monkeypatch.setenv(downloads.TIMEOUT_ENV, "1")
+    monkeypatch.setattr(downloads, "PROGRESS_AFTER", 0.1)
+    monkeypatch.setattr(downloads, "PROGRESS_EVERY", 0.1)
+    downloads.display_progress(False)
+    try:
+        with misbehaving(_trickle(served, "val.de.gz", pieces=5, pause=0.3)) as (url, _):
+            monkeypatch.setenv(downloads.MIRROR_ENV, url)
+            downloads.fetch("multi30k_task1")
+    finally:
+        downloads.display_progress(True)
+    assert capsys.readouterr().err == ""
 
 
 def test_ctrl_c_during_a_stall_stops_the_download_at_once(offline_env, monkeypatch, capsys):

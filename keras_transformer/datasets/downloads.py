@@ -25,14 +25,16 @@ every file is fetched from `$KERAS_TRANSFORMER_MIRROR/<file name>`, e.g.
 `KERAS_TRANSFORMER_MIRROR=http://mirror.example/corpora`; a folder holding
 the ten files served by any web server is a mirror. The checksums are the same.
 
-Stalls and Ctrl-C. A download that receives nothing (no
+Stalls, Ctrl-C and progress. A download that receives nothing (no
 connection, no headers, no next byte of the body) for 60 seconds fails;
 `KERAS_TRANSFORMER_DOWNLOAD_TIMEOUT` sets those seconds (a positive number,
 e.g. `KERAS_TRANSFORMER_DOWNLOAD_TIMEOUT=300` on a slow link). A server that
 keeps sending, however slowly, is waited for, up to one byte past the size
 in `checksums.tsv` (more cannot match the checksum). The download runs in the
 calling thread, so Ctrl-C (KeyboardInterrupt) stops it at once. Whatever ends
-a download early, its temporary files are deleted.
+a download early, its temporary files are deleted. A download that lasts more
+than `PROGRESS_AFTER` seconds shows a progress line on stderr (see
+`display_progress`, which also turns it off).
 
 With no network and no copy, a stalled server, or a file whose checksum is
 wrong, `fetch` raises a one-line `ValueError` naming the file, its URL and the
@@ -53,7 +55,10 @@ import math
 import os
 import pathlib
 import shutil
+import sys
+import threading
 import time
+import urllib.parse
 import zipfile
 
 MIRROR_ENV = "KERAS_TRANSFORMER_MIRROR"
@@ -66,6 +71,10 @@ DOWNLOAD_RETRIES = 3  # for a refused connection or a 5xx status, after 0.2, 0.4
 RETRY_STATUSES = (500, 502, 503, 504)
 TIMEOUT_ENV = "KERAS_TRANSFORMER_DOWNLOAD_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0  # seconds a download may receive nothing
+PROGRESS_AFTER = 3.0  # seconds a download runs before its progress line appears
+PROGRESS_EVERY = 5.0  # seconds between two progress lines when stderr is not a terminal
+REDRAW_EVERY = 0.25  # seconds between two redraws of the line on a terminal
+SILENCE_SHOWN = 1.0  # seconds without a byte after which the line says so
 CHUNK_BYTES = 64 * 1024
 SPA_TXT_SHA256 = "6ec60e212f812ee3430f7568ea6f33b6fb080e32193c5952e8da0ee8ba45574c"
 
@@ -173,6 +182,23 @@ def download_timeout():
     return seconds
 
 
+_show_progress = True
+
+
+def display_progress(enabled=True):
+    """Turns the progress line of slow downloads on stderr on (the default) or off.
+
+    The line appears once a download has run for `PROGRESS_AFTER` seconds.
+    On a terminal it is redrawn in place, also while nothing arrives, and
+    erased if the download fails. Elsewhere (a log file, a pipe) a line is
+    written every `PROGRESS_EVERY` seconds while bytes are arriving (the last
+    one less than `SILENCE_SHOWN` seconds ago), so a stalled download writes
+    nothing but its error.
+    """
+    global _show_progress
+    _show_progress = bool(enabled)
+
+
 def _url_infos():
     """The registered size and sha256 of each download, under the URL it is fetched from (mirror or not)."""
     from tensorflow_datasets.core.download import checksums
@@ -223,7 +249,7 @@ class _Transport:
         self.url_infos = url_infos
 
     def tqdm(self):
-        """No progress bars: the files are small."""
+        """No progress bars of TFDS's: `_Progress` shows a slow download."""
         return contextlib.nullcontext()
 
     def increase_tqdm(self, url_info):
@@ -249,9 +275,10 @@ class _Transport:
         limit = expected.size if expected else None
         path = None
         try:
-            with requests.Session() as session, self._get(session, url, verify) as response:
-                path = destination_path / downloader._get_filename(response)
-                url_info = _save(response, path, self.timeout, limit)
+            with _Progress(url, limit, self.timeout) as progress, requests.Session() as session:
+                with self._get(session, url, verify) as response:
+                    path = destination_path / downloader._get_filename(response)
+                    url_info = _save(response, path, progress, self.timeout, limit)
         except BaseException:
             _remove_temporary(destination_path, path)
             raise
@@ -280,8 +307,8 @@ class _Transport:
             time.sleep(0.2 * 2**attempt)
 
 
-def _save(response, path, timeout, limit):
-    """Writes the body of `response` to `path`; returns its `UrlInfo`.
+def _save(response, path, progress, timeout, limit):
+    """Writes the body of `response` to `path`, counting it in `progress`; returns its `UrlInfo`.
 
     The `UrlInfo` holds the size, the sha256 and the file name, as TFDS's own
     downloader computes them; `timeout` and `limit` are `_body`'s.
@@ -289,12 +316,14 @@ def _save(response, path, timeout, limit):
     from tensorflow_datasets.core import utils
     from tensorflow_datasets.core.download import checksums
 
+    progress.total = progress.total or _content_length(response)
     checksum, size = hashlib.sha256(), 0
     with path.open("wb") as file:
         for block in _body(response, timeout, limit):
             checksum.update(block)
             file.write(block)
             size += len(block)
+            progress.advance(len(block))
     return checksums.UrlInfo(size=utils.Size(size), checksum=checksum.hexdigest(), filename=path.name)
 
 
@@ -323,12 +352,115 @@ def _stalled(timeout):
     return f"nothing received for {timeout:g} s; ${TIMEOUT_ENV} sets how long to wait"
 
 
+def _content_length(response):
+    """The body's size from the headers, or None (none given, or it is content-encoded)."""
+    length = response.headers.get("Content-Length", "")
+    if response.headers.get("Content-Encoding") or not length.isdigit():
+        return None
+    return int(length)
+
+
 def _remove_temporary(folder, path):
     """Deletes the file `path` (None: not begun) and then `folder`, if that is empty."""
     if path is not None:
         pathlib.Path(path).unlink(missing_ok=True)
     with contextlib.suppress(OSError):
         pathlib.Path(folder).rmdir()
+
+
+class _Progress:
+    """The progress line on stderr of one download, shown as `display_progress` says.
+
+    A context manager around the whole download, from the connection on: a
+    daemon thread draws the line, since a stalled download calls nothing;
+    `advance` counts the bytes.
+
+    Args:
+        url: what is downloaded (the line names the file and its host).
+        total: its size in bytes, or None when not known (yet).
+        timeout: the seconds of silence after which the download fails.
+    """
+
+    def __init__(self, url, total, timeout):
+        parts = urllib.parse.urlsplit(url)
+        self.name, self.host = parts.path.rsplit("/", 1)[-1], parts.netloc
+        self.total, self.timeout, self.size = total, timeout, 0
+        self.stream = sys.stderr
+        self.terminal = _isatty(self.stream)
+        self.last_byte = time.monotonic()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="download-progress", daemon=True)
+        self._shown = False
+        self._logged = 0
+
+    def __enter__(self):
+        if _show_progress:
+            self._thread.start()
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        if self._shown and self.terminal:  # ends the line with the final count, or erases it for the error
+            width = shutil.get_terminal_size().columns - 1
+            self._write(f"\r{self.line(width)}\x1b[K\n" if kind is None else "\r\x1b[K")
+
+    def advance(self, count):
+        """Counts `count` more bytes received."""
+        self.size += count
+        self.last_byte = time.monotonic()
+
+    def line(self, width=None):
+        """What the download has done, e.g. `Downloading train.en.gz from host: 120 kB of 569 kB (21%)`.
+
+        A line wider than `width` loses its host first, then its end.
+        """
+        done = _bytes(self.size)
+        if self.total:
+            done += f" of {_bytes(self.total)} ({min(self.size / self.total, 1):.0%})"
+        silent = time.monotonic() - self.last_byte
+        if silent >= SILENCE_SHOWN:
+            done += f", no data for {silent:.0f} s (gives up at {self.timeout:g} s)"
+        line = f"Downloading {self.name} from {self.host}: {done}"
+        if width is not None and len(line) > width:
+            line = f"Downloading {self.name}: {done}"[:width]
+        return line
+
+    def _run(self):
+        if self._done.wait(PROGRESS_AFTER):
+            return
+        while True:
+            self._draw()
+            if self._done.wait(REDRAW_EVERY if self.terminal else PROGRESS_EVERY):
+                return
+
+    def _draw(self):
+        if self.terminal:
+            self._write(f"\r{self.line(shutil.get_terminal_size().columns - 1)}\x1b[K")
+        elif self.size > self._logged and time.monotonic() - self.last_byte < SILENCE_SHOWN:
+            self._logged = self.size
+            self._write(self.line() + "\n")
+
+    def _write(self, text):
+        self._shown = True
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken stderr stops no download
+            self.stream.write(text)
+            self.stream.flush()
+
+
+def _isatty(stream):
+    try:
+        return stream.isatty()
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _bytes(count):
+    """`count` bytes for people: `512 B`, `569 kB`, `2.7 MB`."""
+    if count >= 1_000_000:
+        return f"{count / 1e6:.1f} MB"
+    return f"{count / 1e3:.0f} kB" if count >= 1_000 else f"{count} B"
 
 
 def _fetch_one(manager, download, target):
