@@ -524,7 +524,12 @@ def _remove_partial_downloads(download_dir):
 
 
 def _write_atomic(path, data):
+    """Writes `data` to `path` through a temporary file, which is deleted if that fails (or on Ctrl-C)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")
-    partial.write_bytes(data)
-    os.replace(partial, path)
+    try:
+        partial.write_bytes(data)
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
