@@ -253,6 +253,8 @@ def _silent(connection, name, stop):
 
 
 def _headers_then_stall(served):
+    """Sends the headers and half the body, then nothing."""
+
     def respond(connection, name, stop):
         data = (served / "mirror" / name).read_bytes()
         connection.sendall(_headers(len(data)) + data[: len(data) // 2])
@@ -291,8 +293,12 @@ class _Terminal(io.StringIO):
 
 
 def _temporaries(tfds_dir):
-    """What a download left behind: the manager's `*.tmp.*` folders and anything in them."""
-    return sorted(str(p) for p in tfds_dir.rglob("*") if ".tmp." in p.name or ".tmp." in p.parent.name)
+    """What a fetch left behind: the manager's `*.tmp.*` folders and their files, and `.partial` plain files."""
+    return sorted(
+        str(p)
+        for p in tfds_dir.rglob("*")
+        if ".tmp." in p.name or ".tmp." in p.parent.name or p.name.endswith(".partial")
+    )
 
 
 def test_a_server_that_never_answers_fails_train_within_the_timeout_naming_the_url(offline_env, monkeypatch, capsys):
