@@ -30,7 +30,8 @@ def add_parser(subparsers):
         type=non_empty,
         help="folder of the preset's corpus files, or the tensorflow-datasets data dir to "
         "download them into (default: $KERAS_TRANSFORMER_DATA_DIR, else $TFDS_DATA_DIR "
-        "or ~/tensorflow_datasets); $KERAS_TRANSFORMER_MIRROR=URL downloads URL/FILE_NAME",
+        "or ~/tensorflow_datasets); $KERAS_TRANSFORMER_MIRROR=URL downloads URL/FILE_NAME; a download "
+        "that receives nothing for $KERAS_TRANSFORMER_DOWNLOAD_TIMEOUT seconds (default 60) fails",
     )
     own = parser.add_argument_group(
         "your own corpus",
