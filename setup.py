@@ -36,6 +36,7 @@ setup(
         "tensorflow-text>=2.16,<2.22",
         "tensorflow-datasets>=4.9",
         "importlib_resources",  # used by tensorflow-datasets' builders, undeclared there
+        "requests",  # the corpora's downloads (datasets/downloads.py), with a timeout of their own
         "keras>=3.3",
         "sentencepiece>=0.2",
         "tensorboard>=2.16",
