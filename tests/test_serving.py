@@ -40,7 +40,7 @@ def fake_model(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(fake_model):
-    server = Server(fake_model, "--max-instances", "8", "--max-body-bytes", "4096")
+    server = Server(fake_model, "--max-instances", "8", "--max-body-bytes", "16384")
     yield server
     assert server.stop() == 0, server.stderr()
 
@@ -158,7 +158,7 @@ BAD = [
     pytest.param({"inputs": ["a"], "instances": ["a"]}, 400, "exactly one", id="both-keys"),
     pytest.param(["a"], 400, "object", id="body-not-object"),
     pytest.param({"instances": ["a"] * 9}, 413, "at most 8", id="too-many-instances"),
-    pytest.param({"instances": ["a" * 5000]}, 413, "limit of 4096 bytes", id="body-too-large"),
+    pytest.param({"instances": ["a" * 20000]}, 413, "limit of 16384 bytes", id="body-too-large"),
     pytest.param(
         {"signature_name": "score", "inputs": {"sources": ["a", "b"], "targets": ["c"]}},
         400,
@@ -200,6 +200,96 @@ def test_bad_requests_get_a_json_error(server, body, status, message):
     response = post(server, body)
     assert response.status_code == status, response.text
     assert message in response.json()["error"]
+
+
+# -- numbers: every sampling scalar, sent in row and in columnar form -----------------------------------
+
+FLOAT32 = "(float32). Received: "
+TEMPERATURE = "temperature must be a finite number from 0 to 3.4028235e+38 " + FLOAT32
+TOP_K = "top_k must be an integer from 0 to 2147483647 (int32). Received: "
+TOP_P = "top_p must be in (0, 1], at least 1.2e-38 " + FLOAT32
+SEED = "seed must be an integer from -9223372036854775808 to 9223372036854775807 (int64). Received: "
+# (field, the number as written in the JSON body, the error after the field's place)
+BAD_NUMBERS = [
+    ("temperature", "9" * 400, TEMPERATURE + "an integer of 400 digits"),  # an OverflowError and a 500 before
+    ("temperature", "1e39", TEMPERATURE + "1e+39"),  # infinite as float32: a graph error naming nothing before
+    ("temperature", "-1e-50", TEMPERATURE + "-1e-50"),
+    ("temperature", "1e400", TEMPERATURE + "inf"),
+    ("temperature", "NaN", TEMPERATURE + "nan"),
+    ("temperature", "-Infinity", TEMPERATURE + "-inf"),
+    ("temperature", "9" * 5000, TEMPERATURE + "an integer of 5000 digits"),  # beyond Python's int parsing
+    ("top_p", "1e-50", TOP_P + "1e-50"),  # 0 as float32: a graph error naming nothing before
+    ("top_p", "5e-324", TOP_P + "5e-324"),
+    ("top_p", "1e-45", TOP_P + "1e-45"),  # subnormal: TensorFlow flushes it to 0 inside the graph
+    ("top_p", "1.0000001", TOP_P + "1.0000001"),
+    ("top_p", "Infinity", TOP_P + "inf"),
+    ("top_k", "9" * 400, TOP_K + "an integer of 400 digits"),
+    ("top_k", "2147483648", TOP_K + "2147483648"),
+    ("top_k", "1e400", TOP_K + "inf"),
+    ("top_k", "NaN", TOP_K + "nan"),
+    ("seed", "9223372036854775808", SEED + "9223372036854775808"),
+    ("seed", "-" + "9" * 5000, SEED + "an integer of 5000 digits"),
+    ("seed", "1e300", SEED + "1e+300"),
+]
+SETTINGS = {"temperature": "1", "top_k": "0", "top_p": "1", "seed": "0"}
+
+
+def sample_body(form, **numbers):
+    """A `sample` request's JSON bytes with the scalars written as given (JSON text), in row or columnar form."""
+    fields = ", ".join(f'"{field}": {text}' for field, text in {**SETTINGS, **numbers}.items())
+    if form == "row":
+        return f'{{"signature_name": "sample", "instances": [{{"sentences": "a", {fields}}}]}}'.encode()
+    return f'{{"signature_name": "sample", "inputs": {{"sentences": ["a"], {fields}}}}}'.encode()
+
+
+@pytest.mark.parametrize("form, where", [("row", "instances[0]."), ("columnar", "inputs.")])
+@pytest.mark.parametrize("field, text, message", BAD_NUMBERS, ids=[f"{f}={t[:12]}" for f, t, _ in BAD_NUMBERS])
+def test_numbers_out_of_range_or_beyond_their_dtype_are_400_naming_the_field(server, form, where, field, text, message):
+    response = post(server, sample_body(form, **{field: text}))
+    assert response.status_code == 400, response.text
+    assert response.json()["error"] == where + message
+
+
+@pytest.mark.parametrize("form", ["row", "columnar"])
+def test_numbers_at_the_limits_of_their_dtypes_are_served(server, form):
+    limits = {"temperature": "3.4028235e38", "top_k": "2147483647", "top_p": "1.2e-38", "seed": "-9223372036854775808"}
+    answer = ok(post(server, sample_body(form, **limits)))
+    text = (answer["predictions"][0] if form == "row" else answer["outputs"])["translations"]
+    assert "|3.40282347e+38|2147483647|1.2e-38|-9223372036854775808" in str(text)
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (
+            b'{"instances": [' + b"7" * 5000 + b"]}",
+            "instances[0].sentences must be a string (DT_STRING). Received: an integer of 5000 digits",
+        ),
+        (
+            b'{"inputs": [' + b"7" * 5000 + b"]}",
+            "inputs.sentences[0] must be a string (DT_STRING). Received: an integer of 5000 digits",
+        ),
+        (b'{"instances": [NaN]}', "instances[0].sentences must be a string (DT_STRING). Received: nan"),
+        (b'{"instances": ["a"], "signature_name": -' + b"1" * 5000 + b"}", "Serving signature name: an integer"),
+    ],
+    ids=["5000-digit-instance", "5000-digit-column", "nan-instance", "5000-digit-signature-name"],
+)
+def test_huge_and_odd_numbers_where_strings_belong_are_400(server, body, message):
+    response = post(server, body)  # a 5,000-digit integer was a 500 with a traceback: Python refuses to read it
+    assert response.status_code == 400, response.text
+    assert response.json()["error"].startswith(message)
+
+
+def test_a_graph_error_is_reported_by_the_assertion_that_failed():
+    from keras_transformer.serving.rest import _first_line
+
+    message = (
+        "Graph execution error:\n\nDetected at node Assert/AssertGuard/Assert defined at (most recent call last):\n"
+        '  File "serve.py", line 7, in <module>\n\nassertion failed: [`top_p` must be in (0, 1]. Received: top_p=] '
+        "[0]\n\t [[{{node Assert/AssertGuard/Assert}}]] [Op:__inference_f_23]"
+    )
+    assert _first_line(ValueError(message)).startswith("assertion failed: [`top_p` must be in (0, 1].")
+    assert _first_line(ValueError("one line\ntwo")) == "one line"
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,28 @@ except ModuleNotFoundError as error:  # pragma: no cover  (the extra is part of 
     ) from None
 
 ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+))?(?P<rest>:predict|/metadata)?$")
+LONG_INTEGER_DIGITS = 320  # more digits than any float64 holds (309): kept as text, never converted
+
+
+class LongInteger:
+    """A JSON integer with more than `LONG_INTEGER_DIGITS` digits, kept as its text: too long for any input.
+
+    Neither a number nor a string to the request checks, which refuse it
+    naming the field; its `repr` says how long it is instead of repeating it.
+    Python's own `int` would refuse more than 4300 digits with a `ValueError`.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
+
+    def __repr__(self):
+        return f"an integer of {len(self.text.lstrip('-'))} digits"
+
+
+def _parse_int(text):
+    return int(text) if len(text) <= LONG_INTEGER_DIGITS else LongInteger(text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +158,7 @@ async def _predict(request, model, batcher, limits):
         future.cancel()
         return _error(504, f"Deadline exceeded: no answer within the {limits.timeout_s:g} s request timeout")
     except Exception as error:  # noqa: BLE001  (a failed signature call: reported, the server goes on)
-        return _error(_tf_status(error), f"{type(error).__name__}: {str(error).strip().splitlines()[0][:300]}")
+        return _error(_tf_status(error), f"{type(error).__name__}: {_first_line(error)}")
     return _json(model.render(parsed, outputs))
 
 
@@ -160,11 +182,25 @@ def _decode(raw):
     except UnicodeDecodeError as error:
         raise RequestError(f"Request body is not valid UTF-8: {error.reason} at byte {error.start}") from None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as error:
         raise RequestError(f"JSON Parse error: {error.msg} at line {error.lineno} column {error.colno}") from None
     except RecursionError:
         raise RequestError("JSON Parse error: nested too deeply") from None
+    except ValueError as error:  # any other number Python cannot read
+        raise RequestError(f"JSON Parse error: {str(error)[:200]}") from None
+
+
+def _first_line(error, limit=300):
+    """The line of `error`'s message that says what is wrong.
+
+    A TensorFlow graph error starts "Graph execution error:" and names the
+    failed assertion further down, after the Python stack where its op was
+    defined: that line, when there is one, else the first.
+    """
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    chosen = next((line for line in lines if line.startswith("assertion failed:")), lines[0] if lines else "")
+    return chosen[:limit]
 
 
 def _tf_status(error):
