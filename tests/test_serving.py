@@ -5,6 +5,7 @@ The server runs in a subprocess on 127.0.0.1 and a free port. The fake model
 take seconds; tests/test_serving_model.py runs the real tiny model.
 """
 
+import argparse
 import http.client
 import json
 import os
@@ -404,6 +405,8 @@ def test_keep_alive_requests_are_not_held_by_delayed_acks(server):
         (["--model", "MODEL", "--port", "99999"], "argument --port: must be a port number"),
         (["--model", "MODEL", "--max-batch-size", "0"], "argument --max-batch-size: must be"),
         (["--model", "MODEL", "--timeout", "nan"], "argument --timeout: must be"),
+        # Served, it advertised /v1/models/en/de:predict, where every call was a 404.
+        (["--model", "MODEL", "--name", "en/de"], "--name 'en/de': the model name 'en/de' cannot be served"),
         (["--model", "MODEL", "--port", "PORT"], "cannot listen on 127.0.0.1:"),
         # The port comes first: before this run (which cannot be exported) would be exported and warmed up.
         (["--model", "BROKEN_RUN", "--port", "PORT"], "cannot listen on 127.0.0.1:"),
@@ -420,3 +423,29 @@ def test_bad_command_lines_are_one_line_errors(server, fake_model, tmp_path, fla
     lines = [line for line in result.stderr.splitlines() if line.startswith("keras-transformer serve: error:")]
     assert result.returncode == 2 and len(lines) == 1 and message in lines[0], result.stderr[-2000:]
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "name", ["en/de", "en:de", "en de", "", ".", "..", "-x", "_x", "en%2Fde", "über", "a" * 129, "a?b", "a#b", "en\n"]
+)
+def test_model_names_that_a_url_cannot_hold_as_written_are_refused(name):
+    from keras_transformer.serving.rest import check_model_name
+
+    with pytest.raises(ValueError, match=r"cannot be served at /v1/models/NAME:predict: a name is 1 to 128 letters"):
+        check_model_name(name)
+
+
+@pytest.mark.parametrize("name", ["en-de", "multi30k.en_de", "A1", "x" * 128, "1"])
+def test_model_names_of_letters_digits_dots_dashes_and_underscores_are_accepted(name):
+    from keras_transformer.serving.rest import check_model_name
+
+    assert check_model_name(name) == name
+
+
+def test_a_folder_name_that_a_url_cannot_hold_asks_for_name(tmp_path):
+    from keras_transformer.commands import serve
+    from keras_transformer.serving import rest
+
+    args = argparse.Namespace(name=None, model=str(tmp_path / "my model"))
+    with pytest.raises(ValueError, match=r"^the folder's name 'my model' \(pass --name\): the model name"):
+        serve._model_name(rest, args)

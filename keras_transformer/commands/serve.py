@@ -43,7 +43,11 @@ def add_parser(subparsers):
         default=8501,
         help="port (default 8501, as TF Serving; 0: any)",
     )
-    parser.add_argument("--name", default=None, help="the model's name in URLs (default: the folder's name)")
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="the model's name in URLs: letters, digits, '.', '_' and '-' (default: the folder's name)",
+    )
     parser.add_argument("--version", type=positive_int, default=1, help="the version it is served as (default 1)")
     batching = parser.add_argument_group("batching and limits")
     batching.add_argument(
@@ -101,6 +105,7 @@ def run(args):
     from keras_transformer import run_dir
     from keras_transformer.serving.signatures import ServedModel
 
+    name = _model_name(rest, args)
     sock = _bind(args.host, args.port)  # first: a taken port fails now, not after minutes of export and warm-up
     workdir = None
     try:
@@ -117,7 +122,6 @@ def run(args):
             print(f"Exporting the run {path} to a temporary SavedModel...", file=sys.stderr, flush=True)
             export_run(path, workdir / "export")
             path = workdir / "export"
-        name = args.name or pathlib.Path(args.model).resolve().name
         model = ServedModel(path, max_instances=args.max_instances)
         if not args.no_warmup:
             _warm_up(model, 1 if args.no_batching else args.max_batch_size)
@@ -137,6 +141,16 @@ def run(args):
         sock.close()
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _model_name(rest, args):
+    """The name the model is served as: `--name`, else the folder's name; a `ValueError` if no URL can hold it."""
+    name = args.name if args.name is not None else pathlib.Path(args.model).resolve().name
+    try:
+        return rest.check_model_name(name)
+    except ValueError as error:
+        given = f"--name {name!r}" if args.name is not None else f"the folder's name {name!r} (pass --name)"
+        raise ValueError(f"{given}: {error}") from None
 
 
 def _warm_up(model, max_batch_size):

@@ -39,6 +39,8 @@ except ModuleNotFoundError as error:  # pragma: no cover  (the extra is part of 
     ) from None
 
 ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+))?(?P<rest>:predict|/metadata)?$")
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+MODEL_NAME_RULE = "1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit"
 LONG_INTEGER_DIGITS = 320  # more digits than any float64 holds (309): kept as text, never converted
 
 
@@ -71,13 +73,28 @@ class Limits:
     timeout_s: float = 30.0
 
 
+def check_model_name(name):
+    """`name` if it can be served at `/v1/models/NAME:predict` as it is written, else a `ValueError` saying why.
+
+    A `/` or `:` would split the route, and spaces, `%` or other characters
+    are escaped differently by different clients: only `MODEL_NAME_RULE`.
+    """
+    if not isinstance(name, str) or not MODEL_NAME.fullmatch(name):
+        raise ValueError(
+            f"the model name {name!r} cannot be served at /v1/models/NAME:predict: a name is {MODEL_NAME_RULE}"
+        )
+    return name
+
+
 def create_app(model, batcher, name, version=1, limits=Limits()):
     """The FastAPI app serving `model` (a `ServedModel`) as `name`, batching through `batcher`.
 
     `batcher` is a `DynamicBatcher` whose `run_batch(key, inputs)` runs
     `model.run(*key... )`: build both with `build_batcher`. The app closes the
-    batcher (answering every queued request) when it shuts down.
+    batcher (answering every queued request) when it shuts down. A `name`
+    that `check_model_name` refuses is a `ValueError`.
     """
+    check_model_name(name)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
