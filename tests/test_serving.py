@@ -7,7 +7,9 @@ take seconds; tests/test_serving_model.py runs the real tiny model.
 
 import argparse
 import http.client
+import io
 import json
+import logging
 import os
 import random
 import signal
@@ -449,3 +451,36 @@ def test_a_folder_name_that_a_url_cannot_hold_asks_for_name(tmp_path):
     args = argparse.Namespace(name=None, model=str(tmp_path / "my model"))
     with pytest.raises(ValueError, match=r"^the folder's name 'my model' \(pass --name\): the model name"):
         serve._model_name(rest, args)
+
+
+def test_repeated_log_lines_are_written_a_few_times_then_counted():
+    from keras_transformer.serving.logs import RepeatLimitingHandler
+
+    now, stream = [0.0], io.StringIO()
+    handler = RepeatLimitingHandler(stream, burst=3, period_s=60, clock=lambda: now[0])
+    log = logging.getLogger("test_serving.repeats")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        for port in range(10000):
+            log.warning("Invalid HTTP request from 127.0.0.1:%d", port)
+        try:
+            raise OSError(24, "Too many open files")
+        except OSError:
+            for _ in range(1000):
+                log.error("socket.accept() out of system resource", exc_info=True)
+        now[0] = 61.0
+        log.warning("Served again")
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+    lines = stream.getvalue().splitlines()
+    assert lines[:3] == [f"WARNING: Invalid HTTP request from 127.0.0.1:{port}" for port in range(3)]
+    assert stream.getvalue().count("Traceback") == 1  # the first of its kind only; then its last line
+    assert lines.count("ERROR: socket.accept() out of system resource (OSError: [Errno 24] Too many open files)") == 2
+    assert lines[-3:] == [
+        'WARNING: (9997 more lines like "Invalid HTTP request from #.#.#.#:#" in the last 61 s, not shown)',
+        'ERROR: (997 more lines like "socket.accept() out of system resource" in the last 61 s, not shown)',
+        "WARNING: Served again",
+    ]
+    assert len(stream.getvalue()) < 2000
