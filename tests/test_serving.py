@@ -12,7 +12,9 @@ import json
 import logging
 import os
 import random
+import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -409,6 +411,7 @@ def test_keep_alive_requests_are_not_held_by_delayed_acks(server):
         (["--model", "MODEL", "--timeout", "nan"], "argument --timeout: must be"),
         # Served, it advertised /v1/models/en/de:predict, where every call was a 404.
         (["--model", "MODEL", "--name", "en/de"], "--name 'en/de': the model name 'en/de' cannot be served"),
+        (["--model", "MODEL", "--max-connections", "99999999"], "--max-connections 99999999 needs more open files"),
         (["--model", "MODEL", "--port", "PORT"], "cannot listen on 127.0.0.1:"),
         # The port comes first: before this run (which cannot be exported) would be exported and warmed up.
         (["--model", "BROKEN_RUN", "--port", "PORT"], "cannot listen on 127.0.0.1:"),
@@ -425,6 +428,119 @@ def test_bad_command_lines_are_one_line_errors(server, fake_model, tmp_path, fla
     lines = [line for line in result.stderr.splitlines() if line.startswith("keras-transformer serve: error:")]
     assert result.returncode == 2 and len(lines) == 1 and message in lines[0], result.stderr[-2000:]
     assert "Traceback" not in result.stderr
+
+
+# -- connections: idle, half-sent and too many ------------------------------------------------------------
+
+HALF_HEADERS = b"POST /v1/models/fake:predict HTTP/1.1\r\nHost: x\r\nContent-Ty"
+HALF_BODY = b'POST /v1/models/fake:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"instances": ["a'
+KEEP_ALIVE = b"GET /v1/models/fake HTTP/1.1\r\nHost: x\r\n\r\n"
+GARBAGE = b"NOT HTTP AT ALL\r\n\r\n"
+
+
+def connect(server, sent=b""):
+    """A raw connection to `server` on which `sent` has been written."""
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    sock.sendall(sent)
+    return sock
+
+
+def read_until_closed(sock, timeout_s):
+    """Everything the server sends until it closes the connection; None if it is still open after `timeout_s`."""
+    sock.settimeout(timeout_s)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except TimeoutError:
+        return None
+    except ConnectionResetError:
+        pass
+    return data
+
+
+def good_requests(server, count):
+    """Seconds each of `count` predict requests took, each on a new connection; every answer must be right."""
+    seconds = []
+    for index in range(count):
+        started = time.perf_counter()
+        response = httpx.post(server.predict_url, json={"instances": [f"good {index}"]}, timeout=5)
+        seconds.append(time.perf_counter() - started)
+        assert ok(response) == {"predictions": [expected("serving_default", f"good {index}")]}
+    return seconds
+
+
+def open_files(process):
+    return len(os.listdir(f"/proc/{process.pid}/fd"))
+
+
+IDLE_KINDS = {"fresh": b"", "half-headers": HALF_HEADERS, "half-body": HALF_BODY, "kept-alive": KEEP_ALIVE}
+
+
+def test_hundreds_of_idle_connections_leave_good_requests_answered_and_the_log_small(fake_model):
+    # The issue's attack, scaled down: 3 clients x 7,000 half-sent requests took the server to 20,000 open files,
+    # timed out good requests and wrote 200 MB of log in a minute. Here 340 connections under `ulimit -n` 1024
+    # (the server's default --max-connections: 512), of every kind that used to stay open forever or log a
+    # traceback: none sent, half the headers, half the body, kept alive after an answer, garbage, gone mid-body.
+    server = Server(fake_model, "--read-timeout", "3", "--keep-alive-timeout", "3", open_files=1024)
+    idle = {}
+    try:
+        assert "at most 512 connections" in server.lines[-1]
+        idle = {kind: [connect(server, sent) for _ in range(80)] for kind, sent in IDLE_KINDS.items()}
+        for sock in [connect(server, GARBAGE) for _ in range(10)] + [connect(server, HALF_BODY) for _ in range(10)]:
+            sock.close()  # garbage is a 400 (one log line each before); the half bodies are abandoned (a traceback)
+        time.sleep(0.5)
+        held_files = open_files(server.process)
+        seconds = good_requests(server, 20)
+        assert held_files > 320 and max(seconds) < 2, (held_files, seconds)  # every idle connection held meanwhile
+        started = time.monotonic()
+        answers = {kind: [read_until_closed(sock, 8) for sock in socks] for kind, socks in idle.items()}
+        waited = time.monotonic() - started
+        statuses = {kind: {answer.split(b"\r\n", 1)[0] for answer in answers[kind]} for kind in answers}
+        assert statuses == {
+            "fresh": {b""},  # closed without an answer
+            "half-headers": {b"HTTP/1.1 408 Request Timeout"},
+            "half-body": {b"HTTP/1.1 408 Request Timeout"},
+            "kept-alive": {b"HTTP/1.1 200 OK"},  # its answer, then closed
+        }, statuses
+        assert waited < 6, waited  # --read-timeout 3 from the first byte, --keep-alive-timeout 3 after the answer
+        assert good_requests(server, 3)
+    finally:
+        for sock in [sock for socks in idle.values() for sock in socks]:
+            sock.close()
+        assert server.stop() == 0
+    log = server.stderr()
+    assert "Traceback" not in log and "Too many open files" not in log, log[-3000:]
+    assert len(log.encode()) < 4096, log
+    print(f"{held_files} open files; good requests: median {sorted(seconds)[10]:.3f} s, max {max(seconds):.3f} s")
+    print(f"log: {len(log.encode())} bytes:\n{log}")
+    assert 'more lines like "Answered # to a request that did not arrive whole' in log  # 160 408s, 3 shown
+
+
+def test_connections_beyond_max_connections_are_503_and_slowloris_is_408(fake_model):
+    server = Server(fake_model, "--max-connections", "8", "--read-timeout", "1", "--keep-alive-timeout", "1")
+    try:
+        held = [connect(server) for _ in range(8)]
+        time.sleep(0.3)
+        busy = httpx.post(server.predict_url, json={"instances": ["a"]}, timeout=5)
+        assert busy.status_code == 503 and busy.headers["retry-after"] == "1", busy.text
+        assert busy.json()["error"].startswith("Server busy: 8 connections open")
+        beyond = [connect(server, KEEP_ALIVE) for _ in range(40)]  # each answered 503, or closed unanswered
+        answers = {(read_until_closed(sock, 3) or b"").split(b"\r\n", 1)[0] for sock in beyond}
+        assert answers <= {b"HTTP/1.1 503 Service Unavailable", b""} and answers, answers
+        assert [read_until_closed(sock, 3) for sock in held] == [b""] * 8  # idle: closed after 1 s
+        assert good_requests(server, 3)
+        # Slowloris: a byte of headers every 0.2 s resets an idle timer each time, but not the read timeout.
+        slow = connect(server, b"P")
+        started, trickled = time.monotonic(), iter(HALF_HEADERS[1:])
+        while not select.select([slow], [], [], 0.2)[0] and time.monotonic() - started < 5:
+            slow.sendall(bytes([next(trickled)]))
+        answered = time.monotonic() - started
+        assert read_until_closed(slow, 3).startswith(b"HTTP/1.1 408 Request Timeout")
+        assert 0.9 < answered < 2, answered  # --read-timeout 1, from the first byte
+    finally:
+        assert server.stop() == 0
+    assert "Traceback" not in server.stderr()
 
 
 @pytest.mark.parametrize(
@@ -451,6 +567,21 @@ def test_a_folder_name_that_a_url_cannot_hold_asks_for_name(tmp_path):
     args = argparse.Namespace(name=None, model=str(tmp_path / "my model"))
     with pytest.raises(ValueError, match=r"^the folder's name 'my model' \(pass --name\): the model name"):
         serve._model_name(rest, args)
+
+
+def test_connection_limits_fit_the_open_file_limit():
+    from keras_transformer.serving.connections import RESERVED_FILES, ConnectionLimits, budget
+
+    assert budget(None, open_files=1024) == ConnectionLimits(max_connections=512, overflow=64, backlog=64)
+    for open_files in (128, 256, 1024, 20000, 1 << 20):
+        limits = budget(None, open_files=open_files)
+        used = limits.max_connections + limits.overflow + 2 * limits.backlog + RESERVED_FILES
+        assert 1 <= limits.max_connections <= 1024 and used <= open_files, (open_files, limits)
+    assert budget(768, open_files=1024).max_connections == 768
+    with pytest.raises(ValueError, match=r"--max-connections 769 needs more .* of 1024 allows: at most 768"):
+        budget(769, open_files=1024)
+    with pytest.raises(ValueError, match="too few to serve connections; raise it"):
+        budget(None, open_files=80)
 
 
 def test_repeated_log_lines_are_written_a_few_times_then_counted():

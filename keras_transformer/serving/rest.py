@@ -10,7 +10,9 @@ Routes (as TF Serving's, so a client written for TF Serving works unchanged):
 Every error is `{"error": "..."}` with a 4xx/5xx status: 400 for a bad
 request, 404 for an unknown model, version or route, 413 for a body or
 request too large, 503 (with `Retry-After`) when the queue is full, 504 when
-a request waits longer than its timeout.
+a request waits longer than its timeout, 500 (one line, no traceback) for a
+bug here. Too many connections (503) and requests that do not arrive in time
+(408) are answered before the app: see `connections`.
 
 Example:
 
@@ -22,6 +24,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import logging
 import re
 
 from keras_transformer.serving import page
@@ -31,6 +34,7 @@ from keras_transformer.serving.signatures import RequestError
 try:
     import fastapi
     from fastapi.responses import HTMLResponse, Response
+    from starlette.requests import ClientDisconnect
 except ModuleNotFoundError as error:  # pragma: no cover  (the extra is part of the test install)
     raise ModuleNotFoundError(
         f"`keras-transformer serve` needs the `serve` extra ({error.name} is missing): "
@@ -42,6 +46,7 @@ ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 MODEL_NAME_RULE = "1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit"
 LONG_INTEGER_DIGITS = 320  # more digits than any float64 holds (309): kept as text, never converted
+logger = logging.getLogger("keras_transformer.serving")
 
 
 class LongInteger:
@@ -110,26 +115,34 @@ def create_app(model, batcher, name, version=1, limits=Limits()):
 
     @app.api_route("/v1/models/{path:path}", methods=["GET", "POST"])
     async def models(path: str, request: fastapi.Request):
-        route = ROUTE.match(f"/v1/models/{path}")
-        if route is None:
-            return _error(404, f"Malformed request: {request.method} /v1/models/{path}")
-        found = _find_model(route["name"], route["version"], name, version)
-        if found is not None:
-            return _error(404, found)
-        action = route["rest"] or ""
-        if action == ":predict" and request.method == "POST":
-            return await _predict(request, model, batcher, limits)
-        if request.method == "GET" and action == "/metadata":
-            return _json(model.metadata(name, version))
-        if request.method == "GET" and not action:
-            return _json(_status(version))
-        return _error(405, f"Unsupported method or path: {request.method} /v1/models/{path}")
+        try:
+            return await _models(path, request, model, batcher, name, version, limits)
+        except Exception as error:  # noqa: BLE001  (a bug here: one JSON line to the client, one log line)
+            logger.error("Internal error answering %s %s", request.method, request.url.path, exc_info=error)
+            return _error(500, f"Internal error: {type(error).__name__}: {_first_line(error)}")
 
     @app.exception_handler(404)
     async def not_found(request, exc):
         return _error(404, f"Malformed request: {request.method} {request.url.path}")
 
     return app
+
+
+async def _models(path, request, model, batcher, name, version, limits):
+    route = ROUTE.match(f"/v1/models/{path}")
+    if route is None:
+        return _error(404, f"Malformed request: {request.method} /v1/models/{path}")
+    found = _find_model(route["name"], route["version"], name, version)
+    if found is not None:
+        return _error(404, found)
+    action = route["rest"] or ""
+    if action == ":predict" and request.method == "POST":
+        return await _predict(request, model, batcher, limits)
+    if request.method == "GET" and action == "/metadata":
+        return _json(model.metadata(name, version))
+    if request.method == "GET" and not action:
+        return _json(_status(version))
+    return _error(405, f"Unsupported method or path: {request.method} /v1/models/{path}")
 
 
 def build_batcher(model, **options):
@@ -184,11 +197,14 @@ async def _read_body(request, limit):
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestError(f"Request body of {declared} bytes is larger than the limit of {limit} bytes", 413)
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestError(f"Request body is larger than the limit of {limit} bytes", 413)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestError(f"Request body is larger than the limit of {limit} bytes", 413)
+            chunks.append(chunk)
+    except ClientDisconnect:  # gone (or timed out by the connection guard): no one reads the answer
+        raise RequestError("The client closed the connection before sending the whole body") from None
     return b"".join(chunks)
 
 
