@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import re
+import resource
 import signal
 import string
 import subprocess
@@ -111,13 +112,17 @@ def expected(signature, sentence):
 
 
 class Server:
-    """`keras-transformer serve` in a subprocess on 127.0.0.1 and a free port; `url` once it listens."""
+    """`keras-transformer serve` in a subprocess on 127.0.0.1 and a free port; `url` once it listens.
 
-    def __init__(self, model, *flags, name="fake", startup_s=180):
+    `open_files`: the server's limit on open files (`ulimit -n`), if not this process's.
+    """
+
+    def __init__(self, model, *flags, name="fake", startup_s=180, open_files=None):
         env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3")
         command = [sys.executable, "-m", "keras_transformer.commands.cli", "serve", "--model", str(model)]
         command += ["--port", "0", "--name", name, *flags]
-        self.process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+        limit = None if open_files is None else lambda: _limit_open_files(open_files)
+        self.process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO, preexec_fn=limit)
         self.name = name
         self.lines = []
         deadline = time.monotonic() + startup_s
@@ -129,6 +134,7 @@ class Server:
             found = re.search(r"at (http://127\.0\.0\.1:\d+)/", line)
             if found:
                 self.url = found[1]
+                self.port = int(self.url.rsplit(":", 1)[1])
                 self.predict_url = f"{self.url}/v1/models/{name}:predict"
                 return
         self.stop()
@@ -146,6 +152,11 @@ class Server:
 
     def stderr(self):
         return "".join(self.lines) + (self.process.stderr.read() if self.process.poll() is not None else "")
+
+
+def _limit_open_files(soft):
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def post(server, body, url=None, **kwargs):

@@ -39,6 +39,8 @@ MODULES = [
     "keras_transformer.commands.cli",
     "keras_transformer.commands.arguments",
     "keras_transformer.serving.batching",
+    "keras_transformer.serving.connections",
+    "keras_transformer.serving.logs",
     "keras_transformer.serving.page",
 ]
 

@@ -57,6 +57,37 @@ def test_score_signature_over_http(server):
     assert all(row["log_probs"] < 0 for row in rows)
 
 
+LIMITS = {"temperature": 3.4028235e38, "top_k": 2**31 - 1, "top_p": 1.2e-38, "seed": -(2**63)}
+
+
+@pytest.mark.parametrize(
+    "numbers",
+    [LIMITS, {**LIMITS, "temperature": 1e-40, "seed": 2**63 - 1}, {**LIMITS, "temperature": 0, "top_p": 1}],
+    ids=["largest-temperature", "subnormal-temperature", "greedy"],
+)
+def test_sampling_numbers_at_their_dtypes_limits_are_decoded(server, numbers):
+    # Each passes the server's checks, so each must pass the graph's assertions too: no graph error.
+    answer = post(server, {"signature_name": "sample", "inputs": {"sentences": ["안녕", "뭐해"], **numbers}})
+    assert answer.status_code == 200, answer.text
+    outputs = answer.json()["outputs"]
+    assert [type(text) for text in outputs["translations"]] == [str, str] and len(outputs["finished"]) == 2
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("temperature", 1e39, "inputs.temperature must be a finite number from 0 to 3.4028235e+38 (float32)"),
+        ("top_p", 1e-50, "inputs.top_p must be in (0, 1], at least 1.2e-38 (float32)"),
+        ("top_p", 1e-45, "inputs.top_p must be in (0, 1], at least 1.2e-38 (float32)"),
+    ],
+)
+def test_sampling_numbers_the_graph_would_refuse_are_400_naming_the_field(server, field, value, message):
+    # Before: they passed the checks and the graph answered 400 "InvalidArgumentError: Graph execution error:".
+    numbers = {**LIMITS, field: value}
+    answer = post(server, {"signature_name": "sample", "inputs": {"sentences": ["안녕"], **numbers}})
+    assert answer.status_code == 400 and answer.json()["error"].startswith(message), answer.text
+
+
 @pytest.mark.browser
 def test_page_shows_what_predict_returns(browser, server):  # noqa: F811  (browser: the fixture)
     check_page_against_predict(browser, server, mixed_inputs()[7])

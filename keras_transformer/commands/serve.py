@@ -9,7 +9,11 @@ A training run directory is exported to a temporary folder first. It binds to
 127.0.0.1 unless `--host` says otherwise, before anything else (a port in use
 is an error at once, not after the export and the warm-up), and accepts
 connections once the model is ready; SIGTERM (or Ctrl-C) stops accepting,
-answers the requests already accepted, and exits 0. Needs the `serve` extra:
+answers the requests already accepted, and exits 0. It serves at most
+`--max-connections` at once (more are answered 503), closes idle connections
+after `--keep-alive-timeout` and answers 408 to a request that does not arrive
+whole within `--read-timeout`; exposed to a network, put a reverse proxy in
+front (docs/serving.md). Needs the `serve` extra:
 `pip install keras-transformer[serve]`.
 """
 
@@ -43,7 +47,11 @@ def add_parser(subparsers):
         default=8501,
         help="port (default 8501, as TF Serving; 0: any)",
     )
-    parser.add_argument("--name", default=None, help="the model's name in URLs (default: the folder's name)")
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="the model's name in URLs: letters, digits, '.', '_' and '-' (default: the folder's name)",
+    )
     parser.add_argument("--version", type=positive_int, default=1, help="the version it is served as (default 1)")
     batching = parser.add_argument_group("batching and limits")
     batching.add_argument(
@@ -80,6 +88,26 @@ def add_parser(subparsers):
         default=30.0,
         help="seconds a request may wait for its answer (default 30)",
     )
+    connections = parser.add_argument_group("connections (see docs/serving.md: a reverse proxy belongs in front)")
+    connections.add_argument(
+        "--max-connections",
+        type=positive_int,
+        default=None,
+        help="connections served at once; one more is answered 503 (default: half of `ulimit -n`, at most 1024)",
+    )
+    connections.add_argument(
+        "--keep-alive-timeout",
+        type=positive_finite_float,
+        default=5.0,
+        help="seconds a connection may wait idle for its next request before it is closed (default 5)",
+    )
+    connections.add_argument(
+        "--read-timeout",
+        type=positive_finite_float,
+        default=10.0,
+        help="seconds a request may take to arrive whole, headers and body, from its first byte; "
+        "then it is answered 408 and closed (default 10)",
+    )
     batching.add_argument(
         "--no-warmup",
         action="store_true",
@@ -99,8 +127,13 @@ def run(args):
             f"serving needs the `serve` extra ({error.name} is not installed): pip install keras-transformer[serve]"
         ) from None
     from keras_transformer import run_dir
+    from keras_transformer.serving import connections
     from keras_transformer.serving.signatures import ServedModel
 
+    name = _model_name(rest, args)
+    connection_limits = connections.budget(
+        args.max_connections, idle_timeout_s=args.keep_alive_timeout, read_timeout_s=args.read_timeout
+    )
     sock = _bind(args.host, args.port)  # first: a taken port fails now, not after minutes of export and warm-up
     workdir = None
     try:
@@ -117,7 +150,6 @@ def run(args):
             print(f"Exporting the run {path} to a temporary SavedModel...", file=sys.stderr, flush=True)
             export_run(path, workdir / "export")
             path = workdir / "export"
-        name = args.name or pathlib.Path(args.model).resolve().name
         model = ServedModel(path, max_instances=args.max_instances)
         if not args.no_warmup:
             _warm_up(model, 1 if args.no_batching else args.max_batch_size)
@@ -132,11 +164,21 @@ def run(args):
         )
         limits = rest.Limits(max_body_bytes=args.max_body_bytes, timeout_s=args.timeout)
         app = rest.create_app(model, batcher, name, args.version, limits)
-        return _serve(uvicorn, app, sock, name, model, batcher)
+        return _serve(uvicorn, app, sock, name, model, batcher, connection_limits)
     finally:
         sock.close()
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _model_name(rest, args):
+    """The name the model is served as: `--name`, else the folder's name; a `ValueError` if no URL can hold it."""
+    name = args.name if args.name is not None else pathlib.Path(args.model).resolve().name
+    try:
+        return rest.check_model_name(name)
+    except ValueError as error:
+        given = f"--name {name!r}" if args.name is not None else f"the folder's name {name!r} (pass --name)"
+        raise ValueError(f"{given}: {error}") from None
 
 
 def _warm_up(model, max_batch_size):
@@ -172,18 +214,34 @@ def _bind(host, port):
     return sock
 
 
-def _serve(uvicorn, app, sock, name, model, batcher):
-    sock.listen(512)
+def _serve(uvicorn, app, sock, name, model, batcher, limits):
+    from keras_transformer.serving import connections, logs
+
+    sock.listen(limits.backlog)
     host, bound = sock.getsockname()[:2]
     shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
     print(
         f"Serving {name} ({', '.join(sorted(model.functions))}) at http://{shown}:{bound}/ "
-        f"(predict: POST /v1/models/{name}:predict)",
+        f"(predict: POST /v1/models/{name}:predict; at most {limits.max_connections} connections)",
         file=sys.stderr,
         flush=True,
     )
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    _graceful_server(uvicorn)(config).run(sockets=[sock])
+    log = logs.install(sys.stderr)  # uvicorn's, asyncio's and the guard's lines, each kind a few times a minute
+    config = uvicorn.Config(
+        connections.track_requests(app),
+        http=connections.ConnectionGuard(limits),
+        loop="asyncio",  # accepts at most `backlog` connections at once, which `connections.budget` counts on
+        backlog=limits.backlog,
+        timeout_keep_alive=limits.idle_timeout_s,
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+    )
+    try:
+        _graceful_server(uvicorn)(config).run(sockets=[sock])
+    finally:
+        log.close()
     sizes = batcher.batch_sizes
     batches, sentences = sum(sizes.values()), sum(size * count for size, count in sizes.items())
     print(

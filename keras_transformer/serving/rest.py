@@ -10,7 +10,9 @@ Routes (as TF Serving's, so a client written for TF Serving works unchanged):
 Every error is `{"error": "..."}` with a 4xx/5xx status: 400 for a bad
 request, 404 for an unknown model, version or route, 413 for a body or
 request too large, 503 (with `Retry-After`) when the queue is full, 504 when
-a request waits longer than its timeout.
+a request waits longer than its timeout, 500 (one line, no traceback) for a
+bug here. Too many connections (503) and requests that do not arrive in time
+(408) are answered before the app: see `connections`.
 
 Example:
 
@@ -22,6 +24,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import logging
 import re
 
 from keras_transformer.serving import page
@@ -31,6 +34,7 @@ from keras_transformer.serving.signatures import RequestError
 try:
     import fastapi
     from fastapi.responses import HTMLResponse, Response
+    from starlette.requests import ClientDisconnect
 except ModuleNotFoundError as error:  # pragma: no cover  (the extra is part of the test install)
     raise ModuleNotFoundError(
         f"`keras-transformer serve` needs the `serve` extra ({error.name} is missing): "
@@ -39,6 +43,31 @@ except ModuleNotFoundError as error:  # pragma: no cover  (the extra is part of 
     ) from None
 
 ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+))?(?P<rest>:predict|/metadata)?$")
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+MODEL_NAME_RULE = "1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+LONG_INTEGER_DIGITS = 320  # more digits than any float64 holds (309): kept as text, never converted
+logger = logging.getLogger("keras_transformer.serving")
+
+
+class LongInteger:
+    """A JSON integer with more than `LONG_INTEGER_DIGITS` digits, kept as its text: too long for any input.
+
+    Neither a number nor a string to the request checks, which refuse it
+    naming the field; its `repr` says how long it is instead of repeating it.
+    Python's own `int` would refuse more than 4300 digits with a `ValueError`.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
+
+    def __repr__(self):
+        return f"an integer of {len(self.text.lstrip('-'))} digits"
+
+
+def _parse_int(text):
+    return int(text) if len(text) <= LONG_INTEGER_DIGITS else LongInteger(text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,13 +78,28 @@ class Limits:
     timeout_s: float = 30.0
 
 
+def check_model_name(name):
+    """`name` if it can be served at `/v1/models/NAME:predict` as it is written, else a `ValueError` saying why.
+
+    A `/` or `:` would split the route, and spaces, `%` or other characters
+    are escaped differently by different clients: only `MODEL_NAME_RULE`.
+    """
+    if not isinstance(name, str) or not MODEL_NAME.fullmatch(name):
+        raise ValueError(
+            f"the model name {name!r} cannot be served at /v1/models/NAME:predict: a name is {MODEL_NAME_RULE}"
+        )
+    return name
+
+
 def create_app(model, batcher, name, version=1, limits=Limits()):
     """The FastAPI app serving `model` (a `ServedModel`) as `name`, batching through `batcher`.
 
     `batcher` is a `DynamicBatcher` whose `run_batch(key, inputs)` runs
     `model.run(*key... )`: build both with `build_batcher`. The app closes the
-    batcher (answering every queued request) when it shuts down.
+    batcher (answering every queued request) when it shuts down. A `name`
+    that `check_model_name` refuses is a `ValueError`.
     """
+    check_model_name(name)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -71,26 +115,34 @@ def create_app(model, batcher, name, version=1, limits=Limits()):
 
     @app.api_route("/v1/models/{path:path}", methods=["GET", "POST"])
     async def models(path: str, request: fastapi.Request):
-        route = ROUTE.match(f"/v1/models/{path}")
-        if route is None:
-            return _error(404, f"Malformed request: {request.method} /v1/models/{path}")
-        found = _find_model(route["name"], route["version"], name, version)
-        if found is not None:
-            return _error(404, found)
-        action = route["rest"] or ""
-        if action == ":predict" and request.method == "POST":
-            return await _predict(request, model, batcher, limits)
-        if request.method == "GET" and action == "/metadata":
-            return _json(model.metadata(name, version))
-        if request.method == "GET" and not action:
-            return _json(_status(version))
-        return _error(405, f"Unsupported method or path: {request.method} /v1/models/{path}")
+        try:
+            return await _models(path, request, model, batcher, name, version, limits)
+        except Exception as error:  # noqa: BLE001  (a bug here: one JSON line to the client, one log line)
+            logger.error("Internal error answering %s %s", request.method, request.url.path, exc_info=error)
+            return _error(500, f"Internal error: {type(error).__name__}: {_first_line(error)}")
 
     @app.exception_handler(404)
     async def not_found(request, exc):
         return _error(404, f"Malformed request: {request.method} {request.url.path}")
 
     return app
+
+
+async def _models(path, request, model, batcher, name, version, limits):
+    route = ROUTE.match(f"/v1/models/{path}")
+    if route is None:
+        return _error(404, f"Malformed request: {request.method} /v1/models/{path}")
+    found = _find_model(route["name"], route["version"], name, version)
+    if found is not None:
+        return _error(404, found)
+    action = route["rest"] or ""
+    if action == ":predict" and request.method == "POST":
+        return await _predict(request, model, batcher, limits)
+    if request.method == "GET" and action == "/metadata":
+        return _json(model.metadata(name, version))
+    if request.method == "GET" and not action:
+        return _json(_status(version))
+    return _error(405, f"Unsupported method or path: {request.method} /v1/models/{path}")
 
 
 def build_batcher(model, **options):
@@ -136,7 +188,7 @@ async def _predict(request, model, batcher, limits):
         future.cancel()
         return _error(504, f"Deadline exceeded: no answer within the {limits.timeout_s:g} s request timeout")
     except Exception as error:  # noqa: BLE001  (a failed signature call: reported, the server goes on)
-        return _error(_tf_status(error), f"{type(error).__name__}: {str(error).strip().splitlines()[0][:300]}")
+        return _error(_tf_status(error), f"{type(error).__name__}: {_first_line(error)}")
     return _json(model.render(parsed, outputs))
 
 
@@ -145,11 +197,14 @@ async def _read_body(request, limit):
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestError(f"Request body of {declared} bytes is larger than the limit of {limit} bytes", 413)
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestError(f"Request body is larger than the limit of {limit} bytes", 413)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestError(f"Request body is larger than the limit of {limit} bytes", 413)
+            chunks.append(chunk)
+    except ClientDisconnect:  # gone (or timed out by the connection guard): no one reads the answer
+        raise RequestError("The client closed the connection before sending the whole body") from None
     return b"".join(chunks)
 
 
@@ -160,11 +215,25 @@ def _decode(raw):
     except UnicodeDecodeError as error:
         raise RequestError(f"Request body is not valid UTF-8: {error.reason} at byte {error.start}") from None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as error:
         raise RequestError(f"JSON Parse error: {error.msg} at line {error.lineno} column {error.colno}") from None
     except RecursionError:
         raise RequestError("JSON Parse error: nested too deeply") from None
+    except ValueError as error:  # any other number Python cannot read
+        raise RequestError(f"JSON Parse error: {str(error)[:200]}") from None
+
+
+def _first_line(error, limit=300):
+    """The line of `error`'s message that says what is wrong.
+
+    A TensorFlow graph error starts "Graph execution error:" and names the
+    failed assertion further down, after the Python stack where its op was
+    defined: that line, when there is one, else the first.
+    """
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    chosen = next((line for line in lines if line.startswith("assertion failed:")), lines[0] if lines else "")
+    return chosen[:limit]
 
 
 def _tf_status(error):

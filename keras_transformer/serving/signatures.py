@@ -291,23 +291,88 @@ def _string(value, where):
     return data
 
 
+# The sampling scalars' own ranges, which the SavedModel's graph asserts: (low, high, low excluded).
+# Other scalars, and the bounds these leave open, take their dtype's range.
+SCALAR_RANGES = {"temperature": (0, None, False), "top_k": (0, None, False), "top_p": (0, 1, True)}
+
+
 def _scalar(value, spec, where):
-    """A scalar input, checked against its dtype (and the sampling ranges the SavedModel asserts)."""
-    name = where.rsplit(".", 1)[-1]
-    if spec.dtype.is_integer:
-        if isinstance(value, bool) or not isinstance(value, int) or not spec.dtype.min <= value <= spec.dtype.max:
-            raise RequestError(f"{where} must be an integer ({spec.dtype.name}). Received: {_short(value)}")
-    elif spec.dtype.is_floating:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise RequestError(f"{where} must be a finite number ({spec.dtype.name}). Received: {_short(value)}")
-        value = float(value)
+    """A scalar input as a Python number that its dtype holds and its range allows, or a `RequestError`.
+
+    The error names `where` and the accepted range. Checked in Python before
+    any TensorFlow call: a number that the dtype cannot hold (1e39 as float32
+    is infinite, 1e-50 is 0) would otherwise fail inside the graph with a
+    message that names no input, or overflow while converting. A number the
+    dtype holds only as a subnormal counts as 0 (see `_as_float`).
+    """
+    name, dtype = where.rsplit(".", 1)[-1], spec.dtype
+    if not (dtype.is_integer or dtype.is_floating):
+        raise RequestError(f"{where}: scalar inputs of dtype {dtype.name} are not supported")
+    low, high, low_excluded = _scalar_range(name, dtype)
+    if dtype.is_integer:
+        held = value if type(value) is int else None  # not bool, not a float, not a long integer's text
     else:
-        raise RequestError(f"{where}: scalar inputs of dtype {spec.dtype.name} are not supported")
-    valid = {"temperature": value >= 0, "top_k": value >= 0, "top_p": 0 < value <= 1}.get(name, True)
-    if not valid:
-        ranges = {"temperature": ">= 0", "top_k": ">= 0", "top_p": "in (0, 1]"}
-        raise RequestError(f"{where} must be {ranges[name]}. Received: {value}")
-    return value
+        held = _as_float(value, dtype)
+    # The number the dtype holds must be in range, and so must the number sent, below: -1e-50 is no
+    # temperature, though float32 holds it as -0.0. Above, rounding to the dtype's largest number is fine.
+    allowed = held is not None and _within(held, low, high, low_excluded) and _within(value, low, None, low_excluded)
+    if not allowed:
+        described = _describe_range(dtype, low, high, low_excluded)
+        raise RequestError(f"{where} must be {described}. Received: {_short(value)}")
+    return value if dtype.is_integer else float(value)
+
+
+def _within(number, low, high, low_excluded):
+    """Whether `number` lies between `low` (excluded if `low_excluded`) and `high` (None: no bound); NaN never."""
+    above = number > low if low_excluded else number >= low
+    return above and (high is None or number <= high)
+
+
+def _as_float(value, dtype):
+    """`value` as the float `dtype` holds it inside a graph, or None if it is no number.
+
+    Infinite if it overflows; 0 if it underflows, and also if it is subnormal:
+    TensorFlow flushes subnormal floats to zero on the CPU (1e-45 reaches the
+    graph's `top_p > 0` check as 0).
+    """
+    if type(value) not in (int, float):
+        return None
+    try:
+        with np.errstate(over="ignore", under="ignore"):
+            held = float(np.asarray(value, dtype.as_numpy_dtype))
+    except OverflowError:  # an int beyond float64
+        return math.copysign(math.inf, value)
+    return held if abs(held) >= _float_info(dtype).tiny else 0.0
+
+
+def _float_info(dtype):
+    try:
+        return np.finfo(dtype.as_numpy_dtype)
+    except ValueError:  # bfloat16 and other types of ml_dtypes
+        import ml_dtypes
+
+        return ml_dtypes.finfo(dtype.as_numpy_dtype)
+
+
+def _scalar_range(name, dtype):
+    """(low, high, low excluded) of a scalar input: its own range (`SCALAR_RANGES`) within its dtype's."""
+    low, high, low_excluded = SCALAR_RANGES.get(name, (None, None, False))
+    low = dtype.min if low is None else max(low, dtype.min)
+    high = dtype.max if high is None else min(high, dtype.max)
+    return (int(low), int(high), low_excluded) if dtype.is_integer else (float(low), float(high), low_excluded)
+
+
+def _describe_range(dtype, low, high, low_excluded):
+    """E.g. "an integer from 0 to 2147483647 (int32)", "in (0, 1], at least 1.2e-38 (float32)".
+
+    The bounds are the dtype's: a number it rounds past them is refused.
+    """
+    if dtype.is_integer:
+        return f"an integer from {low} to {high} ({dtype.name})"
+    if low_excluded:
+        smallest = max(low, float(_float_info(dtype).tiny))
+        return f"in ({low:g}, {high:g}], at least {smallest:.2g} ({dtype.name})"
+    return f"a finite number from {low:g} to {dtype.as_numpy_dtype(high)!s} ({dtype.name})"
 
 
 def _json_value(array):
@@ -322,5 +387,7 @@ def _json_value(array):
 
 
 def _short(value, limit=60):
+    if type(value) is int and len(str(value)) > limit:
+        return f"an integer of {len(str(abs(value)))} digits"
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
