@@ -384,3 +384,28 @@ def test_a_cached_causal_step_with_an_index_still_works():
     )
     assert tuple(out.shape) == (2, 1, 16)
     assert (_np(scores)[..., 3:] == 0).all() and np.allclose(_np(scores).sum(-1), 1.0)
+
+
+@pytest.mark.parametrize(
+    "length, offset, message",
+    [
+        (-3, 0, "`length` must be a positive int. Received: length=-3"),
+        (0, 0, "`length` must be a positive int. Received: length=0"),
+        (2.5, 0, "`length` must be a positive int. Received: length=2.5"),
+        (True, 0, "`length` must be a positive int. Received: length=True"),
+        ("3", 0, "`length` must be a positive int. Received: length='3'"),
+        (3, -1, "`offset` must be a non-negative int. Received: offset=-1"),
+        (3, 0.5, "`offset` must be a non-negative int. Received: offset=0.5"),
+        (tf.constant(2.0), 0, "`length` must be an int. Received: length of dtype"),
+    ],
+)
+def test_causal_mask_of_a_bad_length_is_a_value_error(length, offset, message):
+    """Before: -3 gave TensorFlow's InvalidArgumentError, 2.5 a 3x3 mask, 0 an empty one."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        kt.causal_mask(length, offset)
+
+
+def test_causal_mask_takes_numpy_ints_and_traced_lengths():
+    np.testing.assert_array_equal(_np(kt.causal_mask(np.int64(2), offset=np.int32(1))), [[1, 1, 0], [1, 1, 1]])
+    traced = tf.function(lambda x: kt.causal_mask(tf.shape(x)[1]), input_signature=[tf.TensorSpec([1, None])])
+    np.testing.assert_array_equal(_np(traced(tf.zeros((1, 2)))), [[True, False], [True, True]])

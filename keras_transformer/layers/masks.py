@@ -8,6 +8,8 @@ and layer of this package that takes a mask rejects a float or int mask with
 a `ValueError` (`check_mask`) instead of reading it the wrong way round.
 """
 
+import numbers
+
 import keras
 from keras import ops
 
@@ -42,16 +44,40 @@ def causal_mask(length, offset=0):
         A boolean tensor of shape `(length, length + offset)`, `True` on and below
         the diagonal.
 
+    A `length` that is not a positive int, or an `offset` that is not a
+    non-negative int, is a `ValueError` naming it (a scalar integer tensor,
+    e.g. a traced length, passes unchecked).
+
     Example:
 
     >>> ops.convert_to_numpy(causal_mask(3)).astype(int)
     array([[1, 0, 0],
            [1, 1, 0],
            [1, 1, 1]])
+    >>> causal_mask(-3)
+    Traceback (most recent call last):
+    ...
+    ValueError: `length` must be a positive int. Received: length=-3
     """
+    _check_position_count("length", length, minimum=1)
+    _check_position_count("offset", offset, minimum=0)
     query_positions = ops.arange(length)[:, None] + offset
     key_positions = ops.arange(length + offset)[None, :]
     return ops.greater_equal(query_positions, key_positions)
+
+
+def _check_position_count(name, value, minimum):
+    """A `ValueError` for a Python or NumPy int below `minimum`, another number or str, or a non-integer tensor.
+
+    Integer tensors and symbolic sizes (a traced length, JAX's shape
+    polymorphism) pass: their values are not known here.
+    """
+    if isinstance(value, (numbers.Number, str, bytes)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+            kind = "a positive int" if minimum == 1 else "a non-negative int"
+            raise ValueError(f"`{name}` must be {kind}. Received: {name}={value!r}")
+    elif hasattr(value, "dtype") and "int" not in keras.backend.standardize_dtype(value.dtype):
+        raise ValueError(f"`{name}` must be an int. Received: {name} of dtype {value.dtype}")
 
 
 def check_mask(mask, name="mask"):
