@@ -18,6 +18,7 @@ MODULES = [
     "keras_transformer.layers.feed_forward",
     "keras_transformer.layers.masks",
     "keras_transformer.layers.positional_encoding",
+    "keras_transformer.layers.shapes",
     "keras_transformer.layers.token_sums",
     "keras_transformer.models",
     "keras_transformer.losses",

@@ -13,6 +13,8 @@ import numbers
 import keras
 from keras import ops
 
+from keras_transformer.layers.shapes import fits, static_shape
+
 
 def padding_mask(token_ids, pad_id=0):
     """Marks real tokens: `True` where `token_ids != pad_id`.
@@ -116,6 +118,41 @@ def check_mask(mask, name="mask"):
             f"`{name} = keras.ops.equal(mask, 0)` (or `tf.equal(mask, 0)`)."
         )
     return mask
+
+
+def check_mask_shape(mask, name, axes, expected, ranks=None):
+    """`mask` as it is if its static shape fits `expected`, else a `ValueError` naming `name`.
+
+    Args:
+        mask: a mask (a tensor, array or `None`, which passes).
+        name: the argument's name, for the message.
+        axes: the names of the expected axes, e.g. `("batch", "length")`.
+        expected: their sizes, `None` where unknown.
+        ranks: the ranks accepted (default `len(axes)`); a lower rank stands
+            for the last axes (it broadcasts over the first ones).
+
+    Each known size must be 1 (it broadcasts) or the expected size; a size
+    unknown until run time passes, as does a mask of unknown rank. Static
+    shapes only, so it works on `keras.Input`s, in XLA traces and on JAX.
+
+    Example:
+
+    >>> check_mask_shape(ops.ones((2, 5), "bool"), "padding_mask", ("batch", "length"), (2, 4))
+    Traceback (most recent call last):
+    ...
+    ValueError: `padding_mask` must have shape (batch, length)=(2, 4) (a size of 1 broadcasts).
+    Received: padding_mask.shape=(2, 5)
+    """
+    shape = None if mask is None else static_shape(mask)
+    expected = tuple(size if isinstance(size, int) else None for size in expected)  # a traced size: unknown
+    ranks = (len(axes),) if ranks is None else ranks
+    if shape is None or (len(shape) in ranks and fits(shape, expected)):
+        return mask
+    alternatives = "".join(f" or ({', '.join(axes[len(axes) - rank :])})" for rank in ranks if rank != len(axes))
+    raise ValueError(
+        f"`{name}` must have shape ({', '.join(axes)})={tuple(expected)}{alternatives} (a size of 1 broadcasts). "
+        f"Received: {name}.shape={shape}"
+    )
 
 
 def key_padding_to_attention_mask(key_mask):
