@@ -127,6 +127,9 @@ def _describe(value):
 
 
 def _short(value, limit=60):
+    """`repr(value)` cut to `limit` characters; an int too long to print in full is described."""
+    if isinstance(value, int) and value.bit_length() > 4 * limit:
+        return f"{'a negative' if value < 0 else 'an'} int of about {round(value.bit_length() * math.log10(2))} digits"
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -162,6 +165,18 @@ def _number(name, value, dtype, expected, valid):
         value = value.item() if np.ndim(value) == 0 else None
     integer = isinstance(value, int) and not isinstance(value, bool)
     number = integer or (isinstance(value, float) and dtype.is_floating)
+    if number and dtype.is_floating:
+        value = _as_float32(value)  # checked as the SavedModel will see it
     if not number or not valid(value):
         raise ValueError(f"`{name}` must be {expected}. Received: {name}={_short(received)}")
     return tf.constant(value, dtype)
+
+
+def _as_float32(value):
+    """`value` (an int or float) rounded to float32: too large a magnitude is +-inf, too small is 0."""
+    try:
+        value = float(value)
+    except OverflowError:  # an int past the float range, e.g. 10**400
+        return math.inf if value > 0 else -math.inf
+    with np.errstate(over="ignore"):
+        return float(np.float32(value))

@@ -54,6 +54,18 @@ BAD_SAMPLING = [
     ("top_p", math.nan),
     ("seed", math.nan),
     ("seed", "1"),
+    # Huge numbers (10**400 raised OverflowError) and numbers float32 cannot hold.
+    ("temperature", 10**400),
+    ("temperature", 1e39),
+    ("temperature", -math.inf),
+    ("temperature", np.float64(1e300)),
+    ("top_k", 10**400),
+    ("top_k", math.inf),
+    ("top_p", 10**400),
+    ("top_p", 1e-50),
+    ("seed", 10**400),
+    ("seed", -(10**5000)),
+    ("seed", math.inf),
 ]
 INVALID_UTF8 = {
     "the issue's bytes": b"\xff\xfe bad",
@@ -96,7 +108,14 @@ def test_wrong_sentences_are_one_line_value_errors_naming_the_argument(translato
         assert "\n" not in message
 
 
-@pytest.mark.parametrize("argument, value", BAD_SAMPLING)
+def _sampling_id(argument, value):
+    """The test id; an int too long to print (as pytest would) is named by its size."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"{argument}={'-' if value < 0 else ''}int of {value.bit_length()} bits"
+    return f"{argument}={value!r}"
+
+
+@pytest.mark.parametrize("argument, value", BAD_SAMPLING, ids=[_sampling_id(a, v) for a, v in BAD_SAMPLING])
 def test_wrong_sampling_numbers_are_value_errors_naming_them(translator, argument, value):
     options = dict(GOOD_SAMPLING, **{argument: value})
     for method in (translator.sample, translator.sample_with_status):
