@@ -27,7 +27,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from sentencepiece import sentencepiece_model_pb2
 
-from keras_transformer import atomic
+from keras_transformer import atomic, text_files
 
 PAD_ID = 0
 UNK_ID = 1
@@ -43,17 +43,23 @@ _SPACE_CODEPOINTS = (0x09, 0x0A, 0x0D, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2
 
 
 def _iter_texts(texts_or_files):
-    """Yields non-empty lines: `str` items are text, `os.PathLike` items (or one path) are UTF-8 files."""
+    """Yields non-empty lines: `str` items are text, `os.PathLike` items (or one path) are UTF-8 files.
+
+    A NUL byte (in a file, most often UTF-16 read as UTF-8) is a `ValueError`
+    naming the file and line, or the item.
+    """
     if isinstance(texts_or_files, (str, os.PathLike)):
         texts_or_files = [pathlib.Path(texts_or_files)]
-    for item in texts_or_files:
+    for index, item in enumerate(texts_or_files):
         if isinstance(item, os.PathLike):
             try:
-                lines = pathlib.Path(item).read_text(encoding="utf-8").splitlines()
+                text = pathlib.Path(item).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as e:
                 raise ValueError(f"`texts_or_files` names a file that is not readable UTF-8 text: {item}: {e}") from e
+            lines = text_files.check_no_nul(text, item).splitlines()
             yield from (line for line in lines if line.strip())
         elif isinstance(item, str):
+            text_files.check_no_nul(item, f"`texts_or_files[{index}]`")
             if item.strip():
                 yield item
         else:

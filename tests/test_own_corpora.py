@@ -199,6 +199,36 @@ def _one_line_error(capsys, *arguments):
     return err
 
 
+def _nul_on_line(text, number):
+    lines = text.split("\n")
+    lines[number - 1] = lines[number - 1].replace(" ", " \0", 1)
+    return "\n".join(lines).encode("utf-8")
+
+
+UTF16_CASES = {  # which file, its bytes from its text, the line named
+    "NUL byte in the target": ("target", lambda text: _nul_on_line(text, 3), 3),
+    "UTF-16LE without BOM source": ("source", lambda text: text.encode("utf-16-le"), 1),
+    "UTF-16BE without BOM target": ("target", lambda text: text.encode("utf-16-be"), 1),
+    "UTF-16 TSV": ("tsv", lambda text: text.encode("utf-16-le"), 1),
+    "NUL byte in a TSV": ("tsv", lambda text: _nul_on_line(text, 7), 7),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UTF16_CASES))
+def test_utf16_or_nul_bytes_in_own_files_are_one_line_naming_the_file_and_line(case, tmp_path, capsys):
+    """Before: trained silently into a vocabulary of NULs and letters."""
+    which, encode, line = UTF16_CASES[case]
+    pairs = generated_pairs(250, seed=4)
+    source, target = write_aligned(tmp_path, "train", pairs)
+    tsv = write_tsv(tmp_path / "pairs.tsv", pairs)
+    path = {"source": source, "target": target, "tsv": tsv}[which]
+    path.write_bytes(encode(path.read_text(encoding="utf-8")))
+    flags = ("--train-tsv", tsv) if which == "tsv" else ("--train-source", source, "--train-target", target)
+    err = _one_line_error(capsys, *flags, "--output", tmp_path / "run")
+    assert f"{path}, line {line}: contains a NUL byte (is it UTF-16? save it as UTF-8)" in err, err
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("case", ["mismatched line counts", "blank line", "invalid UTF-8", "one-column TSV row"])
 def test_bad_own_files_are_one_line_naming_the_file_and_line(case, tmp_path, capsys):
     pairs = generated_pairs(250, seed=2)

@@ -157,6 +157,18 @@ def test_train_from_files_and_errors(tmp_path):
         SubwordTokenizer.train(["", "  "], vocab_size=60)
 
 
+def test_training_refuses_nul_bytes_naming_the_file_and_line(tmp_path):
+    """A UTF-16 file (a NUL every other byte) trained a vocabulary of garbage."""
+    path = tmp_path / "utf16.txt"
+    path.write_bytes("line one\nline two\n".encode("utf-16-le"))
+    with pytest.raises(
+        ValueError, match=r"utf16\.txt, line 1: contains a NUL byte \(is it UTF-16\? save it as UTF-8\)"
+    ):
+        SubwordTokenizer.train([path], vocab_size=300)
+    with pytest.raises(ValueError, match=r"`texts_or_files\[1\]`, line 1: contains a NUL byte"):
+        SubwordTokenizer.train(["fine", "n\0ul"], vocab_size=300)
+
+
 class _Holder(tf.Module):
     """What a Translator does: hold the tokenizer, call it inside its own tf.function."""
 
