@@ -12,6 +12,7 @@ import pytest
 from keras_transformer import run_dir, training
 from keras_transformer.commands import cli
 from keras_transformer.datasets import corpora
+from keras_transformer.presets import get_preset
 
 WORDS = [
     "red",
@@ -227,6 +228,20 @@ def test_utf16_or_nul_bytes_in_own_files_are_one_line_naming_the_file_and_line(c
     err = _one_line_error(capsys, *flags, "--output", tmp_path / "run")
     assert f"{path}, line {line}: contains a NUL byte (is it UTF-16? save it as UTF-8)" in err, err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("count", [0, 1, 2])
+def test_a_corpus_of_0_1_or_2_pairs_is_one_line_or_trains_its_tokenizer(count, tmp_path, capsys):
+    """Too few to hold out a validation split: one line naming the files (never SentencePiece's own words)."""
+    source, target = write_aligned(tmp_path, "train", generated_pairs(count, seed=5))
+    err = _one_line_error(capsys, "--train-source", source, "--train-target", target, "--output", tmp_path / "run")
+    expected = "hold no sentences" if count == 0 else f"hold {count} pair{'s' * (count > 1)}: too few to hold out"
+    assert expected in err and str(source) in err and "sentences_" not in err, err
+    assert not (tmp_path / "run").exists()
+    if count:  # with a validation split given, the shared tokenizer trains on the pairs
+        splits = corpora.load_file_splits({"train": (source, target), "validation": (source, target)})
+        tokenizer = training.train_tokenizer(get_preset("tiny"), splits["train"])
+        assert tokenizer.vocab_size > 256
 
 
 @pytest.mark.parametrize("case", ["mismatched line counts", "blank line", "invalid UTF-8", "one-column TSV row"])
