@@ -36,6 +36,7 @@ MODULES = [
     "keras_transformer.atomic",
     "keras_transformer.output_files",
     "keras_transformer.errors",
+    "keras_transformer.run_dir",
     "keras_transformer.commands.cli",
     "keras_transformer.commands.arguments",
     "keras_transformer.serving.batching",
