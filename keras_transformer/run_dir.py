@@ -26,6 +26,7 @@ writes a SavedModel directory (`saved_model.pb`) that needs no project code.
 """
 
 import json
+import math
 import os
 import pathlib
 import re
@@ -108,14 +109,91 @@ def is_saved_model(path):
     return (pathlib.Path(path) / "saved_model.pb").is_file()
 
 
+def _positive_int(value):
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**31
+
+
+def _rate(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1
+
+
+def _length_penalty(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value)) and value >= 0
+    except OverflowError:  # an int past the float range
+        return False
+
+
+_POSITIVE_INT = ("a positive integer", _positive_int)
+_RATE = ("a number in [0, 1)", _rate)
+_BOOL = ("true or false", lambda value: isinstance(value, bool))
+_DECODING_FIELDS = {
+    "beam_size": _POSITIVE_INT,
+    "max_length": _POSITIVE_INT,
+    "length_penalty": ("a finite number >= 0", _length_penalty),
+}
+_SHAPE_FIELDS = {
+    **{name: _POSITIVE_INT for name in ("num_layers", "d_model", "num_heads", "d_ff", "max_length")},
+    **{name: _RATE for name in ("dropout", "attention_dropout", "activation_dropout")},
+    "norm_first": _BOOL,
+}
+# The fields of config.json that the commands read, by section: (what they must be, the check).
+CONFIG_FIELDS = {
+    "decoding": _DECODING_FIELDS,
+    "model": {
+        **_SHAPE_FIELDS,
+        "input_vocab_size": _POSITIVE_INT,
+        "target_vocab_size": _POSITIVE_INT,
+        "share_embeddings": _BOOL,
+        "tie_output_embedding": _BOOL,
+    },
+    "preset": {
+        **_SHAPE_FIELDS,
+        "vocab_size": _POSITIVE_INT,
+        "beam_size": _POSITIVE_INT,
+        "length_penalty": _DECODING_FIELDS["length_penalty"],
+    },
+}
+
+
+def check_config_fields(config, config_path):
+    """`ValueError` naming `config_path` and the field, for a field of `CONFIG_FIELDS` of the wrong kind.
+
+    Fields that are absent pass (runs of earlier versions wrote fewer).
+
+    Example:
+
+    >>> check_config_fields({"decoding": {"max_length": "abc"}}, "runs/a/config.json")
+    Traceback (most recent call last):
+    ...
+    ValueError: runs/a/config.json: `decoding.max_length` must be a positive integer. Received: 'abc'
+    """
+    for section, fields in CONFIG_FIELDS.items():
+        values = config.get(section)
+        if not isinstance(values, dict):
+            continue
+        for field, (expected, valid) in fields.items():
+            if field in values and not valid(values[field]):
+                received = repr(values[field])
+                received = received if len(received) <= 80 else received[:77] + "..."
+                raise ValueError(f"{config_path}: `{section}.{field}` must be {expected}. Received: {received}")
+
+
 def read_config(path):
-    """The run's `config.json` as a dict; a clear error when it is missing or corrupt."""
+    """The run's `config.json` as a dict; a clear error when it is missing or corrupt.
+
+    Besides its JSON, the sections the commands read (`preset`, `model`,
+    `decoding`, `members`) must have their shape, and their fields their
+    kind (`check_config_fields`): a `ValueError` names the file and the field.
+    """
     config_path = pathlib.Path(path) / CONFIG
     if not config_path.is_file():
         raise FileNotFoundError(f"{path} is not a training run: it has no {CONFIG}")
     try:
         config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except ValueError as error:  # not JSON, not UTF-8, or an integer of more digits than Python reads
         raise ValueError(f"{config_path} is corrupt: {error}") from None
     if not isinstance(config, dict):
         raise ValueError(f"{config_path} is corrupt: expected a JSON object, found {type(config).__name__}")
@@ -131,6 +209,7 @@ def read_config(path):
         raise ValueError(
             f"{config_path} is corrupt: `members` must be a list of folder names. Received: members={members!r}"[:300]
         )
+    check_config_fields(config, config_path)
     return config
 
 

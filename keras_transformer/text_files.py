@@ -13,18 +13,29 @@ ValueError: latin1.de, line 2: not valid UTF-8 (invalid continuation byte, byte 
 Convert the file to UTF-8, e.g. with `iconv -t UTF-8`.
 """
 
+import codecs
 import pathlib
+
+UTF16_HINT = "is it UTF-16? save it as UTF-8"
 
 
 def decode_utf8(data, name):
-    """`data` (bytes) as text, without a leading BOM; a bad byte is a `ValueError` naming `name` and its line."""
+    """`data` (bytes) as text, without a leading BOM; a bad byte is a `ValueError` naming `name` and its line.
+
+    A file that starts with a UTF-16 byte-order mark, or also holds NUL
+    bytes (UTF-16 without the mark), is said to look like UTF-16.
+    """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
+        if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+            hint = f" It starts with a UTF-16 byte-order mark: {UTF16_HINT}."
+        else:
+            hint = f" It also holds NUL bytes: {UTF16_HINT}." if b"\0" in data else ""
         raise ValueError(
             f"{name}, line {line}: not valid UTF-8 ({error.reason}, byte {data[error.start : error.start + 1]!r} "
-            f"at offset {error.start}). Convert the file to UTF-8, e.g. with `iconv -t UTF-8`."
+            f"at offset {error.start}).{hint} Convert the file to UTF-8, e.g. with `iconv -t UTF-8`."
         ) from None
     return text.removeprefix("\ufeff")
 
@@ -68,3 +79,26 @@ def reject_nul(lines, name):
         if "\0" in line:
             raise ValueError(f"{name}, line {number}: contains a NUL byte, which the model cannot translate; remove it")
     return lines
+
+
+def check_no_nul(text, name):
+    """`text` as it is, or a `ValueError` naming `name` and the line of its first NUL byte.
+
+    Text never holds NUL bytes; a file that does is most often UTF-16 (ASCII
+    saved as UTF-16 without a byte-order mark decodes as UTF-8 with a NUL
+    every other byte), which would train a vocabulary of garbage.
+
+    Example:
+
+    >>> check_no_nul("one\\ntwo\\n", "train.en")
+    'one\\ntwo\\n'
+    >>> check_no_nul("one\\ntwo\\nt\\0h\\0r\\0e\\0e\\0", "train.en")
+    Traceback (most recent call last):
+    ...
+    ValueError: train.en, line 3: contains a NUL byte (is it UTF-16? save it as UTF-8)
+    """
+    index = text.find("\0")
+    if index >= 0:
+        line = text.count("\n", 0, index) + 1
+        raise ValueError(f"{name}, line {line}: contains a NUL byte ({UTF16_HINT})")
+    return text

@@ -27,13 +27,18 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from sentencepiece import sentencepiece_model_pb2
 
-from keras_transformer import atomic
+from keras_transformer import atomic, text_files
 
 PAD_ID = 0
 UNK_ID = 1
 START_ID = 2
 END_ID = 3
 NUM_RESERVED_IDS = 4
+
+# SentencePiece's trainer skips lines longer than its `max_sentence_length` (4192 bytes by default, kept here)
+# and lines holding its unknown-character mark; with none left it fails with "[!sentences_.empty()]".
+MAX_SENTENCE_BYTES = 4192
+_SKIPPED_MARK = "\u2585"
 
 MODEL_FILENAME = "tokenizer.model"
 CONFIG_FILENAME = "tokenizer.json"
@@ -43,17 +48,23 @@ _SPACE_CODEPOINTS = (0x09, 0x0A, 0x0D, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2
 
 
 def _iter_texts(texts_or_files):
-    """Yields non-empty lines: `str` items are text, `os.PathLike` items (or one path) are UTF-8 files."""
+    """Yields non-empty lines: `str` items are text, `os.PathLike` items (or one path) are UTF-8 files.
+
+    A NUL byte (in a file, most often UTF-16 read as UTF-8) is a `ValueError`
+    naming the file and line, or the item.
+    """
     if isinstance(texts_or_files, (str, os.PathLike)):
         texts_or_files = [pathlib.Path(texts_or_files)]
-    for item in texts_or_files:
+    for index, item in enumerate(texts_or_files):
         if isinstance(item, os.PathLike):
             try:
-                lines = pathlib.Path(item).read_text(encoding="utf-8").splitlines()
+                text = pathlib.Path(item).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as e:
                 raise ValueError(f"`texts_or_files` names a file that is not readable UTF-8 text: {item}: {e}") from e
+            lines = text_files.check_no_nul(text, item).splitlines()
             yield from (line for line in lines if line.strip())
         elif isinstance(item, str):
+            text_files.check_no_nul(item, f"`texts_or_files[{index}]`")
             if item.strip():
                 yield item
         else:
@@ -61,6 +72,20 @@ def _iter_texts(texts_or_files):
                 "`texts_or_files` must hold strings (text) or `pathlib.Path`s (files). "
                 f"Received an item of type {type(item).__name__}: {item!r}"
             )
+
+
+def _check_trainable(texts):
+    """A `ValueError` unless SentencePiece's trainer keeps at least one of `texts` (see `MAX_SENTENCE_BYTES`)."""
+    sizes = [len(text.encode("utf-8")) for text in texts]
+    if any(size <= MAX_SENTENCE_BYTES and _SKIPPED_MARK not in text for size, text in zip(sizes, texts)):
+        return
+    marked = sum(_SKIPPED_MARK in text for text in texts)
+    raise ValueError(
+        f"`texts_or_files` holds no line that SentencePiece trains on: of its {len(texts)} lines, "
+        f"{sum(size > MAX_SENTENCE_BYTES for size in sizes)} are longer than {MAX_SENTENCE_BYTES} bytes "
+        f"(the longest: {max(sizes)}) and {marked} hold U+2585, its unknown-character mark; SentencePiece skips both. "
+        "Give one sentence a line."
+    )
 
 
 def _without_rule_file(model_proto):
@@ -264,6 +289,7 @@ class SubwordTokenizer(tf.Module):
         texts = list(_iter_texts(texts_or_files))
         if not texts:
             raise ValueError("`texts_or_files` holds no non-empty line of text. Received nothing to train on.")
+        _check_trainable(texts)
         writer = io.BytesIO()
         spm.set_random_generator_seed(seed)
         with tempfile.TemporaryDirectory() as tmp:
@@ -306,7 +332,10 @@ class SubwordTokenizer(tf.Module):
         except RuntimeError as e:
             settings = ", ".join(f"{k}={options[k]}" for k in ("vocab_size", "character_coverage", "byte_fallback"))
             settings += f", normalization={normalization!r}"
-            raise ValueError(f"SentencePiece could not train with {settings} on {len(texts)} lines: {e}") from e
+            detail = str(e)
+            if "sentences_.empty()" in detail:  # every line skipped, or emptied by the normalization
+                detail = f"no line is left to train on after SentencePiece's normalization ({detail.strip()})"
+            raise ValueError(f"SentencePiece could not train with {settings} on {len(texts)} lines: {detail}") from e
 
     def save(self, directory):
         """Writes `tokenizer.model` (the proto) and `tokenizer.json` to `directory`, atomically."""

@@ -9,6 +9,7 @@ Example:
 
 >>> sentences(["A dog runs."])  # a 1-D tf.string tensor
 >>> sentences("A dog runs.")  # ValueError: ... Received: a str 'A dog runs.' (wrap a single sentence in a list)
+>>> sentences([b"caf\\xe9 au lait"])  # ValueError: `sentences[0]` is not valid UTF-8 text (invalid ...
 """
 
 import math
@@ -21,8 +22,10 @@ def sentences(sentences, name="sentences"):
     """`sentences` as a 1-D `tf.string` tensor, checked in Python before any TensorFlow call.
 
     Takes a 1-D string tensor, a list (or tuple, or 1-D numpy array) of str or
-    bytes. Anything else, or a sentence with a NUL byte, is a one-line
-    `ValueError` naming the argument (`name`).
+    bytes. Anything else, a sentence that is not valid UTF-8 (`utf8_error`:
+    the REST server's rule) or a sentence with a NUL byte is a one-line
+    `ValueError` naming the argument (`name`). A symbolic tensor (inside a
+    `tf.function`) is checked for dtype and rank only.
     """
     if isinstance(sentences, np.ndarray) and sentences.ndim == 1 and sentences.dtype.kind in "USO":
         sentences = sentences.tolist()
@@ -31,14 +34,7 @@ def sentences(sentences, name="sentences"):
             if not isinstance(sentence, (str, bytes)):
                 kind = type(sentences).__name__
                 _reject(name, f"a {kind} holding {_describe(sentence)} at index {index}")
-            if isinstance(sentence, str):
-                try:
-                    sentence.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise ValueError(
-                        f"`{name}[{index}]` is not valid UTF-8 text. Received: {name}[{index}]={_short(sentence)}"
-                    ) from None
-        _check_no_nul(sentences, name)
+        _check_texts(sentences, name)
         return tf.constant(list(sentences), tf.string) if sentences else tf.zeros([0], tf.string)
     if (
         not tf.is_tensor(sentences)
@@ -48,7 +44,7 @@ def sentences(sentences, name="sentences"):
     ):
         _reject(name, _describe(sentences))
     if tf.executing_eagerly():
-        _check_no_nul(sentences.numpy(), name)
+        _check_texts(sentences.numpy(), name)
     return sentences
 
 
@@ -67,8 +63,44 @@ def _reject(name, received):
     raise ValueError(f"`{name}` must be a 1-D string tensor or a list of str. Received: {received}")
 
 
-def _check_no_nul(sentences, name):
+def utf8_error(text):
+    """Why `text` (a str or bytes) is not valid UTF-8 text, in a few words; `None` when it is.
+
+    The one rule of the Python API (`sentences`) and the REST server
+    (`serving.signatures`): bytes must decode as strict UTF-8 (no stray
+    continuation bytes, overlong forms, encoded surrogates or code points past
+    U+10FFFF), and a str must encode as UTF-8 (no lone surrogates).
+
+    Example:
+
+    >>> utf8_error("café".encode()) is None
+    True
+    >>> utf8_error(b"caf\\xe9 au lait")
+    'invalid continuation byte at byte 3'
+    >>> utf8_error("\\ud800")
+    'a lone surrogate at character 0'
+    """
+    if isinstance(text, str):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            return f"a lone surrogate at character {error.start}"
+        return None
+    try:
+        bytes(text).decode("utf-8")
+    except UnicodeDecodeError as error:
+        return f"{error.reason} at byte {error.start}"
+    return None
+
+
+def _check_texts(sentences, name):
+    """A sentence that is not valid UTF-8 (`utf8_error`), or holds a NUL byte, is a `ValueError` naming it."""
     for index, sentence in enumerate(sentences):
+        reason = utf8_error(sentence)
+        if reason is not None:
+            raise ValueError(
+                f"`{name}[{index}]` is not valid UTF-8 text ({reason}). Received: {name}[{index}]={_short(sentence)}"
+            )
         if ("\0" if isinstance(sentence, str) else b"\0") in sentence:
             raise ValueError(
                 f"`{name}[{index}]` contains a NUL byte, which the tokenizer would turn into an "
@@ -95,6 +127,9 @@ def _describe(value):
 
 
 def _short(value, limit=60):
+    """`repr(value)` cut to `limit` characters; an int too long to print in full is described."""
+    if isinstance(value, int) and value.bit_length() > 4 * limit:
+        return f"{'a negative' if value < 0 else 'an'} int of about {round(value.bit_length() * math.log10(2))} digits"
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -130,6 +165,18 @@ def _number(name, value, dtype, expected, valid):
         value = value.item() if np.ndim(value) == 0 else None
     integer = isinstance(value, int) and not isinstance(value, bool)
     number = integer or (isinstance(value, float) and dtype.is_floating)
+    if number and dtype.is_floating:
+        value = _as_float32(value)  # checked as the SavedModel will see it
     if not number or not valid(value):
         raise ValueError(f"`{name}` must be {expected}. Received: {name}={_short(received)}")
     return tf.constant(value, dtype)
+
+
+def _as_float32(value):
+    """`value` (an int or float) rounded to float32: too large a magnitude is +-inf, too small is 0."""
+    try:
+        value = float(value)
+    except OverflowError:  # an int past the float range, e.g. 10**400
+        return math.inf if value > 0 else -math.inf
+    with np.errstate(over="ignore"):
+        return float(np.float32(value))

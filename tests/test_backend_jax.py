@@ -206,6 +206,35 @@ def stacks_carry_the_padding_mask():
     np.testing.assert_allclose(_np(out), _np(padded), rtol=1e-5, atol=1e-5)
 
 
+@check
+def wrong_shapes_are_value_errors_naming_them():
+    """Static shape checks work on JAX arrays and under `jax.jit` tracing (issue #55)."""
+    import jax
+    import numpy as np
+
+    import keras_transformer as kt
+
+    hidden, memory = np.ones((2, 4, 16), "float32"), np.ones((2, 3, 16), "float32")
+    layer = kt.DecoderLayer(d_model=16, num_heads=4, d_ff=32)
+    layer(hidden, memory)
+    jitted = jax.jit(lambda x, m, mask: layer(x, m, encoder_padding_mask=mask))
+    jitted(hidden, memory, np.ones((2, 3), bool))
+    cases = [
+        (lambda: jitted(hidden, memory, np.ones((2, 4), bool)), "`encoder_padding_mask` must have shape"),
+        (lambda: layer(hidden, memory, decoder_padding_mask=np.ones((4,), bool)), "`decoder_padding_mask` must"),
+        (lambda: kt.EncoderLayer(16, 4, 32)(np.ones((2, 16), "float32")), "`inputs` must have shape"),
+        (lambda: kt.Encoder(1, 10, 8, 16, 4, 32)(np.ones((4,), "int32")), "`token_ids` must have shape"),
+        (lambda: kt.causal_mask(-3), "`length` must be a positive int"),
+    ]
+    for call, message in cases:
+        try:
+            call()
+        except ValueError as error:
+            assert message in str(error), str(error)
+        else:
+            raise AssertionError(f"no ValueError: {message}")
+
+
 def _tiny_transformer(**overrides):
     import keras_transformer as kt
 

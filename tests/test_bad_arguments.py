@@ -287,6 +287,50 @@ def test_config_sections_the_loader_reads_must_have_their_shape(trained_run, tmp
         assert f"config.json is corrupt: `{section}` must be" in err and "unexpected" not in err, err
 
 
+WRONG_FIELDS = [  # (section, field, value as JSON text, what the field must be)
+    ("decoding", "max_length", '"abc"', "a positive integer"),
+    ("decoding", "max_length", "-4", "a positive integer"),
+    ("decoding", "max_length", "2.5", "a positive integer"),
+    ("decoding", "max_length", "true", "a positive integer"),
+    ("decoding", "length_penalty", '"nan"', "a finite number >= 0"),
+    ("decoding", "length_penalty", "NaN", "a finite number >= 0"),
+    ("decoding", "length_penalty", "Infinity", "a finite number >= 0"),
+    ("decoding", "length_penalty", "-0.5", "a finite number >= 0"),
+    ("decoding", "length_penalty", "1" + "0" * 400, "a finite number >= 0"),
+    ("decoding", "beam_size", '"x"', "a positive integer"),
+    ("decoding", "beam_size", "0", "a positive integer"),
+    ("decoding", "beam_size", "1e400", "a positive integer"),
+    ("model", "d_model", '"x"', "a positive integer"),
+    ("model", "num_heads", "0", "a positive integer"),
+    ("model", "dropout", "1.5", "a number in [0, 1)"),
+    ("model", "norm_first", '"yes"', "true or false"),
+    ("preset", "vocab_size", '"big"', "a positive integer"),
+]
+
+
+@pytest.mark.parametrize(
+    "section, field, value, expected", WRONG_FIELDS, ids=[f"{s}.{f}={v[:12]}" for s, f, v, _ in WRONG_FIELDS]
+)
+def test_config_fields_of_the_wrong_kind_name_the_file_and_the_field(
+    section, field, value, expected, trained_run, tmp_path, capsys
+):
+    """Before: `int('abc')`'s message, or a TensorFlow error, naming neither; or nothing at all (`model`)."""
+    run = pathlib.Path(shutil.copytree(trained_run, tmp_path / "run"))
+    config = json.loads((run / "config.json").read_text(encoding="utf-8"))
+    config[section][field] = "PLACEHOLDER"
+    text = json.dumps(config).replace('"PLACEHOLDER"', value)
+    (run / "config.json").write_text(text, encoding="utf-8")
+    message = f"{run / 'config.json'}: `{section}.{field}` must be {expected}. Received: "
+    assert cli.main(["translate", "--model", str(run), "안녕"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and message in err, err
+    _assert_one_line(err, "keras-transformer translate: error: ")
+    from keras_transformer.export import load
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load(run)
+
+
 # -- Corpora too small for their split ------------------------------------------------------------
 
 

@@ -54,6 +54,61 @@ def test_non_utf8_names_file_and_line(tmp_path):
         readers.read_delimited(_write(tmp_path / "garbage.tsv", bytes(range(128, 256))))
 
 
+UTF16_TEXT = "Hello there.\tHallo.\nA dog runs.\tEin Hund rennt.\n"  # ASCII: valid UTF-8 in UTF-16 too
+UTF16_FILES = {  # bytes, the line named, the reader
+    "UTF-16LE without BOM, lines": (UTF16_TEXT.encode("utf-16-le"), 1, readers.read_lines),
+    "UTF-16BE without BOM, lines": (UTF16_TEXT.encode("utf-16-be"), 1, readers.read_lines),
+    "NUL on line 2, lines": (b"one\ntw\0o\nthree\n", 2, readers.read_lines),
+    "UTF-16LE without BOM, TSV": (UTF16_TEXT.encode("utf-16-le"), 1, readers.read_delimited),
+    "NUL on line 2, TSV": (b"Go.\tVe.\nHi.\tHo\0la.\n", 2, readers.read_delimited),
+    "NUL on line 3, CSV": (
+        b'Q,A,label\nq,a,0\n"q\0",a,0\n',
+        3,
+        lambda path: readers.read_delimited(path, "Q", "A", delimiter=",", header=True),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UTF16_FILES))
+def test_nul_bytes_and_utf16_name_the_file_and_line(case, tmp_path):
+    """Before: UTF-16 without a BOM decoded as UTF-8 with a NUL every other byte, and trained silently."""
+    data, line, read = UTF16_FILES[case]
+    path = _write(tmp_path / "train.en", data)
+    with pytest.raises(
+        ValueError, match=rf"train\.en, line {line}: contains a NUL byte \(is it UTF-16\? save it as UTF-8\)"
+    ):
+        read(path)
+
+
+def test_utf16_with_a_byte_order_mark_or_other_than_ascii_is_named(tmp_path):
+    path = _write(tmp_path / "train.de", UTF16_TEXT.encode("utf-16"))  # with its BOM
+    with pytest.raises(ValueError, match=r"train\.de, line 1: not valid UTF-8 .*UTF-16 byte-order mark"):
+        readers.read_lines(path)
+    path = _write(tmp_path / "train.de", "Ein Hund läuft.\n".encode("utf-16-le"))  # "ä" is no UTF-8 in UTF-16
+    with pytest.raises(ValueError, match=r"train\.de, line 1: not valid UTF-8 .*NUL bytes: is it UTF-16\?"):
+        readers.read_lines(path)
+
+
+def test_named_corpora_refuse_utf16_files(tmp_path):
+    for stem in corpora.MULTI30K_FILES.values():
+        for language in ("en", "de"):
+            _write(tmp_path / f"{stem}.{language}", f"{stem} {language}\n")
+    _write(tmp_path / "val.de", "val de\n".encode("utf-16-le"))
+    with pytest.raises(ValueError, match=r"val\.de, line 1: contains a NUL byte"):
+        corpora.load_pairs("multi30k-en-de", tmp_path)
+    spa = tmp_path / "spa"
+    spa.mkdir()
+    _write(spa / corpora.SPA_FILE, "".join(f"Hi {i}.\tHola {i}.\n" for i in range(20)).encode("utf-16-le"))
+    with pytest.raises(ValueError, match=r"spa\.txt, line 1: contains a NUL byte"):
+        corpora.load_pairs("spa-en", spa)
+    chat = tmp_path / "chat"
+    chat.mkdir()
+    rows = "Q,A,label\n" + "".join(f"질문 {i},대답 {i},0\n" for i in range(20))
+    _write(chat / corpora.CHATBOT_FILE, rows.replace("대답 7", "대답\0 7"))
+    with pytest.raises(ValueError, match=r"ChatbotData\.csv, line 9: contains a NUL byte"):
+        corpora.load_pairs("chatbot-ko", chat)
+
+
 def test_tsv_and_csv_columns(tmp_path):
     tsv = _write(tmp_path / "spa.txt", 'He said "hi".\tDijo "hola".\nGo.\tVe.\textra\n')
     assert readers.read_delimited(tsv)[0] == ('He said "hi".', 'Dijo "hola".')  # quotes kept in TSV

@@ -384,3 +384,176 @@ def test_a_cached_causal_step_with_an_index_still_works():
     )
     assert tuple(out.shape) == (2, 1, 16)
     assert (_np(scores)[..., 3:] == 0).all() and np.allclose(_np(scores).sum(-1), 1.0)
+
+
+# -- shapes: masks, sequences, token ids (issue #55) --------------------------
+
+
+def _shape_message(name, shape):
+    return rf"`{re.escape(name)}` must have shape .*Received: {re.escape(name)}\.shape={re.escape(str(shape))}"
+
+
+WRONG_MASKS = {
+    # (call(mask), argument, mask shape); HIDDEN is (2, 4, 16), MEMORY (2, 3, 16).
+    "encoder padding, rank 1": (lambda m: _encoder_layer(padding_mask=m), "padding_mask", (4,)),
+    "encoder padding, too long": (lambda m: _encoder_layer(padding_mask=m), "padding_mask", (2, 5)),
+    "encoder padding, other batch": (lambda m: _encoder_layer(padding_mask=m), "padding_mask", (3, 4)),
+    "encoder padding, rank 3": (lambda m: _encoder_layer(padding_mask=m), "padding_mask", (2, 4, 4)),
+    "encoder attention, rank 1": (lambda m: _encoder_layer(attention_mask=m), "attention_mask", (4,)),
+    "encoder attention, keys": (lambda m: _encoder_layer(attention_mask=m), "attention_mask", (2, 4, 5)),
+    "encoder attention, rank 4": (lambda m: _encoder_layer(attention_mask=m), "attention_mask", (2, 1, 4, 4)),
+    "decoder self padding": (lambda m: _decoder_layer(decoder_padding_mask=m), "decoder_padding_mask", (2, 3)),
+    "decoder self padding, rank 3": (
+        lambda m: _decoder_layer(decoder_padding_mask=m),
+        "decoder_padding_mask",
+        (2, 1, 4),
+    ),
+    "decoder cross padding": (lambda m: _decoder_layer(encoder_padding_mask=m), "encoder_padding_mask", (2, 4)),
+    "decoder cross padding, rank 1": (lambda m: _decoder_layer(encoder_padding_mask=m), "encoder_padding_mask", (3,)),
+    "decoder self attention": (
+        lambda m: _decoder_layer(decoder_attention_mask=m),
+        "decoder_attention_mask",
+        (2, 4, 3),
+    ),
+    "decoder stack cross padding": (lambda m: _decoder(encoder_padding_mask=m), "encoder_padding_mask", (2, 5)),
+    "attention value mask": (lambda m: _mha(value_mask=m), "value_mask", (2, 5)),
+    "attention mask": (lambda m: _mha(attention_mask=m), "attention_mask", (2, 5)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_MASKS))
+def test_a_mask_of_the_wrong_shape_is_a_value_error_naming_it(case):
+    """Before: a TensorFlow SelectV2 broadcast error, or a rank-1 padding mask broadcast silently."""
+    call, name, shape = WRONG_MASKS[case]
+    with pytest.raises(ValueError, match=_shape_message(name, shape)):
+        call(np.ones(shape, bool))
+
+
+def test_masks_of_the_right_shape_or_broadcasting_still_work():
+    padding = np.array([[True, True, False, False], [True, False, False, False]])
+    out = _encoder_layer(padding_mask=padding, attention_mask=np.ones((4, 4), bool))
+    assert tuple(out.shape) == (2, 4, 16)
+    out = _decoder_layer(encoder_padding_mask=np.ones((1, 3), bool), decoder_attention_mask=np.ones((2, 1, 4), bool))
+    assert tuple(out.shape) == (2, 4, 16)
+    with pytest.raises(ValueError, match=r"`mask` must broadcast to the scores' shape .*\(2, 4, 4\).*\(2, 5\)"):
+        kt.scaled_dot_product_attention(HIDDEN, HIDDEN, HIDDEN, mask=np.ones((2, 5), bool))
+
+
+def test_wrong_mask_shapes_fail_on_symbolic_inputs_and_when_traced():
+    """Static shapes only: keras.Inputs and jit-compiled traces are checked; unknown sizes pass."""
+    layer = kt.EncoderLayer(d_model=16, num_heads=4, d_ff=32)
+    with pytest.raises(ValueError, match=_shape_message("padding_mask", (None, 5))):
+        layer(keras.Input((4, 16)), padding_mask=keras.Input((5,), dtype="bool"))
+    assert tuple(layer(keras.Input((None, 16)), padding_mask=keras.Input((None,), dtype="bool")).shape) == (
+        None,
+        None,
+        16,
+    )
+    decoder_layer = kt.DecoderLayer(d_model=16, num_heads=4, d_ff=32)
+    expected = _np(decoder_layer(HIDDEN, MEMORY, encoder_padding_mask=np.ones((2, 3), bool)))
+
+    @tf.function(jit_compile=True)
+    def compiled(x, memory, mask):
+        return decoder_layer(x, memory, encoder_padding_mask=mask)
+
+    with pytest.raises(ValueError, match=_shape_message("encoder_padding_mask", (2, 4))):
+        compiled(HIDDEN, MEMORY, np.ones((2, 4), bool))
+    np.testing.assert_allclose(_np(compiled(HIDDEN, MEMORY, np.ones((2, 3), bool))), expected, rtol=1e-5, atol=1e-5)
+    sequences = [tf.TensorSpec([None, None, 16])] * 2
+    relaxed = tf.function(compiled.python_function, input_signature=[*sequences, tf.TensorSpec([None, None], tf.bool)])
+    np.testing.assert_allclose(_np(relaxed(HIDDEN, MEMORY, np.ones((2, 3), bool))), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_cached_decoder_step_checks_its_masks_against_the_caches():
+    layer = kt.DecoderLayer(d_model=16, num_heads=4, d_ff=32)
+    layer(HIDDEN, MEMORY)
+    cache = (ops.zeros((2, 4, 6, 4)), ops.zeros((2, 4, 6, 4)))
+    cross = layer.compute_cross_attention_cache(MEMORY)  # 3 source positions
+    step = dict(self_attention_cache=cache, self_attention_cache_update_index=1, cross_attention_cache=cross)
+    out, _, _ = layer(HIDDEN[:, :1], encoder_padding_mask=np.ones((2, 3), bool), **step)
+    assert tuple(out.shape) == (2, 1, 16)
+    with pytest.raises(ValueError, match=_shape_message("encoder_padding_mask", (2, 4))):
+        layer(HIDDEN[:, :1], encoder_padding_mask=np.ones((2, 4), bool), **step)
+    with pytest.raises(ValueError, match=_shape_message("decoder_attention_mask", (2, 1, 5))):
+        layer(HIDDEN[:, :1], decoder_attention_mask=np.ones((2, 1, 5), bool), **step)
+
+
+RANK_2 = np.ones((2, 16), "float32")
+WRONG_SEQUENCES = {
+    "EncoderLayer": (lambda x: kt.EncoderLayer(16, 4, 32)(x), "inputs"),
+    "DecoderLayer decoder_sequence": (lambda x: kt.DecoderLayer(16, 4, 32)(x, MEMORY), "decoder_sequence"),
+    "DecoderLayer encoder_sequence": (lambda x: kt.DecoderLayer(16, 4, 32)(HIDDEN, x), "encoder_sequence"),
+    "MultiHeadAttention query": (lambda x: kt.MultiHeadAttention(16, 4)(x, HIDDEN), "query"),
+    "MultiHeadAttention value": (lambda x: kt.MultiHeadAttention(16, 4)(HIDDEN, x), "value"),
+    "PositionwiseFeedForward": (lambda x: kt.PositionwiseFeedForward(16, 32)(x), "inputs"),
+    "PositionalEncoding": (lambda x: kt.PositionalEncoding(8, 16)(x), "inputs"),
+    "TokenAndPositionEmbedding reverse": (lambda x: _embedding_16()(x, reverse=True), "inputs"),
+    "Decoder encoder_outputs": (
+        lambda x: kt.Decoder(1, 10, 8, d_model=16, num_heads=4, d_ff=32)(SEQUENCE, x),
+        "encoder_outputs",
+    ),
+}
+
+
+def _embedding_16():
+    embedding = kt.TokenAndPositionEmbedding(vocab_size=VOCAB, d_model=16, max_length=8)
+    embedding(SEQUENCE)
+    return embedding
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_SEQUENCES))
+@pytest.mark.parametrize("symbolic", [False, True], ids=["eager", "keras.Input"])
+def test_a_rank_2_sequence_is_a_value_error_naming_it(case, symbolic):
+    """Before: an IndexError ("tuple index out of range"), or a quietly wrong rank-2 output."""
+    call, name = WRONG_SEQUENCES[case]
+    shape = (None, 16) if symbolic else (2, 16)
+    message = rf"`{name}` must have shape \(batch, length, d_model.*{re.escape(str(shape))}"
+    with pytest.raises(ValueError, match=message):
+        call(keras.Input((16,)) if symbolic else RANK_2)
+
+
+ID_LAYERS = {
+    "TokenAndPositionEmbedding": lambda ids: _embedding()(ids),
+    "Encoder": lambda ids: kt.Encoder(1, vocab_size=VOCAB, max_length=8, d_model=8, num_heads=2, d_ff=16)(ids),
+    "Decoder": lambda ids: kt.Decoder(1, vocab_size=VOCAB, max_length=8, d_model=8, num_heads=2, d_ff=16)(
+        ids, np.ones((2, 3, 8), "float32")
+    ),
+}
+WRONG_IDS = {"rank 1": (4,), "rank 3": (2, 4, 1)}
+
+
+@pytest.mark.parametrize("rank", sorted(WRONG_IDS))
+@pytest.mark.parametrize("layer", sorted(ID_LAYERS))
+def test_token_ids_of_rank_1_or_3_are_a_value_error(layer, rank):
+    shape = WRONG_IDS[rank]
+    message = rf"`token_ids` must have shape \(batch, length\). Received: shape={re.escape(str(shape))}"
+    with pytest.raises(ValueError, match=message):
+        ID_LAYERS[layer](np.ones(shape, "int32"))
+    if layer != "Decoder":  # symbolic: the shape without its batch size
+        with pytest.raises(ValueError, match=r"`token_ids` must have shape \(batch, length\)"):
+            ID_LAYERS[layer](keras.Input(shape[1:], dtype="int32"))
+
+
+@pytest.mark.parametrize(
+    "length, offset, message",
+    [
+        (-3, 0, "`length` must be a positive int. Received: length=-3"),
+        (0, 0, "`length` must be a positive int. Received: length=0"),
+        (2.5, 0, "`length` must be a positive int. Received: length=2.5"),
+        (True, 0, "`length` must be a positive int. Received: length=True"),
+        ("3", 0, "`length` must be a positive int. Received: length='3'"),
+        (3, -1, "`offset` must be a non-negative int. Received: offset=-1"),
+        (3, 0.5, "`offset` must be a non-negative int. Received: offset=0.5"),
+        (tf.constant(2.0), 0, "`length` must be an int. Received: length of dtype"),
+    ],
+)
+def test_causal_mask_of_a_bad_length_is_a_value_error(length, offset, message):
+    """Before: -3 gave TensorFlow's InvalidArgumentError, 2.5 a 3x3 mask, 0 an empty one."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        kt.causal_mask(length, offset)
+
+
+def test_causal_mask_takes_numpy_ints_and_traced_lengths():
+    np.testing.assert_array_equal(_np(kt.causal_mask(np.int64(2), offset=np.int32(1))), [[1, 1, 0], [1, 1, 1]])
+    traced = tf.function(lambda x: kt.causal_mask(tf.shape(x)[1]), input_signature=[tf.TensorSpec([1, None])])
+    np.testing.assert_array_equal(_np(traced(tf.zeros((1, 2)))), [[True, False], [True, True]])

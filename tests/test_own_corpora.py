@@ -12,6 +12,7 @@ import pytest
 from keras_transformer import run_dir, training
 from keras_transformer.commands import cli
 from keras_transformer.datasets import corpora
+from keras_transformer.presets import get_preset
 
 WORDS = [
     "red",
@@ -197,6 +198,50 @@ def _one_line_error(capsys, *arguments):
     assert code == 2, err
     assert err.count("\n") == 1 and err.startswith("keras-transformer train: error: "), err
     return err
+
+
+def _nul_on_line(text, number):
+    lines = text.split("\n")
+    lines[number - 1] = lines[number - 1].replace(" ", " \0", 1)
+    return "\n".join(lines).encode("utf-8")
+
+
+UTF16_CASES = {  # which file, its bytes from its text, the line named
+    "NUL byte in the target": ("target", lambda text: _nul_on_line(text, 3), 3),
+    "UTF-16LE without BOM source": ("source", lambda text: text.encode("utf-16-le"), 1),
+    "UTF-16BE without BOM target": ("target", lambda text: text.encode("utf-16-be"), 1),
+    "UTF-16 TSV": ("tsv", lambda text: text.encode("utf-16-le"), 1),
+    "NUL byte in a TSV": ("tsv", lambda text: _nul_on_line(text, 7), 7),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UTF16_CASES))
+def test_utf16_or_nul_bytes_in_own_files_are_one_line_naming_the_file_and_line(case, tmp_path, capsys):
+    """Before: trained silently into a vocabulary of NULs and letters."""
+    which, encode, line = UTF16_CASES[case]
+    pairs = generated_pairs(250, seed=4)
+    source, target = write_aligned(tmp_path, "train", pairs)
+    tsv = write_tsv(tmp_path / "pairs.tsv", pairs)
+    path = {"source": source, "target": target, "tsv": tsv}[which]
+    path.write_bytes(encode(path.read_text(encoding="utf-8")))
+    flags = ("--train-tsv", tsv) if which == "tsv" else ("--train-source", source, "--train-target", target)
+    err = _one_line_error(capsys, *flags, "--output", tmp_path / "run")
+    assert f"{path}, line {line}: contains a NUL byte (is it UTF-16? save it as UTF-8)" in err, err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("count", [0, 1, 2])
+def test_a_corpus_of_0_1_or_2_pairs_is_one_line_or_trains_its_tokenizer(count, tmp_path, capsys):
+    """Too few to hold out a validation split: one line naming the files (never SentencePiece's own words)."""
+    source, target = write_aligned(tmp_path, "train", generated_pairs(count, seed=5))
+    err = _one_line_error(capsys, "--train-source", source, "--train-target", target, "--output", tmp_path / "run")
+    expected = "hold no sentences" if count == 0 else f"hold {count} pair{'s' * (count > 1)}: too few to hold out"
+    assert expected in err and str(source) in err and "sentences_" not in err, err
+    assert not (tmp_path / "run").exists()
+    if count:  # with a validation split given, the shared tokenizer trains on the pairs
+        splits = corpora.load_file_splits({"train": (source, target), "validation": (source, target)})
+        tokenizer = training.train_tokenizer(get_preset("tiny"), splits["train"])
+        assert tokenizer.vocab_size > 256
 
 
 @pytest.mark.parametrize("case", ["mismatched line counts", "blank line", "invalid UTF-8", "one-column TSV row"])

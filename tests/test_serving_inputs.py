@@ -8,8 +8,10 @@ call of each kind, then run 8 threads of good calls as daemon threads that
 must all finish within a deadline (a regression fails, it does not hang).
 """
 
+import base64
 import io
 import math
+import re
 import sys
 import threading
 import warnings
@@ -22,6 +24,8 @@ import tensorflow as tf
 from keras_transformer import build_transformer, decoding, run_dir
 from keras_transformer.commands import cli
 from keras_transformer.export import LoadedTranslator, Translator, load
+from keras_transformer.serving import signatures
+from keras_transformer.translator_inputs import utf8_error
 
 from test_load import trained_export  # the tiny preset trained once per session, and its export
 
@@ -50,7 +54,28 @@ BAD_SAMPLING = [
     ("top_p", math.nan),
     ("seed", math.nan),
     ("seed", "1"),
+    # Huge numbers (10**400 raised OverflowError) and numbers float32 cannot hold.
+    ("temperature", 10**400),
+    ("temperature", 1e39),
+    ("temperature", -math.inf),
+    ("temperature", np.float64(1e300)),
+    ("top_k", 10**400),
+    ("top_k", math.inf),
+    ("top_p", 10**400),
+    ("top_p", 1e-50),
+    ("seed", 10**400),
+    ("seed", -(10**5000)),
+    ("seed", math.inf),
 ]
+INVALID_UTF8 = {
+    "the issue's bytes": b"\xff\xfe bad",
+    "Latin-1": b"caf\xe9",
+    "overlong slash": b"\xc0\xaf",
+    "encoded surrogate": b"\xed\xa0\x80",
+    "past U+10FFFF": b"\xf4\x90\x80\x80",
+    "cut after a lead byte": b"ok \xe2\x82",
+    "lone surrogate str": "lone \ud800 surrogate",
+}
 
 
 @pytest.fixture(scope="module", params=["run directory", "SavedModel"])
@@ -83,12 +108,55 @@ def test_wrong_sentences_are_one_line_value_errors_naming_the_argument(translato
         assert "\n" not in message
 
 
-@pytest.mark.parametrize("argument, value", BAD_SAMPLING)
+def _sampling_id(argument, value):
+    """The test id; an int too long to print (as pytest would) is named by its size."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"{argument}={'-' if value < 0 else ''}int of {value.bit_length()} bits"
+    return f"{argument}={value!r}"
+
+
+@pytest.mark.parametrize("argument, value", BAD_SAMPLING, ids=[_sampling_id(a, v) for a, v in BAD_SAMPLING])
 def test_wrong_sampling_numbers_are_value_errors_naming_them(translator, argument, value):
     options = dict(GOOD_SAMPLING, **{argument: value})
     for method in (translator.sample, translator.sample_with_status):
         with pytest.raises(ValueError, match=rf"^`{argument}` must be .* Received: {argument}="):
             method(["A question?"], **options)
+
+
+@pytest.mark.parametrize("case", sorted(INVALID_UTF8))
+def test_invalid_utf8_is_a_value_error_as_the_rest_server_answers_400(translator, case):
+    """Before: translated silently (the tokenizer replaced the bytes), while `serve` answered 400."""
+    bad = INVALID_UTF8[case]
+    calls = {
+        **_methods(translator),
+        "nbest": translator.nbest,
+        "sample_with_status": lambda s: translator.sample_with_status(s, **GOOD_SAMPLING),
+        "score sources": lambda s: translator.score(s, ["fine", "fine"]),
+        "score targets": lambda s: translator.score(["fine", "fine"], s),
+    }
+    forms = [["fine", bad], ("fine", bad)]
+    if isinstance(bad, bytes):
+        forms += [tf.constant([b"fine", bad]), np.array([b"fine", bad], dtype=object)]
+    reason = re.escape(utf8_error(bad))
+    for name, call in calls.items():
+        argument = "targets" if name == "score targets" else "sources" if name == "score sources" else "sentences"
+        for sentences in forms:
+            with pytest.raises(ValueError, match=rf"^`{argument}\[1\]` is not valid UTF-8 text \({reason}\)"):
+                call(sentences)
+
+
+@pytest.mark.parametrize("case", sorted(INVALID_UTF8))
+def test_the_python_api_and_the_rest_server_share_one_utf8_rule(case):
+    """`serve` refuses a JSON string or `{"b64": ...}` for the reason `utf8_error` gives the Python API."""
+    bad = INVALID_UTF8[case]
+    reason = utf8_error(bad)
+    assert reason
+    value = {"b64": base64.b64encode(bad).decode("ascii")} if isinstance(bad, bytes) else bad
+    with pytest.raises(signatures.RequestError, match=rf"not valid UTF-8.*\({re.escape(reason)}\)"):
+        signatures._string(value, "instances[0]")
+    for good in ("café ☕ 𝄞", "caf\u00e9".encode(), "\U0010ffff".encode()):
+        assert utf8_error(good) is None
+        assert signatures._string(good if isinstance(good, str) else {"b64": base64.b64encode(good).decode()}, "x")
 
 
 @pytest.mark.filterwarnings("ignore::keras_transformer.decoding.TruncatedOutputWarning")  # 1 epoch: cut-offs
@@ -101,6 +169,9 @@ def test_good_calls_from_8_threads_finish_after_bad_calls(translator):
             translator.greedy(make_input())
         with pytest.raises(ValueError):
             translator(make_input())
+    for bad in INVALID_UTF8.values():
+        with pytest.raises(ValueError):
+            translator.nbest([bad])
     with pytest.raises(ValueError):
         translator.sample(good, math.nan, 0, 1.0, -1)
     results, errors = [], []

@@ -157,6 +157,31 @@ def test_train_from_files_and_errors(tmp_path):
         SubwordTokenizer.train(["", "  "], vocab_size=60)
 
 
+def test_training_refuses_nul_bytes_naming_the_file_and_line(tmp_path):
+    """A UTF-16 file (a NUL every other byte) trained a vocabulary of garbage."""
+    path = tmp_path / "utf16.txt"
+    path.write_bytes("line one\nline two\n".encode("utf-16-le"))
+    with pytest.raises(
+        ValueError, match=r"utf16\.txt, line 1: contains a NUL byte \(is it UTF-16\? save it as UTF-8\)"
+    ):
+        SubwordTokenizer.train([path], vocab_size=300)
+    with pytest.raises(ValueError, match=r"`texts_or_files\[1\]`, line 1: contains a NUL byte"):
+        SubwordTokenizer.train(["fine", "n\0ul"], vocab_size=300)
+
+
+def test_a_corpus_sentencepiece_would_skip_whole_is_one_clear_error():
+    """SentencePiece's own message was `[!sentences_.empty()]`."""
+    for texts, message in [
+        (["x" * 5000, "y " * 2500], r"of its 2 lines, 2 are longer than 4192 bytes \(the longest: 5000\)"),
+        (["a\u2585b"], r"of its 1 lines, 0 are longer .* 1 hold U\+2585"),
+    ]:
+        with pytest.raises(ValueError, match=r"holds no line that SentencePiece trains on: " + message) as error:
+            SubwordTokenizer.train(texts, vocab_size=300)
+        assert "sentences_" not in str(error.value)
+    for pair in (["red dog", "der Hund"], ["x" * 5000, "ok"]):  # one pair; one usable line is enough
+        assert SubwordTokenizer.train(pair, vocab_size=300).vocab_size > 256
+
+
 class _Holder(tf.Module):
     """What a Translator does: hold the tokenizer, call it inside its own tf.function."""
 

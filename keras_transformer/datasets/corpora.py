@@ -322,8 +322,9 @@ def load_file_splits(files):
         train, size = splits["train"], held_out_size(len(splits["train"]))
         if len(train) <= size:
             names = files["train"] if isinstance(files["train"], (tuple, list)) else [files["train"]]
+            pairs = f"{len(train)} pair" + ("" if len(train) == 1 else "s")
             raise ValueError(
-                f"{' and '.join(str(name) for name in names)} hold {len(train)} pairs: too few to hold out "
+                f"{' and '.join(str(name) for name in names)} hold {pairs}: too few to hold out "
                 f"{size} for validation; give validation files too (`corpus_files['validation']`)."
             )
         splits = readers.seeded_split(train, {"validation": size / len(train)}, seed=SPLIT_SEED)

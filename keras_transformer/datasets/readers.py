@@ -2,9 +2,10 @@
 
 Every reader returns a list of `(source, target)` string pairs, strips each
 sentence, and raises a `ValueError` naming the file and the 1-based line
-number for text that is not UTF-8, for empty sentences and for files that do
-not line up. `seeded_split` makes a deterministic train/validation/test split
-for corpora that have none.
+number for text that is not UTF-8, for a NUL byte (a UTF-16 file, most
+often), for empty sentences and for files that do not line up.
+`seeded_split` makes a deterministic train/validation/test split for
+corpora that have none.
 
 Example:
 
@@ -27,9 +28,15 @@ def _check_sentence(sentence, path, line, what="line"):
     return sentence
 
 
+def read_text(path):
+    """The text of the UTF-8 file at `path`; one with a NUL byte (UTF-16?) is a `ValueError` naming the line."""
+    return text_files.check_no_nul(text_files.read_text(path), path)
+
+
 def read_lines(path):
-    """Returns the stripped lines of a UTF-8 file; an empty line is a `ValueError`."""
-    return [_check_sentence(line, path, i) for i, line in enumerate(text_files.read_lines(path), 1)]
+    """Returns the stripped lines of a UTF-8 file; an empty line, or a NUL byte, is a `ValueError`."""
+    lines = text_files.split_lines(read_text(path))
+    return [_check_sentence(line, path, i) for i, line in enumerate(lines, 1)]
 
 
 def read_aligned(source_path, target_path):
@@ -79,7 +86,7 @@ def read_rows(path, selected, *, delimiter="\t", header=False, columns=None):
 
 def iter_rows(path, selected, *, delimiter="\t", header=False, columns=None):
     """Yields `(line_number, values)` for each row; see `read_rows`."""
-    text = text_files.read_text(path)
+    text = read_text(path)
     if delimiter == "\t":
         rows = ((i, line.split("\t")) for i, line in enumerate(text_files.split_lines(text), 1))
     else:

@@ -6,7 +6,8 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.arguments import check_positive_int, check_rate
-from keras_transformer.layers.masks import causal_mask, check_mask, large_negative, merge_masks
+from keras_transformer.layers.masks import causal_mask, check_mask, check_mask_shape, large_negative, merge_masks
+from keras_transformer.layers.shapes import check_sequence, fits, static_shape
 from keras_transformer.layers.token_sums import add_bias
 
 
@@ -22,7 +23,8 @@ def scaled_dot_product_attention(query, key, value, mask=None):
             A blocked key gets exactly zero weight; a query whose keys are all
             blocked gets all-zero weights and a zero output (never NaN).
             A float or int mask is a `ValueError`: convert the TensorFlow
-            tutorial's additive mask (1 = blocked) with `keras.ops.equal(mask, 0)`.
+            tutorial's additive mask (1 = blocked) with `keras.ops.equal(mask, 0)`;
+            so is one whose static shape does not broadcast.
 
     Returns:
         `(output, attention_weights)` of shapes `(..., q_len, d_v)` and
@@ -42,8 +44,20 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     value = ops.convert_to_tensor(value, dtype=query.dtype)
     depth = query.shape[-1]
     scores = ops.matmul(query, ops.swapaxes(key, -1, -2)) / math.sqrt(depth)
+    _check_broadcasts(mask, scores)
     weights = masked_softmax(scores, mask)
     return ops.matmul(weights, value), weights
+
+
+def _check_broadcasts(mask, scores):
+    """A `mask` whose static shape does not broadcast to `scores`' `(..., q_len, k_len)` is a `ValueError`."""
+    shape, expected = static_shape(mask), static_shape(scores)
+    if mask is None or shape is None or expected is None:
+        return
+    if len(shape) > len(expected) or not fits(shape, expected):
+        raise ValueError(
+            f"`mask` must broadcast to the scores' shape (..., q_len, k_len)={expected}. Received: mask.shape={shape}"
+        )
 
 
 def is_plain_dense(dense):
@@ -172,7 +186,8 @@ class MultiHeadAttention(keras.layers.Layer):
     needs as many queries as keys (query `i` attends keys `0..i`), or a cache
     with `cache_update_index`. A float or int mask is a `ValueError` rather
     than a silent cast: the TensorFlow tutorial's additive masks (1 = blocked)
-    mean the opposite, convert one with `keras.ops.equal(mask, 0)`.
+    mean the opposite, convert one with `keras.ops.equal(mask, 0)`. A mask
+    or an input whose static shape does not fit is a `ValueError` naming it.
 
     For incremental decoding pass `cache`, a pair `(keys, values)` of projected
     keys and values, each of shape `(batch, num_heads, max_len, key_dim)`
@@ -269,6 +284,7 @@ class MultiHeadAttention(keras.layers.Layer):
         value_shape = query_shape if value_shape is None else value_shape
         key_shape = value_shape if key_shape is None else key_shape
         for name, shape in (("query", query_shape), ("value", value_shape), ("key", key_shape)):
+            check_sequence(shape, name)
             if shape[-1] is not None and shape[-1] != self.d_model:
                 raise ValueError(
                     f"The last axis of `{name}` must equal d_model={self.d_model}. "
@@ -344,6 +360,9 @@ class MultiHeadAttention(keras.layers.Layer):
         value_mask = check_mask(value_mask, "value_mask")
         key_mask = check_mask(key_mask, "key_mask")
         key = value if key is None else key
+        for name, sequence in (("query", query), ("value", value), ("key", key)):
+            if sequence is not None:  # None: a cross-attention cache stands for the keys and values
+                check_sequence(sequence, name)
         q = self._project(query, self.query_dense, training)  # (batch, q_len, heads, key_dim)
         if cache is None:
             k, v = self._project_keys_and_values(value, key, training)  # (batch, k_len, heads, key_dim)
@@ -373,6 +392,7 @@ class MultiHeadAttention(keras.layers.Layer):
             use_causal_mask,
             cache_update_index,
             key_mask if key_mask is not None else value_mask,
+            "key_mask" if key_mask is not None else "value_mask",
         )
         q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
         scores = ops.einsum(f"bqhk,{key_axes}->bhqs", q, k)  # (batch, heads, q_len, k_len)
@@ -388,15 +408,20 @@ class MultiHeadAttention(keras.layers.Layer):
             outputs += (cache,)
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def _attention_mask(self, query, k_len, attention_mask, use_causal_mask, cache_update_index, key_padding):
+    def _attention_mask(
+        self, query, k_len, attention_mask, use_causal_mask, cache_update_index, key_padding, key_padding_name
+    ):
         """Merges explicit, implicit (Keras) and causal masks to (batch, q, k)."""
-        q_len = query.shape[1]
+        batch, q_len = query.shape[0], query.shape[1]
         if attention_mask is not None:
             attention_mask = ops.convert_to_tensor(attention_mask)
-            self._check_mask_shape(attention_mask, query.shape[0], q_len, k_len)
+            check_mask_shape(
+                attention_mask, "attention_mask", ("batch", "q_len", "k_len"), (batch, q_len, k_len), ranks=(2, 3)
+            )
             if len(attention_mask.shape) == 2:
                 attention_mask = attention_mask[None]
         if key_padding is not None:
+            check_mask_shape(key_padding, key_padding_name, ("batch", "k_len"), (batch, k_len))
             key_padding = ops.expand_dims(key_padding, 1)
         causal = None
         if use_causal_mask:
@@ -419,21 +444,6 @@ class MultiHeadAttention(keras.layers.Layer):
                 "keys 0..i); for one step of cached decoding pass `cache` with "
                 "`cache_update_index`, for any other pattern a boolean `attention_mask`. "
                 f"Received: q_len={q_len}, k_len={k_len}"
-            )
-
-    @staticmethod
-    def _check_mask_shape(mask, batch, q_len, k_len):
-        shape = tuple(mask.shape)
-        expected = (batch, q_len, k_len)
-        ok = len(shape) in (2, 3)
-        if ok:
-            for got, want in zip(reversed(shape), reversed(expected)):
-                if isinstance(got, int) and isinstance(want, int) and got not in (1, want):
-                    ok = False
-        if not ok:
-            raise ValueError(
-                "`attention_mask` must broadcast to (batch, q_len, k_len)="
-                f"{expected}. Received: attention_mask.shape={shape}"
             )
 
     def get_config(self):

@@ -3,8 +3,10 @@
 import keras
 
 from keras_transformer.layers.decoder_layer import DecoderLayer
+from keras_transformer.layers.embedding import check_token_ids_shape
 from keras_transformer.layers.encoder import Encoder
 from keras_transformer.layers.masks import check_mask, padding_mask
+from keras_transformer.layers.shapes import check_sequence
 
 
 def decoder_forward(
@@ -104,6 +106,9 @@ class Decoder(Encoder):
         return DecoderLayer(self.d_model, self.num_heads, self.d_ff, name=name, **self._layer_options())
 
     def build(self, token_ids_shape, encoder_outputs_shape=None):
+        check_token_ids_shape(token_ids_shape, "token_ids")
+        if encoder_outputs_shape is not None:
+            check_sequence(encoder_outputs_shape, "encoder_outputs", self.d_model)
         self.embedding.build(token_ids_shape)
         hidden_shape = tuple(token_ids_shape) + (self.d_model,)
         for layer in self.stack:
@@ -123,6 +128,8 @@ class Decoder(Encoder):
         encoder_padding_mask = check_mask(encoder_padding_mask, "encoder_padding_mask")
         if encoder_padding_mask is None:
             encoder_padding_mask = check_mask(encoder_outputs_mask, "encoder_outputs_mask")
+        check_token_ids_shape(token_ids, "token_ids")
+        check_sequence(encoder_outputs, "encoder_outputs", self.d_model)
         return decoder_forward(
             self.embedding,
             self.stack,

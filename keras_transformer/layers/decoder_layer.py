@@ -4,7 +4,8 @@ import keras
 
 from keras_transformer.layers.attention import HashDropout, MultiHeadAttention
 from keras_transformer.layers.encoder_layer import EncoderLayer
-from keras_transformer.layers.masks import check_mask
+from keras_transformer.layers.masks import check_mask, check_mask_shape
+from keras_transformer.layers.shapes import check_sequence, static_shape
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -21,7 +22,9 @@ class DecoderLayer(EncoderLayer):
     the Keras masks of `decoder_sequence` and `encoder_sequence` are used.
     Without `encoder_sequence` the layer is a decoder-only (GPT-style) block.
     A float or int mask is a `ValueError` (convert the TensorFlow tutorial's
-    additive masks, 1 = blocked, with `keras.ops.equal(mask, 0)`).
+    additive masks, 1 = blocked, with `keras.ops.equal(mask, 0)`), and so is
+    a mask or a sequence whose static shape does not fit the others (the
+    masks of a cached step are checked against the caches' lengths).
 
     Incremental decoding: pass `self_attention_cache`, a pair `(keys, values)`
     each of shape `(batch, num_heads, max_len, key_dim)`, with
@@ -75,8 +78,10 @@ class DecoderLayer(EncoderLayer):
         self.cross_attention_dropout = HashDropout(self.dropout, name="cross_attention_dropout", **common)
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
+        check_sequence(decoder_sequence_shape, "decoder_sequence", self.d_model)
         super().build(decoder_sequence_shape)
         if encoder_sequence_shape is not None:
+            check_sequence(encoder_sequence_shape, "encoder_sequence", self.d_model)
             self.cross_attention.build(decoder_sequence_shape, encoder_sequence_shape)
             self.cross_attention_norm.build(decoder_sequence_shape)
         self.built = True
@@ -103,6 +108,19 @@ class DecoderLayer(EncoderLayer):
         decoder_padding_mask = check_mask(decoder_padding_mask, "decoder_padding_mask")
         encoder_padding_mask = check_mask(encoder_padding_mask, "encoder_padding_mask")
         decoder_attention_mask = check_mask(decoder_attention_mask, "decoder_attention_mask")
+        self._check_shapes(
+            decoder_sequence,
+            encoder_sequence,
+            self_attention_cache,
+            cross_attention_cache,
+            {
+                "decoder_padding_mask": decoder_padding_mask,
+                "decoder_sequence_mask": decoder_sequence_mask,
+                "encoder_padding_mask": encoder_padding_mask,
+                "encoder_sequence_mask": encoder_sequence_mask,
+                "decoder_attention_mask": decoder_attention_mask,
+            },
+        )
         if decoder_padding_mask is None:
             decoder_padding_mask = check_mask(decoder_sequence_mask, "decoder_sequence_mask")
         if encoder_padding_mask is None:
@@ -158,3 +176,38 @@ class DecoderLayer(EncoderLayer):
         if use_cache:
             outputs += (new_cache[0], cross_attention_cache)
         return outputs[0] if len(outputs) == 1 else outputs
+
+    def _check_shapes(self, decoder_sequence, encoder_sequence, self_attention_cache, cross_attention_cache, masks):
+        """`ValueError`s naming the sequence or mask whose static shape does not fit the others.
+
+        `masks` maps each mask argument's name to the mask given (or `None`);
+        a padding mask a caller gave replaces the Keras mask of its sequence,
+        which is then not checked. With a self-attention cache the decoder's
+        padding is not read (the cache's causal mask says which positions are
+        filled), so it is not checked either.
+        """
+        check_sequence(decoder_sequence, "decoder_sequence", self.d_model)
+        if encoder_sequence is not None:
+            check_sequence(encoder_sequence, "encoder_sequence", self.d_model)
+        batch, target_len = decoder_sequence.shape[0], decoder_sequence.shape[1]
+        source_len = encoder_sequence.shape[1] if encoder_sequence is not None else _cache_length(cross_attention_cache)
+        keys_len = target_len if self_attention_cache is None else _cache_length(self_attention_cache)
+        padding = (("decoder", "target_len", target_len),) if self_attention_cache is None else ()
+        for side, axis, length in (*padding, ("encoder", "source_len", source_len)):
+            given = f"{side}_padding_mask" if masks[f"{side}_padding_mask"] is not None else f"{side}_sequence_mask"
+            check_mask_shape(masks[given], given, ("batch", axis), (batch, length))
+        check_mask_shape(
+            masks["decoder_attention_mask"],
+            "decoder_attention_mask",
+            ("batch", "target_len", "keys_len"),
+            (batch, target_len, keys_len),
+            ranks=(2, 3),
+        )
+
+
+def _cache_length(cache):
+    """The positions of a `(keys, values)` cache, each `(batch, heads, length, key_dim)`; `None` if unknown."""
+    if not isinstance(cache, (tuple, list)) or len(cache) != 2:
+        return None
+    shape = static_shape(cache[0])
+    return shape[2] if shape is not None and len(shape) == 4 else None

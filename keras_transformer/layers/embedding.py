@@ -8,6 +8,7 @@ from keras import ops
 from keras_transformer.layers.arguments import check_positive_int, check_rate
 from keras_transformer.layers.attention import HashDropout, matmul_last_axis
 from keras_transformer.layers.positional_encoding import PositionalEncoding
+from keras_transformer.layers.shapes import check_sequence, static_shape
 
 
 def check_token_ids(token_ids, name="token_ids"):
@@ -15,8 +16,24 @@ def check_token_ids(token_ids, name="token_ids"):
     dtype = keras.backend.standardize_dtype(token_ids.dtype)
     if "int" not in dtype:
         raise ValueError(f"`{name}` must hold integer token ids (0 = padding). Received: dtype={dtype}")
-    if len(token_ids.shape) != 2:
-        raise ValueError(f"`{name}` must have shape (batch, length). Received: shape={tuple(token_ids.shape)}")
+    check_token_ids_shape(token_ids, name)
+
+
+def check_token_ids_shape(value, name="token_ids"):
+    """Raises a `ValueError` unless `value` (a tensor or a shape) has rank 2, `(batch, length)`.
+
+    A shape of unknown rank passes.
+
+    Example:
+
+    >>> check_token_ids_shape((2, 7, 1))
+    Traceback (most recent call last):
+    ...
+    ValueError: `token_ids` must have shape (batch, length). Received: shape=(2, 7, 1)
+    """
+    shape = static_shape(value)
+    if shape is not None and len(shape) != 2:
+        raise ValueError(f"`{name}` must have shape (batch, length). Received: shape={shape}")
 
 
 def known_values(tensor):
@@ -162,6 +179,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
 
     def call(self, inputs, start_index=0, reverse=False, training=None):
         if reverse:
+            check_sequence(inputs, "inputs", self.d_model)
             kernel = ops.cast(self._embedding_matrix(), inputs.dtype)
             return matmul_last_axis(inputs, ops.transpose(kernel))  # (batch, length, vocab)
         check_token_ids(inputs, "token_ids")

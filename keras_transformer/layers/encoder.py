@@ -3,7 +3,7 @@
 import keras
 
 from keras_transformer.layers.arguments import check_positive_int
-from keras_transformer.layers.embedding import TokenAndPositionEmbedding
+from keras_transformer.layers.embedding import TokenAndPositionEmbedding, check_token_ids_shape
 from keras_transformer.layers.encoder_layer import EncoderLayer
 from keras_transformer.layers.masks import padding_mask
 
@@ -159,6 +159,7 @@ class Encoder(keras.layers.Layer):
         return EncoderLayer(self.d_model, self.num_heads, self.d_ff, name=name, **self._layer_options())
 
     def build(self, input_shape):
+        check_token_ids_shape(input_shape, "token_ids")
         self.embedding.build(input_shape)
         hidden_shape = tuple(input_shape) + (self.d_model,)
         for layer in self.stack:
@@ -168,6 +169,7 @@ class Encoder(keras.layers.Layer):
         self.built = True
 
     def call(self, token_ids, training=None):
+        check_token_ids_shape(token_ids, "token_ids")
         return encoder_forward(
             self.embedding, self.stack, self.final_norm, token_ids, padding_mask(token_ids), training
         )

@@ -9,7 +9,8 @@ from keras_transformer.layers.arguments import (
 )
 from keras_transformer.layers.attention import HashDropout, MultiHeadAttention
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
-from keras_transformer.layers.masks import check_mask
+from keras_transformer.layers.masks import check_mask, check_mask_shape
+from keras_transformer.layers.shapes import check_sequence
 from keras_transformer.layers.token_sums import layer_norm
 
 
@@ -28,7 +29,9 @@ class EncoderLayer(keras.layers.Layer):
     never attends padding. `attention_mask` (boolean `(batch, length, length)`,
     `True` = may attend) adds any other restriction. A float or int mask is a
     `ValueError` (the TensorFlow tutorial's additive masks, 1 = blocked, mean
-    the opposite: convert one with `keras.ops.equal(mask, 0)`).
+    the opposite: convert one with `keras.ops.equal(mask, 0)`), and so is a
+    mask or an input whose static shape does not fit (a size of 1
+    broadcasts; sizes unknown until run time are not checked).
 
     Args:
         d_model: model width; must be divisible by `num_heads`.
@@ -122,6 +125,7 @@ class EncoderLayer(keras.layers.Layer):
         self.ffn_dropout = HashDropout(dropout, name="ffn_dropout", **common)
 
     def build(self, input_shape):
+        check_sequence(input_shape, "inputs", self.d_model)
         self.self_attention.build(input_shape, input_shape)
         self.self_attention_norm.build(input_shape)
         self.ffn.build(input_shape)
@@ -137,9 +141,16 @@ class EncoderLayer(keras.layers.Layer):
         training=None,
         mask=None,
     ):
+        check_sequence(inputs, "inputs", self.d_model)
         padding_mask = check_mask(padding_mask, "padding_mask")
         attention_mask = check_mask(attention_mask, "attention_mask")
+        padding_name = "mask" if padding_mask is None else "padding_mask"
         padding_mask = check_mask(mask, "mask") if padding_mask is None else padding_mask
+        batch, length = inputs.shape[0], inputs.shape[1]
+        check_mask_shape(padding_mask, padding_name, ("batch", "length"), (batch, length))
+        check_mask_shape(
+            attention_mask, "attention_mask", ("batch", "length", "length"), (batch, length, length), ranks=(2, 3)
+        )
 
         def self_attend(x):
             return self.self_attention(

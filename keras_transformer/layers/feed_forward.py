@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_transformer.layers.arguments import check_positive_int, check_rate
 from keras_transformer.layers.attention import HashDropout, is_plain_dense, matmul_last_axis
+from keras_transformer.layers.shapes import check_sequence
 from keras_transformer.layers.token_sums import add_bias
 
 
@@ -71,11 +72,13 @@ class PositionwiseFeedForward(keras.layers.Layer):
         )
 
     def build(self, input_shape):
+        check_sequence(input_shape, "inputs", self.d_model)
         self.inner_dense.build(input_shape)
         self.output_dense.build(tuple(input_shape[:-1]) + (self.d_ff,))
         self.built = True
 
     def call(self, inputs, training=None):
+        check_sequence(inputs, "inputs", self.d_model)
         hidden = self._dense(self.inner_dense, inputs, training)  # (batch, length, d_ff)
         hidden = self.dropout_layer(hidden, training=training)
         return self._dense(self.output_dense, hidden, training)
@@ -93,6 +96,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
         return outputs
 
     def compute_output_shape(self, input_shape):
+        check_sequence(input_shape, "inputs", self.d_model)  # what a symbolic call runs instead of `call`
         return tuple(input_shape[:-1]) + (self.d_model,)
 
     def get_config(self):

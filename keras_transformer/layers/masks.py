@@ -8,8 +8,12 @@ and layer of this package that takes a mask rejects a float or int mask with
 a `ValueError` (`check_mask`) instead of reading it the wrong way round.
 """
 
+import numbers
+
 import keras
 from keras import ops
+
+from keras_transformer.layers.shapes import fits, static_shape
 
 
 def padding_mask(token_ids, pad_id=0):
@@ -42,16 +46,40 @@ def causal_mask(length, offset=0):
         A boolean tensor of shape `(length, length + offset)`, `True` on and below
         the diagonal.
 
+    A `length` that is not a positive int, or an `offset` that is not a
+    non-negative int, is a `ValueError` naming it (a scalar integer tensor,
+    e.g. a traced length, passes unchecked).
+
     Example:
 
     >>> ops.convert_to_numpy(causal_mask(3)).astype(int)
     array([[1, 0, 0],
            [1, 1, 0],
            [1, 1, 1]])
+    >>> causal_mask(-3)
+    Traceback (most recent call last):
+    ...
+    ValueError: `length` must be a positive int. Received: length=-3
     """
+    _check_position_count("length", length, minimum=1)
+    _check_position_count("offset", offset, minimum=0)
     query_positions = ops.arange(length)[:, None] + offset
     key_positions = ops.arange(length + offset)[None, :]
     return ops.greater_equal(query_positions, key_positions)
+
+
+def _check_position_count(name, value, minimum):
+    """A `ValueError` for a Python or NumPy int below `minimum`, another number or str, or a non-integer tensor.
+
+    Integer tensors and symbolic sizes (a traced length, JAX's shape
+    polymorphism) pass: their values are not known here.
+    """
+    if isinstance(value, (numbers.Number, str, bytes)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+            kind = "a positive int" if minimum == 1 else "a non-negative int"
+            raise ValueError(f"`{name}` must be {kind}. Received: {name}={value!r}")
+    elif hasattr(value, "dtype") and "int" not in keras.backend.standardize_dtype(value.dtype):
+        raise ValueError(f"`{name}` must be an int. Received: {name} of dtype {value.dtype}")
 
 
 def check_mask(mask, name="mask"):
@@ -90,6 +118,41 @@ def check_mask(mask, name="mask"):
             f"`{name} = keras.ops.equal(mask, 0)` (or `tf.equal(mask, 0)`)."
         )
     return mask
+
+
+def check_mask_shape(mask, name, axes, expected, ranks=None):
+    """`mask` as it is if its static shape fits `expected`, else a `ValueError` naming `name`.
+
+    Args:
+        mask: a mask (a tensor, array or `None`, which passes).
+        name: the argument's name, for the message.
+        axes: the names of the expected axes, e.g. `("batch", "length")`.
+        expected: their sizes, `None` where unknown.
+        ranks: the ranks accepted (default `len(axes)`); a lower rank stands
+            for the last axes (it broadcasts over the first ones).
+
+    Each known size must be 1 (it broadcasts) or the expected size; a size
+    unknown until run time passes, as does a mask of unknown rank. Static
+    shapes only, so it works on `keras.Input`s, in XLA traces and on JAX.
+
+    Example:
+
+    >>> check_mask_shape(ops.ones((2, 5), "bool"), "padding_mask", ("batch", "length"), (2, 4))
+    Traceback (most recent call last):
+    ...
+    ValueError: `padding_mask` must have shape (batch, length)=(2, 4) (a size of 1 broadcasts).
+    Received: padding_mask.shape=(2, 5)
+    """
+    shape = None if mask is None else static_shape(mask)
+    expected = tuple(size if isinstance(size, int) else None for size in expected)  # a traced size: unknown
+    ranks = (len(axes),) if ranks is None else ranks
+    if shape is None or (len(shape) in ranks and fits(shape, expected)):
+        return mask
+    alternatives = "".join(f" or ({', '.join(axes[len(axes) - rank :])})" for rank in ranks if rank != len(axes))
+    raise ValueError(
+        f"`{name}` must have shape ({', '.join(axes)})={tuple(expected)}{alternatives} (a size of 1 broadcasts). "
+        f"Received: {name}.shape={shape}"
+    )
 
 
 def key_padding_to_attention_mask(key_mask):

@@ -5,6 +5,7 @@ import numpy as np
 from keras import ops
 
 from keras_transformer.layers.arguments import check_positive_int
+from keras_transformer.layers.shapes import check_sequence
 
 
 def positional_encoding(length, depth, base=10000.0):
@@ -77,6 +78,7 @@ class PositionalEncoding(keras.layers.Layer):
         self.supports_masking = True
 
     def call(self, inputs, start_index=0):
+        check_sequence(inputs, "inputs", self.d_model)
         length = inputs.shape[1]
         if isinstance(start_index, int) and isinstance(length, int):
             if start_index + length > self.position:
@@ -85,11 +87,6 @@ class PositionalEncoding(keras.layers.Layer):
                     f"layer was built for. Received: length={length} with "
                     f"start_index={start_index}"
                 )
-        if inputs.shape[-1] is not None and inputs.shape[-1] != self.d_model:
-            raise ValueError(
-                f"The last axis of `inputs` must equal `d_model`={self.d_model}. "
-                f"Received: inputs.shape={tuple(inputs.shape)}"
-            )
         table = ops.convert_to_tensor(self.pos_encoding, dtype=inputs.dtype)
         if isinstance(start_index, int) and isinstance(length, int):
             window = table[:, start_index : start_index + length]
@@ -101,6 +98,7 @@ class PositionalEncoding(keras.layers.Layer):
         return inputs + window
 
     def compute_output_shape(self, input_shape):
+        check_sequence(input_shape, "inputs", self.d_model)  # what a symbolic call runs instead of `call`
         return input_shape
 
     def get_config(self):

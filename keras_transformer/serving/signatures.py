@@ -27,6 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.translator_inputs import utf8_error  # the Python API's rule, shared
+
 DEFAULT_SIGNATURE = "serving_default"
 WARMED_SIGNATURES = ("serving_default", "greedy", "nbest")  # XLA decoders: one program per shape
 WARM_UP_WORKERS = 4  # compiles side by side at most (each holds its own memory while it compiles)
@@ -271,19 +273,14 @@ def _string(value, where):
             data = base64.b64decode(value["b64"], validate=True)
         except (ValueError, TypeError):
             raise RequestError(f"{where}: 'b64' is not valid base64. Received: {_short(value['b64'])}") from None
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise RequestError(
-                f"{where}: the decoded bytes are not valid UTF-8 ({error.reason} at byte {error.start})"
-            ) from None
+        reason = utf8_error(data)
+        if reason is not None:
+            raise RequestError(f"{where}: the decoded bytes are not valid UTF-8 ({reason})")
     elif isinstance(value, str):
-        try:
-            data = value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise RequestError(
-                f"{where} is not valid UTF-8 text (a lone surrogate). Received: {_short(value)}"
-            ) from None
+        reason = utf8_error(value)
+        if reason is not None:
+            raise RequestError(f"{where} is not valid UTF-8 text ({reason}). Received: {_short(value)}")
+        data = value.encode("utf-8")
     else:
         raise RequestError(f"{where} must be a string (DT_STRING). Received: {_short(value)}")
     if b"\0" in data:
