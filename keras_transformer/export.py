@@ -15,7 +15,6 @@ Example::
 """
 
 import pathlib
-import warnings
 
 import tensorflow as tf
 
@@ -139,13 +138,7 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True,
     if run_dir.is_run_dir(path):
         return _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact)
     if run_dir.is_saved_model(path):
-        if not manifest.verify_manifest(path):
-            warnings.warn(
-                manifest.UnverifiedExportWarning(
-                    f"{path} has no {destinations.MANIFEST}: its files were not verified (export it again to add one)"
-                ),
-                stacklevel=2,
-            )
+        manifest.verify_or_warn(path)
         translator = _guarded(path, "SavedModel", lambda: tf.saved_model.load(str(path)))
         if not hasattr(translator, "greedy") or not hasattr(translator, "beam_size"):
             raise ValueError(

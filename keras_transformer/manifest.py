@@ -24,6 +24,7 @@ keras_transformer.manifest.ManifestMismatchError: .../saved_model.pb does not ma
 import os
 import pathlib
 import tempfile  # noqa: F401  (the example above)
+import warnings
 
 from keras_transformer.destinations import MANIFEST, read_manifest
 from keras_transformer.errors import KerasTransformerWarning
@@ -82,6 +83,17 @@ def verify_manifest(folder):
                 f"{path} does not match the sha256 in {manifest}: it changed after export (damaged or edited)"
             )
     return True
+
+
+def verify_or_warn(folder):
+    """`verify_manifest(folder)`, with an `UnverifiedExportWarning` when there is no manifest to verify."""
+    if not verify_manifest(folder):
+        warnings.warn(
+            UnverifiedExportWarning(
+                f"{folder} has no {MANIFEST}: its files were not verified (export it again to add one)"
+            ),
+            stacklevel=3,
+        )
 
 
 def _files(folder):

@@ -54,6 +54,8 @@ an `InvalidArgumentError` that names it (they are not clamped).
 """
 
 import functools
+import math
+import numbers
 import warnings
 
 import numpy as np
@@ -259,6 +261,8 @@ class Translator(TranslatorMethods, tf.Module):
             )
         if not isinstance(beam_size, int) or beam_size < 1:
             raise ValueError(f"`beam_size` must be a positive int. Received: beam_size={beam_size!r}")
+        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 <= alpha < math.inf:
+            raise ValueError(f"`alpha` must be a finite number >= 0. Received: alpha={alpha!r}")
         self.model = model
         # The tf.Variables under the Keras variables, tracked directly: a Session-based
         # loader (TF Serving, `saved_model_cli run`) restores only the variables it reaches so.

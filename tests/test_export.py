@@ -208,6 +208,14 @@ def test_load_errors_are_one_line(run, exported, tmp_path):
         load(broken_export)
 
 
+@pytest.mark.parametrize("alpha", [float("nan"), float("inf"), -0.5, True, "0.6"])
+def test_alpha_must_be_a_finite_number_at_least_zero(run, translator, alpha):
+    with pytest.raises(ValueError, match="`alpha` must be a finite number >= 0"):
+        Translator(translator.model, translator.source_tokenizer, alpha=alpha)
+    with pytest.raises(ValueError, match="`alpha` must be a finite number >= 0"):
+        load(run[0], alpha=alpha)
+
+
 def test_tokenizer_must_fit_the_model(translator):
     model = build_transformer(64, 64, num_layers=1, d_model=32, num_heads=4, d_ff=64, max_length=16)
     with pytest.raises(ValueError, match="`source_tokenizer` does not fit the model: its vocab_size is 400"):

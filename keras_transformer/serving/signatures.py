@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer import destinations, manifest
 from keras_transformer.translator_inputs import utf8_error  # the Python API's rule, shared
 
 DEFAULT_SIGNATURE = "serving_default"
@@ -69,6 +70,8 @@ class ServedModel:
 
         self.path = pathlib.Path(path)
         self.max_instances = max_instances
+        destinations.recover(self.path)
+        manifest.verify_or_warn(self.path)  # a damaged or edited export is refused before it loads
         self.module = tf.saved_model.load(str(self.path))
         self.functions = dict(self.module.signatures)
         if not self.functions:
