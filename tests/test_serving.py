@@ -11,8 +11,10 @@ import io
 import json
 import logging
 import os
+import pathlib
 import random
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -51,6 +53,20 @@ def server(fake_model):
 
 
 # -- request forms ---------------------------------------------------------------------------------
+
+
+def test_an_export_is_verified_against_its_manifest_before_it_is_served(fake_model, tmp_path):
+    from keras_transformer import manifest
+    from keras_transformer.serving.signatures import ServedModel
+
+    export = pathlib.Path(shutil.copytree(fake_model, tmp_path / "export"))
+    with pytest.warns(manifest.UnverifiedExportWarning, match="its files were not verified"):
+        ServedModel(export)
+    manifest.write_manifest(export)
+    ServedModel(export)  # verified: no warning, no error
+    (export / "variables" / "notes.txt").write_text("added after export", encoding="utf-8")
+    with pytest.raises(manifest.ManifestMismatchError, match="notes.txt is not listed"):
+        ServedModel(export)
 
 
 def test_row_format_with_bare_and_named_instances(server):
