@@ -15,7 +15,7 @@ validation losses and accuracies:
 
 bf16 learns the same where every bf16 run stays inside. The bf16 runs
 take the hybrid route that `keras-transformer train --mixed-precision
-mixed_bfloat16` takes on a CPU with bf16 units (`keras_transformer.precision`),
+mixed_bfloat16` takes on a CPU with bf16 units (`keras_transformer.training.precision`),
 also on a CPU without them, where oneDNN emulates the bf16 matmuls (slowly,
 with the same rounding): `--route xla` keeps what such a CPU would get.
 Losses do not depend on the machine's load, so these runs may share it;
@@ -49,8 +49,7 @@ PRECISIONS = {"float32": None, "bfloat16": "mixed_bfloat16"}
 
 def worker(args):
     """Trains one run in this process."""
-    from keras_transformer import precision
-    from keras_transformer.training import train
+    from keras_transformer.training import precision, train
 
     if args.precision == "bfloat16" and args.route == "hybrid" and not precision.cpu_bf16_units():
         precision.cpu_bf16_units = lambda *_: ("emulated",)  # take the hybrid route without bf16 units
@@ -151,8 +150,8 @@ def main(argv=None):
     if args.worker:
         return worker(args)
     from keras_transformer.plotting import read_history
-    from keras_transformer.precision import cpu_bf16_units
-    from keras_transformer.run_dir import HISTORY
+    from keras_transformer.training.precision import cpu_bf16_units
+    from keras_transformer.training.run_dir import HISTORY
 
     seeds = {"float32": args.seeds, "bfloat16": args.bf16_seeds or args.seeds}
     runs = run_all(args, [(precision, int(seed)) for precision in PRECISIONS for seed in seeds[precision].split(",")])

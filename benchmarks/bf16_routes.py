@@ -42,7 +42,7 @@ for path in (REPO, REPO / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from keras_transformer.precision import AUTOCLUSTER_FLAGS  # noqa: E402
+from keras_transformer.training.precision import AUTOCLUSTER_FLAGS  # noqa: E402
 
 # name -> (policy, compiler, extra environment). compiler: "xla", "none", "auto" (autoclustering) or
 # "hybrid" (the model without XLA, the loss XLA-compiled).
@@ -79,7 +79,7 @@ ROUTES = {
     ),
     # The model without XLA (oneDNN's bf16 matmuls), the loss and its gradient XLA-compiled ...
     "bf16_hybrid_loss_only": ("mixed_bfloat16", "hybrid", {}),
-    # ... and the model's elementwise ops autoclustered: keras_transformer.precision's route.
+    # ... and the model's elementwise ops autoclustered: keras_transformer.training.precision's route.
     "bf16_hybrid": ("mixed_bfloat16", "hybrid", {"TF_XLA_FLAGS": " ".join(AUTOCLUSTER_FLAGS)}),
     "f32_hybrid": ("float32", "hybrid", {"TF_XLA_FLAGS": " ".join(AUTOCLUSTER_FLAGS)}),
     "jax_f32": ("float32", "xla", {"KERAS_BACKEND": "jax"}),
@@ -159,7 +159,7 @@ def _train_step(route):
     import train_throughput
 
     from keras_transformer import MaskedSparseCategoricalCrossentropy
-    from keras_transformer.precision import compile_loss_with_xla
+    from keras_transformer.training.precision import compile_loss_with_xla
 
     policy, compiler, _ = ROUTES[route]
     keras.mixed_precision.set_global_policy(policy)

@@ -57,7 +57,7 @@ BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 def cpu_flags():
     """The bf16 flags /proc/cpuinfo reports (empty where it reports none or cannot be read).
 
-    `keras_transformer.precision.cpu_bf16_units` reads the same, but importing
+    `keras_transformer.training.precision.cpu_bf16_units` reads the same, but importing
     the package imports Keras, which fails without TensorFlow unless a backend
     is chosen; this parent process chooses none (its workers run JAX).
     """

@@ -11,7 +11,7 @@ generated tokens:
 - ours: `compile_decoder` (XLA) greedy and beam, every batch padded to one
   width (the longest source rounded up to 16), as one XLA program
   (`compact=False`) and compacting (`compact=True`: finished sentences dropped
-  from the batch between segments of steps, `keras_transformer.compaction`),
+  from the batch between segments of steps, `keras_transformer.decoding.compaction`),
   the batches one after the other and on `--workers` threads side by side
   (as CTranslate2's `inter_threads`), the compilation excluded (a first pass
   over all batches compiles every shape; its time is reported);
@@ -58,8 +58,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from machine import describe_machine, machine_line  # noqa: E402
 
-from keras_transformer import decoding, run_dir  # noqa: E402
-from keras_transformer.ctranslate2_export import convert_run, read_pieces  # noqa: E402
+from keras_transformer import decoding
+from keras_transformer.serving.ctranslate2 import convert_run, read_pieces  # noqa: E402
+from keras_transformer.training import run_dir  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "decoding"

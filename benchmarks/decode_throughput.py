@@ -43,9 +43,10 @@ import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 from machine import machine_line  # noqa: E402
 
-from keras_transformer import build_transformer, decoding, run_dir  # noqa: E402
+from keras_transformer import build_transformer, decoding
 from keras_transformer.datasets.corpora import resolve_dir  # noqa: E402
 from keras_transformer.tokenizers import SubwordTokenizer  # noqa: E402
+from keras_transformer.training import run_dir  # noqa: E402
 
 SPLITS = {"test": "test_2016_flickr.en", "val": "val.en"}
 

@@ -63,8 +63,8 @@ def parse_args(argv=None):
 
 def decode(run, sentences, beam_size, alpha, batch_size, greedy=False):
     """(translations, seconds) of a run directory's model on `sentences`."""
-    from keras_transformer.export import load
-    from keras_transformer.translation import translate_lines
+    from keras_transformer.serving.export import load
+    from keras_transformer.serving.translation import translate_lines
 
     translator = load(run, beam_size=beam_size, alpha=alpha)
     started = time.perf_counter()
@@ -74,7 +74,7 @@ def decode(run, sentences, beam_size, alpha, batch_size, greedy=False):
 
 def training_record(run, config):
     """The run's training figures; an ensemble's per member, with the minutes of all."""
-    from keras_transformer import run_dir
+    from keras_transformer.training import run_dir
 
     keys = ("train_minutes", "completed_epochs", "best_val_loss", "best_epoch", "averaged")
     if not config.get("members"):
@@ -96,9 +96,9 @@ def main(argv=None):
     run = pathlib.Path(args.output or REPO / "runs" / preset)
     results_path = pathlib.Path(args.json or REPO / "benchmarks" / "results" / preset / "current.json")
 
-    from keras_transformer import evaluation, run_dir
+    from keras_transformer import evaluation
     from keras_transformer.datasets import load_pairs
-    from keras_transformer.training import hold_out_dev, train
+    from keras_transformer.training import hold_out_dev, run_dir, train
 
     summary = train(preset=preset, output=run, data_dir=data, resume=True)
     print(json.dumps(summary), flush=True)

@@ -39,8 +39,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 from machine import machine_line  # noqa: E402
 
-from keras_transformer import run_dir  # noqa: E402
-from keras_transformer.export import load  # noqa: E402
+from keras_transformer.serving.export import load  # noqa: E402
+from keras_transformer.training import run_dir  # noqa: E402
 
 
 def parse_args():

@@ -23,7 +23,7 @@ import time
 
 from machine import describe_machine, machine_line
 
-from keras_transformer import export, translation
+from keras_transformer.serving import export, translation
 
 
 def parse_args():

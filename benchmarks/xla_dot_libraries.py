@@ -141,7 +141,7 @@ def measure_one(args):
 
     model = None
     if args.model:
-        from keras_transformer import run_dir
+        from keras_transformer.training import run_dir
 
         model = keras.saving.load_model(pathlib.Path(args.model) / run_dir.MODEL, compile=False)
         args.vocab, args.d_model = model.decoder_embedding.weights[0].shape

@@ -30,6 +30,19 @@ __all__ = list(_layers_all) + [
     "greedy_decode",
     "sample_decode",
 ]
-# TensorFlow-only parts (tokenizers, datasets, export, training) are imported
-# from their modules, e.g. `from keras_transformer.export import Translator`,
-# so that the layers and decoding also import on Keras's JAX backend.
+# TensorFlow-only parts (tokenizers, datasets, serving, training) are imported
+# from their modules, e.g. `from keras_transformer import export` or
+# `from keras_transformer.training import train`, so that the layers and
+# decoding also import on Keras's JAX backend.
+
+# Modules that moved into a folder, under the names the README and the notebooks import them by.
+_MOVED = {"export": "keras_transformer.serving.export", "attention_maps": "keras_transformer.plotting.attention_maps"}
+
+
+def __getattr__(name):
+    """`from keras_transformer import export` (and `attention_maps`): the module, imported on first use."""
+    if name in _MOVED:
+        import importlib
+
+        return importlib.import_module(_MOVED[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,7 +16,7 @@ import pathlib
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from keras_transformer.text_files import read_lines
+from keras_transformer.files.text_files import read_lines
 
 
 def score(hypotheses, references):

@@ -18,7 +18,7 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
     that falls linearly from 1 at step `start` to 0 at step `end` (and stays
     0 after). A run whose length is a time budget rather than a number of
     steps sets it while training, with `set_cooldown` (see
-    `keras_transformer.callbacks.CooldownToEnd`): annealing to zero at the end
+    `keras_transformer.training.callbacks.CooldownToEnd`): annealing to zero at the end
     of a short budget gives a better final model than stopping on the
     inverse-square-root tail.
 

@@ -27,7 +27,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from sentencepiece import sentencepiece_model_pb2
 
-from keras_transformer import atomic, text_files
+from keras_transformer.files import atomic, text_files
 
 PAD_ID = 0
 UNK_ID = 1

@@ -295,7 +295,7 @@ def cooldown_to_end_reaches_the_traced_step():
     import numpy as np
 
     import keras_transformer as kt
-    from keras_transformer.callbacks import CooldownToEnd
+    from keras_transformer.training.callbacks import CooldownToEnd
 
     model = _tiny_transformer()
     schedule = kt.WarmupSchedule(16, warmup_steps=4)
@@ -350,7 +350,8 @@ def transformer_decodes_through_its_interface():
     import keras
     import numpy as np
 
-    from keras_transformer import attention_maps, decoding
+    from keras_transformer import decoding
+    from keras_transformer.plotting import attention_maps
 
     model = _tiny_transformer(dropout=0.0)
     source = np.array([[5, 6, 7, 0], [9, 4, 0, 0]], "int32")
@@ -367,7 +368,7 @@ def beam_candidates_equal_a_full_top_k():
     import keras
     import numpy as np
 
-    from keras_transformer.searches import best_candidates
+    from keras_transformer.decoding.searches import best_candidates
 
     rng = np.random.default_rng(0)
     logits = np.round(rng.normal(size=(6, 4, 1000)), 1).astype("float32")  # equal scores too

@@ -16,6 +16,7 @@ MODULES = [
     "keras_transformer.layers.encoder",
     "keras_transformer.layers.encoder_layer",
     "keras_transformer.layers.feed_forward",
+    "keras_transformer.layers.hash_dropout",
     "keras_transformer.layers.masks",
     "keras_transformer.layers.positional_encoding",
     "keras_transformer.layers.shapes",
@@ -25,19 +26,20 @@ MODULES = [
     "keras_transformer.metrics",
     "keras_transformer.schedules",
     "keras_transformer.optimizers",
-    "keras_transformer.precision",
-    "keras_transformer.decoding",
-    "keras_transformer.searches",
-    "keras_transformer.compaction",
-    "keras_transformer.step_function",
-    "keras_transformer.text_files",
-    "keras_transformer.destinations",
-    "keras_transformer.ownership",
-    "keras_transformer.manifest",
-    "keras_transformer.atomic",
-    "keras_transformer.output_files",
+    "keras_transformer.training.precision",
+    "keras_transformer.decoding.decoders",
+    "keras_transformer.decoding.searches",
+    "keras_transformer.decoding.compaction",
+    "keras_transformer.decoding.traced_step",
+    "keras_transformer.files.text_files",
+    "keras_transformer.files.destinations",
+    "keras_transformer.files.ownership",
+    "keras_transformer.files.run_files",
+    "keras_transformer.files.manifest",
+    "keras_transformer.files.atomic",
+    "keras_transformer.files.output_files",
     "keras_transformer.errors",
-    "keras_transformer.run_dir",
+    "keras_transformer.training.run_dir",
     "keras_transformer.commands.cli",
     "keras_transformer.commands.arguments",
     "keras_transformer.serving.batching",
@@ -49,7 +51,7 @@ MODULES = [
 
 def _extra_globals(module_name):
     """The decoders' examples use a `model` (and `decoding`) they do not bring: a tiny one stands in."""
-    if module_name not in ("keras_transformer.decoding", "keras_transformer.compaction"):
+    if module_name not in ("keras_transformer.decoding.decoders", "keras_transformer.decoding.compaction"):
         return {}
     model = build_transformer(300, 300, num_layers=1, d_model=32, num_heads=4, d_ff=64, max_length=32)
     return {"model": model, "decoding": decoding}

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 import keras_transformer as kt
-from keras_transformer import attention_maps, decoding
+from keras_transformer import decoding
 from keras_transformer.layers import padding_mask
 from keras_transformer.models import TransformerModel, as_transformer
+from keras_transformer.plotting import attention_maps
 
 DATA = pathlib.Path(__file__).parent / "data"
 SOURCE = np.array([[5, 6, 7, 8, 0, 0], [9, 4, 0, 0, 0, 0]], "int32")

@@ -14,9 +14,10 @@ import keras
 import numpy as np
 import pytest
 
-from keras_transformer import destinations, run_dir
 from keras_transformer.commands import cli
-from keras_transformer.export import load
+from keras_transformer.files import destinations
+from keras_transformer.serving.export import load
+from keras_transformer.training import run_dir
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
 RUN = DATA / "run_11d2bb5"

@@ -54,8 +54,8 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from keras_transformer.export import load
-    from keras_transformer.translation import translate_lines
+    from keras_transformer.serving.export import load
+    from keras_transformer.serving.translation import translate_lines
 
     translator = load(args.model, beam_size=args.beam)
     interactive = sys.stdin.isatty()

@@ -38,10 +38,11 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from keras_transformer import evaluation, output_files, text_files
+    from keras_transformer import evaluation
     from keras_transformer.commands.translate import warn_cut_off, warn_truncated
-    from keras_transformer.export import load
-    from keras_transformer.translation import Progress, translate_lines_with_status
+    from keras_transformer.files import output_files, text_files
+    from keras_transformer.serving.export import load
+    from keras_transformer.serving.translation import Progress, translate_lines_with_status
 
     output_files.check_outputs(
         [("output", args.output), ("hypotheses", args.hypotheses)],

@@ -16,7 +16,7 @@ Load it anywhere with TensorFlow and tensorflow-text only::
 import sys
 
 from keras_transformer.commands.arguments import non_empty, non_negative_finite_float, positive_int
-from keras_transformer.ctranslate2_export import QUANTIZATIONS
+from keras_transformer.serving.ctranslate2 import QUANTIZATIONS
 
 FORMATS = ("savedmodel", "ctranslate2")
 SAVEDMODEL_ONLY = {"beam": "--beam", "alpha": "--alpha", "max_length": "--max-length", "no_xla": "--no-xla"}
@@ -84,7 +84,7 @@ def run(args):
         return _run_ctranslate2(args)
     if args.quantization is not None:
         raise ValueError("--quantization applies to --format ctranslate2 only")
-    from keras_transformer.export import export_run
+    from keras_transformer.serving.export import export_run
 
     translator = export_run(
         args.model,
@@ -110,7 +110,7 @@ def _run_ctranslate2(args):
             f"{', '.join(given)} applies to --format savedmodel only: CTranslate2 chooses the search "
             "when it translates (translate_batch(beam_size=..., length_penalty=..., max_decoding_length=...))"
         )
-    from keras_transformer.ctranslate2_export import convert_run
+    from keras_transformer.serving.ctranslate2 import convert_run
 
     convert_run(args.model, args.output, quantization=args.quantization, overwrite=args.overwrite)
     print(

@@ -70,7 +70,8 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from keras_transformer import output_files, plotting
+    from keras_transformer import plotting
+    from keras_transformer.files import output_files
 
     plotting.png_path(args.output)  # before any work, as the checks below
     output_files.check_outputs(
@@ -93,7 +94,8 @@ def run(args):
 
 
 def _plot_attention(args, plotting):
-    from keras_transformer import attention_maps, run_dir
+    from keras_transformer.plotting import attention_maps
+    from keras_transformer.training import run_dir
 
     path = pathlib.Path(args.model)
     if run_dir.is_saved_model(path) and not run_dir.is_run_dir(path):
@@ -152,8 +154,8 @@ def load_run(path):
     import keras
 
     import keras_transformer  # noqa: F401  (registers the custom objects)
-    from keras_transformer import run_dir
     from keras_transformer.tokenizers import SubwordTokenizer
+    from keras_transformer.training import run_dir
 
     path = pathlib.Path(path)
     model = keras.saving.load_model(path / run_dir.MODEL, compile=False)

@@ -41,10 +41,10 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from keras_transformer import output_files
     from keras_transformer.commands.translate import read_lines
-    from keras_transformer.export import load
-    from keras_transformer.translation import Progress, score_lines
+    from keras_transformer.files import output_files
+    from keras_transformer.serving.export import load
+    from keras_transformer.serving.translation import Progress, score_lines
 
     output_files.check_outputs(
         [("output", args.output)], [("source", args.source), ("target", args.target)], [("model", args.model)]

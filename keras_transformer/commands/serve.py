@@ -126,9 +126,9 @@ def run(args):
         raise ValueError(
             f"serving needs the `serve` extra ({error.name} is not installed): pip install keras-transformer[serve]"
         ) from None
-    from keras_transformer import run_dir
     from keras_transformer.serving import connections
     from keras_transformer.serving.signatures import ServedModel
+    from keras_transformer.training import run_dir
 
     name = _model_name(rest, args)
     connection_limits = connections.budget(
@@ -144,7 +144,7 @@ def run(args):
                     f"{path} is neither a SavedModel (no saved_model.pb) nor a training run (no config.json): "
                     "--model takes an export (`keras-transformer export`) or a run directory"
                 )
-            from keras_transformer.export import export_run
+            from keras_transformer.serving.export import export_run
 
             workdir = pathlib.Path(tempfile.mkdtemp(prefix="kt-serve-"))
             print(f"Exporting the run {path} to a temporary SavedModel...", file=sys.stderr, flush=True)

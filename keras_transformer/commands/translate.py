@@ -28,7 +28,12 @@ from keras_transformer.commands.arguments import (
     non_negative_finite_float,
     positive_int,
 )
-from keras_transformer.translation import Progress, nbest_lines, translate_lines_with_status, truncated_sentences
+from keras_transformer.serving.translation import (
+    Progress,
+    nbest_lines,
+    translate_lines_with_status,
+    truncated_sentences,
+)
 
 SENTENCES_HELP = "sentences to translate; without them, --input or stdin (one sentence a line)"
 
@@ -76,8 +81,8 @@ def add_model_arguments(parser):
 
 
 def run(args):
-    from keras_transformer import output_files
-    from keras_transformer.export import load
+    from keras_transformer.files import output_files
+    from keras_transformer.serving.export import load
 
     output_files.check_outputs([("output", args.output)], [("input", args.input)], [("model", args.model)])
     sentences = [check_utf8(s, f"argument {i}") for i, s in enumerate(args.sentences, 1)]
@@ -125,7 +130,7 @@ def check_utf8(text, where):
 
 def read_lines(path=None):
     """Lines of a UTF-8 file (or of stdin when `path` is None), newlines stripped; no NUL bytes."""
-    from keras_transformer import text_files
+    from keras_transformer.files import text_files
 
     if path is None:
         lines = text_files.split_lines(text_files.decode_utf8(sys.stdin.buffer.read(), "stdin"))

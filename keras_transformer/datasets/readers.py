@@ -18,7 +18,7 @@ import csv
 import hashlib
 import io
 
-from keras_transformer import text_files
+from keras_transformer.files import text_files
 
 
 def _check_sentence(sentence, path, line, what="line"):

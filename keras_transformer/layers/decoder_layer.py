@@ -2,8 +2,9 @@
 
 import keras
 
-from keras_transformer.layers.attention import HashDropout, MultiHeadAttention
+from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.encoder_layer import EncoderLayer
+from keras_transformer.layers.hash_dropout import HashDropout
 from keras_transformer.layers.masks import check_mask, check_mask_shape
 from keras_transformer.layers.shapes import check_sequence, static_shape
 

@@ -6,7 +6,8 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.arguments import check_positive_int, check_rate
-from keras_transformer.layers.attention import HashDropout, matmul_last_axis
+from keras_transformer.layers.attention import matmul_last_axis
+from keras_transformer.layers.hash_dropout import HashDropout
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.shapes import check_sequence, static_shape
 

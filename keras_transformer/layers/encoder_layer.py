@@ -7,8 +7,9 @@ from keras_transformer.layers.arguments import (
     check_positive_number,
     check_rate,
 )
-from keras_transformer.layers.attention import HashDropout, MultiHeadAttention
+from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
+from keras_transformer.layers.hash_dropout import HashDropout
 from keras_transformer.layers.masks import check_mask, check_mask_shape
 from keras_transformer.layers.shapes import check_sequence
 from keras_transformer.layers.token_sums import layer_norm

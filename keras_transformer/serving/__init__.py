@@ -1,11 +1,26 @@
-"""Serving a SavedModel over TF Serving's REST API (`keras-transformer serve`).
+"""Translating with a trained model, and shipping it: translators, exports and the REST server.
 
-- `signatures`: the SavedModel's signatures, TF Serving's JSON request forms
-  parsed and checked against them, and the metadata TF Serving returns.
-- `batching`: dynamic batching of concurrent requests into one signature call.
-- `rest`: the FastAPI app (needs the `serve` extra: `pip install keras-transformer[serve]`).
-- `connections`: how many connections the server holds, and how long a request
-  may take to arrive (idle and half-sent requests are closed).
-- `logs`: the server's log, each kind of line a few times a minute, then a count.
-- `page`: the HTML page served at `/`.
+- `translator`: `Translator`, strings in and strings out, a `tf.Module` that
+  saves as a SavedModel with serving signatures; `inputs` checks its inputs in
+  Python before any TensorFlow call; `translation` translates and scores many
+  lines in length-sorted batches.
+- `export`: `load` (a run directory or a SavedModel) and `export_run`;
+  `ctranslate2`: a run as a CTranslate2 model; `saved_model_cli`:
+  TensorFlow's tool with the tokenizer ops registered.
+- `signatures`, `batching`, `rest`, `connections`, `logs`, `page`: TF
+  Serving's REST API over an export (`keras-transformer serve`; the REST
+  parts need the `serve` extra: `pip install keras-transformer[serve]`).
+
+Serving builds on decoding, models and files; nothing below it imports it.
 """
+
+__all__ = ["LoadedTranslator", "Translator", "export_run", "load"]
+
+
+def __getattr__(name):
+    """`Translator`, `load`, ...: imported on first use, so that the REST parts import without TensorFlow's cost."""
+    if name in __all__:
+        from keras_transformer.serving import export
+
+        return getattr(export, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

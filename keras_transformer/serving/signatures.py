@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer import destinations, manifest
-from keras_transformer.translator_inputs import utf8_error  # the Python API's rule, shared
+from keras_transformer.files import destinations, manifest
+from keras_transformer.serving.inputs import utf8_error  # the Python API's rule, shared
 
 DEFAULT_SIGNATURE = "serving_default"
 WARMED_SIGNATURES = ("serving_default", "greedy", "nbest")  # XLA decoders: one program per shape

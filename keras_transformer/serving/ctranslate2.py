@@ -1,0 +1,366 @@
+"""A training run as a CTranslate2 model: the fast CPU engine people deploy for translation.
+
+`convert_run(run, output)` reads a run directory (`config.json`,
+`model.keras`, `tokenizers/`) and writes a CTranslate2 model directory
+(`model.bin`, `config.json`, the vocabulary files) with CTranslate2's own
+`TransformerSpec` API, plus `keras_transformer.json` (what it was made from)
+and `MANIFEST.sha256`. `transformer_spec(model, ...)` builds the spec alone.
+
+What the spec holds, and why it decodes as our model does:
+
+- the same post-norm or pre-norm layers (`norm_first`), with the final
+  LayerNorms of a pre-norm model, and the model's LayerNorm epsilon;
+- the embeddings, scaled by √d_model as `TokenAndPositionEmbedding` does, and
+  our positional-encoding table set explicitly: ours interleaves sine and
+  cosine, CTranslate2's built-in table puts all sines first, so the two differ;
+- attention projections in CTranslate2's layout (self-attention q/k/v fused
+  into one matrix; cross-attention q, then k/v fused), the FFN, and the
+  output projection (the target embedding when tied);
+- the SentencePiece pieces as the vocabulary, id for id, so PAD/UNK/START/END
+  are `<pad>`/`<unk>`/`<s>`/`</s>` at 0/1/2/3 in both (one shared vocabulary
+  file when source and target pieces are the same).
+
+Decode it with `ctranslate2.Translator(path).translate_batch(pieces,
+beam_size=1, min_decoding_length=0, suppress_sequences=[["<pad>"], ["<s>"]],
+max_input_length=L, max_decoding_length=L)`, `L` the model's `max_length`
+(in `keras_transformer.json`): our searches never generate PAD or START, may
+end at once, and the positional table holds `L` positions. For beam search,
+CTranslate2 divides by `length ** length_penalty` where we divide by GNMT's
+`((5 + length) / 6) ** alpha`; `length_penalty = alpha * n / (5 + n)`, with
+`n` a typical output length, ranks hypotheses of about that length alike.
+
+Example:
+
+>>> convert_run("saved_models/multi30k-en-de", "saved_models/en-de-ct2")
+'saved_models/en-de-ct2'
+>>> import ctranslate2
+>>> translator = ctranslate2.Translator("saved_models/en-de-ct2", inter_threads=2, intra_threads=1)
+"""
+
+import json
+import pathlib
+
+import numpy as np
+
+from keras_transformer.errors import literal
+from keras_transformer.files import atomic, destinations, manifest
+from keras_transformer.training import run_dir
+
+PROVENANCE = destinations.CTRANSLATE2_PROVENANCE
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16", "int8_bfloat16")
+_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH", "swish": "SWISH"}
+
+
+def convert_run(run, output, *, quantization=None, overwrite=False):
+    """Writes the training run `run` as a CTranslate2 model directory at `output`, atomically.
+
+    Every check runs before the model loads: `run` must be a run directory of
+    one model (not an ensemble), and `output` must be new, an empty folder, or
+    a CTranslate2 export of this package (replaced only when `overwrite` is
+    true) that neither holds nor lies inside `run`.
+
+    Args:
+        run: a training run directory.
+        output: the folder to write.
+        quantization: `None` (the weights as trained, float32) or one of
+            `QUANTIZATIONS` (e.g. `"int8"`), CTranslate2's weight types.
+        overwrite: replace an earlier CTranslate2 export of this package.
+
+    Returns:
+        `output` as a string.
+
+    Raises:
+        ValueError: naming `run`, `output` or `quantization`, or the part of
+            the model CTranslate2 cannot represent.
+
+    Example:
+
+    >>> convert_run("saved_models/multi30k-en-de", "saved_models/en-de-ct2-int8", quantization="int8")
+    'saved_models/en-de-ct2-int8'
+    """
+    _require_ctranslate2()
+    run = _check_run(run)
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise ValueError(
+            f"`quantization` must be None or one of {QUANTIZATIONS}. Received: quantization={quantization!r}"
+        )
+    destinations.check_separate(run, output, what="the export")
+    if destinations.check_destination(output, destinations.CTRANSLATE2) == "ours" and not overwrite:
+        raise destinations.DestinationInUseError(output, "a CTranslate2 export", ["overwrite"])
+
+    run_dir.warn_if_unfinished(run)
+    config = run_dir.read_config(run)
+    model = _load_model(run / run_dir.MODEL)
+    source_pieces = read_pieces(run / run_dir.SOURCE_TOKENIZER)
+    target_dir = run / run_dir.TARGET_TOKENIZER
+    target_pieces = read_pieces(target_dir) if target_dir.is_dir() else source_pieces
+    add_source_end = bool(run_dir.config_setting(config, "add_source_end", False))
+    spec = transformer_spec(model, source_pieces, target_pieces, add_source_end=add_source_end)
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    provenance = {
+        "created_by": destinations.CREATOR,
+        "format": "ctranslate2",
+        "run": str(run),
+        "quantization": quantization or "float32",
+        "max_length": int(model.max_length),
+        "add_source_end": add_source_end,
+    }
+
+    def write(tmp):
+        spec.save(str(tmp))
+        (pathlib.Path(tmp) / PROVENANCE).write_text(json.dumps(provenance, indent=2) + "\n", encoding="utf-8")
+        manifest.write_manifest(tmp)
+
+    atomic.replace_dir(write, output, destinations.remove_previous)
+    return str(output)
+
+
+def transformer_spec(model, source_pieces, target_pieces, add_source_end=False):
+    """A `ctranslate2.specs.TransformerSpec` holding `model`'s weights (not yet validated or saved).
+
+    Args:
+        model: a `TransformerModel` from `build_transformer` (one model, plain
+            float weights: not quantized, no LoRA).
+        source_pieces, target_pieces: the vocabularies, one piece per id
+            (`read_pieces`); their sizes must be the model's.
+        add_source_end: whether sources end with END (the run's `add_source_end`).
+
+    Raises:
+        ValueError: naming what CTranslate2 cannot represent (an ensemble, an
+            activation it lacks, layers of different widths or head counts, a
+            quantized or LoRA layer, a vocabulary of the wrong size).
+
+    Example:
+
+    >>> spec = transformer_spec(model, pieces, pieces)
+    >>> spec.validate(); spec.save("/tmp/ct2")
+    """
+    from ctranslate2.specs import common_spec
+    from ctranslate2.specs import transformer_spec as ct2
+
+    from keras_transformer.models import as_transformer
+
+    model = as_transformer(model)
+    _check_vocabulary("source_pieces", source_pieces, model.source_vocab_size)
+    _check_vocabulary("target_pieces", target_pieces, model.target_vocab_size)
+    encoder_layers, decoder_layers = model.encoder_layers, model.decoder_layers
+    first = encoder_layers[0]
+    _check_uniform(encoder_layers + decoder_layers, first)
+    options = dict(
+        pre_norm=bool(first.norm_first),
+        activation=getattr(common_spec.Activation, _activation(first)),
+    )
+    encoder = ct2.TransformerEncoderSpec(len(encoder_layers), first.num_heads, **options)
+    decoder = ct2.TransformerDecoderSpec(len(decoder_layers), first.num_heads, **options)
+
+    table = _positions(model.encoder_embedding)
+    encoder.embeddings[0].weight = _numpy(model.encoder_embedding.embeddings)
+    encoder.position_encodings.encodings = table
+    decoder.embeddings.weight = _numpy(model.decoder_embedding.embeddings)
+    decoder.position_encodings.encodings = _positions(model.decoder_embedding)
+    for layer, spec in zip(encoder_layers, encoder.layer):
+        _set_self_attention(spec.self_attention, layer.self_attention, layer.self_attention_norm)
+        _set_ffn(spec.ffn, layer)
+    for layer, spec in zip(decoder_layers, decoder.layer):
+        _set_self_attention(spec.self_attention, layer.self_attention, layer.self_attention_norm)
+        _set_cross_attention(spec.attention, layer.cross_attention, layer.cross_attention_norm)
+        _set_ffn(spec.ffn, layer)
+    if first.norm_first:
+        _set_norm(encoder.layer_norm, model.encoder_norm)
+        _set_norm(decoder.layer_norm, model.decoder_norm)
+    _set_output(decoder.projection, model)
+
+    spec = ct2.TransformerSpec(encoder, decoder)
+    spec.config.layer_norm_epsilon = float(first.layer_norm_epsilon)
+    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = target_pieces[1:4]
+    spec.config.decoder_start_token = target_pieces[2]
+    spec.config.add_source_eos = bool(add_source_end)
+    spec.register_source_vocabulary(list(source_pieces))
+    spec.register_target_vocabulary(list(target_pieces))
+    return spec
+
+
+def read_pieces(tokenizer_dir):
+    """The pieces of the SentencePiece tokenizer saved in `tokenizer_dir`, in id order.
+
+    The first four are PAD, UNK, START and END (ids 0-3), as in every
+    tokenizer of this package; anything else is a `ValueError`.
+
+    Example:
+
+    >>> read_pieces("saved_models/multi30k-en-de/tokenizers/source")[:4]
+    ['<pad>', '<unk>', '<s>', '</s>']
+    """
+    import sentencepiece as spm
+
+    from keras_transformer.tokenizers import CONFIG_FILENAME, END_ID, PAD_ID, START_ID, UNK_ID
+
+    tokenizer_dir = pathlib.Path(tokenizer_dir)
+    try:
+        config = json.loads((tokenizer_dir / CONFIG_FILENAME).read_text(encoding="utf-8"))
+        processor = spm.SentencePieceProcessor(model_proto=(tokenizer_dir / config["model_file"]).read_bytes())
+    except Exception as error:  # noqa: BLE001  (missing file, JSON, proto: all mean "not a tokenizer")
+        raise ValueError(f"{tokenizer_dir} is not a tokenizer saved by this package: {error}") from None
+    reserved = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
+    if reserved != (PAD_ID, UNK_ID, START_ID, END_ID):
+        raise ValueError(f"{tokenizer_dir}: the tokenizer must reserve pad/unk/bos/eos = 0/1/2/3. Received {reserved}")
+    return [processor.id_to_piece(i) for i in range(processor.vocab_size())]
+
+
+# -- checks -------------------------------------------------------------------
+
+
+def _require_ctranslate2():
+    try:
+        import ctranslate2  # noqa: F401
+    except ModuleNotFoundError:
+        raise ValueError(
+            "Writing a CTranslate2 model needs the ctranslate2 package: pip install 'keras-transformer[ctranslate2]'"
+        ) from None
+
+
+def _check_run(run):
+    path = pathlib.Path(run)
+    if not run_dir.is_run_dir(path):
+        kind = "a SavedModel" if run_dir.is_saved_model(path) else "not a training run"
+        raise ValueError(f"{literal(run)} is {kind}: `run` must be a run directory (config.json + model.keras)")
+    if run_dir.read_config(path).get("members"):
+        raise ValueError(
+            f"{run} is an ensemble: CTranslate2 models hold one Transformer. Received: run={str(run)!r}; "
+            "convert one member (e.g. its member-0/ folder) instead"
+        )
+    return path
+
+
+def _load_model(path):
+    import keras
+
+    try:
+        return keras.saving.load_model(path, compile=False)
+    except Exception as error:  # noqa: BLE001  (zip, JSON, Keras: all mean "corrupt")
+        from keras_transformer.errors import first_line
+
+        raise ValueError(f"{path}: could not load the model (corrupt or incompatible?): {first_line(error)}") from None
+
+
+def _check_vocabulary(name, pieces, size):
+    if len(pieces) != size:
+        raise ValueError(f"`{name}` must have the model's vocab size {size}. Received: {len(pieces)} pieces")
+    if len(set(pieces)) != len(pieces):
+        raise ValueError(f"`{name}` must hold each piece once (CTranslate2 maps pieces to ids)")
+
+
+def _check_uniform(layers, first):
+    """CTranslate2 has one head count, activation, norm order and epsilon per model."""
+    for layer in layers:
+        for attribute in ("num_heads", "d_model", "norm_first", "layer_norm_epsilon"):
+            if getattr(layer, attribute) != getattr(first, attribute):
+                raise ValueError(
+                    f"CTranslate2 needs one `{attribute}` for all layers. Received: "
+                    f"{attribute}={getattr(first, attribute)} in {first.name}, "
+                    f"{getattr(layer, attribute)} in {layer.name}"
+                )
+        if _activation(layer) != _activation(first):
+            raise ValueError(
+                f"CTranslate2 needs one `activation` for all layers. Received: a different one in {layer.name}"
+            )
+
+
+def _activation(layer):
+    import keras
+
+    name = keras.activations.serialize(layer.activation)
+    name = name if isinstance(name, str) else name.get("config", name.get("class_name"))
+    if name not in _ACTIVATIONS:
+        raise ValueError(
+            f"CTranslate2 has no `activation`={name!r} (of {layer.name}); it supports {sorted(_ACTIVATIONS)}"
+        )
+    return _ACTIVATIONS[name]
+
+
+# -- weights ------------------------------------------------------------------
+
+
+def _numpy(variable):
+    import keras
+
+    return np.ascontiguousarray(keras.ops.convert_to_numpy(variable), dtype=np.float32)
+
+
+def _positions(embedding):
+    """Our positional-encoding table `(max_length, d_model)` (interleaved sine/cosine)."""
+    return np.ascontiguousarray(embedding.position_encoding.pos_encoding[0], dtype=np.float32)
+
+
+def _plain(dense):
+    from keras_transformer.layers.attention import is_plain_dense
+
+    if not is_plain_dense(dense):
+        raise ValueError(f"CTranslate2 export needs plain float layers: {dense.name} is quantized or has LoRA")
+    return dense
+
+
+def _projection(dense, width):
+    """A q/k/v `EinsumDense` (d_model, heads, key_dim) as CTranslate2's (heads*key_dim, d_model) + bias."""
+    dense = _plain(dense)
+    weight = _numpy(dense.kernel).reshape(-1, width).T
+    bias = _numpy(dense.bias).reshape(width) if dense.bias is not None else None
+    return weight, bias
+
+
+def _set_linear(spec, weight, bias):
+    spec.weight = np.ascontiguousarray(weight, dtype=np.float32)
+    if bias is not None:
+        spec.bias = np.ascontiguousarray(bias, dtype=np.float32)
+
+
+def _set_fused(spec, parts):
+    weights, biases = zip(*parts)
+    _set_linear(spec, np.concatenate(weights), None if biases[0] is None else np.concatenate(biases))
+
+
+def _set_output_projection(spec, attention):
+    dense = _plain(attention.output_dense)
+    weight = _numpy(dense.kernel).reshape(-1, attention.d_model).T  # (d_model, heads*key_dim)
+    _set_linear(spec, weight, _numpy(dense.bias) if dense.bias is not None else None)
+
+
+def _set_self_attention(spec, attention, norm):
+    width = attention.num_heads * attention.key_dim
+    _set_fused(
+        spec.linear[0],
+        [_projection(d, width) for d in (attention.query_dense, attention.key_dense, attention.value_dense)],
+    )
+    _set_output_projection(spec.linear[1], attention)
+    _set_norm(spec.layer_norm, norm)
+
+
+def _set_cross_attention(spec, attention, norm):
+    width = attention.num_heads * attention.key_dim
+    _set_linear(spec.linear[0], *_projection(attention.query_dense, width))
+    _set_fused(spec.linear[1], [_projection(d, width) for d in (attention.key_dense, attention.value_dense)])
+    _set_output_projection(spec.linear[2], attention)
+    _set_norm(spec.layer_norm, norm)
+
+
+def _set_ffn(spec, layer):
+    inner, outer = _plain(layer.ffn.inner_dense), _plain(layer.ffn.output_dense)
+    _set_linear(spec.linear_0, _numpy(inner.kernel).T, _numpy(inner.bias) if inner.use_bias else None)
+    _set_linear(spec.linear_1, _numpy(outer.kernel).T, _numpy(outer.bias) if outer.use_bias else None)
+    _set_norm(spec.layer_norm, layer.ffn_norm)
+
+
+def _set_norm(spec, norm):
+    if not (norm.center and norm.scale) or getattr(norm, "rms_scaling", False):
+        raise ValueError(f"CTranslate2 export needs LayerNorms with scale and offset: {norm.name} has not both")
+    spec.gamma = _numpy(norm.gamma)
+    spec.beta = _numpy(norm.beta)
+
+
+def _set_output(spec, model):
+    if model.output_layer is None:  # tied to the target embedding
+        spec.weight = _numpy(model.decoder_embedding.embeddings)
+        return
+    dense = _plain(model.output_layer)
+    _set_linear(spec, _numpy(dense.kernel).T, _numpy(dense.bias) if dense.use_bias else None)

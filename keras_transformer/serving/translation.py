@@ -1,0 +1,178 @@
+"""Translating and scoring many sentences with a loaded model: batched by length, with progress.
+
+`translator` is what `keras_transformer.serving.export.load` returns (a run
+directory's `Translator` or a loaded SavedModel).
+
+Example:
+
+>>> translator = export.load("saved_models/chatbot-ko")
+>>> translations, finished = translate_lines_with_status(translator, ["안녕", "오늘 너무 힘들었어"])
+"""
+
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from keras_transformer.errors import ArgumentError
+
+
+def translate_lines(translator, sentences, batch_size=32, greedy=False, sample=None, progress=None, workers=1):
+    """Translations of `sentences` in input order, batched by similar length.
+
+    `translator` is what `keras_transformer.serving.export.load` returns. `sample` is
+    `(temperature, top_k, top_p, seed)` to sample instead. `workers` threads
+    translate batches side by side, as CTranslate2's `inter_threads` does:
+    each batch's program uses every core, but two use them better (on 2
+    CPU cores, 2 workers decoded 1.2-1.4x faster than 1). The translations
+    are the same.
+    """
+    return translate_lines_with_status(translator, sentences, batch_size, greedy, sample, progress, workers)[0]
+
+
+def translate_lines_with_status(
+    translator, sentences, batch_size=32, greedy=False, sample=None, progress=None, workers=1
+):
+    """`(translations, finished)`: `translate_lines` and, per sentence, whether its translation ended.
+
+    `finished[i]` is False where translation `i` reached the maximum output
+    length before END (cut off), None where the model cannot tell (a
+    SavedModel exported before the flag existed).
+    """
+
+    def translate(strings):
+        if sample is not None:
+            result = translator.sample_with_status(strings, *sample)
+        else:
+            result = (translator.greedy_with_status if greedy else translator.call_with_status)(strings)
+        flags = result["finished"]
+        flags = [None] * len(strings) if flags is None else flags.numpy().tolist()
+        return [(text(output), flag) for output, flag in zip(result["translations"].numpy(), flags)]
+
+    results = _in_length_batches(translate, sentences, batch_size, progress, workers=workers)
+    return [text for text, _ in results], [flag for _, flag in results]
+
+
+def nbest_lines(translator, sentences, n_best, batch_size=32, progress=None, workers=1):
+    """The `n_best` best translations of each sentence: a list, per sentence, of `(score, translation, finished)`.
+
+    Best first, as the beam search ranks them (`translator.nbest`); `n_best` must
+    be at most the translator's beam size. `workers` as in `translate_lines`.
+
+    Example:
+
+    >>> nbest_lines(translator, ["A dog runs."], n_best=2)
+    [[(-0.21, 'Ein Hund läuft.', True), (-0.93, 'Ein Hund rennt.', True)]]
+    """
+    beam_size = int(translator.beam_size.numpy())
+    if isinstance(n_best, bool) or not isinstance(n_best, int) or not 1 <= n_best <= beam_size:
+        raise ArgumentError(f"{{n_best={n_best!r}}} must be between 1 and the beam size, {{beam_size={beam_size}}}")
+
+    def best(strings):
+        result = translator.nbest(strings)
+        rows = zip(result["scores"].numpy(), result["translations"].numpy(), result["finished"].numpy())
+        return [
+            [(float(score), text(output), bool(done)) for score, output, done in list(zip(*row))[:n_best]]
+            for row in rows
+        ]
+
+    return _in_length_batches(best, sentences, batch_size, progress, workers=workers)
+
+
+def score_lines(translator, sources, targets, batch_size=32, progress=None, workers=1):
+    """`(log_probs, target_lengths)`: each target's log-probability given its source (`translator.score`).
+
+    The sum over the target's tokens, END included, and that token count.
+    `workers` as in `translate_lines`.
+
+    Example:
+
+    >>> log_probs, lengths = score_lines(translator, ["A dog runs."], ["Ein Hund läuft."])
+    """
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"`sources` and `targets` must hold as many sentences. Received: {len(sources)} sources "
+            f"and {len(targets)} targets"
+        )
+
+    def score(pairs):
+        result = translator.score([s for s, _ in pairs], [t for _, t in pairs])
+        return list(zip(result["log_probs"].numpy().tolist(), result["target_lengths"].numpy().tolist()))
+
+    pairs = list(zip(sources, targets))
+    results = _in_length_batches(score, pairs, batch_size, progress, key=lambda p: len(p[0]), workers=workers)
+    return [log_prob for log_prob, _ in results], [length for _, length in results]
+
+
+def _in_length_batches(function, items, batch_size, progress, key=len, workers=1):
+    """`function(batch) -> one result per item`, over batches of similar `key`; results in input order.
+
+    With `workers` > 1, that many threads run `function` on batches side by side.
+    """
+    for name, value in (("batch_size", batch_size), ("workers", workers)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+    order = sorted(range(len(items)), key=lambda i: key(items[i]))
+    batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    results = [None] * len(items)
+    for batch, outputs in zip(batches, _mapped(function, [[items[i] for i in b] for b in batches], workers)):
+        for i, result in zip(batch, outputs):
+            results[i] = result
+        if progress is not None:
+            progress.update(len(batch))
+    if progress is not None:
+        progress.close()
+    return results
+
+
+def _mapped(function, batches, workers):
+    """`function` of each batch, in order: in this thread, or on `workers` threads.
+
+    On an error or an interrupt the batches not yet started are dropped, and
+    the error comes at once (the running batches end on their own).
+    """
+    if workers == 1:
+        yield from map(function, batches)
+        return
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="translate")
+    try:
+        yield from pool.map(function, batches)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def text(output):
+    """A translation's bytes as str. A weak model may end on part of a UTF-8 character: U+FFFD stands for it."""
+    return output.decode("utf-8", errors="replace")
+
+
+def truncated_sentences(translator, sentences):
+    """`(number, tokens, limit)` for each sentence (numbered from 1) longer than the model's source limit."""
+    import tensorflow as tf
+
+    if not sentences:
+        return []
+    limit = int(translator.max_source_length.numpy())
+    lengths = translator.source_lengths(tf.constant(sentences)).numpy()
+    return [(number, int(length), limit) for number, length in enumerate(lengths, 1) if length > limit]
+
+
+class Progress:
+    """A one-line progress bar on stderr: `translated 300/1000 [=====     ] 41.2 sentences/s`."""
+
+    def __init__(self, total, stream=None, verb="translated"):
+        self.total, self.done, self.start = total, 0, time.time()
+        self.stream = stream or sys.stderr
+        self.verb = verb
+
+    def update(self, count):
+        self.done += count
+        rate = self.done / max(time.time() - self.start, 1e-9)
+        filled = int(20 * self.done / max(self.total, 1))
+        self.stream.write(
+            f"\r{self.verb} {self.done}/{self.total} [{'=' * filled}{' ' * (20 - filled)}] {rate:.1f} sentences/s"
+        )
+        self.stream.flush()
+
+    def close(self):
+        self.stream.write("\n")
+        self.stream.flush()

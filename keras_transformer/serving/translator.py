@@ -1,0 +1,551 @@
+"""`Translator`: strings in, strings out, as a `tf.Module` that saves to a SavedModel.
+
+(`keras_transformer.serving.export` loads and exports them: `load`, `export_run`.)
+
+The module holds the source and target tokenizers, the Keras model and the
+cached decoder (`keras_transformer.decoding`). Tokenization runs in
+TensorFlow (tensorflow-text ops); the decode runs as one XLA program per
+(batch bucket, source bucket) shape, or, with `compact=True`, in segments
+that drop the finished sentences between them. A SavedModel written by
+`Translator.save` needs no project code, only `import tensorflow_text`
+before loading (it registers the SentencePiece ops)::
+
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+
+    translator = tf.saved_model.load("saved_models/multi30k-en-de-export")
+    translator(tf.constant(["A man is riding a bike."]))  # beam search
+    translator.greedy(tf.constant(["A dog runs."]))
+    translator.sample(tf.constant(["Hi"]), 0.8, 0, 0.9, -1)  # temperature, top_k, top_p, seed
+    translator.call_with_status(tf.constant(["A dog runs."]))  # {"translations", "scores", "finished"}
+    translator.nbest(tf.constant(["A dog runs."]))  # every beam, best first, with scores
+    translator.score(tf.constant(["A dog runs."]), tf.constant(["Ein Hund läuft."]))  # log-probabilities
+
+It also has named signatures (`SIGNATURES`), which TF Serving, `saved_model_cli`
+and other tools that read SignatureDefs call: `serving_default` (beam
+search), `greedy` and `sample` (`sentences` -> `translations`, `scores`,
+`finished`), `nbest` (the same, `(batch, beam)`) and `score` (`sources`,
+`targets` -> `log_probs`, `target_lengths`)::
+
+    signatures = tf.saved_model.load("saved_models/multi30k-en-de-export").signatures
+    signatures["serving_default"](sentences=tf.constant(["A dog runs."]))["translations"]
+
+Empty or whitespace-only inputs translate to an empty string; sources longer
+than `max_source_length` tokens are truncated (`source_lengths` tells which),
+so one long sentence never fails a batch. A translation that reaches the
+maximum output length before END is cut off: the `*_with_status` functions
+return `finished=False` for it, and the Python side (`Translator`, `load`)
+warns with `keras_transformer.decoding.TruncatedOutputWarning`.
+
+Inputs are checked in Python before any TensorFlow call, by the `Translator`
+and by what `load` returns (for a SavedModel, a `LoadedTranslator` around the
+loaded module). `sentences` must be a 1-D string tensor or a list of str
+without NUL bytes (the tokenizer would turn a NUL into an unknown token, so it
+is rejected rather than translated into garbage), and `sample`'s
+`temperature`, `top_k`, `top_p` and `seed` must be in range; anything else is
+a one-line `ValueError` naming the argument. The check must come first: a
+`tf.function` whose input signature rejects a call keeps its lock (a
+TensorFlow bug, TF 2.21), so every later call from another thread would hang.
+Callers of `tf.saved_model.load` itself get no such check: they must pass a
+1-D `tf.string` tensor (and `sample` scalars of float32, int32, float32 and
+int64). The SavedModel's `sample` checks its numbers itself: a NaN, infinite
+or negative `temperature`, a negative `top_k` or a `top_p` outside (0, 1] is
+an `InvalidArgumentError` that names it (they are not clamped).
+"""
+
+import functools
+import math
+import numbers
+import warnings
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for loading)
+
+from keras_transformer import decoding
+from keras_transformer.decoding import compaction
+from keras_transformer.files import atomic, destinations, manifest
+from keras_transformer.serving.inputs import pairs as checked_pairs
+from keras_transformer.serving.inputs import sampling as checked_sampling
+from keras_transformer.serving.inputs import sentences as checked_sentences
+
+SOURCE_BUCKET = 16  # sources are padded to a multiple of this (few XLA programs)
+_STRINGS = tf.TensorSpec([None], tf.string)
+_SAMPLE_SPECS = [
+    _STRINGS,
+    tf.TensorSpec([], tf.float32),
+    tf.TensorSpec([], tf.int32),
+    tf.TensorSpec([], tf.float32),
+    tf.TensorSpec([], tf.int64),
+]
+# The SavedModel's functions, by name, and the `Translator` tf.functions they are. The
+# Python methods of those names check their inputs first, then call these.
+_EXPORTED = {
+    "__call__": "_tf_call",
+    "greedy": "_tf_greedy",
+    "sample": "_tf_sample",
+    "source_lengths": "_tf_source_lengths",
+    "call_with_status": "_tf_call_with_status",
+    "greedy_with_status": "_tf_greedy_with_status",
+    "sample_with_status": "_tf_sample_with_status",
+    "nbest": "_tf_nbest",
+    "score": "_tf_score",
+}
+# The SavedModel's signatures (what TF Serving and `saved_model_cli` call), by name.
+SIGNATURES = {
+    "serving_default": "_tf_call_with_status",
+    "greedy": "_tf_greedy_with_status",
+    "sample": "_tf_sample_with_status",
+    "nbest": "_tf_nbest",
+    "score": "_tf_score",
+}
+
+
+class TranslatorMethods:
+    """The Python side of a translator: inputs checked before TensorFlow, cut-off outputs warned about.
+
+    A subclass gives `_function(name)`: the function of that name in the
+    SavedModel interface (`_EXPORTED`), or None where it lacks it.
+    """
+
+    def __call__(self, sentences):
+        """Beam search (greedy when `beam_size=1`): strings `(batch,)` -> strings."""
+        return self._translate("__call__", checked_sentences(sentences))
+
+    def greedy(self, sentences):
+        """Greedy decoding: strings `(batch,)` -> strings."""
+        return self._translate("greedy", checked_sentences(sentences))
+
+    def sample(self, sentences, temperature, top_k, top_p, seed):
+        """Sampling: `temperature` (0 = greedy), `top_k` (0 = off), `top_p` (1 = off), `seed` (-1 = random)."""
+        return self._translate("sample", *_sample_inputs(sentences, temperature, top_k, top_p, seed))
+
+    def source_lengths(self, sentences):
+        """Source tokens per sentence before truncation (END included if added)."""
+        return self._function("source_lengths")(checked_sentences(sentences))
+
+    def call_with_status(self, sentences):
+        """`__call__` without the warning: `{"translations", "scores", "finished"}`, each `(batch,)`.
+
+        `scores` are the length-normalised log-probabilities that the beam
+        search ranks by (`log p / ((5 + length) / 6) ** alpha`, length
+        counting END; None from a SavedModel exported before scores
+        existed). `finished` is False where the translation was cut off at
+        the maximum output length before END (None from a SavedModel
+        exported before this flag existed).
+        """
+        return self._with_status("__call__", checked_sentences(sentences))
+
+    def greedy_with_status(self, sentences):
+        """`greedy` without the warning; see `call_with_status` (`scores` normalised the same way)."""
+        return self._with_status("greedy", checked_sentences(sentences))
+
+    def sample_with_status(self, sentences, temperature, top_k, top_p, seed):
+        """`sample` without the warning; see `call_with_status`.
+
+        `scores` are the model's log-probabilities of the sampled tokens
+        (before temperature and filters), normalised as the beam's.
+        """
+        return self._with_status("sample", *_sample_inputs(sentences, temperature, top_k, top_p, seed))
+
+    def nbest(self, sentences):
+        """Every beam, best first: `{"translations", "scores", "finished"}`, each `(batch, beam_size)`.
+
+        Row 0 is `__call__`'s translation; `scores` and `finished` as in
+        `call_with_status`, sorted best first (ended hypotheses before
+        cut-off ones).
+        """
+        return self._required("nbest")(checked_sentences(sentences))
+
+    def score(self, sources, targets):
+        """Teacher-forced log-probabilities of `targets` given `sources` (both strings `(batch,)`).
+
+        Returns `{"log_probs": float32 (batch,), "target_lengths": int32
+        (batch,)}`: the sum over the target's tokens, END included (not
+        length-normalised), and that token count. A target longer than the
+        maximum output length is scored on its first `max_length` tokens
+        (without END): `target_lengths` says how many. Use it to filter a
+        corpus or rerank candidates.
+        """
+        return self._required("score")(*checked_pairs(sources, targets))
+
+    def _required(self, name):
+        function = self._function(name)
+        if function is None:
+            raise ValueError(f"This SavedModel was exported before `{name}` existed: export it again to use it")
+        return function
+
+    def _with_status(self, name, *args):
+        function = self._function(("call" if name == "__call__" else name) + "_with_status")
+        if function is None:  # a SavedModel exported before the flag
+            return {"translations": self._function(name)(*args), "scores": None, "finished": None}
+        return {"scores": None, **function(*args)}
+
+    def _translate(self, name, *args):
+        result = self._with_status(name, *args)
+        _warn_cut_off(result["finished"])
+        return result["translations"]
+
+
+class Translator(TranslatorMethods, tf.Module):
+    """A Transformer with its tokenizers and decoder: `translator(strings) -> strings`.
+
+    Args:
+        model: a model from `build_transformer`, or a list of them: an
+            ensemble, which decodes with the mean of their distributions.
+        source_tokenizer: a `SubwordTokenizer` (or any `tf.Module` with
+            `tokenize(strings) -> RaggedTensor` and `detokenize(ids)`).
+        target_tokenizer: the target tokenizer; defaults to `source_tokenizer`.
+        beam_size: beams of `__call__` and `nbest` (1 = greedy).
+        alpha: GNMT length-penalty exponent of the beam search (and of the
+            normalised scores).
+        max_length: tokens generated at most; default the model's `max_length`.
+        max_source_length: source tokens kept (longer ones are truncated);
+            default the model's `max_length`.
+        add_source_end: append END to the source ids (as the training data did).
+        jit_compile: compile the decode with XLA.
+        compact: drop the sentences that are done from the batch between
+            segments of steps (`keras_transformer.decoding.compaction`) in beam
+            search and greedy decoding: the same translations, faster for
+            batches whose outputs differ in length, with an XLA program per
+            segment and batch size instead of one per batch (more to
+            compile before the first translations). Such a translator does
+            not `save`.
+        name: module name.
+
+    Call arguments:
+        sentences: string tensor `(batch,)`, or a list of str. Checked before
+            any TensorFlow call: anything else, or a sentence with a NUL
+            byte, is a `ValueError` naming it.
+
+    Returns:
+        string tensor `(batch,)`, the translations. A translation cut off at
+        `max_length` before END raises a `TruncatedOutputWarning`
+        (`call_with_status` returns the flags instead).
+
+    `save` writes a SavedModel with the signatures of `SIGNATURES`
+    (`serving_default`, `greedy`, `sample`, `nbest`, `score`), which
+    TF Serving and `saved_model_cli` call by name.
+
+    Example:
+
+    >>> translator = Translator(model, tokenizer, beam_size=4)
+    >>> translator(tf.constant(["Ein Hund läuft."])).numpy()
+    array([b'A dog runs.'], dtype=object)
+    >>> translator.nbest(["Ein Hund läuft."])["scores"].shape
+    TensorShape([1, 4])
+    >>> translator.save("saved_models/demo")
+    """
+
+    def __init__(
+        self,
+        model,
+        source_tokenizer,
+        target_tokenizer=None,
+        *,
+        beam_size=4,
+        alpha=0.6,
+        max_length=None,
+        max_source_length=None,
+        add_source_end=False,
+        jit_compile=True,
+        compact=False,
+        name=None,
+    ):
+        super().__init__(name=name)
+        first = decoding.ensemble_members(model)[0]  # the members share vocabularies and lengths
+        model_max = first.encoder_embedding.max_length
+        max_source_length = model_max if max_source_length is None else max_source_length
+        if not isinstance(max_source_length, int) or not 1 <= max_source_length <= model_max:
+            raise ValueError(
+                f"`max_source_length` must be an int in [1, {model_max}]. "
+                f"Received: max_source_length={max_source_length!r}"
+            )
+        if not isinstance(beam_size, int) or beam_size < 1:
+            raise ValueError(f"`beam_size` must be a positive int. Received: beam_size={beam_size!r}")
+        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 <= alpha < math.inf:
+            raise ValueError(f"`alpha` must be a finite number >= 0. Received: alpha={alpha!r}")
+        self.model = model
+        # The tf.Variables under the Keras variables, tracked directly: a Session-based
+        # loader (TF Serving, `saved_model_cli run`) restores only the variables it reaches so.
+        self._tf_variables = [v.value for member in decoding.ensemble_members(model) for v in member.variables]
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer or source_tokenizer
+        _check_vocab("source_tokenizer", self.source_tokenizer, first.source_vocab_size)
+        _check_vocab("target_tokenizer", self.target_tokenizer, first.outputs[0].shape[-1])
+        self._source_limit = max_source_length - int(add_source_end)
+        self._add_source_end = add_source_end
+        self._decode_length = decoding.resolve_max_length(model, max_length)
+        self._compact = bool(compact)
+        self._decoders = _Decoders(model, beam_size, alpha, self._decode_length, jit_compile, compact)
+        # Read back by the commands, also after `tf.saved_model.load`.
+        self.beam_size = tf.Variable(beam_size, trainable=False, name="beam_size")
+        self.max_source_length = tf.Variable(max_source_length, trainable=False, name="max_source_length")
+
+    def _function(self, name):
+        return getattr(self, _EXPORTED[name])
+
+    def _trackable_children(self, *args, **kwargs):
+        """The SavedModel holds the `_tf_*` functions under their public names (`_EXPORTED`)."""
+        children = super()._trackable_children(*args, **kwargs)
+        for public, private in _EXPORTED.items():
+            if private in children:
+                children[public] = children.pop(private)
+        return children
+
+    # The SavedModel's functions. The input signatures check nothing in
+    # Python's time: the methods of `TranslatorMethods` do, before calling these.
+    # No autograph: their control flow is explicit (`tf.cond`, the decoders' loops).
+
+    @tf.function(input_signature=[_STRINGS], autograph=False)
+    def _tf_call(self, sentences):
+        return self._run(sentences, self._decoders.best)["translations"]
+
+    @tf.function(input_signature=[_STRINGS], autograph=False)
+    def _tf_greedy(self, sentences):
+        return self._run(sentences, self._decoders.greedy)["translations"]
+
+    @tf.function(input_signature=_SAMPLE_SPECS, autograph=False)
+    def _tf_sample(self, sentences, temperature, top_k, top_p, seed):
+        return self._run_sample(sentences, temperature, top_k, top_p, seed)["translations"]
+
+    @tf.function(input_signature=[_STRINGS], autograph=False)
+    def _tf_source_lengths(self, sentences):
+        ids = self.source_tokenizer.tokenize(tf.strings.strip(sentences))
+        return tf.cast(ids.row_lengths(), tf.int32) + int(self._add_source_end)
+
+    @tf.function(input_signature=[_STRINGS], autograph=False)
+    def _tf_call_with_status(self, sentences):
+        return self._run(sentences, self._decoders.best)
+
+    @tf.function(input_signature=[_STRINGS], autograph=False)
+    def _tf_greedy_with_status(self, sentences):
+        return self._run(sentences, self._decoders.greedy)
+
+    @tf.function(input_signature=_SAMPLE_SPECS, autograph=False)
+    def _tf_sample_with_status(self, sentences, temperature, top_k, top_p, seed):
+        return self._run_sample(sentences, temperature, top_k, top_p, seed)
+
+    @tf.function(input_signature=[_STRINGS], autograph=False)
+    def _tf_nbest(self, sentences):
+        return self._run(sentences, self._decoders.nbest, beams=self._decoders.beam_size)
+
+    @tf.function(input_signature=[_STRINGS, _STRINGS], autograph=False)
+    def _tf_score(self, sources, targets):
+        batch = tf.shape(sources)[0]
+        check = tf.debugging.assert_equal(
+            batch, tf.shape(targets)[0], message="`sources` and `targets` must hold as many sentences"
+        )
+
+        def run():
+            ids = self.target_tokenizer.tokenize(tf.strings.strip(targets))
+            ids = tf.concat([tf.cast(ids, tf.int32), tf.fill([batch, 1], decoding.END_ID)], axis=1)
+            ids = ids[:, : self._decode_length]
+            target = _pad_to_buckets(ids, self._decode_length)
+            log_probs = self._decoders.score(self._source_ids(sources), target)[:batch]
+            return {"log_probs": log_probs, "target_lengths": tf.cast(ids.row_lengths(), tf.int32)}
+
+        with tf.control_dependencies([check]):
+            empty = {"log_probs": tf.zeros([0]), "target_lengths": tf.zeros([0], tf.int32)}
+            return tf.cond(batch > 0, run, lambda: empty)
+
+    def _run_sample(self, sentences, temperature, top_k, top_p, seed):
+        with tf.control_dependencies(_sampling_asserts(temperature, top_k, top_p)):
+            seed = tf.cond(seed < 0, lambda: tf.random.uniform([], 0, 2**62, tf.int64), lambda: seed)
+
+        def decode(source_ids):
+            shape = tf.stack([tf.shape(source_ids)[0], self._decode_length])
+            noise = tf.random.stateless_uniform(shape, tf.stack([seed, 0]))
+            return self._decoders.sample(source_ids, noise, temperature, top_k, top_p)
+
+        return self._run(sentences, decode)
+
+    def _run(self, sentences, decode, beams=None):
+        """`{"translations", "scores", "finished"}` of `sentences` by `decode(source_ids) -> (ids, scores, finished)`.
+
+        Each output is `(batch,)`, or `(batch, beams)` when `beams` is given.
+        """
+        batch = tf.shape(sentences)[0]
+        shape = [0] if beams is None else [0, beams]
+
+        def run():
+            ids, scores, finished = decode(self._source_ids(sentences))
+            return _status(self._detokenize(ids[:batch]), scores[:batch], finished[:batch])
+
+        def empty():
+            return _status(tf.zeros(shape, tf.string), tf.zeros(shape), tf.zeros(shape, tf.bool))
+
+        return tf.cond(batch > 0, run, empty)
+
+    def _source_ids(self, sentences):
+        """Source ids `(batch', width)` in buckets (`_pad_to_buckets`); empty sentences all padding."""
+        batch = tf.shape(sentences)[0]
+        ids = self.source_tokenizer.tokenize(tf.strings.strip(sentences))
+        ids = tf.cast(ids[:, : self._source_limit], tf.int32)
+        empty = ids.row_lengths() == 0
+        if self._add_source_end:
+            ends = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], decoding.END_ID))
+            ids = tf.concat([ids, ends], axis=1)
+        source = _pad_to_buckets(ids, self.max_source_length)
+        return tf.where(tf.pad(empty, [[0, tf.shape(source)[0] - batch]])[:, None], 0, source)
+
+    def _detokenize(self, ids):
+        """Strings of ids `(batch, length)`, or `(batch, beams, length)` -> `(batch, beams)`."""
+        if ids.shape.rank == 2:
+            return self.target_tokenizer.detokenize(ids)
+        shape = tf.shape(ids)
+        strings = self.target_tokenizer.detokenize(tf.reshape(ids, [-1, shape[2]]))
+        return tf.reshape(strings, shape[:2])
+
+    def save(self, path, overwrite=True):
+        """Writes this module as a SavedModel at `path`, atomically, with a manifest of sha256 sums.
+
+        The SavedModel has the signatures of `SIGNATURES`. `path` may be new,
+        an empty folder, or (when `overwrite` is true) an earlier export of
+        this package; anything else is refused before any work with
+        `destinations.UnsafeDestinationError`. The new export is written
+        beside `path` and swapped in only when complete: a failed or
+        interrupted save leaves a previous export intact. A compacting
+        `Translator` (`compact=True`) is refused with a `ValueError`: exports
+        decode each batch as one XLA program.
+        """
+        if self._compact:
+            raise ValueError("A Translator built with `compact=True` does not save: build one with compact=False")
+        check_export_destination(path, overwrite)
+        # The functions, not their concrete functions: traced once, inside the save.
+        signatures = {name: getattr(self, private) for name, private in SIGNATURES.items()}
+        # No gradients: the export only translates, and tracing them took a fifth of the save.
+        options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
+
+        def write(tmp):
+            tf.saved_model.save(self, tmp, signatures=signatures, options=options)
+            manifest.write_manifest(tmp)
+
+        atomic.replace_dir(write, path, destinations.remove_previous)
+        return str(path)
+
+
+class _Decoders:
+    """A `Translator`'s compiled decoders: source ids -> `(ids, scores, finished)`.
+
+    `scores` are log-probabilities normalised by the GNMT length penalty
+    (`decoding.length_penalty(length, alpha)`, length counting END), the
+    quantity the beam search ranks by, for every decoder alike.
+    """
+
+    def __init__(self, model, beam_size, alpha, max_length, jit_compile, compact=False):
+        self.beam_size, self._alpha = beam_size, alpha
+        compiled = lambda fn: tf.function(fn, jit_compile=jit_compile, reduce_retracing=True, autograph=False)
+        settings = dict(max_length=max_length, return_finished=True)
+        greedy_all = _whole_decode(decoding.greedy_decoder(model, return_scores=True, **settings), compact, jit_compile)
+
+        def greedy(source_ids):
+            ids, log_probs, finished = greedy_all(source_ids)
+            return ids, self._normalised(ids, log_probs), finished
+
+        def sample(source_ids, noise, temperature, top_k, top_p):
+            ids, log_probs, finished = decoding.sample_decode(
+                model, source_ids, temperature, top_k, top_p, noise=noise, return_scores=True, **settings
+            )
+            return ids, self._normalised(ids, log_probs), finished
+
+        def score(source_ids, target_ids):
+            return decoding.sequence_scores(model, source_ids, target_ids)
+
+        self.sample, self.score = compiled(sample), compiled(score)
+        # A compacting decode XLA-compiles its own parts, so the function around it is a plain graph.
+        around = (lambda fn: tf.function(fn, reduce_retracing=True, autograph=False)) if compact else compiled
+        self.greedy = around(greedy)
+        if beam_size == 1:
+            self.nbest = self._greedy_beams
+        else:
+            beam = decoding.beam_decoder(model, beam_size, alpha, **settings)
+            self.nbest = around(_whole_decode(beam, compact, jit_compile))
+
+    def best(self, source_ids):
+        """The best beam (greedy when `beam_size=1`)."""
+        ids, scores, finished = self.nbest(source_ids)
+        return ids[:, 0], scores[:, 0], finished[:, 0]
+
+    def _greedy_beams(self, source_ids):
+        return tuple(x[:, None] for x in self.greedy(source_ids))
+
+    def _normalised(self, ids, log_probs):
+        length = tf.math.count_nonzero(ids, axis=1, dtype=tf.int32)
+        return log_probs / decoding.length_penalty(length, self._alpha)
+
+
+def _whole_decode(decoder, compact, jit_compile):
+    """`decode(source_ids)`: all of `decoder`'s steps, compacting between segments or as one loop."""
+    if compact:
+        return compaction.compacting(decoder, jit_compile)
+    return functools.partial(decoding.run_decoder, decoder)
+
+
+def _sample_inputs(sentences, temperature, top_k, top_p, seed):
+    return (checked_sentences(sentences), *checked_sampling(temperature, top_k, top_p, seed))
+
+
+def check_export_destination(path, overwrite):
+    """Refuses `path` unless it is new, empty, or (with `overwrite`) an export of this package."""
+    if destinations.check_destination(path, destinations.EXPORT) == "ours" and not overwrite:
+        raise destinations.DestinationInUseError(path, "an export", ["overwrite"])
+
+
+def _status(translations, scores, finished):
+    return {"translations": translations, "scores": scores, "finished": finished}
+
+
+def _sampling_asserts(temperature, top_k, top_p):
+    """Graph-side checks of `sample`'s numbers (for SavedModel callers that skip the Python ones)."""
+
+    def check(condition, message, value):
+        return tf.debugging.Assert(condition, [message, value])
+
+    return [
+        check(
+            tf.math.is_finite(temperature) & (temperature >= 0),
+            "`temperature` must be a finite number >= 0 (0 = greedy). Received: temperature=",
+            temperature,
+        ),
+        check(top_k >= 0, "`top_k` must be an int >= 0 (0 = off). Received: top_k=", top_k),
+        check((top_p > 0) & (top_p <= 1), "`top_p` must be in (0, 1] (1 = off). Received: top_p=", top_p),
+    ]
+
+
+def _warn_cut_off(finished):
+    """A `TruncatedOutputWarning` naming the sentences whose translation `finished` flags as cut off."""
+    if finished is None or not tf.executing_eagerly():
+        return
+    cut = np.flatnonzero(~np.asarray(finished))
+    if cut.size:
+        names = ", ".join(f"sentences[{i}]" for i in cut[:5]) + (", ..." if cut.size > 5 else "")
+        warnings.warn(
+            f"{cut.size} of {len(finished)} translations reached the maximum output length before END "
+            f"and are cut off: {names}",
+            decoding.TruncatedOutputWarning,
+            stacklevel=4,
+        )
+
+
+def _check_vocab(name, tokenizer, model_vocab):
+    vocab = getattr(tokenizer, "vocab_size", model_vocab)
+    if vocab != model_vocab:
+        raise ValueError(
+            f"`{name}` does not fit the model: its vocab_size is {vocab}, the model's is "
+            f"{model_vocab}. Received: {name}={tokenizer!r}"
+        )
+
+
+def _pad_to_buckets(ids, max_source_length):
+    """Ragged ids -> dense `(batch', width)`: batch to a power of two, width to a multiple of 16."""
+    batch = tf.shape(ids.row_lengths())[0]
+    width = tf.reduce_max(tf.concat([ids.row_lengths(), [1]], 0))
+    width = tf.minimum(
+        (width + SOURCE_BUCKET - 1) // SOURCE_BUCKET * SOURCE_BUCKET, tf.cast(max_source_length, width.dtype)
+    )
+    rows = tf.cast(2.0 ** tf.round(tf.math.log(tf.cast(batch, tf.float32)) / tf.math.log(2.0)), tf.int32)
+    rows = tf.where(rows < batch, 2 * rows, rows)
+    dense = ids.to_tensor(0)
+    pad = [[0, rows - batch], [0, tf.cast(width, tf.int32) - tf.shape(dense)[1]]]
+    return tf.pad(dense, pad)

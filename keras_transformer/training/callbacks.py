@@ -1,0 +1,233 @@
+"""Training callbacks: time limit, cooldown, atomic best checkpoint, guarded backup, checkpoint averaging."""
+
+import pathlib
+import time
+
+import keras
+import numpy as np
+
+from keras_transformer.errors import ArgumentError, first_line, literal
+from keras_transformer.files import atomic
+from keras_transformer.training import run_dir
+
+
+class TimeLimit(keras.callbacks.Callback):
+    """Stops training once `minutes` have passed; the current epoch ends early.
+
+    Keras still runs validation and the epoch-end callbacks after the stop, so
+    the last, shortened epoch is checkpointed like any other.
+
+    Example:
+
+    >>> model.fit(batches, epochs=1000, callbacks=[TimeLimit(3)])
+    """
+
+    def __init__(self, minutes):
+        super().__init__()
+        self.minutes = minutes
+        self.deadline = None
+
+    def on_train_begin(self, logs=None):
+        self.deadline = time.monotonic() + 60.0 * self.minutes
+
+    def on_train_batch_end(self, batch, logs=None):
+        if time.monotonic() >= self.deadline:
+            self.model.stop_training = True
+
+
+class CooldownToEnd(keras.callbacks.Callback):
+    """Anneals a `WarmupSchedule` linearly to zero at the end of training.
+
+    The end is the earlier of `minutes` from the start of `fit` and the end of
+    epoch `epochs`. At each epoch end from the moment the remaining share of
+    the run is at most `fraction` (of `total_minutes`, or of `epochs`), the
+    callback projects the optimizer step at which the run will end, from the
+    last epoch's pace (its validation included), and sets the schedule's
+    cooldown to end there; the projection is renewed at every later epoch end.
+
+    Args:
+        schedule: the optimizer's `WarmupSchedule`.
+        fraction: the last share of the run spent cooling down, e.g. 0.3.
+        minutes: the time left to this `fit`, or None.
+        total_minutes: the whole run's budget (a resumed run's earlier part
+            included); default `minutes`.
+        epochs: the last epoch of the run, or None.
+        on_update: optional function `(start, end)` called when the cooldown
+            is set (e.g. to record it for `--resume`).
+
+    Example:
+
+    >>> schedule = WarmupSchedule(256, warmup_steps=1200)
+    >>> model.compile(keras.optimizers.Adam(schedule), loss=...)
+    >>> model.fit(batches, epochs=1000, callbacks=[TimeLimit(80), CooldownToEnd(schedule, 0.3, minutes=80)])
+    """
+
+    def __init__(self, schedule, fraction, minutes=None, total_minutes=None, epochs=None, on_update=None):
+        super().__init__()
+        if not 0.0 < fraction <= 1.0:
+            raise ValueError(f"`fraction` must be in (0, 1]. Received: fraction={fraction}")
+        if minutes is None and epochs is None:
+            raise ValueError("`CooldownToEnd` needs `minutes` or `epochs` to know where training ends.")
+        self.schedule = schedule
+        self.fraction = fraction
+        self.minutes = minutes
+        self.total_minutes = total_minutes or minutes
+        self.epochs = epochs
+        self.on_update = on_update
+
+    def on_train_begin(self, logs=None):
+        self.deadline = None if self.minutes is None else time.monotonic() + 60.0 * self.minutes
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch_started = (time.monotonic(), int(self.model.optimizer.iterations.numpy()))
+
+    def on_epoch_end(self, epoch, logs=None):
+        now, step = time.monotonic(), int(self.model.optimizer.iterations.numpy())
+        started, first_step = self._epoch_started
+        steps_per_epoch = max(step - first_step, 1)
+        remaining, cooling = [], False
+        if self.deadline is not None:
+            seconds_left = max(self.deadline - now, 0.0)
+            remaining.append(seconds_left / max((now - started) / steps_per_epoch, 1e-9))
+            cooling |= seconds_left <= 60.0 * self.fraction * self.total_minutes
+        if self.epochs is not None:
+            epochs_left = max(self.epochs - (epoch + 1), 0)
+            remaining.append(epochs_left * steps_per_epoch)
+            cooling |= epochs_left <= self.fraction * self.epochs
+        if not cooling or min(remaining) < 1:
+            return
+        start = self.schedule.cooldown[0] if self.schedule.cooldown else step
+        self.schedule.set_cooldown(start, step + max(int(min(remaining)), 1))
+        if keras.backend.backend() == "jax":
+            self.model.make_train_function(force=True)  # JAX traced the old cooldown in as a constant
+        if self.on_update is not None:
+            self.on_update(*self.schedule.cooldown)
+
+
+class AtomicBestCheckpoint(keras.callbacks.Callback):
+    """Saves the whole model as `.keras` when `monitor` improves, never half-written.
+
+    The model goes to a temporary file beside `filepath` and is renamed over it,
+    so a crash or an interrupt during the save leaves the previous best intact.
+
+    Args:
+        filepath: where the best model lives (ends in `.keras`).
+        monitor: the logged value to minimise, `"val_loss"` by default.
+        best: the best value so far (to continue a resumed run).
+        on_improvement: optional function `(epoch, value)` called after a save.
+        enabled: False on the workers of a multi-worker run that must not write.
+    """
+
+    def __init__(self, filepath, monitor="val_loss", best=np.inf, on_improvement=None, enabled=True):
+        super().__init__()
+        self.filepath = pathlib.Path(filepath)
+        self.monitor = monitor
+        self.best = best
+        self.on_improvement = on_improvement
+        self.enabled = enabled
+
+    def on_epoch_end(self, epoch, logs=None):
+        value = (logs or {}).get(self.monitor)
+        if value is None or not np.isfinite(value) or value >= self.best:
+            return
+        self.best = float(value)
+        if self.enabled:
+            save_model_atomic(self.model, self.filepath)
+        if self.on_improvement is not None:
+            self.on_improvement(epoch, self.best)
+
+
+def save_model_atomic(model, filepath):
+    """`model.save(filepath)` through a temporary file and a rename."""
+    with atomic.atomic_path(filepath, ".keras") as tmp:
+        model.save(tmp)
+
+
+class BackupAndRestore(keras.callbacks.BackupAndRestore):
+    """Keras's `BackupAndRestore` (with `double_checkpoint`) whose corrupt backup is a clear error.
+
+    Keras falls back to the previous epoch's copy (`*.bkp`) only when the
+    weights file fails to open; here a half-written `training_metadata.json`
+    falls back to it too. When no copy can be read, `on_train_begin` raises a
+    one-line `ValueError` naming the backup directory instead of h5py's or
+    json's error.
+    """
+
+    def __init__(self, backup_dir, **kwargs):
+        kwargs.setdefault("double_checkpoint", True)
+        super().__init__(backup_dir, **kwargs)
+
+    def _load_model(self):
+        if not self.model.built:
+            return super()._load_model()  # Keras's own error
+        try:
+            return super()._load_model()
+        except (ValueError, KeyError, TypeError) as error:
+            raise OSError(f"{type(error).__name__}: {error}") from error  # Keras then tries the copy
+
+    def on_train_begin(self, logs=None):
+        try:
+            super().on_train_begin(logs)
+        except Exception as error:  # noqa: BLE001  (h5py, json, Keras: all mean "unusable")
+            raise ArgumentError(
+                f"{self.backup_dir}: cannot resume from this backup (corrupt, or of another model?): "
+                f"{literal(first_line(error))}. Delete it to train again from the first epoch, "
+                "or pass {overwrite=True}."
+            ) from None
+
+
+class EpochSnapshots(keras.callbacks.Callback):
+    """Keeps the weights of the last `keep` epochs as `epoch-NNN.weights.h5` files.
+
+    `average_snapshots` then averages them: checkpoint averaging, which gives a
+    smoother, usually better model than the last epoch alone (Vaswani et al.
+    average the last 5 checkpoints of the base model).
+    """
+
+    def __init__(self, directory, keep=5, enabled=True):
+        super().__init__()
+        self.directory = pathlib.Path(directory)
+        self.keep = keep
+        self.enabled = enabled
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not self.enabled:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / f"epoch-{epoch + 1:03d}.weights.h5"
+        with atomic.atomic_path(path, ".weights.h5") as tmp:
+            self.model.save_weights(tmp)
+        for old in snapshot_paths(self.directory)[: -self.keep]:
+            old.unlink(missing_ok=True)
+
+
+def snapshot_paths(directory):
+    """The snapshot files in `directory`, oldest first."""
+    return sorted(pathlib.Path(directory).glob("epoch-*.weights.h5"))
+
+
+def average_snapshots(model, paths):
+    """Sets `model`'s weights to the mean of the weight files `paths`.
+
+    Example:
+
+    >>> average_snapshots(model, snapshot_paths("saved_models/run/snapshots")[-5:])
+    """
+    paths = list(paths)
+    if not paths:
+        raise ValueError("`paths` must name at least one weights file. Received: []")
+    total = None
+    for path in paths:
+        model.load_weights(path)
+        values = [np.asarray(v.numpy(), dtype=np.float64) for v in model.trainable_weights]
+        total = values if total is None else [t + v for t, v in zip(total, values)]
+    for variable, summed in zip(model.trainable_weights, total):
+        variable.assign((summed / len(paths)).astype(variable.dtype))
+    return model
+
+
+def write_status(output, **fields):
+    """Updates fields of the run's config.json (atomically)."""
+    config = run_dir.read_config(output)
+    config.update(fields)
+    run_dir.write_json_atomic(pathlib.Path(output) / run_dir.CONFIG, config)
