@@ -108,7 +108,7 @@ def test_pairs(run, data_dir, count):
     """`(corpus, split, pairs)`: the first `count` pairs of the test split (validation where there is none)."""
     from keras_transformer.datasets.corpora import get_corpus, load_pairs
 
-    corpus = run_dir.read_config(run)["preset"]["corpus"]
+    corpus = run_dir.RunConfig.read(run).preset.data.corpus
     split = "test" if "test" in get_corpus(corpus).splits else "validation"
     return corpus, split, load_pairs(corpus, data_dir, split)[:count]
 
@@ -117,8 +117,7 @@ def tokenize(run, sentences, max_length):
     """The source ids of `sentences` as the run's model reads them: END added where its preset adds it."""
     from keras_transformer.tokenizers import END_ID, SubwordTokenizer
 
-    config = run_dir.read_config(run)
-    add_source_end = bool(config.get("preset", {}).get("add_source_end", config.get("add_source_end", False)))
+    add_source_end = run_dir.RunConfig.read(run).add_source_end
     tokenizer = SubwordTokenizer.load(run / run_dir.SOURCE_TOKENIZER)
     rows = tokenizer.tokenize(tf.constant(sentences)).to_list()
     return [(row + [END_ID] if add_source_end else row)[:max_length] for row in rows]
@@ -210,8 +209,8 @@ def main(argv=None):
     print(machine_line(describe_machine()), flush=True)
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="ct2-bench-"))
     run = pathlib.Path(args.model) if args.model else train_tiny(args.data_dir, scratch)
-    config = run_dir.read_config(run)
-    alpha = args.alpha if args.alpha is not None else float(config.get("decoding", {}).get("length_penalty", 0.6))
+    config = run_dir.RunConfig.read(run)
+    alpha = args.alpha if args.alpha is not None else config.decoding.alpha
     model = keras.saving.load_model(run / run_dir.MODEL, compile=False)
     max_length = min(args.max_length, model.max_length)
 
@@ -278,7 +277,7 @@ def main(argv=None):
         machine_line=machine_line(describe_machine()),
         model=dict(
             run=str(run) if args.model else "the tiny preset, trained by this script",
-            preset=config.get("preset", {}).get("name"),
+            preset=config.preset.name if config.preset else None,
             corpus=corpus,
             parameters=int(model.count_params()),
             epochs_trained=_epochs(run),

@@ -69,7 +69,7 @@ def main():
         options = tf.data.Options()
         options.autotune.enabled = True
         train, validation = train.with_options(options), validation.with_options(options)
-    model = build_transformer(**preset.model_kwargs(tokenizer.vocab_size))
+    model = build_transformer(config=preset.model_config(tokenizer.vocab_size))
     compile_model(model, preset)
     model.fit(train, validation_data=validation, epochs=args.epochs, callbacks=[EpochTimes()], verbose=0)
 

@@ -77,12 +77,12 @@ def training_record(run, config):
     from keras_transformer.training import run_dir
 
     keys = ("train_minutes", "completed_epochs", "best_val_loss", "best_epoch", "averaged")
-    if not config.get("members"):
-        return {key: config.get(key) for key in keys}
-    members = [run_dir.read_config(run / member) for member in config["members"]]
+    if not config.members:
+        return {key: getattr(config, key) for key in keys}
+    members = [run_dir.RunConfig.read(run / member) for member in config.members]
     return {
-        "train_minutes": config.get("train_minutes"),
-        "members": [{key: member.get(key) for key in keys} for member in members],
+        "train_minutes": config.train_minutes,
+        "members": [{key: getattr(member, key) for key in keys} for member in members],
     }
 
 
@@ -102,15 +102,15 @@ def main(argv=None):
 
     summary = train(preset=preset, output=run, data_dir=data, resume=True)
     print(json.dumps(summary), flush=True)
-    config = run_dir.read_config(run)
-    beam_size = config["decoding"]["beam_size"]
+    config = run_dir.RunConfig.read(run)
+    beam_size = config.decoding.beam_size
 
     def read(stem, language):
         return evaluation.read_lines(data / f"{stem}.{language}")
 
     tuning_sets = {"val": (read("val", source), read("val", target))}
-    if config["preset"].get("dev_examples"):
-        held_out = hold_out_dev(load_pairs(preset, data, "train"), config["preset"]["dev_examples"])["dev"]
+    if config.preset.data.dev_examples:
+        held_out = hold_out_dev(load_pairs(preset, data, "train"), config.preset.data.dev_examples)["dev"]
         tuning_sets["dev"] = tuple(list(side) for side in zip(*held_out))
     tuning = {name: {} for name in tuning_sets}
     for alpha in [float(a) for a in args.alphas.split(",")]:
@@ -122,9 +122,8 @@ def main(argv=None):
             )
     tuned_on = "dev" if "dev" in tuning else "val"
     alpha = max(tuning[tuned_on], key=lambda a: tuning[tuned_on][a]["bleu"])
-    config["decoding"]["length_penalty"] = alpha
-    config["decoding"]["tuned_on"] = tuned_on
-    run_dir.write_json_atomic(run / run_dir.CONFIG, config)
+    config = config.replace(decoding=config.decoding.replace(alpha=alpha, tuned_on=tuned_on))
+    config.write(run)
 
     tests = {}
     for path in sorted(data.glob(f"test_*.{source}")):
@@ -154,7 +153,7 @@ def main(argv=None):
         "machine": describe_machine(),
         "direction": args.direction,
         "run": str(run),
-        "preset": config["preset"],
+        "preset": config.preset.to_dict(),
         "parameters": sum(model.count_params() for model in models),
         "training": training_record(run, config),
         "decoding": {

@@ -30,10 +30,15 @@ Example:
 ((1, 4, 64), 2, 32)
 """
 
+import functools
+import inspect
+import typing
+import warnings
+
 import keras
 from keras import ops
 
-from keras_transformer.layers.arguments import check_positive_int, check_positive_number, check_rate
+from keras_transformer.config import ModelConfig
 from keras_transformer.layers.decoder import decoder_forward
 from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.embedding import TokenAndPositionEmbedding, check_token_ids
@@ -55,8 +60,10 @@ class TransformerModel(keras.Model):
     squeezes a trailing axis of size 1, and for token ids both hide a bug
     upstream, so this model raises a `ValueError` that names the input.
 
-    Its config is the functional model's (layers and graph), as in version
-    0.1.0, so `.keras` files saved then load as they are.
+    `model.config` is its `ModelConfig`, stored in its Keras config (and so
+    in a `.keras` file) beside the functional model's layers and graph; a
+    `.keras` file of an earlier version, which has only those, loads as it
+    is, its `ModelConfig` read off its layers (`config_of`).
 
     Example (the cached decoding step, one token per source):
 
@@ -71,6 +78,29 @@ class TransformerModel(keras.Model):
     >>> tuple(logits.shape)
     (1, 1, 300)
     """
+
+    def __init__(self, *args, config=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._model_config = config
+
+    @property
+    def config(self):
+        """The `ModelConfig` this model was built from."""
+        if self._model_config is None:
+            self._model_config = config_of(self)
+        return self._model_config
+
+    def get_config(self):
+        return {**super().get_config(), "model_config": self.config.to_dict()}
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        config = dict(config)
+        model_config = config.pop("model_config", None)
+        model = super().from_config(config, custom_objects=custom_objects)
+        if model_config is not None:
+            model._model_config = ModelConfig.from_dict(model_config, "the model's `model_config`")
+        return model
 
     def call(self, inputs, training=None, mask=None):
         if isinstance(inputs, dict):
@@ -88,8 +118,7 @@ class TransformerModel(keras.Model):
 
         Keras on TensorFlow otherwise builds it inside the first traced
         training step, and slot variables created there make TensorFlow trace
-        the step twice: a 2-layer model's first `fit` epoch took 17.7 s
-        instead of 7.0 s (without XLA). Built here, a model compiled by hand
+        the step twice (docs/training.md has the cost). Built here, a model compiled by hand
         traces its step once, like one compiled by `training.compile_model`.
         """
         if self.optimizer is not None and not self.optimizer.built:
@@ -98,51 +127,45 @@ class TransformerModel(keras.Model):
 
     # -- parts -----------------------------------------------------------------
 
-    def _named(self, name):
-        """The layer called `name`, or `None` (the one lookup by name in the package)."""
-        names = {layer.name for layer in self.layers}
-        return self.get_layer(name) if name in names else None
-
-    def _stack(self, prefix):
-        layers = []
-        while (layer := self._named(f"{prefix}_{len(layers)}")) is not None:
-            layers.append(layer)
-        return layers
+    @functools.cached_property
+    def _parts(self):
+        """The model's layers by role, looked up by name once (the one lookup by name in the package)."""
+        return _Parts.of(self)
 
     @property
     def encoder_embedding(self):
         """The source `TokenAndPositionEmbedding`."""
-        return self._named("encoder_embedding")
+        return self._parts.encoder_embedding
 
     @property
     def decoder_embedding(self):
         """The target `TokenAndPositionEmbedding` (`encoder_embedding` when shared)."""
-        return self._named("decoder_embedding") or self.encoder_embedding
+        return self._parts.decoder_embedding
 
     @property
     def encoder_layers(self):
         """The `EncoderLayer`s, first to last."""
-        return self._stack("encoder_layer")
+        return list(self._parts.encoder_layers)
 
     @property
     def decoder_layers(self):
         """The `DecoderLayer`s, first to last."""
-        return self._stack("decoder_layer")
+        return list(self._parts.decoder_layers)
 
     @property
     def encoder_norm(self):
         """The LayerNorm after the last encoder layer (pre-norm), or `None`."""
-        return self._named("encoder_norm")
+        return self._parts.encoder_norm
 
     @property
     def decoder_norm(self):
         """The LayerNorm after the last decoder layer (pre-norm), or `None`."""
-        return self._named("decoder_norm")
+        return self._parts.decoder_norm
 
     @property
     def output_layer(self):
         """The `Dense` output projection, or `None` when tied to `decoder_embedding`."""
-        return self._named("logits")
+        return self._parts.output_layer
 
     @property
     def max_length(self):
@@ -263,6 +286,63 @@ class TransformerModel(keras.Model):
         return self.logits(x), tuple(new_caches)
 
 
+class _Parts(typing.NamedTuple):
+    encoder_embedding: object
+    decoder_embedding: object
+    encoder_layers: tuple
+    decoder_layers: tuple
+    encoder_norm: object
+    decoder_norm: object
+    output_layer: object
+
+    @classmethod
+    def of(cls, model):
+        layers = {layer.name: layer for layer in model.layers}
+
+        def stack(prefix):
+            found = []
+            while f"{prefix}_{len(found)}" in layers:
+                found.append(layers[f"{prefix}_{len(found)}"])
+            return tuple(found)
+
+        encoder_embedding = layers.get("encoder_embedding")
+        return cls(
+            encoder_embedding,
+            layers.get("decoder_embedding", encoder_embedding),
+            stack("encoder_layer"),
+            stack("decoder_layer"),
+            layers.get("encoder_norm"),
+            layers.get("decoder_norm"),
+            layers.get("logits"),
+        )
+
+
+def config_of(model):
+    """The `ModelConfig` of a model whose Keras config holds none (a `.keras` file of 0.1.0), read off its layers."""
+    parts = _Parts.of(model)
+    encoder = parts.encoder_layers[0]
+    return ModelConfig(
+        source_vocab_size=parts.encoder_embedding.vocab_size,
+        target_vocab_size=parts.decoder_embedding.vocab_size,
+        num_layers=len(parts.encoder_layers),
+        num_decoder_layers=None
+        if len(parts.decoder_layers) == len(parts.encoder_layers)
+        else len(parts.decoder_layers),
+        d_model=encoder.d_model,
+        num_heads=encoder.num_heads,
+        d_ff=encoder.d_ff,
+        dropout=encoder.dropout,
+        attention_dropout=encoder.attention_dropout,
+        activation_dropout=encoder.activation_dropout,
+        max_length=parts.decoder_embedding.max_length,
+        share_embeddings=parts.decoder_embedding is parts.encoder_embedding,
+        tie_output_embedding=parts.output_layer is None,
+        norm_first=encoder.norm_first,
+        activation=keras.activations.serialize(encoder.activation),
+        layer_norm_epsilon=encoder.layer_norm_epsilon,
+    )
+
+
 def as_transformer(model, argument="model"):
     """`model` as a `TransformerModel`, or a `ValueError` that names `argument`.
 
@@ -297,8 +377,8 @@ def as_transformer(model, argument="model"):
 
 
 def build_transformer(
-    input_vocab_size,
-    target_vocab_size,
+    source_vocab_size=None,
+    target_vocab_size=None,
     num_layers=6,
     d_model=512,
     num_heads=8,
@@ -314,6 +394,9 @@ def build_transformer(
     attention_dropout=0.0,
     activation_dropout=0.0,
     name="transformer",
+    *,
+    config=None,
+    input_vocab_size=None,
 ):
     """The encoder-decoder Transformer as a `TransformerModel` (a functional `keras.Model`).
 
@@ -326,30 +409,20 @@ def build_transformer(
     look-ahead mask in every decoder self-attention.
 
     The model's parts and passes (`model.encoder_layers`, `model.encode`,
-    `model.decoder_step`, ...) are `TransformerModel`'s. Its layers are named
+    `model.decoder_step`, ...) are `TransformerModel`'s, and `model.config`
+    is the `ModelConfig` it was built from. Its layers are named
     `encoder_embedding`, `encoder_layer_{i}`, `decoder_embedding` (the same
     layer as `encoder_embedding` when shared), `decoder_layer_{i}`,
     `encoder_norm` and `decoder_norm` (pre-norm only), and `logits` (absent
     when tied), as in every version so far.
 
     Args:
-        input_vocab_size: source vocabulary size.
-        target_vocab_size: target vocabulary size.
-        num_layers: encoder layers (and decoder layers unless `num_decoder_layers`).
-        d_model: model width (512 in the paper's base model).
-        num_heads: attention heads; must divide `d_model`.
-        d_ff: feed-forward inner width.
-        dropout: dropout on embeddings and sublayer outputs.
-        max_length: longest source or target sequence.
-        share_embeddings: one embedding matrix for source and target (needs one
-            shared vocabulary, so the two sizes must be equal).
-        tie_output_embedding: use the target embedding matrix as the output
-            projection (paper section 3.4).
-        norm_first: pre-norm layers (and a final LayerNorm per stack).
-        num_decoder_layers: decoder depth, if different from `num_layers`.
-        activation, layer_norm_epsilon, attention_dropout, activation_dropout:
-            passed to every layer.
+        source_vocab_size ... activation_dropout: the `ModelConfig`'s options
+            (`keras_transformer.config.ModelConfig` says what each means).
         name: model name.
+        config: a `ModelConfig` instead of the options (then pass none of them).
+        input_vocab_size: the name of `source_vocab_size` before version 0.2
+            (deprecated).
 
     Returns:
         A `TransformerModel`.
@@ -365,49 +438,49 @@ def build_transformer(
     ...                           num_heads=4, d_ff=128, max_length=32)
     >>> logits = model({"encoder_inputs": keras.ops.ones((2, 7), "int32"),
     ...                 "decoder_inputs": keras.ops.ones((2, 5), "int32")})
-    >>> tuple(logits.shape)
-    (2, 5, 1000)
+    >>> tuple(logits.shape), model.config.d_model
+    ((2, 5, 1000), 64)
     """
-    sizes = dict(
-        input_vocab_size=input_vocab_size,
+    options = dict(
+        source_vocab_size=source_vocab_size,
         target_vocab_size=target_vocab_size,
         num_layers=num_layers,
         d_model=d_model,
         num_heads=num_heads,
         d_ff=d_ff,
-        max_length=max_length,
-    )
-    if num_decoder_layers is not None:
-        sizes["num_decoder_layers"] = num_decoder_layers
-    for size_name, size in sizes.items():
-        check_positive_int(size_name, size)
-    for rate_name, rate in (
-        ("dropout", dropout),
-        ("attention_dropout", attention_dropout),
-        ("activation_dropout", activation_dropout),
-    ):
-        check_rate(rate_name, rate)
-    check_positive_number("layer_norm_epsilon", layer_norm_epsilon)
-    if share_embeddings and input_vocab_size != target_vocab_size:
-        raise ValueError(
-            "`share_embeddings=True` needs one shared vocabulary. Received: "
-            f"input_vocab_size={input_vocab_size}, target_vocab_size={target_vocab_size}"
-        )
-    if d_model % num_heads:
-        raise ValueError(
-            f"`d_model` must be divisible by `num_heads`. Received: d_model={d_model}, num_heads={num_heads}"
-        )
-    num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
-    layer_args = dict(
-        d_model=d_model,
-        num_heads=num_heads,
-        d_ff=d_ff,
         dropout=dropout,
+        max_length=max_length,
+        share_embeddings=share_embeddings,
+        tie_output_embedding=tie_output_embedding,
         norm_first=norm_first,
+        num_decoder_layers=num_decoder_layers,
         activation=activation,
         layer_norm_epsilon=layer_norm_epsilon,
         attention_dropout=attention_dropout,
         activation_dropout=activation_dropout,
+    )
+    if input_vocab_size is not None:
+        warnings.warn("`input_vocab_size` is now `source_vocab_size`", DeprecationWarning, stacklevel=2)
+        options["source_vocab_size"] = input_vocab_size
+    if config is None:
+        config = ModelConfig(**options)
+    elif options != _DEFAULT_OPTIONS:
+        raise ValueError("Pass `config` or the model's options, not both.")
+    return _build(config.check(), name)
+
+
+def _build(config, name):
+    """The functional graph of `config`: inputs, embeddings, encoder stack, decoder stack, output head."""
+    layer_args = dict(
+        d_model=config.d_model,
+        num_heads=config.num_heads,
+        d_ff=config.d_ff,
+        dropout=config.dropout,
+        norm_first=config.norm_first,
+        activation=config.activation,
+        layer_norm_epsilon=config.layer_norm_epsilon,
+        attention_dropout=config.attention_dropout,
+        activation_dropout=config.activation_dropout,
     )
 
     encoder_inputs = keras.Input((None,), dtype="int32", name="encoder_inputs")
@@ -416,31 +489,45 @@ def build_transformer(
     # Embeddings attach the padding masks (True = real token) that every
     # attention below reads.
     encoder_embedding = TokenAndPositionEmbedding(
-        input_vocab_size, d_model, max_length, dropout=dropout, name="encoder_embedding"
+        config.source_vocab_size, config.d_model, config.max_length, dropout=config.dropout, name="encoder_embedding"
     )
     decoder_embedding = (
         encoder_embedding
-        if share_embeddings
+        if config.share_embeddings
         else TokenAndPositionEmbedding(
-            target_vocab_size, d_model, max_length, dropout=dropout, name="decoder_embedding"
+            config.target_vocab_size,
+            config.d_model,
+            config.max_length,
+            dropout=config.dropout,
+            name="decoder_embedding",
         )
     )
 
     def final_norm(name):
-        return keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name=name) if norm_first else None
+        if not config.norm_first:
+            return None
+        return keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name=name)
 
-    encoder_layers = [EncoderLayer(**layer_args, name=f"encoder_layer_{i}") for i in range(num_layers)]
+    encoder_layers = [EncoderLayer(**layer_args, name=f"encoder_layer_{i}") for i in range(config.num_layers)]
     encoder_outputs = encoder_forward(encoder_embedding, encoder_layers, final_norm("encoder_norm"), encoder_inputs)
-    decoder_layers = [DecoderLayer(**layer_args, name=f"decoder_layer_{i}") for i in range(num_decoder_layers)]
+    decoder_layers = [DecoderLayer(**layer_args, name=f"decoder_layer_{i}") for i in range(config.decoder_layers)]
     y = decoder_forward(decoder_embedding, decoder_layers, final_norm("decoder_norm"), decoder_inputs, encoder_outputs)
 
-    if tie_output_embedding:
+    if config.tie_output_embedding:
         logits = decoder_embedding(y, reverse=True)
     else:
-        logits = keras.layers.Dense(target_vocab_size, name="logits")(y)
+        logits = keras.layers.Dense(config.target_vocab_size, name="logits")(y)
     keras.src.backend.set_keras_mask(logits, None)  # the loss masks padding itself
     return TransformerModel(
         inputs={"encoder_inputs": encoder_inputs, "decoder_inputs": decoder_inputs},
         outputs=logits,
         name=name,
+        config=config,
     )
+
+
+_DEFAULT_OPTIONS = {
+    name: parameter.default
+    for name, parameter in inspect.signature(build_transformer).parameters.items()
+    if name not in ("name", "config", "input_vocab_size")
+}

@@ -13,11 +13,9 @@ class Adam(keras.optimizers.Adam):
     weights or more, that is thousands of operations in the training step,
     which TensorFlow traces and XLA compiles before the first update (and
     again for every new input shape). This Adam computes it once per step
-    and weight dtype. For the `multi30k-en-de` preset's model (169 weights)
-    the step has 11,737 operations instead of 14,593, traces in 6.7 s
-    instead of 9.2 s and compiles in 10.6 s instead of 13.3 s on 2 CPU cores
-    (`benchmarks/adam_step.py`); the weights it trains are the same, bit for
-    bit. With `amsgrad=True` it is Keras's Adam unchanged.
+    and weight dtype, so the step traces and compiles faster (measured by
+    `benchmarks/adam_step.py`, docs/performance.md); the weights it trains
+    are the same, bit for bit. With `amsgrad=True` it is Keras's Adam unchanged.
 
     Example (the paper's settings):
 

@@ -1,8 +1,10 @@
 """Named training configurations for `keras-transformer train --preset NAME`.
 
 Each preset names its corpus, the model's size, the vocabulary, the batches
-and the optimisation, in one readable place. `Preset.replace(...)` derives a
-variant (e.g. `PRESETS["multi30k-en-de"].replace(d_model=512)`). A preset
+and the optimisation, in one readable place: a `ModelConfig` and the data,
+training and decoding parts (`keras_transformer.config`). Every setting has
+one name across the parts, so `Preset.replace(...)` derives a variant by
+those names (e.g. `PRESETS["multi30k-en-de"].replace(d_model=512)`). A preset
 also trains on a user's own files (`--train-source/--train-target` or
 `--train-tsv`: its model and recipe, their corpus), and `--init-from RUN`
 fine-tunes RUN with RUN's recorded preset unless a preset of the same model
@@ -21,91 +23,108 @@ The chatbot preset is the Korean Transformer chatbot tutorial's model
 
 The Multi30k presets are a recipe for a small corpus on a small machine, where
 the number of updates, not the model, limits quality: a narrow, deep model
-(4+4 layers of width 128, 2.86M parameters with the en→de vocabulary), whose
-update costs about 40% of a 3+3-layer width-256 model's, so the budget holds
-~60 epochs instead of 27; buckets every 4 tokens up to 24 (11% padding on
-Multi30k instead of 39% with buckets of 16), batches of ~3,072 tokens (~186
-updates an epoch), a warmup of 1,200 steps (a peak learning rate of 2.0e-3),
-dropout 0.2 (0.3 trained far slower, at this rate and at 4.4e-3), label
+(4+4 layers of width 128), fine length buckets (every 4 tokens up to 24),
+batches of ~3,072 tokens, a warmup of 1,200 steps, dropout 0.2, label
 smoothing 0.1, a shared vocabulary with tied embeddings, the average of the
 last 8 epochs' weights, and beam search with a GNMT length penalty.
 `max_minutes` caps the run at 86 minutes from the start of `train` (tokenizer
 and compilation included). En→de uses 12,000 pieces and trains on a
-segmentation sampled anew every epoch (subword regularization, α 0.3): over
-two runs each it won on val against 8,000 pieces without sampling (mean val
-BLEU 41.84 against 41.64). De→en keeps the settings it was measured with,
-8,000 pieces and no sampling. The variants that lost on val are in the
-README: the 3+3-layer width-256 model, more dropout or less, a linear cooldown
-of the rate to zero over the last 30% of the budget
-(`cooldown_fraction=0.3`), a 4,000-, 8,000- or 16,000-piece vocabulary with
-sampling, d_ff 512, an ensemble of two models that share the budget
-(`ensemble=2`), and French sources beside the English ones
-(`corpus="multi30k-en+fr-de"`).
+segmentation sampled anew every epoch (subword regularization, α 0.3);
+de→en keeps 8,000 pieces and no sampling. Why each setting, what it scored
+and the variants that lost: docs/multi30k.md.
 """
 
 import dataclasses
 
+from keras_transformer.config import DataConfig, DecodingConfig, ModelConfig, TrainingConfig, _check_names
+
+# The model of a preset unless it says otherwise: the Korean chatbot tutorial's, with one shared,
+# tied vocabulary (the vocabulary's size comes from the tokenizer a run trains).
+PRESET_MODEL = ModelConfig(
+    num_layers=2, d_model=256, num_heads=8, d_ff=512, max_length=64, share_embeddings=True, tie_output_embedding=True
+)
+PARTS = ("model", "data", "training", "decoding")
+
 
 @dataclasses.dataclass(frozen=True)
 class Preset:
-    """A training configuration; every field is also written to the run's config.json."""
+    """A training configuration: a name, the model, and the data, training and decoding parts.
+
+    `Preset.of(name, corpus, **settings)` and `replace(**settings)` take every
+    part's settings by name (`d_model`, `vocab_size`, `epochs`, `alpha`, ...);
+    `max_length` is the model's. `to_dict` writes them flat, as a run's
+    config.json records them, and `from_dict` reads that back (earlier
+    versions' names too).
+
+    Example:
+
+    >>> preset = Preset.of("mine", "chatbot-ko", d_model=128, epochs=5)
+    >>> preset.model.d_model, preset.training.epochs, preset.data.corpus
+    (128, 5, 'chatbot-ko')
+    >>> preset.replace(alpha=1.0).decoding.alpha
+    1.0
+    """
 
     name: str
-    corpus: str
-    num_layers: int = 2
-    d_model: int = 256
-    num_heads: int = 8
-    d_ff: int = 512
-    dropout: float = 0.1
-    attention_dropout: float = 0.0  # on the attention weights
-    norm_first: bool = False
-    vocab_size: int = 8000
-    character_coverage: float = 0.9995
-    subword_sampling: float = 0.0  # train on sampled segmentations with this alpha (0 = off; see `sampler`)
-    max_length: int = 64
-    token_budget: int = 4096
-    bucket_boundaries: tuple = (16, 32, 48, 64)
-    warmup_steps: int = 4000
-    learning_rate_scale: float = 1.0
-    cooldown_fraction: float = 0.0  # anneal the rate linearly to 0 over this last share of the run
-    label_smoothing: float = 0.1
-    epochs: int = 20
-    max_examples: int = 0  # 0 = the whole training split
-    dev_examples: int = 0  # hold out this many training pairs as a "dev" split for choosing decoding settings
-    average_last: int = 1  # average the weights of the last N epochs' checkpoints
-    ensemble: int = 1  # train this many models one after the other (1/N of the time each); decode them together
-    max_minutes: float = 0.0  # stop training after this many minutes (0 = no limit)
-    beam_size: int = 4
-    length_penalty: float = 0.6
+    model: ModelConfig = PRESET_MODEL
+    data: DataConfig = DataConfig()
+    training: TrainingConfig = TrainingConfig()
+    decoding: DecodingConfig = DecodingConfig()
 
-    def replace(self, **changes):
-        """A copy with some fields changed."""
+    @classmethod
+    def of(cls, name, corpus, **settings):
+        """A preset of `name` on `corpus`, with `settings` over the defaults of each part."""
+        return cls(name, data=DataConfig(corpus=corpus)).replace(**settings)
+
+    def replace(self, **settings):
+        """A copy with settings changed, each routed to the part that has it (`name` too)."""
+        routed = {part: {} for part in PARTS}
+        for setting, value in settings.items():
+            part = next((part for part in PARTS if setting in _field_names(getattr(self, part))), None)
+            if part is None and setting != "name":
+                _check_names(type(self), {setting: value}, "preset")  # raises, listing the fields
+            if part is not None:
+                routed[part][setting] = value
+        changes = {part: getattr(self, part).replace(**routed[part]) for part in PARTS if routed[part]}
+        if "name" in settings:
+            changes["name"] = settings["name"]
         return dataclasses.replace(self, **changes)
 
-    def model_kwargs(self, vocab_size):
-        """Arguments of `build_transformer` for a shared vocabulary of `vocab_size`."""
-        return dict(
-            input_vocab_size=vocab_size,
-            target_vocab_size=vocab_size,
-            num_layers=self.num_layers,
-            d_model=self.d_model,
-            num_heads=self.num_heads,
-            d_ff=self.d_ff,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            max_length=self.max_length,
-            share_embeddings=True,
-            tie_output_embedding=True,
-            norm_first=self.norm_first,
-        )
+    def model_config(self, vocab_size):
+        """The `ModelConfig` of a run whose tokenizer has `vocab_size` pieces (one shared vocabulary)."""
+        return self.model.with_vocabulary(vocab_size)
 
     def to_dict(self):
-        config = dataclasses.asdict(self)
-        config["bucket_boundaries"] = list(self.bucket_boundaries)
-        return config
+        """Every setting, flat, by its one name (the vocabulary sizes, a run's own, left out)."""
+        flat = {"name": self.name}
+        for part in PARTS:
+            flat.update(getattr(self, part).to_dict())
+        for per_run in ("source_vocab_size", "target_vocab_size"):
+            flat.pop(per_run)
+        flat.pop("max_length", None)
+        flat["max_length"] = self.model.max_length  # the model's, not the decoding's default (None)
+        return flat
+
+    @classmethod
+    def from_dict(cls, data, where="preset"):
+        """The preset `to_dict` wrote, or an earlier version's flat preset; unknown names are refused."""
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            raise ValueError(f"{where} must be a JSON object with a `name`. Received: {data!r}"[:300])
+        settings = {name: tuple(v) if isinstance(v, list) else v for name, v in data.items() if name != "name"}
+        from keras_transformer.config import LEGACY_NAMES
+
+        settings = {LEGACY_NAMES.get(name, name): value for name, value in settings.items()}
+        try:
+            return cls(data["name"]).replace(**settings)
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
 
 
-MULTI30K_EN_DE = Preset(
+def _field_names(part):
+    return {field.name for field in dataclasses.fields(part)}
+
+
+MULTI30K_EN_DE = Preset.of(
     "multi30k-en-de",
     "multi30k-en-de",
     num_layers=4,
@@ -128,7 +147,7 @@ MULTI30K_EN_DE = Preset(
 PRESETS = {
     preset.name: preset
     for preset in [
-        Preset(
+        Preset.of(
             "tiny",
             "chatbot-ko",
             num_layers=1,
@@ -144,7 +163,7 @@ PRESETS = {
             epochs=2,
             max_examples=2000,
         ),
-        Preset(
+        Preset.of(
             "chatbot-ko",
             "chatbot-ko",
             warmup_steps=400,
@@ -155,7 +174,7 @@ PRESETS = {
         ),
         MULTI30K_EN_DE,
         MULTI30K_EN_DE.replace(name="multi30k-de-en", corpus="multi30k-de-en", vocab_size=8000, subword_sampling=0.0),
-        Preset(
+        Preset.of(
             "spa-en",
             "spa-en",
             num_layers=2,

@@ -27,13 +27,10 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from sentencepiece import sentencepiece_model_pb2
 
+from keras_transformer.config import END_ID, PAD_ID, START_ID, UNK_ID
 from keras_transformer.files import atomic, text_files
 
-PAD_ID = 0
-UNK_ID = 1
-START_ID = 2
-END_ID = 3
-NUM_RESERVED_IDS = 4
+NUM_RESERVED_IDS = 4  # PAD_ID, UNK_ID, START_ID, END_ID (keras_transformer.config)
 
 # SentencePiece's trainer skips lines longer than its `max_sentence_length` (4192 bytes by default, kept here)
 # and lines holding its unknown-character mark; with none left it fails with "[!sentences_.empty()]".
@@ -201,7 +198,7 @@ class SubwordTokenizer(tf.Module):
             alpha: float in (0, 1], the sharpness of the sampling: segmentations
                 are drawn with probability proportional to `P(x) ** alpha`, so
                 1.0 follows the unigram model and smaller values split more
-                (on Multi30k, 0.3 makes sequences ~11% longer; 0.1, ~90%).
+                (docs/multi30k.md measures how much longer the sequences get).
             nbest_size: -1 samples from all segmentations; `n > 1` from the
                 `n` best.
 

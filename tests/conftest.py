@@ -32,7 +32,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 TINY = dict(
-    input_vocab_size=64,
+    source_vocab_size=64,
     target_vocab_size=64,
     num_layers=2,
     d_model=32,

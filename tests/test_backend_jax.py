@@ -239,7 +239,7 @@ def _tiny_transformer(**overrides):
     import keras_transformer as kt
 
     args = dict(
-        input_vocab_size=24,
+        source_vocab_size=24,
         target_vocab_size=24,
         num_layers=1,
         d_model=16,

@@ -109,7 +109,7 @@ def test_bad_token_inputs_are_value_errors(model):
 
 
 def test_share_embeddings_needs_one_vocabulary():
-    with pytest.raises(ValueError, match=r"input_vocab_size=10, target_vocab_size=12"):
+    with pytest.raises(ValueError, match=r"source_vocab_size=10, target_vocab_size=12"):
         kt.build_transformer(10, 12, share_embeddings=True)
 
 

@@ -83,7 +83,7 @@ def _build_tiny_run(root):
     decoder_inputs, labels = tf.concat([start, target], 1).to_tensor(0), tf.concat([target, end], 1).to_tensor(0)
 
     model_config = dict(
-        input_vocab_size=400,
+        source_vocab_size=400,
         target_vocab_size=400,
         num_layers=1,
         d_model=32,

@@ -105,11 +105,11 @@ def _plot_attention(args, plotting):
         )
     if not run_dir.is_run_dir(path):
         raise FileNotFoundError(f"{path} is not a training run directory (config.json and model.keras)")
-    config = run_dir.read_config(path)
-    if config.get("members"):
+    config = run_dir.RunConfig.read(path)
+    if config.members:
         raise ValueError(
             f"{path} is an ensemble; `plot attention` shows one model's heads: pass one "
-            f"member's run directory, e.g. {path / config['members'][0]}"
+            f"member's run directory, e.g. {path / config.members[0]}"
         )
     model, source_tokenizer, target_tokenizer = load_run(path)
     result = attention_maps.sentence_attention(
@@ -119,7 +119,7 @@ def _plot_attention(args, plotting):
         target_tokenizer,
         target=args.target,
         max_length=args.max_length,
-        add_source_end=_add_source_end(config),
+        add_source_end=config.add_source_end,
     )
     key = {"cross": "decoder_cross", "decoder-self": "decoder_self", "encoder": "encoder"}[args.attention]
     layers = result["weights"][key]
@@ -140,13 +140,6 @@ def _plot_attention(args, plotting):
         columns=args.columns,
         title=f"{args.attention} attention, layer {layer}: {args.sentence}",
     )
-
-
-def _add_source_end(config):
-    for section in (config, config.get("preset", {}), config.get("data", {})):
-        if isinstance(section, dict) and "add_source_end" in section:
-            return bool(section["add_source_end"])
-    return False
 
 
 def load_run(path):

@@ -53,7 +53,15 @@ def add_parser(subparsers):
         help="the model's name in URLs: letters, digits, '.', '_' and '-' (default: the folder's name)",
     )
     parser.add_argument("--version", type=positive_int, default=1, help="the version it is served as (default 1)")
-    batching = parser.add_argument_group("batching and limits")
+    _add_batching_arguments(parser.add_argument_group("batching and limits"))
+    _add_connection_arguments(
+        parser.add_argument_group("connections (see docs/serving.md: a reverse proxy belongs in front)")
+    )
+    parser.set_defaults(run=run)
+
+
+def _add_batching_arguments(batching):
+    """How requests are batched, and what one request may ask for."""
     batching.add_argument(
         "--max-batch-size", type=positive_int, default=32, help="sentences decoded in one call at most (default 32)"
     )
@@ -88,7 +96,16 @@ def add_parser(subparsers):
         default=30.0,
         help="seconds a request may wait for its answer (default 30)",
     )
-    connections = parser.add_argument_group("connections (see docs/serving.md: a reverse proxy belongs in front)")
+    batching.add_argument(
+        "--no-warmup",
+        action="store_true",
+        help="start at once, without decoding each batch and source shape first (the first requests of each "
+        "shape then wait for its XLA compile)",
+    )
+
+
+def _add_connection_arguments(connections):
+    """How many connections the server holds, and how long they may idle or take to send a request."""
     connections.add_argument(
         "--max-connections",
         type=positive_int,
@@ -108,13 +125,6 @@ def add_parser(subparsers):
         help="seconds a request may take to arrive whole, headers and body, from its first byte; "
         "then it is answered 408 and closed (default 10)",
     )
-    batching.add_argument(
-        "--no-warmup",
-        action="store_true",
-        help="start at once, without decoding each batch and source shape first (the first requests of each "
-        "shape then wait for its XLA compile)",
-    )
-    parser.set_defaults(run=run)
 
 
 def run(args):

@@ -33,6 +33,14 @@ def add_parser(subparsers):
         "or ~/tensorflow_datasets); $KERAS_TRANSFORMER_MIRROR=URL downloads URL/FILE_NAME; a download "
         "that receives nothing for $KERAS_TRANSFORMER_DOWNLOAD_TIMEOUT seconds (default 60) fails",
     )
+    _add_corpus_arguments(parser)
+    _add_run_arguments(parser)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def _add_corpus_arguments(parser):
+    """The corpus: the user's own files, or a run to fine-tune."""
     own = parser.add_argument_group(
         "your own corpus",
         "train the preset's model and recipe on your files instead of its corpus: two "
@@ -51,6 +59,10 @@ def add_parser(subparsers):
         metavar="RUN",
         help="fine-tune: start from run directory RUN's best weights and reuse its tokenizer",
     )
+
+
+def _add_run_arguments(parser):
+    """How long, where, and on what devices and precision the run trains."""
     length = parser.add_mutually_exclusive_group()
     length.add_argument("--epochs", type=positive_int, help="number of epochs (default: the preset's)")
     length.add_argument("--minutes", type=positive_finite_float, help="stop after this many minutes")
@@ -83,8 +95,6 @@ def add_parser(subparsers):
             "subword sampling draws anew every run"
         ),
     )
-    parser.set_defaults(run=run)
-    return parser
 
 
 def _split_files(args, split, source, target, tsv):

@@ -34,8 +34,8 @@ from typing import NamedTuple
 import keras
 from keras import ops
 
-START_ID = 2
-END_ID = 3
+from keras_transformer.config import END_ID, START_ID
+
 _NINF = float("-inf")
 
 

@@ -111,7 +111,7 @@ class FileRecorder:
     Example:
 
     >>> recorder = FileRecorder("saved_models/chatbot-ko")
-    >>> recorder.record()  # after each epoch
+    >>> recorder.record()  # after each epoch  # doctest: +SKIP
     """
 
     def __init__(self, path):

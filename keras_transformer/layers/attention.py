@@ -308,24 +308,7 @@ class MultiHeadAttention(keras.layers.Layer):
             if sequence is not None:  # None: a cross-attention cache stands for the keys and values
                 check_sequence(sequence, name)
         q = self._project(query, self.query_dense, training)  # (batch, q_len, heads, key_dim)
-        if cache is None:
-            k, v = self._project_keys_and_values(value, key, training)  # (batch, k_len, heads, key_dim)
-            key_axes = "bshk"
-        else:
-            if not isinstance(cache, (tuple, list)) or len(cache) != 2:
-                raise ValueError(
-                    "`cache` must be a pair (keys, values), each of shape (batch, num_heads, "
-                    f"length, key_dim). Received: cache of type {type(cache).__name__}"
-                )
-            k, v = cache  # (batch, heads, k_len, key_dim)
-            if cache_update_index is not None:
-                start = (0, 0, cache_update_index, 0)
-                k, v = (
-                    ops.slice_update(old, start, ops.cast(_heads_first(new), old.dtype))
-                    for old, new in zip((k, v), self._project_keys_and_values(value, key, training))
-                )
-                cache = (k, v)
-            key_axes = "bhsk"
+        k, v, cache, key_axes = self._keys_and_values(value, key, cache, cache_update_index, training)
 
         length_axis = key_axes.index("s")
         k_len = k.shape[length_axis] if k.shape[length_axis] is not None else ops.shape(k)[length_axis]
@@ -351,6 +334,26 @@ class MultiHeadAttention(keras.layers.Layer):
         if cache is not None:
             outputs += (cache,)
         return outputs[0] if len(outputs) == 1 else outputs
+
+    def _keys_and_values(self, value, key, cache, cache_update_index, training):
+        """`(keys, values, cache, their axes)`: projected, or the cache's with this step's written in."""
+        if cache is None:
+            k, v = self._project_keys_and_values(value, key, training)  # (batch, k_len, heads, key_dim)
+            return k, v, None, "bshk"
+        if not isinstance(cache, (tuple, list)) or len(cache) != 2:
+            raise ValueError(
+                "`cache` must be a pair (keys, values), each of shape (batch, num_heads, "
+                f"length, key_dim). Received: cache of type {type(cache).__name__}"
+            )
+        k, v = cache  # (batch, heads, k_len, key_dim)
+        if cache_update_index is not None:
+            start = (0, 0, cache_update_index, 0)
+            k, v = (
+                ops.slice_update(old, start, ops.cast(_heads_first(new), old.dtype))
+                for old, new in zip((k, v), self._project_keys_and_values(value, key, training))
+            )
+            cache = (k, v)
+        return k, v, cache, "bhsk"
 
     def _attention_mask(
         self, query, k_len, attention_mask, use_causal_mask, cache_update_index, key_padding, key_padding_name

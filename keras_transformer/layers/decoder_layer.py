@@ -106,67 +106,41 @@ class DecoderLayer(EncoderLayer):
         decoder_sequence_mask=None,
         encoder_sequence_mask=None,
     ):
-        decoder_padding_mask = check_mask(decoder_padding_mask, "decoder_padding_mask")
-        encoder_padding_mask = check_mask(encoder_padding_mask, "encoder_padding_mask")
-        decoder_attention_mask = check_mask(decoder_attention_mask, "decoder_attention_mask")
-        self._check_shapes(
-            decoder_sequence,
-            encoder_sequence,
-            self_attention_cache,
-            cross_attention_cache,
-            {
-                "decoder_padding_mask": decoder_padding_mask,
-                "decoder_sequence_mask": decoder_sequence_mask,
-                "encoder_padding_mask": encoder_padding_mask,
-                "encoder_sequence_mask": encoder_sequence_mask,
-                "decoder_attention_mask": decoder_attention_mask,
-            },
+        masks = dict(
+            decoder_padding_mask=decoder_padding_mask,
+            decoder_sequence_mask=decoder_sequence_mask,
+            encoder_padding_mask=encoder_padding_mask,
+            encoder_sequence_mask=encoder_sequence_mask,
+            decoder_attention_mask=decoder_attention_mask,
         )
-        if decoder_padding_mask is None:
-            decoder_padding_mask = check_mask(decoder_sequence_mask, "decoder_sequence_mask")
-        if encoder_padding_mask is None:
-            encoder_padding_mask = check_mask(encoder_sequence_mask, "encoder_sequence_mask")
+        decoder_padding, encoder_padding, attention_mask = self._checked_masks(
+            decoder_sequence, encoder_sequence, self_attention_cache, cross_attention_cache, masks
+        )
         use_cache = self_attention_cache is not None
-
-        def self_attend(x):
-            return self.self_attention(
-                x,
-                x,
-                # With a cache the keys are the cache's positions: the causal
-                # mask alone says which of them are filled.
-                value_mask=None if use_cache else decoder_padding_mask,
-                attention_mask=decoder_attention_mask,
-                use_causal_mask=True,
-                return_attention_scores=True,
-                training=training,
-                cache=self_attention_cache,
-                cache_update_index=self_attention_cache_update_index,
-            )
-
-        def cross_attend(x):
-            return self.cross_attention(
-                x,
-                encoder_sequence,
-                value_mask=encoder_padding_mask,
-                return_attention_scores=True,
-                training=training,
-                cache=cross_attention_cache,
-            )
-
+        self_attention = dict(
+            # With a cache the keys are the cache's positions: the causal mask alone says which are filled.
+            value_mask=None if use_cache else decoder_padding,
+            attention_mask=attention_mask,
+            use_causal_mask=True,
+            cache=self_attention_cache,
+            cache_update_index=self_attention_cache_update_index,
+        )
+        scores = dict(return_attention_scores=True, training=training)
         x, (self_scores, *new_cache) = self._residual(
             decoder_sequence,
             self.self_attention_norm,
             self.self_attention_dropout,
-            self_attend,
+            lambda x: self.self_attention(x, x, **self_attention, **scores),
             training,
         )
         cross_scores = None
         if encoder_sequence is not None or cross_attention_cache is not None:
+            cross_attention = dict(value_mask=encoder_padding, cache=cross_attention_cache)
             x, (cross_scores, *_) = self._residual(
                 x,
                 self.cross_attention_norm,
                 self.cross_attention_dropout,
-                cross_attend,
+                lambda x: self.cross_attention(x, encoder_sequence, **cross_attention, **scores),
                 training,
             )
         x = self._feed_forward(x, training)
@@ -177,6 +151,18 @@ class DecoderLayer(EncoderLayer):
         if use_cache:
             outputs += (new_cache[0], cross_attention_cache)
         return outputs[0] if len(outputs) == 1 else outputs
+
+    def _checked_masks(self, decoder_sequence, encoder_sequence, self_attention_cache, cross_attention_cache, masks):
+        """`(decoder padding, encoder padding, decoder attention)` masks, checked; Keras's masks where none given."""
+        for name in ("decoder_padding_mask", "encoder_padding_mask", "decoder_attention_mask"):
+            masks[name] = check_mask(masks[name], name)
+        self._check_shapes(decoder_sequence, encoder_sequence, self_attention_cache, cross_attention_cache, masks)
+        decoder_padding_mask, encoder_padding_mask = masks["decoder_padding_mask"], masks["encoder_padding_mask"]
+        if decoder_padding_mask is None:
+            decoder_padding_mask = check_mask(masks["decoder_sequence_mask"], "decoder_sequence_mask")
+        if encoder_padding_mask is None:
+            encoder_padding_mask = check_mask(masks["encoder_sequence_mask"], "encoder_sequence_mask")
+        return decoder_padding_mask, encoder_padding_mask, masks["decoder_attention_mask"]
 
     def _check_shapes(self, decoder_sequence, encoder_sequence, self_attention_cache, cross_attention_cache, masks):
         """`ValueError`s naming the sequence or mask whose static shape does not fit the others.

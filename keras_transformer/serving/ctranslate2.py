@@ -89,12 +89,12 @@ def convert_run(run, output, *, quantization=None, overwrite=False):
         raise destinations.DestinationInUseError(output, "a CTranslate2 export", ["overwrite"])
 
     run_dir.warn_if_unfinished(run)
-    config = run_dir.read_config(run)
+    config = run_dir.RunConfig.read(run)
     model = _load_model(run / run_dir.MODEL)
     source_pieces = read_pieces(run / run_dir.SOURCE_TOKENIZER)
     target_dir = run / run_dir.TARGET_TOKENIZER
     target_pieces = read_pieces(target_dir) if target_dir.is_dir() else source_pieces
-    add_source_end = bool(run_dir.config_setting(config, "add_source_end", False))
+    add_source_end = config.add_source_end
     spec = transformer_spec(model, source_pieces, target_pieces, add_source_end=add_source_end)
     spec.validate()
     spec.optimize(quantization=quantization)
@@ -225,7 +225,7 @@ def _check_run(run):
     if not run_dir.is_run_dir(path):
         kind = "a SavedModel" if run_dir.is_saved_model(path) else "not a training run"
         raise ValueError(f"{literal(run)} is {kind}: `run` must be a run directory (config.json + model.keras)")
-    if run_dir.read_config(path).get("members"):
+    if run_dir.RunConfig.read(path).members:
         raise ValueError(
             f"{run} is an ensemble: CTranslate2 models hold one Transformer. Received: run={str(run)!r}; "
             "convert one member (e.g. its member-0/ folder) instead"

@@ -19,6 +19,7 @@ import pathlib
 import tensorflow as tf
 
 from keras_transformer import decoding
+from keras_transformer.config import DecodingConfig
 from keras_transformer.errors import ArgumentError, first_line
 from keras_transformer.files import destinations, manifest
 from keras_transformer.serving.translator import SIGNATURES, Translator, TranslatorMethods, check_export_destination
@@ -169,7 +170,7 @@ def _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact):
 
     from keras_transformer.tokenizers import SubwordTokenizer
 
-    config = run_dir.read_config(path)
+    config = run_dir.RunConfig.read(path)
     models = [
         _guarded(model_path, "model", lambda p=model_path: keras.saving.load_model(p, compile=False))
         for model_path in run_dir.model_paths(path)
@@ -184,11 +185,11 @@ def _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact):
         if target_path.is_dir()
         else source
     )
-    defaults = config.get("decoding") or {}  # written by `keras-transformer train`
-    beam_size = defaults.get("beam_size", 4) if beam_size is None else beam_size
-    alpha = defaults.get("length_penalty", 0.6) if alpha is None else alpha
-    if max_length is None and defaults.get("max_length"):
-        max_length = min(int(defaults["max_length"]), decoding.resolve_max_length(model))
+    defaults = config.decoding or DecodingConfig()  # written by `keras-transformer train`
+    beam_size = defaults.beam_size if beam_size is None else beam_size
+    alpha = defaults.alpha if alpha is None else alpha
+    if max_length is None and defaults.max_length:
+        max_length = min(int(defaults.max_length), decoding.resolve_max_length(model))
     return _guarded(
         path,
         "run",
@@ -199,7 +200,7 @@ def _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact):
             beam_size=beam_size,
             alpha=alpha,
             max_length=max_length,
-            add_source_end=bool(run_dir.config_setting(config, "add_source_end", False)),
+            add_source_end=config.add_source_end,
             jit_compile=jit_compile,
             compact=compact,
         ),

@@ -22,9 +22,8 @@ def translate_lines(translator, sentences, batch_size=32, greedy=False, sample=N
     `translator` is what `keras_transformer.serving.export.load` returns. `sample` is
     `(temperature, top_k, top_p, seed)` to sample instead. `workers` threads
     translate batches side by side, as CTranslate2's `inter_threads` does:
-    each batch's program uses every core, but two use them better (on 2
-    CPU cores, 2 workers decoded 1.2-1.4x faster than 1). The translations
-    are the same.
+    each batch's program uses every core, but two may use them better
+    (docs/performance.md). The translations are the same.
     """
     return translate_lines_with_status(translator, sentences, batch_size, greedy, sample, progress, workers)[0]
 

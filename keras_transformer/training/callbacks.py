@@ -8,7 +8,6 @@ import numpy as np
 
 from keras_transformer.errors import ArgumentError, first_line, literal
 from keras_transformer.files import atomic
-from keras_transformer.training import run_dir
 
 
 class TimeLimit(keras.callbacks.Callback):
@@ -224,10 +223,3 @@ def average_snapshots(model, paths):
     for variable, summed in zip(model.trainable_weights, total):
         variable.assign((summed / len(paths)).astype(variable.dtype))
     return model
-
-
-def write_status(output, **fields):
-    """Updates fields of the run's config.json (atomically)."""
-    config = run_dir.read_config(output)
-    config.update(fields)
-    run_dir.write_json_atomic(pathlib.Path(output) / run_dir.CONFIG, config)

@@ -25,13 +25,16 @@ ensemble's own `config.json` (listing them under `"members"`) and
 writes a SavedModel directory (`saved_model.pb`) that needs no project code.
 """
 
+import dataclasses
 import json
 import math
 import pathlib
 import warnings
 
+from keras_transformer.config import DecodingConfig, ModelConfig
 from keras_transformer.errors import ArgumentError, KerasTransformerWarning
 from keras_transformer.files import atomic, run_files
+from keras_transformer.presets import Preset
 
 CONFIG = run_files.CONFIG
 MODEL = "model.keras"
@@ -50,10 +53,10 @@ class UnfinishedRunWarning(KerasTransformerWarning):
 
 def warn_if_unfinished(path):
     """Warns with `UnfinishedRunWarning` when the run at `path` has not finished: what it holds, how to finish."""
-    config = read_config(path)
-    if config.get("finished") is not False:
+    config = RunConfig.read(path)
+    if config.finished:
         return
-    epochs, best = config.get("completed_epochs"), config.get("best_epoch")
+    epochs, best = config.completed_epochs, config.best_epoch
     held = f"after epoch {epochs}" if isinstance(epochs, int) else "partway"
     best_text = f", its best model is from epoch {best}" if best is not None else ""
     warnings.warn(
@@ -78,7 +81,7 @@ def model_paths(path):
     `ValueError` that says which member to resume.
     """
     path = pathlib.Path(path)
-    members = read_config(path).get("members")
+    members = RunConfig.read(path).members
     if not members:
         return [path / MODEL]
     missing = [member for member in members if not (path / member / MODEL).is_file()]
@@ -92,6 +95,95 @@ def model_paths(path):
 def is_saved_model(path):
     """Whether `path` is an exported SavedModel directory."""
     return (pathlib.Path(path) / "saved_model.pb").is_file()
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """A run's config.json, typed: its preset, model and decoding parts, and how far training got.
+
+    `read(path)` checks the file (`read_config`) and types its sections;
+    `write(path)` writes it back atomically, with the keys it does not know
+    (written by a later version) as they were. Runs written by earlier
+    versions read too (`config.LEGACY_NAMES`).
+
+    Example:
+
+    >>> config = RunConfig.read("saved_models/chatbot-ko")  # doctest: +SKIP
+    >>> config.model.d_model, config.decoding.alpha, config.finished  # doctest: +SKIP
+    (256, 0.6, True)
+    """
+
+    preset: Preset = None
+    model: ModelConfig = None
+    decoding: DecodingConfig = None
+    created_by: str = None
+    version: str = None
+    data_dir: str = None
+    seed: int = None
+    strategy: str = None
+    mixed_precision: str = None
+    corpus_files: dict = None
+    init_from: dict = None
+    members: tuple = ()
+    add_source_end: bool = False
+    train_data_sha256: str = None
+    finished: bool = False
+    completed_epochs: object = 0  # an int; an ensemble's: one per member
+    best_val_loss: object = None
+    best_epoch: object = None  # an epoch, or "averaged"
+    train_minutes: float = 0.0
+    cooldown: tuple = None  # (first step, last step) of the learning rate's cooldown
+    averaged: dict = None
+    files: dict = None  # the record of the files the run wrote (`files.run_files`)
+    extra: dict = dataclasses.field(default_factory=dict)  # keys of a later version, kept
+
+    _SECTIONS = {"preset": Preset, "model": ModelConfig, "decoding": DecodingConfig}
+
+    @classmethod
+    def read(cls, path):
+        """The config.json of the run at `path`; a missing, corrupt or malformed one is an error naming it."""
+        config_path = pathlib.Path(path) / CONFIG
+        return cls.from_dict(read_config(path), str(config_path))
+
+    @classmethod
+    def from_dict(cls, data, where=CONFIG):
+        fields = {field.name for field in dataclasses.fields(cls)} - {"extra"}
+        known = {}
+        for name, value in data.items():
+            if name in cls._SECTIONS and value is not None:
+                value = cls._SECTIONS[name].from_dict(value, f"{where}: `{name}`")
+            elif name in ("members", "cooldown") and isinstance(value, list):
+                value = tuple(value)
+            known[name] = value
+        extra = {name: known.pop(name) for name in list(known) if name not in fields}
+        return cls(**known, extra=extra)
+
+    def to_dict(self):
+        """The JSON object config.json holds (None fields left out, the unknown keys kept)."""
+        data = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name == "extra" or value is None:
+                continue
+            if hasattr(value, "to_dict"):
+                value = value.to_dict()
+            data[field.name] = list(value) if isinstance(value, tuple) else value
+        return {**data, **self.extra}
+
+    def replace(self, **changes):
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+    def write(self, path):
+        """Writes this as the config.json of the run at `path`, atomically."""
+        atomic.write_json(pathlib.Path(path) / CONFIG, self.to_dict())
+
+
+def update_config(path, **changes):
+    """`RunConfig.read(path).replace(**changes).write(path)`: updates fields of the run's config.json."""
+    config = RunConfig.read(path).replace(**changes)
+    config.write(path)
+    return config
 
 
 def _positive_int(value):
@@ -117,7 +209,8 @@ _BOOL = ("true or false", lambda value: isinstance(value, bool))
 _DECODING_FIELDS = {
     "beam_size": _POSITIVE_INT,
     "max_length": _POSITIVE_INT,
-    "length_penalty": ("a finite number >= 0", _length_penalty),
+    "alpha": ("a finite number >= 0", _length_penalty),
+    "length_penalty": ("a finite number >= 0", _length_penalty),  # an earlier version's name of `alpha`
 }
 _SHAPE_FIELDS = {
     **{name: _POSITIVE_INT for name in ("num_layers", "d_model", "num_heads", "d_ff", "max_length")},
@@ -129,7 +222,8 @@ CONFIG_FIELDS = {
     "decoding": _DECODING_FIELDS,
     "model": {
         **_SHAPE_FIELDS,
-        "input_vocab_size": _POSITIVE_INT,
+        "source_vocab_size": _POSITIVE_INT,
+        "input_vocab_size": _POSITIVE_INT,  # an earlier version's name of `source_vocab_size`
         "target_vocab_size": _POSITIVE_INT,
         "share_embeddings": _BOOL,
         "tie_output_embedding": _BOOL,
@@ -138,7 +232,8 @@ CONFIG_FIELDS = {
         **_SHAPE_FIELDS,
         "vocab_size": _POSITIVE_INT,
         "beam_size": _POSITIVE_INT,
-        "length_penalty": _DECODING_FIELDS["length_penalty"],
+        "alpha": _DECODING_FIELDS["alpha"],
+        "length_penalty": _DECODING_FIELDS["alpha"],
     },
 }
 
@@ -201,13 +296,3 @@ def read_config(path):
 def write_json_atomic(path, data):
     """Writes `data` as JSON to `path` atomically (`atomic.write_json`)."""
     atomic.write_json(path, data)
-
-
-def config_setting(config, key, default):
-    """`config[key]`, or `config[section][key]` for a nested section, or `default`."""
-    if key in config:
-        return config[key]
-    for value in config.values():
-        if isinstance(value, dict) and key in value:
-            return value[key]
-    return default

@@ -1,7 +1,6 @@
 """Training a Transformer on a named corpus: the engine of `keras-transformer train`."""
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import math
@@ -43,16 +42,16 @@ def _check_output(output, resume, overwrite):
         return "fresh"
     if overwrite and not resume:
         return "replace"
-    config = run_dir.read_config(output)
-    unfinished_ensemble = bool(config.get("members")) and not config.get("finished")
+    config = run_dir.RunConfig.read(output)
+    unfinished_ensemble = bool(config.members) and not config.finished
     interrupted = (output / run_dir.BACKUP).exists() or unfinished_ensemble
     if resume:
-        if config.get("finished") and not interrupted:
+        if config.finished and not interrupted:
             return "finished"
         _refuse_hard_links(output)
-        started = interrupted or config.get("completed_epochs")
+        started = interrupted or config.completed_epochs
         return "resume" if started else "fresh"
-    if interrupted or not config.get("finished"):
+    if interrupted or not config.finished:
         raise destinations.DestinationInUseError(output, "an interrupted run", ["resume", "overwrite"])
     raise destinations.DestinationInUseError(output, "a trained model", ["overwrite"])
 
@@ -108,7 +107,7 @@ def training_data_sha256(pairs):
 
 def _check_same_data(output, splits, data_dir):
     """Refuses to resume `output` on training data other than the data it started on."""
-    recorded = run_dir.read_config(output).get("train_data_sha256")
+    recorded = run_dir.RunConfig.read(output).train_data_sha256
     if recorded is not None and recorded != training_data_sha256(splits["train"]):
         holds = f"a run started on other training data than data_dir={data_dir!r} gives (resume it on that data)"
         raise destinations.DestinationInUseError(output, holds, ["overwrite"])
@@ -157,14 +156,15 @@ def load_splits(preset, data_dir, corpus_files=None):
     """
     from keras_transformer.datasets import load_file_splits, load_split_pairs
 
+    data = preset.data
     if corpus_files is not None:
         splits = load_file_splits(corpus_files)
     else:
-        splits = load_split_pairs(preset.corpus, data_dir)
-    if preset.dev_examples:
-        splits.update(hold_out_dev(splits["train"], preset.dev_examples))
-    if preset.max_examples:
-        splits["train"] = splits["train"][: preset.max_examples]
+        splits = load_split_pairs(data.corpus, data_dir)
+    if data.dev_examples:
+        splits.update(hold_out_dev(splits["train"], data.dev_examples))
+    if data.max_examples:
+        splits["train"] = splits["train"][: data.max_examples]
     return splits
 
 
@@ -198,7 +198,9 @@ def train_tokenizer(preset, pairs):
     from keras_transformer.tokenizers import SubwordTokenizer
 
     texts = [text for pair in pairs for text in pair]
-    return SubwordTokenizer.train(texts, preset.vocab_size, character_coverage=preset.character_coverage, seed=0)
+    return SubwordTokenizer.train(
+        texts, preset.data.vocab_size, character_coverage=preset.data.character_coverage, seed=0
+    )
 
 
 def _tokenizer(preset, output, pairs, resume_state, is_chief, shared_from=None):
@@ -242,12 +244,13 @@ def make_datasets(preset, splits, tokenizer, seed, distributed=False):
         sources, targets = zip(*pairs)
         return tf.data.Dataset.from_tensor_slices({"source": list(sources), "target": list(targets)})
 
+    data = preset.data
     batching = dict(
-        token_budget=preset.token_budget,
-        bucket_boundaries=tuple(preset.bucket_boundaries),
-        max_length=preset.max_length,
+        token_budget=data.token_budget,
+        bucket_boundaries=tuple(data.bucket_boundaries),
+        max_length=preset.model.max_length,
     )
-    sampling_tokenizer = tokenizer.sampler(preset.subword_sampling) if preset.subword_sampling else tokenizer
+    sampling_tokenizer = tokenizer.sampler(data.subword_sampling) if data.subword_sampling else tokenizer
     train = make_batches(strings(splits["train"]), sampling_tokenizer, seed=seed, **batching)
     validation = make_eval_batches(strings(splits["validation"]), tokenizer, pad_batches=True, **batching)
     if distributed:
@@ -262,7 +265,7 @@ def compile_model(model, preset, jit_compile=True, cooldown=None):
 
     Example:
 
-    >>> schedule = compile_model(build_transformer(**preset.model_kwargs(8000)), preset)
+    >>> schedule = compile_model(build_transformer(config=preset.model_config(8000)), preset)
     """
     from keras_transformer.losses import MaskedSparseCategoricalCrossentropy
     from keras_transformer.metrics import MaskedAccuracy
@@ -272,9 +275,12 @@ def compile_model(model, preset, jit_compile=True, cooldown=None):
 
     # mixed_bfloat16 on a CPU with bf16 units: the model without XLA, the loss with it (see precision.py).
     loss, jit_compile = compile_arguments(
-        model, MaskedSparseCategoricalCrossentropy(label_smoothing=preset.label_smoothing), jit_compile
+        model, MaskedSparseCategoricalCrossentropy(label_smoothing=preset.training.label_smoothing), jit_compile
     )
-    schedule = WarmupSchedule(preset.d_model, preset.warmup_steps, scale=preset.learning_rate_scale, cooldown=cooldown)
+    recipe = preset.training
+    schedule = WarmupSchedule(
+        preset.model.d_model, recipe.warmup_steps, scale=recipe.learning_rate_scale, cooldown=cooldown
+    )
     model.compile(
         optimizer=Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
         loss=loss,
@@ -301,23 +307,35 @@ def _reduce_logs_across_workers(model):
     model.compute_metrics = compute_metrics_with_axis
 
 
-SHAPE_FIELDS = ("num_layers", "d_model", "num_heads", "d_ff", "max_length", "norm_first", "vocab_size")
+# What must match between a preset and the run it fine-tunes: the model's shape, and the vocabulary.
+SHAPE_FIELDS = (
+    "num_layers",
+    "num_decoder_layers",
+    "d_model",
+    "num_heads",
+    "d_ff",
+    "max_length",
+    "norm_first",
+    "share_embeddings",
+    "tie_output_embedding",
+    "vocab_size",
+)
 
 
 def _init_run_config(init_from):
-    """The config.json of the run that `init_from` names; a run it cannot start from is a ValueError."""
+    """The `RunConfig` of the run that `init_from` names; a run it cannot start from is a ValueError."""
     path = pathlib.Path(init_from)
     if not run_dir.is_run_dir(path):
         raise ValueError(
             f"`init_from` must be a run directory of this package (with {run_dir.CONFIG} and "
             f"{run_dir.MODEL}). Received: init_from={str(init_from)!r}"
         )
-    config = run_dir.read_config(path)
-    if config.get("members"):
+    config = run_dir.RunConfig.read(path)
+    if config.members:
         raise ValueError(
             f"`init_from` must be one model's run, not an ensemble. Received: init_from={str(init_from)!r}"
         )
-    if not (path / run_dir.MODEL).is_file() or not isinstance(config.get("preset"), dict):
+    if not (path / run_dir.MODEL).is_file() or config.preset is None:
         raise ValueError(
             f"`init_from` must be a run with a trained {run_dir.MODEL} and its preset in "
             f"{run_dir.CONFIG}. Received: init_from={str(init_from)!r}"
@@ -325,32 +343,22 @@ def _init_run_config(init_from):
     return config
 
 
-def _recorded_preset(recorded, init_from):
-    """The `Preset` that a run's config.json records (its model and its recipe)."""
-    from keras_transformer.presets import Preset
-
-    fields = {field.name for field in dataclasses.fields(Preset)}
-    try:
-        preset = Preset(**{key: value for key, value in recorded.items() if key in fields})
-    except TypeError as error:
-        raise ValueError(
-            f"`init_from`'s {run_dir.CONFIG} has an incomplete preset ({error}). Received: init_from={str(init_from)!r}"
-        ) from None
-    return preset.replace(bucket_boundaries=tuple(preset.bucket_boundaries))
+def _shape_setting(preset, field):
+    return getattr(preset.data if field == "vocab_size" else preset.model, field)
 
 
 def _check_same_shape(preset, init_config, init_from):
     """A preset whose model differs from the run being fine-tuned is a ValueError naming the fields."""
-    recorded = init_config["preset"]
+    recorded = init_config.preset
     differing = [
-        f"{field} {getattr(preset, field)!r} (run: {recorded.get(field)!r})"
+        f"{field} {_shape_setting(preset, field)!r} (run: {_shape_setting(recorded, field)!r})"
         for field in SHAPE_FIELDS
-        if getattr(preset, field) != recorded.get(field)
+        if _shape_setting(preset, field) != _shape_setting(recorded, field)
     ]
     if differing:
         raise ValueError(
             f"`preset` {preset.name!r} gives a model other than the one in `init_from`: {', '.join(differing)}. "
-            f"Leave `preset` out to fine-tune with the run's ({recorded.get('name')!r}), or change those fields. "
+            f"Leave `preset` out to fine-tune with the run's ({recorded.name!r}), or change those fields. "
             f"Received: preset={preset.name!r}, init_from={str(init_from)!r}"
         )
 
@@ -465,7 +473,7 @@ def train(
     output = _output_path(config_preset, output, init_from)
     resume_state = _check_output(output, resume, overwrite)
     if resume_state == "finished":
-        config = run_dir.read_config(output)
+        config = run_dir.RunConfig.read(output)
         return {**_summary(output, config, 0.0), "message": "a finished run: nothing to resume"}
     splits = load_splits(config_preset, data_dir, corpus_files)  # checked before anything is deleted
     if resume_state == "resume":
@@ -486,7 +494,7 @@ def train(
         cpu_devices=cpu_devices,
         verbose=verbose,
     )
-    if config_preset.ensemble > 1:
+    if config_preset.training.ensemble > 1:
         return _train_ensemble(config_preset, output, resume_state, splits, **options)
     return _train_run(config_preset, output, resume_state, splits, **options)
 
@@ -495,7 +503,7 @@ def _resolve_preset(preset, overrides, init_from, corpus_files, data_dir):
     """The preset to train: named, or `init_from`'s recorded one; with `overrides`, and the user's corpus."""
     init_config = _init_run_config(init_from) if init_from is not None else None
     if preset is None and init_config is not None:
-        config_preset = _recorded_preset(init_config["preset"], init_from).replace(**overrides)
+        config_preset = init_config.preset.replace(**overrides)
     else:
         config_preset = get_preset(preset or "chatbot-ko").replace(**overrides)
     if init_config is not None:
@@ -510,24 +518,24 @@ def _resolve_preset(preset, overrides, init_from, corpus_files, data_dir):
                 f"Received: data_dir={str(data_dir)!r}"
             )
         config_preset = config_preset.replace(corpus=corpora.OWN_FILES)
-    if not _is_int(config_preset.ensemble) or config_preset.ensemble < 1:
-        raise ValueError(
-            f"`ensemble` must be a positive int (the number of models). Received: ensemble={config_preset.ensemble!r}"
-        )
+    ensemble = config_preset.training.ensemble
+    if not _is_int(ensemble) or ensemble < 1:
+        raise ValueError(f"`ensemble` must be a positive int (the number of models). Received: ensemble={ensemble!r}")
     return config_preset
 
 
 def _check_combination(preset, strategy, init_from):
     """An ensemble trains with the default strategy, and is not fine-tuned."""
-    if init_from is not None and preset.ensemble > 1:
+    ensemble = preset.training.ensemble
+    if init_from is not None and ensemble > 1:
         raise ValueError(
             f"`init_from` fine-tunes one model; the preset trains an ensemble of "
-            f"{preset.ensemble}. Received: init_from={str(init_from)!r}"
+            f"{ensemble}. Received: init_from={str(init_from)!r}"
         )
-    if preset.ensemble > 1 and strategy != "default":
+    if ensemble > 1 and strategy != "default":
         raise ValueError(
             f"An ensemble preset trains with the default strategy only. Received: "
-            f"ensemble={preset.ensemble}, strategy={strategy!r}"
+            f"ensemble={ensemble}, strategy={strategy!r}"
         )
 
 
@@ -580,33 +588,25 @@ def _claim(output, resume_state, splits, is_chief=True):
     """
     output.mkdir(parents=True, exist_ok=True)
     if is_chief and resume_state != "resume":
-        claim = {
-            "created_by": destinations.CREATOR,
-            "finished": False,
-            "completed_epochs": 0,
-            "train_data_sha256": training_data_sha256(splits["train"]),
-        }
-        run_dir.write_json_atomic(output / run_dir.CONFIG, claim)
+        claim = run_dir.RunConfig(
+            created_by=destinations.CREATOR, train_data_sha256=training_data_sha256(splits["train"])
+        )
+        claim.write(output)
 
 
 def _run_config(preset, output, resume_state, tokenizer, data_dir, **fields):
-    """The run's config.json at the start of training (the resumed run's, updated), not yet finished."""
-    config = run_dir.read_config(output) if resume_state == "resume" else {}
-    config.update(
+    """The run's `RunConfig` at the start of training (the resumed run's, updated), not yet finished."""
+    config = run_dir.RunConfig.read(output) if resume_state == "resume" else run_dir.RunConfig()
+    return config.replace(
         created_by=destinations.CREATOR,
         version=__version__,
-        preset=preset.to_dict(),
-        model=preset.model_kwargs(tokenizer.vocab_size),
+        preset=preset,
+        model=preset.model_config(tokenizer.vocab_size),
         data_dir=None if data_dir is None else str(data_dir),
         **fields,
-        decoding={
-            "beam_size": preset.beam_size,
-            "length_penalty": preset.length_penalty,
-            "max_length": preset.max_length,
-        },
+        decoding=preset.decoding.replace(max_length=preset.model.max_length),
         finished=False,
     )
-    return config
 
 
 def _train_ensemble(
@@ -614,8 +614,8 @@ def _train_ensemble(
 ):
     """Trains the members of an ensemble preset one after the other (see `train`)."""
     started = time.monotonic()
-    count = preset.ensemble
-    member_preset = preset.replace(ensemble=1, max_minutes=preset.max_minutes / count)
+    count = preset.training.ensemble
+    member_preset = preset.replace(ensemble=1, max_minutes=preset.training.max_minutes / count)
     members = [f"member-{index}" for index in range(count)]
     _claim(output, resume_state, splits)
     tokenizer = _tokenizer(preset, output, splits["train"], resume_state, is_chief=True)
@@ -627,10 +627,10 @@ def _train_ensemble(
         data_dir,
         **sources,
         seed=seed,
-        members=members,
+        members=tuple(members),
         train_data_sha256=training_data_sha256(splits["train"]),
     )
-    run_dir.write_json_atomic(output / run_dir.CONFIG, config)
+    config.write(output)
     recorder = run_files.FileRecorder(output)
     recorder.record()
     for index, member in enumerate(members):
@@ -650,15 +650,15 @@ def _train_ensemble(
                 sources=sources,
                 **options,
             )
-    member_configs = [run_dir.read_config(output / member) for member in members]
-    config.update(
+    member_configs = [run_dir.RunConfig.read(output / member) for member in members]
+    config = config.replace(
         finished=True,
-        train_minutes=round(sum(member.get("train_minutes", 0.0) for member in member_configs), 2),
-        completed_epochs=[member.get("completed_epochs") for member in member_configs],
-        best_val_loss=[member.get("best_val_loss") for member in member_configs],
+        train_minutes=round(sum(member.train_minutes or 0.0 for member in member_configs), 2),
+        completed_epochs=[member.completed_epochs for member in member_configs],
+        best_val_loss=[member.best_val_loss for member in member_configs],
+        files=recorder.files(),
     )
-    config[run_dir.FILES] = recorder.files()
-    run_dir.write_json_atomic(output / run_dir.CONFIG, config)
+    config.write(output)
     return _summary(output, config, (time.monotonic() - started) / 60.0)
 
 
@@ -668,7 +668,7 @@ class _Run:
     def __init__(self, preset, output, strategy, started):
         self.preset, self.output, self.strategy, self.started = preset, output, strategy, started
         self.is_chief, self.worker_index = _worker_role() if strategy == "multi-worker" else (True, 0)
-        self.config, self.prior_minutes = {}, 0.0
+        self.config, self.prior_minutes = run_dir.RunConfig(), 0.0
         self.recorder = run_files.FileRecorder(output)
 
     def minutes(self):
@@ -677,10 +677,8 @@ class _Run:
 
     def record(self, **fields):
         """Updates config.json (the chief's only)."""
-        from keras_transformer.training.callbacks import write_status
-
         if self.is_chief:
-            write_status(self.output, **fields)
+            run_dir.update_config(self.output, **fields)
 
     def record_files(self):
         """Records in config.json what the run has written (the chief's only; see `run_files.FileRecorder`)."""
@@ -785,10 +783,9 @@ def _start(run, resume_state, splits, tokenizer_from, data_dir, **fields):
         **fields,
         train_data_sha256=training_data_sha256(splits["train"]),
     )
-    run.config.setdefault("completed_epochs", 0)
-    run.prior_minutes = run.config.get("train_minutes", 0.0)  # of the run before a resume
+    run.prior_minutes = run.config.train_minutes or 0.0  # of the run before a resume
     if run.is_chief:
-        run_dir.write_json_atomic(run.output / run_dir.CONFIG, run.config)
+        run.config.write(run.output)
     run.record_files()
     return tokenizer
 
@@ -799,13 +796,13 @@ def _build_model(run, train_batches, initial_weights, init_from):
 
     from keras_transformer.models import build_transformer
 
-    model = build_transformer(**run.config["model"])
+    model = build_transformer(config=run.config.model)
     if initial_weights is not None:
         _set_initial_weights(model, initial_weights, init_from)
     # XLA has no collectives on CPU devices (b/194942685): data-parallel
     # runs without accelerators go without it; everything else uses it.
     cpu_distributed = run.strategy != "default" and not tf.config.list_logical_devices("GPU")
-    schedule = compile_model(model, run.preset, jit_compile=not cpu_distributed, cooldown=run.config.get("cooldown"))
+    schedule = compile_model(model, run.preset, jit_compile=not cpu_distributed, cooldown=run.config.cooldown)
     if run.strategy != "default" and hasattr(model, "_maybe_symbolic_build"):
         # Under a strategy, Keras builds the metrics from a MEAN-reduced
         # copy of the first distributed batch: float, which the model
@@ -831,11 +828,11 @@ def _callbacks(run, schedule, epochs, minutes):
     callbacks = [
         AtomicBestCheckpoint(
             run.output / run_dir.MODEL,
-            best=run.config.get("best_val_loss", float("inf")),
+            best=float("inf") if run.config.best_val_loss is None else run.config.best_val_loss,
             on_improvement=lambda epoch, value: run.record(best_val_loss=value, best_epoch=epoch + 1),
             enabled=run.is_chief,
         ),
-        EpochSnapshots(run.output / run_dir.SNAPSHOTS, keep=run.preset.average_last, enabled=run.is_chief),
+        EpochSnapshots(run.output / run_dir.SNAPSHOTS, keep=run.preset.training.average_last, enabled=run.is_chief),
         EpochCounter(),
     ]
     if run.is_chief:
@@ -857,23 +854,23 @@ def _schedule_callbacks(run, schedule, epochs, minutes):
     """`(callbacks, epoch limit)` that end the run in time: the time budget and the learning rate's cooldown."""
     from keras_transformer.training.callbacks import CooldownToEnd, TimeLimit
 
-    preset, callbacks = run.preset, []
-    epoch_limit = epochs or (None if minutes else preset.epochs)
-    budget = minutes or preset.max_minutes  # this call's, or the preset's for the whole run
-    if not minutes and preset.max_minutes:
-        minutes = preset.max_minutes - run.prior_minutes  # the whole run's, earlier (resumed) parts included
+    recipe, callbacks = run.preset.training, []
+    epoch_limit = epochs or (None if minutes else recipe.epochs)
+    budget = minutes or recipe.max_minutes  # this call's, or the preset's for the whole run
+    if not minutes and recipe.max_minutes:
+        minutes = recipe.max_minutes - run.prior_minutes  # the whole run's, earlier (resumed) parts included
     if minutes:
         minutes = max(minutes - run.minutes(), 0.0)  # counted from the start of `train`: the data included
         callbacks.append(TimeLimit(minutes))
-    if preset.cooldown_fraction:
+    if recipe.cooldown_fraction:
         callbacks.append(
             CooldownToEnd(
                 schedule,
-                preset.cooldown_fraction,
+                recipe.cooldown_fraction,
                 minutes=minutes or None,
                 total_minutes=budget or None,
                 epochs=epoch_limit,
-                on_update=lambda start, end: run.record(cooldown=[start, end]),
+                on_update=lambda start, end: run.record(cooldown=(start, end)),
             )
         )
     return callbacks, epoch_limit
@@ -895,24 +892,25 @@ def _finish(run, model, validation_batches):
     """Averages the last epochs' weights if the preset asks, marks the run finished, removes its backups."""
     from keras_transformer.training.callbacks import average_snapshots, save_model_atomic, snapshot_paths
 
-    preset, output = run.preset, run.output
-    config = run_dir.read_config(output) if run.is_chief else run.config
-    snapshots = snapshot_paths(output / run_dir.SNAPSHOTS)[-preset.average_last :]
-    if run.is_chief and preset.average_last > 1 and len(snapshots) > 1:
+    average_last, output = run.preset.training.average_last, run.output
+    config = run_dir.RunConfig.read(output) if run.is_chief else run.config
+    snapshots = snapshot_paths(output / run_dir.SNAPSHOTS)[-average_last:]
+    if run.is_chief and average_last > 1 and len(snapshots) > 1:
         averaged = average_snapshots(model, snapshots)
         with _unknown_length_warnings_ignored():
             loss = averaged.evaluate(validation_batches, verbose=0, return_dict=True)["loss"]
-        config["averaged"] = {"epochs": len(snapshots), "val_loss": loss}
-        if loss < config.get("best_val_loss", float("inf")):
+        config = config.replace(averaged={"epochs": len(snapshots), "val_loss": loss})
+        if config.best_val_loss is None or loss < config.best_val_loss:
             save_model_atomic(averaged, output / run_dir.MODEL)
-            config.update(best_val_loss=loss, best_epoch="averaged")
+            config = config.replace(best_val_loss=loss, best_epoch="averaged")
     minutes_used = run.minutes()
     _remove_backups(run)
     if run.is_chief:
         # One write: the run is finished exactly when its record holds its final files.
-        config.update(finished=True, train_minutes=round(run.prior_minutes + minutes_used, 2))
-        config[run_dir.FILES] = run.recorder.files()
-        run_dir.write_json_atomic(output / run_dir.CONFIG, config)
+        config = config.replace(
+            finished=True, train_minutes=round(run.prior_minutes + minutes_used, 2), files=run.recorder.files()
+        )
+        config.write(output)
     return _summary(output, config, minutes_used)
 
 
@@ -933,8 +931,8 @@ def _unknown_length_warnings_ignored():
 def _summary(output, config, minutes):
     return {
         "output": str(output),
-        "completed_epochs": config.get("completed_epochs"),
-        "best_val_loss": config.get("best_val_loss"),
-        "best_epoch": config.get("best_epoch"),
+        "completed_epochs": config.completed_epochs,
+        "best_val_loss": config.best_val_loss,
+        "best_epoch": config.best_epoch,
         "minutes": round(minutes, 2),
     }

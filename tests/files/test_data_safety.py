@@ -15,11 +15,11 @@ import sys
 
 import pytest
 
-from keras_transformer import training
 from keras_transformer.commands import cli
 from keras_transformer.files import destinations, manifest
 from keras_transformer.serving.export import load
 from keras_transformer.training import run_dir
+from keras_transformer.training import trainer as training
 
 from trained_runs import trained_export
 

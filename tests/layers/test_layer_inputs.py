@@ -300,7 +300,7 @@ LAYER_ARGS = {
     kt.PositionalEncoding: dict(position=8, d_model=16),
     kt.positional_encoding: dict(length=8, depth=16),
     kt.build_transformer: dict(
-        input_vocab_size=10,
+        source_vocab_size=10,
         target_vocab_size=10,
         num_layers=1,
         num_decoder_layers=1,

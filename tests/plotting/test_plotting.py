@@ -60,7 +60,7 @@ def run_directory(tmp_path_factory):
     tokenizer = SubwordTokenizer.train(lines, vocab_size=60, byte_fallback=False)
     tokenizer.save(str(path / run_dir.SOURCE_TOKENIZER))
     tokenizer.save(str(path / run_dir.TARGET_TOKENIZER))
-    model_kwargs = dict(input_vocab_size=tokenizer.vocab_size, target_vocab_size=tokenizer.vocab_size, **TINY_MODEL)
+    model_kwargs = dict(source_vocab_size=tokenizer.vocab_size, target_vocab_size=tokenizer.vocab_size, **TINY_MODEL)
     keras.utils.set_random_seed(0)
     build_transformer(**model_kwargs).save(path / run_dir.MODEL)
     run_dir.write_json_atomic(path / run_dir.CONFIG, {"model": model_kwargs})

@@ -105,7 +105,7 @@ VARIANTS = {
     # pre-norm with final norms, separate vocabularies, untied output with bias, GELU, a large epsilon,
     # a deeper encoder than decoder
     "pre-norm": dict(
-        input_vocab_size=50,
+        source_vocab_size=50,
         target_vocab_size=60,
         num_layers=2,
         num_decoder_layers=1,
@@ -115,7 +115,7 @@ VARIANTS = {
     ),
     # post-norm, one shared embedding that is also the output projection
     "post-norm tied": dict(
-        input_vocab_size=50, target_vocab_size=50, num_layers=1, share_embeddings=True, tie_output_embedding=True
+        source_vocab_size=50, target_vocab_size=50, num_layers=1, share_embeddings=True, tie_output_embedding=True
     ),
 }
 
@@ -138,13 +138,13 @@ def test_scores_equal_ours(variant, tmp_path):
     """CTranslate2's per-token log-probabilities of given targets equal our model's softmax."""
     options = VARIANTS[variant]
     model = random_model(**options)
-    source_pieces = fake_pieces(options["input_vocab_size"], "s")
+    source_pieces = fake_pieces(options["source_vocab_size"], "s")
     target_pieces = fake_pieces(options["target_vocab_size"], "t" if not options.get("share_embeddings") else "s")
     spec = transformer_spec(model, source_pieces, target_pieces)
     spec.validate()
     spec.save(str(tmp_path))
     rng = np.random.default_rng(0)
-    sources = [list(rng.integers(4, options["input_vocab_size"], n)) for n in (3, 9, 14)]
+    sources = [list(rng.integers(4, options["source_vocab_size"], n)) for n in (3, 9, 14)]
     targets = [list(rng.integers(4, options["target_vocab_size"], n)) for n in (5, 2, 12)]
 
     translator = ctranslate2.Translator(str(tmp_path), intra_threads=1)
@@ -165,9 +165,9 @@ def test_scores_equal_ours(variant, tmp_path):
 def test_refuses_what_it_cannot_represent(tmp_path, pieces):
     with pytest.raises(ValueError, match="activation"):
         transformer_spec(
-            random_model(input_vocab_size=50, target_vocab_size=50, activation="tanh"), *[fake_pieces(50, "s")] * 2
+            random_model(source_vocab_size=50, target_vocab_size=50, activation="tanh"), *[fake_pieces(50, "s")] * 2
         )
-    model = random_model(input_vocab_size=50, target_vocab_size=50)
+    model = random_model(source_vocab_size=50, target_vocab_size=50)
     with pytest.raises(ValueError, match="target_pieces.*vocab size 50"):
         transformer_spec(model, fake_pieces(50, "s"), fake_pieces(49, "t"))
     with pytest.raises(ValueError, match="ensemble"):

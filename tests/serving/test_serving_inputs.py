@@ -238,7 +238,7 @@ def never_ends(tmp_path_factory):
     vocab = SubwordTokenizer.load(run / run_dir.SOURCE_TOKENIZER).vocab_size
     keras.utils.set_random_seed(4)
     config = dict(
-        input_vocab_size=vocab,
+        source_vocab_size=vocab,
         target_vocab_size=vocab,
         num_layers=1,
         d_model=16,

@@ -12,7 +12,7 @@ import numpy as np
 import keras_transformer as kt
 
 MODEL = dict(
-    input_vocab_size=24,
+    source_vocab_size=24,
     target_vocab_size=24,
     num_layers=1,
     d_model=16,

@@ -11,8 +11,8 @@ from test_training import SMALL
 
 
 def test_an_ensemble_trains_its_members_in_turn_resumes_and_translates(tmp_path, monkeypatch, capsys):
-    from keras_transformer import training
     from keras_transformer.serving import export
+    from keras_transformer.training import trainer as training
 
     output = tmp_path / "ensemble"
     options = dict(output=output, epochs=1, verbose=0, ensemble=2, max_minutes=30.0, **SMALL)

@@ -50,7 +50,7 @@ def test_hybrid_bf16_step_has_finite_loss_on_fully_padded_rows(bf16_policy, monk
     monkeypatch.setattr(precision, "cpu_bf16_units", lambda *args: ("avx512_bf16",))  # the route on any CPU
     preset = get_preset("tiny")
     keras.utils.set_random_seed(0)
-    model = build_transformer(**preset.model_kwargs(64))
+    model = build_transformer(config=preset.model_config(64))
     compile_model(model, preset)
     assert model.jit_compile is False  # the model runs TensorFlow's bf16 kernels, the loss XLA
     assert model.compute_dtype == "bfloat16"

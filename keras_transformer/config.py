@@ -1,0 +1,222 @@
+"""One configuration, from preset to SavedModel: the model's options, each named once.
+
+`ModelConfig` names every option of `build_transformer`; the model keeps it
+(`model.config`) and a `.keras` file stores it. A `Preset`
+(`keras_transformer.presets`) is a `ModelConfig` plus its data, training and
+decoding parts, and a run's `config.json` records them
+(`keras_transformer.training.run_dir.RunConfig`). Every setting has one name
+in all of them, on the command line too (`--alpha` is `alpha`). Names used by
+earlier versions' files (`input_vocab_size`, `length_penalty`) are read as
+today's (`LEGACY_NAMES`).
+
+The special token ids of this package's own vocabularies are defined here,
+once: `PAD_ID` (also padding in every mask), `UNK_ID`, `START_ID`, `END_ID`.
+
+Example:
+
+>>> config = ModelConfig(source_vocab_size=8000, target_vocab_size=8000, num_layers=2, d_model=256)
+>>> config.replace(d_model=128).d_model
+128
+>>> ModelConfig.from_dict({"input_vocab_size": 100, "target_vocab_size": 100}).source_vocab_size
+100
+>>> ModelConfig(source_vocab_size=100, target_vocab_size=100, d_model=510).check()
+Traceback (most recent call last):
+...
+ValueError: `d_model` must be divisible by `num_heads`. Received: d_model=510, num_heads=8
+"""
+
+import dataclasses
+
+from keras_transformer.layers.arguments import check_positive_int, check_positive_number, check_rate
+
+PAD_ID = 0
+UNK_ID = 1
+START_ID = 2
+END_ID = 3
+
+# Names earlier versions wrote in config.json and `.keras` files, and today's name for each.
+LEGACY_NAMES = {"input_vocab_size": "source_vocab_size", "length_penalty": "alpha"}
+
+
+def _fields(cls):
+    return tuple(field.name for field in dataclasses.fields(cls))
+
+
+class _Config:
+    """What the configuration parts share: `replace`, `to_dict` and `from_dict` by field name."""
+
+    def replace(self, **changes):
+        """A copy with some fields changed; an unknown name is a `ValueError` that lists the known ones."""
+        _check_names(type(self), changes)
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self):
+        """The fields as JSON values (tuples as lists)."""
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in vars(self).items()}
+
+    @classmethod
+    def from_dict(cls, data, where="config"):
+        """The part written by `to_dict` (or by an earlier version: `LEGACY_NAMES`); unknown names are refused.
+
+        `where` names the source in the error (e.g. a file and its section).
+        """
+        if not isinstance(data, dict):
+            raise ValueError(f"{where} must be a JSON object. Received: {data!r}"[:300])
+        data = {LEGACY_NAMES.get(name, name): value for name, value in data.items()}
+        _check_names(cls, data, where)
+        return cls(**{name: tuple(v) if isinstance(v, list) else v for name, v in data.items()})
+
+
+def _check_names(cls, names, where=None):
+    unknown = sorted(set(names) - set(_fields(cls)))
+    if unknown:
+        where = f"{where}: " if where else ""
+        raise ValueError(
+            f"{where}{cls.__name__} has no field {unknown[0]!r}. Its fields: {', '.join(_fields(cls))}. "
+            f"Received: {unknown[0]}={names[unknown[0]]!r}"[:400]
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig(_Config):
+    """Every option of `build_transformer`, each under its one name.
+
+    Args:
+        source_vocab_size: source vocabulary size (None until a tokenizer gives it).
+        target_vocab_size: target vocabulary size (None until a tokenizer gives it).
+        num_layers: encoder layers (and decoder layers unless `num_decoder_layers`).
+        num_decoder_layers: decoder depth, if different from `num_layers`.
+        d_model: model width (512 in the paper's base model).
+        num_heads: attention heads; must divide `d_model`.
+        d_ff: feed-forward inner width.
+        dropout: dropout on embeddings and sublayer outputs.
+        attention_dropout: dropout on the attention weights.
+        activation_dropout: dropout after the feed-forward activation.
+        max_length: longest source or target sequence.
+        share_embeddings: one embedding matrix for source and target (needs one
+            shared vocabulary, so the two sizes must be equal).
+        tie_output_embedding: use the target embedding matrix as the output
+            projection (paper section 3.4).
+        norm_first: pre-norm layers (and a final LayerNorm per stack).
+        activation: the feed-forward activation (a Keras activation name).
+        layer_norm_epsilon: every LayerNorm's epsilon.
+    """
+
+    source_vocab_size: int = None
+    target_vocab_size: int = None
+    num_layers: int = 6
+    num_decoder_layers: int = None
+    d_model: int = 512
+    num_heads: int = 8
+    d_ff: int = 2048
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    max_length: int = 256
+    share_embeddings: bool = False
+    tie_output_embedding: bool = False
+    norm_first: bool = False
+    activation: str = "relu"
+    layer_norm_epsilon: float = 1e-6
+
+    @property
+    def decoder_layers(self):
+        """The decoder's depth: `num_decoder_layers`, else `num_layers`."""
+        return self.num_layers if self.num_decoder_layers is None else self.num_decoder_layers
+
+    def with_vocabulary(self, source_vocab_size, target_vocab_size=None):
+        """A copy with the vocabulary sizes a tokenizer gives (one shared size when `target_vocab_size` is None)."""
+        return self.replace(
+            source_vocab_size=source_vocab_size,
+            target_vocab_size=source_vocab_size if target_vocab_size is None else target_vocab_size,
+        )
+
+    def check(self):
+        """`ValueError` naming the field, for a size that is not a positive int, a rate outside [0, 1), ...
+
+        Returns the config itself.
+        """
+        for name in ("source_vocab_size", "target_vocab_size", "num_layers", "d_model", "num_heads", "d_ff"):
+            check_positive_int(name, getattr(self, name))
+        check_positive_int("max_length", self.max_length)
+        if self.num_decoder_layers is not None:
+            check_positive_int("num_decoder_layers", self.num_decoder_layers)
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            check_rate(name, getattr(self, name))
+        check_positive_number("layer_norm_epsilon", self.layer_norm_epsilon)
+        if self.share_embeddings and self.source_vocab_size != self.target_vocab_size:
+            raise ValueError(
+                "`share_embeddings=True` needs one shared vocabulary. Received: "
+                f"source_vocab_size={self.source_vocab_size}, target_vocab_size={self.target_vocab_size}"
+            )
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                f"`d_model` must be divisible by `num_heads`. Received: d_model={self.d_model}, "
+                f"num_heads={self.num_heads}"
+            )
+        return self
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodingConfig(_Config):
+    """How a model decodes by default: `beam_size` (1 = greedy), the length penalty's `alpha`, `max_length`.
+
+    `alpha` is the exponent of GNMT's length penalty `((5 + length) / 6) ** alpha`
+    (what transformers and CTranslate2 call `length_penalty`); `max_length`
+    (None: the model's) counts the output tokens, END included.
+    """
+
+    beam_size: int = 4
+    alpha: float = 0.6
+    max_length: int = None
+    tuned_on: str = None  # the split `alpha` was chosen on, where it was (`benchmarks/multi30k.py`)
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig(_Config):
+    """The corpus, its vocabulary and its batches.
+
+    Args:
+        corpus: a name of `keras_transformer.datasets.CORPORA`, or the user's files.
+        vocab_size: the shared SentencePiece vocabulary's size.
+        character_coverage: SentencePiece's share of characters to cover.
+        subword_sampling: train on segmentations sampled with this alpha (0 = off).
+        token_budget: tokens per batch, padding included.
+        bucket_boundaries: the lengths batches are padded to.
+        max_examples: train on this many pairs at most (0 = the whole split).
+        dev_examples: hold out this many training pairs as a "dev" split.
+    """
+
+    corpus: str = "chatbot-ko"
+    vocab_size: int = 8000
+    character_coverage: float = 0.9995
+    subword_sampling: float = 0.0
+    token_budget: int = 4096
+    bucket_boundaries: tuple = (16, 32, 48, 64)
+    max_examples: int = 0
+    dev_examples: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig(_Config):
+    """The optimisation: the paper's warmup schedule, label smoothing, the length of the run.
+
+    Args:
+        warmup_steps: steps of the schedule's linear warmup.
+        learning_rate_scale: a factor on the schedule's rate.
+        cooldown_fraction: anneal the rate linearly to 0 over this last share of the run.
+        label_smoothing: the loss's label smoothing.
+        epochs: epochs at most.
+        max_minutes: stop after this many minutes (0 = no limit).
+        average_last: average the weights of the last N epochs.
+        ensemble: train this many models one after the other; decode them together.
+    """
+
+    warmup_steps: int = 4000
+    learning_rate_scale: float = 1.0
+    cooldown_fraction: float = 0.0
+    label_smoothing: float = 0.1
+    epochs: int = 20
+    max_minutes: float = 0.0
+    average_last: int = 1
+    ensemble: int = 1
