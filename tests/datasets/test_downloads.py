@@ -26,7 +26,7 @@ import time
 import pytest
 
 from keras_transformer.commands import cli
-from keras_transformer.datasets import corpora, downloads
+from keras_transformer.datasets import corpora, download_progress, downloads
 from keras_transformer.training import run_dir
 from keras_transformer.training import trainer as training
 
@@ -324,8 +324,8 @@ def test_a_server_that_stalls_in_the_middle_of_a_body_fails_and_leaves_nothing(
     served, offline_env, monkeypatch, capsys
 ):
     monkeypatch.setenv(downloads.TIMEOUT_ENV, "2")
-    monkeypatch.setattr(downloads, "PROGRESS_AFTER", 1.2)  # past the last byte's time plus SILENCE_SHOWN
-    monkeypatch.setattr(downloads, "PROGRESS_EVERY", 0.2)
+    monkeypatch.setattr(download_progress, "PROGRESS_AFTER", 1.2)  # past the last byte's time plus SILENCE_SHOWN
+    monkeypatch.setattr(download_progress, "PROGRESS_EVERY", 0.2)
     with misbehaving(_headers_then_stall(served)) as (url, _):
         monkeypatch.setenv(downloads.MIRROR_ENV, url)
         start = time.monotonic()
@@ -343,7 +343,7 @@ def test_a_server_that_stalls_in_the_middle_of_a_body_fails_and_leaves_nothing(
 
 def test_a_stall_on_a_terminal_erases_the_progress_line_before_the_error(offline_env, monkeypatch):
     monkeypatch.setenv(downloads.TIMEOUT_ENV, "2")
-    monkeypatch.setattr(downloads, "PROGRESS_AFTER", 0.2)
+    monkeypatch.setattr(download_progress, "PROGRESS_AFTER", 0.2)
     monkeypatch.setattr(sys, "stderr", _Terminal())
     with misbehaving(_silent) as (url, _):
         monkeypatch.setenv(downloads.MIRROR_ENV, url)
@@ -358,8 +358,8 @@ def test_a_stall_on_a_terminal_erases_the_progress_line_before_the_error(offline
 
 def test_a_slow_trickle_is_waited_for_and_shows_progress(served, shared_data_dir, offline_env, monkeypatch, capsys):
     monkeypatch.setenv(downloads.TIMEOUT_ENV, "1")
-    monkeypatch.setattr(downloads, "PROGRESS_AFTER", 0.5)
-    monkeypatch.setattr(downloads, "PROGRESS_EVERY", 0.5)
+    monkeypatch.setattr(download_progress, "PROGRESS_AFTER", 0.5)
+    monkeypatch.setattr(download_progress, "PROGRESS_EVERY", 0.5)
     with misbehaving(_trickle(served, "val.de.gz", pieces=10, pause=0.3)) as (url, _):
         monkeypatch.setenv(downloads.MIRROR_ENV, url)
         start = time.monotonic()
@@ -378,7 +378,7 @@ def test_a_slow_trickle_is_waited_for_and_shows_progress(served, shared_data_dir
 
 def test_a_slow_download_on_a_terminal_redraws_one_line_and_ends_it(served, offline_env, monkeypatch):
     monkeypatch.setenv(downloads.TIMEOUT_ENV, "1")
-    monkeypatch.setattr(downloads, "PROGRESS_AFTER", 0.3)
+    monkeypatch.setattr(download_progress, "PROGRESS_AFTER", 0.3)
     monkeypatch.setattr(sys, "stderr", _Terminal())
     with misbehaving(_trickle(served, "val.de.gz", pieces=6, pause=0.3)) as (url, _):
         monkeypatch.setenv(downloads.MIRROR_ENV, url)
@@ -391,8 +391,8 @@ def test_a_slow_download_on_a_terminal_redraws_one_line_and_ends_it(served, offl
 
 def test_display_progress_false_turns_the_line_off(served, offline_env, monkeypatch, capsys):
     monkeypatch.setenv(downloads.TIMEOUT_ENV, "1")
-    monkeypatch.setattr(downloads, "PROGRESS_AFTER", 0.1)
-    monkeypatch.setattr(downloads, "PROGRESS_EVERY", 0.1)
+    monkeypatch.setattr(download_progress, "PROGRESS_AFTER", 0.1)
+    monkeypatch.setattr(download_progress, "PROGRESS_EVERY", 0.1)
     downloads.display_progress(False)
     try:
         with misbehaving(_trickle(served, "val.de.gz", pieces=5, pause=0.3)) as (url, _):
