@@ -192,7 +192,11 @@ def large_negative(dtype):
 
 
 def get_keras_mask(tensor):
-    """The implicit Keras mask that a previous layer attached to `tensor`, if any."""
+    """The implicit Keras mask that a previous layer attached to `tensor`, if any.
+
+    Keras 3 reads and writes these masks in `keras.src.backend` only (no
+    public API); older Keras kept them as the tensor's `_keras_mask`.
+    """
     getter = getattr(keras.src.backend, "get_keras_mask", None)
     if getter is not None:
         return getter(tensor)

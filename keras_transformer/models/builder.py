@@ -1,0 +1,173 @@
+"""`build_transformer`: the encoder-decoder graph of a `ModelConfig`."""
+
+import inspect
+import warnings
+
+import keras
+
+from keras_transformer.config import ModelConfig
+from keras_transformer.layers.decoder import decoder_forward
+from keras_transformer.layers.decoder_layer import DecoderLayer
+from keras_transformer.layers.embedding import TokenAndPositionEmbedding
+from keras_transformer.layers.encoder import encoder_forward
+from keras_transformer.layers.encoder_layer import EncoderLayer
+from keras_transformer.models.transformer_model import TransformerModel
+
+
+def build_transformer(
+    source_vocab_size=None,
+    target_vocab_size=None,
+    num_layers=6,
+    d_model=512,
+    num_heads=8,
+    d_ff=2048,
+    dropout=0.1,
+    max_length=256,
+    share_embeddings=False,
+    tie_output_embedding=False,
+    norm_first=False,
+    num_decoder_layers=None,
+    activation="relu",
+    layer_norm_epsilon=1e-6,
+    attention_dropout=0.0,
+    activation_dropout=0.0,
+    name="transformer",
+    *,
+    config=None,
+    input_vocab_size=None,
+):
+    """The encoder-decoder Transformer as a `TransformerModel` (a functional `keras.Model`).
+
+    Inputs are named `encoder_inputs` (source ids) and `decoder_inputs`
+    (target ids shifted right: start token first), both int with 0 = padding.
+    The output is unnormalised logits `(batch, target_len, target_vocab_size)`
+    that carry no Keras mask: use `MaskedSparseCategoricalCrossentropy`, which
+    skips padded labels itself. Source padding is masked in every encoder
+    self-attention and every decoder cross-attention; target padding and the
+    look-ahead mask in every decoder self-attention.
+
+    The model's parts and passes (`model.encoder_layers`, `model.encode`,
+    `model.decoder_step`, ...) are `TransformerModel`'s, and `model.config`
+    is the `ModelConfig` it was built from. Its layers are named
+    `encoder_embedding`, `encoder_layer_{i}`, `decoder_embedding` (the same
+    layer as `encoder_embedding` when shared), `decoder_layer_{i}`,
+    `encoder_norm` and `decoder_norm` (pre-norm only), and `logits` (absent
+    when tied), as in every version so far.
+
+    Args:
+        source_vocab_size ... activation_dropout: the `ModelConfig`'s options
+            (`keras_transformer.config.ModelConfig` says what each means).
+        name: model name.
+        config: a `ModelConfig` instead of the options (then pass none of them).
+        input_vocab_size: the name of `source_vocab_size` before version 0.2
+            (deprecated).
+
+    Returns:
+        A `TransformerModel`.
+
+    Raises:
+        ValueError: naming the argument, for a size that is not a positive
+            int, a dropout rate outside `[0, 1)`, or a `d_model` that
+            `num_heads` does not divide.
+
+    Example:
+
+    >>> model = build_transformer(1000, 1000, num_layers=2, d_model=64,
+    ...                           num_heads=4, d_ff=128, max_length=32)
+    >>> logits = model({"encoder_inputs": keras.ops.ones((2, 7), "int32"),
+    ...                 "decoder_inputs": keras.ops.ones((2, 5), "int32")})
+    >>> tuple(logits.shape), model.config.d_model
+    ((2, 5, 1000), 64)
+    """
+    options = dict(
+        source_vocab_size=source_vocab_size,
+        target_vocab_size=target_vocab_size,
+        num_layers=num_layers,
+        d_model=d_model,
+        num_heads=num_heads,
+        d_ff=d_ff,
+        dropout=dropout,
+        max_length=max_length,
+        share_embeddings=share_embeddings,
+        tie_output_embedding=tie_output_embedding,
+        norm_first=norm_first,
+        num_decoder_layers=num_decoder_layers,
+        activation=activation,
+        layer_norm_epsilon=layer_norm_epsilon,
+        attention_dropout=attention_dropout,
+        activation_dropout=activation_dropout,
+    )
+    if input_vocab_size is not None:
+        warnings.warn("`input_vocab_size` is now `source_vocab_size`", DeprecationWarning, stacklevel=2)
+        options["source_vocab_size"] = input_vocab_size
+    if config is None:
+        config = ModelConfig(**options)
+    elif options != _DEFAULT_OPTIONS:
+        raise ValueError("Pass `config` or the model's options, not both.")
+    return _build(config.check(), name)
+
+
+def _build(config, name):
+    """The functional graph of `config`: inputs, embeddings, encoder stack, decoder stack, output head."""
+    layer_args = dict(
+        d_model=config.d_model,
+        num_heads=config.num_heads,
+        d_ff=config.d_ff,
+        dropout=config.dropout,
+        norm_first=config.norm_first,
+        activation=config.activation,
+        layer_norm_epsilon=config.layer_norm_epsilon,
+        attention_dropout=config.attention_dropout,
+        activation_dropout=config.activation_dropout,
+    )
+
+    encoder_inputs = keras.Input((None,), dtype="int32", name="encoder_inputs")
+    decoder_inputs = keras.Input((None,), dtype="int32", name="decoder_inputs")
+
+    # Embeddings attach the padding masks (True = real token) that every
+    # attention below reads.
+    encoder_embedding = TokenAndPositionEmbedding(
+        config.source_vocab_size, config.d_model, config.max_length, dropout=config.dropout, name="encoder_embedding"
+    )
+    decoder_embedding = (
+        encoder_embedding
+        if config.share_embeddings
+        else TokenAndPositionEmbedding(
+            config.target_vocab_size,
+            config.d_model,
+            config.max_length,
+            dropout=config.dropout,
+            name="decoder_embedding",
+        )
+    )
+
+    def final_norm(name):
+        if not config.norm_first:
+            return None
+        return keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name=name)
+
+    encoder_layers = [EncoderLayer(**layer_args, name=f"encoder_layer_{i}") for i in range(config.num_layers)]
+    encoder_outputs = encoder_forward(encoder_embedding, encoder_layers, final_norm("encoder_norm"), encoder_inputs)
+    decoder_layers = [DecoderLayer(**layer_args, name=f"decoder_layer_{i}") for i in range(config.decoder_layers)]
+    y = decoder_forward(decoder_embedding, decoder_layers, final_norm("decoder_norm"), decoder_inputs, encoder_outputs)
+
+    if config.tie_output_embedding:
+        logits = decoder_embedding(y, reverse=True)
+    else:
+        logits = keras.layers.Dense(config.target_vocab_size, name="logits")(y)
+    # The loss masks padding itself: a Keras mask left on the logits would re-weight it. Keras 3 has no
+    # public way to drop an implicit mask, so its backend's own setter does.
+    keras.src.backend.set_keras_mask(logits, None)
+    return TransformerModel(
+        inputs={"encoder_inputs": encoder_inputs, "decoder_inputs": decoder_inputs},
+        outputs=logits,
+        name=name,
+        config=config,
+    )
+
+
+_DEFAULT_OPTIONS = {
+    name: parameter.default
+    for name, parameter in inspect.signature(build_transformer).parameters.items()
+    if name not in ("name", "config", "input_vocab_size")
+}
