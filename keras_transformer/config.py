@@ -100,6 +100,14 @@ class ModelConfig(_Config):
         norm_first: pre-norm layers (and a final LayerNorm per stack).
         activation: the feed-forward activation (a Keras activation name).
         layer_norm_epsilon: every LayerNorm's epsilon.
+        position_layout: the sinusoidal table's columns, `"interleaved"` (the
+            paper's) or `"concatenated"` (all sines, then all cosines: Marian's).
+        scale_embeddings: multiply the token embeddings by √d_model.
+        output_bias: a trained bias on the tied output logits (Marian's
+            `final_logits_bias`).
+        pad_id: the padding id of both vocabularies (masked, never generated).
+        start_id: the id the decoder starts from (Marian: its padding id).
+        end_id: the id that ends an output.
     """
 
     source_vocab_size: int = None
@@ -118,6 +126,12 @@ class ModelConfig(_Config):
     norm_first: bool = False
     activation: str = "relu"
     layer_norm_epsilon: float = 1e-6
+    position_layout: str = "interleaved"
+    scale_embeddings: bool = True
+    output_bias: bool = False
+    pad_id: int = PAD_ID
+    start_id: int = START_ID
+    end_id: int = END_ID
 
     @property
     def decoder_layers(self):
@@ -148,6 +162,26 @@ class ModelConfig(_Config):
             raise ValueError(
                 "`share_embeddings=True` needs one shared vocabulary. Received: "
                 f"source_vocab_size={self.source_vocab_size}, target_vocab_size={self.target_vocab_size}"
+            )
+        for name in ("pad_id", "start_id", "end_id"):
+            vocab = min(self.source_vocab_size, self.target_vocab_size) if name == "pad_id" else self.target_vocab_size
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab:
+                raise ValueError(f"`{name}` must be an id in [0, {vocab}). Received: {name}={value!r}")
+        if self.end_id in (self.pad_id, self.start_id):
+            raise ValueError(
+                f"`end_id` must differ from `pad_id` and `start_id`. Received: end_id={self.end_id}, "
+                f"pad_id={self.pad_id}, start_id={self.start_id}"
+            )
+        if self.output_bias and not self.tie_output_embedding:
+            raise ValueError(
+                "`output_bias=True` is the tied output projection's bias (an untied one has its own): "
+                "pass `tie_output_embedding=True`, or leave `output_bias` out"
+            )
+        if self.position_layout not in ("interleaved", "concatenated"):
+            raise ValueError(
+                "`position_layout` must be 'interleaved' or 'concatenated'. "
+                f"Received: position_layout={self.position_layout!r}"
             )
         if self.d_model % self.num_heads:
             raise ValueError(

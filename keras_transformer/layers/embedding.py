@@ -12,6 +12,13 @@ from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.shapes import check_sequence, static_shape
 
 
+def check_id(name, value, vocab_size):
+    """`value`, an id in `[0, vocab_size)`, or a `ValueError` naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
+        raise ValueError(f"`{name}` must be an id in [0, vocab_size={vocab_size}). Received: {name}={value!r}")
+    return value
+
+
 def check_token_ids(token_ids, name="token_ids"):
     """Raises a `ValueError` unless `token_ids` is an integer `(batch, length)` tensor."""
     dtype = keras.backend.standardize_dtype(token_ids.dtype)
@@ -88,8 +95,9 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
     """`dropout(embedding(ids) · √d_model + PE)`: the Transformer's input layer.
 
     With `mask_zero=True` (the default) the layer attaches a Keras mask that is
-    `True` at real tokens and `False` at padding (id 0); the attention layers of
-    this package read it, so padding is never attended.
+    `True` at real tokens and `False` at padding (id `pad_id`, 0 unless an
+    imported vocabulary says otherwise); the attention layers of this package
+    read it, so padding is never attended.
 
     Token ids must lie in `[0, vocab_size)`. Keras's lookup would read id
     `-k` as id `vocab_size - k`, and an id past the end gives a
@@ -104,16 +112,24 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
 
     The same embedding matrix can serve as the output projection ("tied"
     embeddings, paper section 3.4): `layer(hidden, reverse=True)` returns
-    logits `hidden · Eᵀ` of shape `(batch, length, vocab_size)`.
+    logits `hidden · Eᵀ` of shape `(batch, length, vocab_size)`, plus a bias
+    per token with `output_bias=True` (Marian's `final_logits_bias`), which
+    keeps the tie when it is trained.
 
     Args:
         vocab_size: number of tokens.
         d_model: embedding width.
         max_length: longest sequence accepted.
         dropout: dropout rate on the sum.
-        mask_zero: whether id 0 is padding and yields a Keras mask.
+        mask_zero: whether `pad_id` is padding and yields a Keras mask.
         embeddings_initializer: defaults to `RandomNormal(stddev=d_model**-0.5)`,
             which suits both the √d_model scaling and tied output logits.
+        pad_id: the padding id (0 by this package's convention).
+        scale_embeddings: multiply the embeddings by √d_model (the paper's,
+            and Marian's `scale_embedding`).
+        position_layout: the position table's columns, `"interleaved"` (the
+            paper's) or `"concatenated"` (Marian's); see `positional_encoding`.
+        output_bias: a trained bias on the tied output logits (`reverse=True`).
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -141,6 +157,10 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         dropout=0.0,
         mask_zero=True,
         embeddings_initializer=None,
+        pad_id=0,
+        scale_embeddings=True,
+        position_layout="interleaved",
+        output_bias=False,
         **kwargs,
     ):
         vocab_size = check_positive_int("vocab_size", vocab_size)
@@ -153,6 +173,10 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         self.max_length = max_length
         self.dropout = dropout
         self.mask_zero = mask_zero
+        self.pad_id = check_id("pad_id", pad_id, vocab_size)
+        self.scale_embeddings = bool(scale_embeddings)
+        self.position_layout = position_layout
+        self.output_bias = bool(output_bias)
         if embeddings_initializer is None:
             embeddings_initializer = keras.initializers.RandomNormal(stddev=d_model**-0.5)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
@@ -165,12 +189,16 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             name="token_embedding",
         )
         self.position_encoding = PositionalEncoding(
-            max_length, d_model, dtype=self.dtype_policy, name="position_encoding"
+            max_length, d_model, layout=position_layout, dtype=self.dtype_policy, name="position_encoding"
         )
         self.dropout_layer = HashDropout(dropout, dtype=self.dtype_policy, name="embedding_dropout")
 
     def build(self, input_shape):
         self.token_embedding.build(input_shape)
+        if self.output_bias:
+            self.logits_bias = self.add_weight(
+                shape=(self.vocab_size,), initializer="zeros", name="logits_bias", dtype=self.variable_dtype
+            )
         self.built = True
 
     @property
@@ -182,7 +210,10 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         if reverse:
             check_sequence(inputs, "inputs", self.d_model)
             kernel = ops.cast(self._embedding_matrix(), inputs.dtype)
-            return matmul_last_axis(inputs, ops.transpose(kernel))  # (batch, length, vocab)
+            logits = matmul_last_axis(inputs, ops.transpose(kernel))  # (batch, length, vocab)
+            if self.output_bias:
+                logits = logits + ops.cast(self.logits_bias, logits.dtype)
+            return logits
         check_token_ids(inputs, "token_ids")
         length = inputs.shape[1]
         if isinstance(start_index, int) and isinstance(length, int):
@@ -191,8 +222,9 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
                     f"The sequence is longer than `max_length`={self.max_length}. "
                     f"Received: length={length + start_index}"
                 )
-        scale = ops.cast(math.sqrt(self.d_model), self.compute_dtype)
-        embedded = self._lookup(inputs) * scale
+        embedded = self._lookup(inputs)
+        if self.scale_embeddings:
+            embedded = embedded * ops.cast(math.sqrt(self.d_model), self.compute_dtype)
         embedded = self.position_encoding(embedded, start_index=start_index)
         return self.dropout_layer(embedded, training=training)
 
@@ -218,7 +250,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
     def compute_mask(self, inputs, mask=None):
         if not self.mask_zero or len(inputs.shape) != 2:
             return None
-        return ops.not_equal(inputs, 0)
+        return ops.not_equal(inputs, self.pad_id)
 
     def get_config(self):
         config = super().get_config()
@@ -230,6 +262,10 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
                 "dropout": self.dropout,
                 "mask_zero": self.mask_zero,
                 "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+                "pad_id": self.pad_id,
+                "scale_embeddings": self.scale_embeddings,
+                "position_layout": self.position_layout,
+                "output_bias": self.output_bias,
             }
         )
         return config

@@ -7,17 +7,23 @@ from keras import ops
 from keras_transformer.layers.arguments import check_positive_int
 from keras_transformer.layers.shapes import check_sequence
 
+LAYOUTS = ("interleaved", "concatenated")
 
-def positional_encoding(length, depth, base=10000.0):
-    """The paper's interleaved sine/cosine table.
 
-    `PE[pos, 2i] = sin(pos / base^(2i/depth))` and
-    `PE[pos, 2i+1] = cos(pos / base^(2i/depth))`.
+def positional_encoding(length, depth, base=10000.0, layout="interleaved"):
+    """The paper's sine/cosine table, interleaved (the paper's) or as two halves.
+
+    With frequency `w_i = 1 / base^(2i/depth)`, `layout="interleaved"` gives
+    `PE[pos, 2i] = sin(pos · w_i)` and `PE[pos, 2i+1] = cos(pos · w_i)`;
+    `layout="concatenated"` the same columns reordered, all sines then all
+    cosines: `PE[pos, i] = sin(pos · w_i)`, `PE[pos, depth/2 + i] = cos(pos · w_i)`
+    (Marian's and OPUS-MT's table, for an even `depth`).
 
     Args:
         length: number of positions.
         depth: size of each position's vector (`d_model`).
         base: the wavelength base, 10000 in the paper.
+        layout: `"interleaved"` or `"concatenated"`.
 
     Returns:
         A float32 NumPy array of shape `(length, depth)`.
@@ -29,13 +35,19 @@ def positional_encoding(length, depth, base=10000.0):
     (50, 128)
     >>> table[0, :4].tolist()
     [0.0, 1.0, 0.0, 1.0]
+    >>> positional_encoding(2, 4, layout="concatenated")[0].tolist()
+    [0.0, 0.0, 1.0, 1.0]
     """
     length = check_positive_int("length", length)
     depth = check_positive_int("depth", depth)
+    if layout not in LAYOUTS:
+        raise ValueError(f"`layout` must be one of {LAYOUTS}. Received: layout={layout!r}")
     positions = np.arange(length, dtype=np.float64)[:, None]
     pair_index = np.arange(depth, dtype=np.float64)[None, :] // 2
     angles = positions / np.power(base, 2.0 * pair_index / depth)
     table = np.where(np.arange(depth) % 2 == 0, np.sin(angles), np.cos(angles))
+    if layout == "concatenated":
+        table = np.concatenate([table[:, 0::2], table[:, 1::2]], axis=1)
     return table.astype("float32")
 
 
@@ -49,6 +61,8 @@ class PositionalEncoding(keras.layers.Layer):
     Args:
         position: the longest sequence the layer accepts.
         d_model: the size of each vector.
+        layout: the table's columns, `"interleaved"` (the paper's) or
+            `"concatenated"` (all sines, then all cosines); see `positional_encoding`.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -68,13 +82,14 @@ class PositionalEncoding(keras.layers.Layer):
         Vaswani et al., "Attention Is All You Need", 2017, section 3.5.
     """
 
-    def __init__(self, position, d_model, **kwargs):
+    def __init__(self, position, d_model, layout="interleaved", **kwargs):
         position = check_positive_int("position", position)
         d_model = check_positive_int("d_model", d_model)
         super().__init__(**kwargs)
         self.position = position
         self.d_model = d_model
-        self.pos_encoding = positional_encoding(self.position, self.d_model)[None]
+        self.layout = layout
+        self.pos_encoding = positional_encoding(self.position, self.d_model, layout=layout)[None]
         self.supports_masking = True
 
     def call(self, inputs, start_index=0):
@@ -103,5 +118,5 @@ class PositionalEncoding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"position": self.position, "d_model": self.d_model})
+        config.update({"position": self.position, "d_model": self.d_model, "layout": self.layout})
         return config

@@ -11,6 +11,7 @@ from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.embedding import TokenAndPositionEmbedding
 from keras_transformer.layers.encoder import encoder_forward
 from keras_transformer.layers.encoder_layer import EncoderLayer
+from keras_transformer.layers.target_padding_mask import TargetPaddingMask
 from keras_transformer.models.transformer_model import TransformerModel
 
 
@@ -126,8 +127,20 @@ def _build(config, name):
 
     # Embeddings attach the padding masks (True = real token) that every
     # attention below reads.
+    embedding_args = dict(
+        dropout=config.dropout,
+        pad_id=config.pad_id,
+        scale_embeddings=config.scale_embeddings,
+        position_layout=config.position_layout,
+    )
+    tied_bias = config.output_bias and config.tie_output_embedding
     encoder_embedding = TokenAndPositionEmbedding(
-        config.source_vocab_size, config.d_model, config.max_length, dropout=config.dropout, name="encoder_embedding"
+        config.source_vocab_size,
+        config.d_model,
+        config.max_length,
+        output_bias=tied_bias and config.share_embeddings,
+        name="encoder_embedding",
+        **embedding_args,
     )
     decoder_embedding = (
         encoder_embedding
@@ -136,8 +149,9 @@ def _build(config, name):
             config.target_vocab_size,
             config.d_model,
             config.max_length,
-            dropout=config.dropout,
+            output_bias=tied_bias,
             name="decoder_embedding",
+            **embedding_args,
         )
     )
 
@@ -149,7 +163,12 @@ def _build(config, name):
     encoder_layers = [EncoderLayer(**layer_args, name=f"encoder_layer_{i}") for i in range(config.num_layers)]
     encoder_outputs = encoder_forward(encoder_embedding, encoder_layers, final_norm("encoder_norm"), encoder_inputs)
     decoder_layers = [DecoderLayer(**layer_args, name=f"decoder_layer_{i}") for i in range(config.decoder_layers)]
-    y = decoder_forward(decoder_embedding, decoder_layers, final_norm("decoder_norm"), decoder_inputs, encoder_outputs)
+    target_mask = None
+    if config.start_id == config.pad_id:  # decoding starts from the padding id: the embedding's mask would hide it
+        target_mask = TargetPaddingMask(config.pad_id, config.start_id, name="decoder_padding_mask")(decoder_inputs)
+    y = decoder_forward(
+        decoder_embedding, decoder_layers, final_norm("decoder_norm"), decoder_inputs, encoder_outputs, target_mask
+    )
 
     if config.tie_output_embedding:
         logits = decoder_embedding(y, reverse=True)

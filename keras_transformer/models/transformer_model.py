@@ -11,6 +11,7 @@ from keras_transformer.layers.decoder import decoder_forward
 from keras_transformer.layers.embedding import check_token_ids
 from keras_transformer.layers.encoder import encoder_forward
 from keras_transformer.layers.masks import padding_mask
+from keras_transformer.layers.target_padding_mask import target_padding_mask
 
 _REQUIRED_LAYERS = ("encoder_embedding", "encoder_layer_0", "decoder_layer_0")
 
@@ -159,7 +160,7 @@ class TransformerModel(keras.Model):
             self.encoder_layers,
             self.encoder_norm,
             source_ids,
-            padding_mask(source_ids),
+            self.source_padding_mask(source_ids),
             training,
             return_attention_scores,
         )
@@ -178,7 +179,7 @@ class TransformerModel(keras.Model):
             None,
             target_ids,
             encoder_outputs,
-            padding_mask(target_ids),
+            self.target_padding_mask(target_ids),
             encoder_padding_mask,
             training,
             return_attention_scores,
@@ -186,6 +187,14 @@ class TransformerModel(keras.Model):
         if return_attention_scores:
             return (self.logits(outputs[0]), *outputs[1:])
         return self.logits(outputs)
+
+    def source_padding_mask(self, source_ids):
+        """`True` at the real tokens of `source_ids` (not `config.pad_id`)."""
+        return padding_mask(source_ids, self.config.pad_id)
+
+    def target_padding_mask(self, target_ids):
+        """`True` at the real tokens of decoder inputs, the start token included (see `TargetPaddingMask`)."""
+        return target_padding_mask(target_ids, self.config.pad_id, self.config.start_id)
 
     def logits(self, hidden):
         """The output head on decoder states: `decoder_norm` (if any), then the projection."""
@@ -306,6 +315,10 @@ def config_of(model):
         norm_first=encoder.norm_first,
         activation=keras.activations.serialize(encoder.activation),
         layer_norm_epsilon=encoder.layer_norm_epsilon,
+        position_layout=parts.decoder_embedding.position_layout,
+        scale_embeddings=parts.decoder_embedding.scale_embeddings,
+        output_bias=parts.decoder_embedding.output_bias,
+        pad_id=parts.encoder_embedding.pad_id,
     )
 
 
