@@ -105,7 +105,9 @@ class ModelConfig(_Config):
         scale_embeddings: multiply the token embeddings by √d_model.
         output_bias: a trained bias on the tied output logits (Marian's
             `final_logits_bias`).
-        pad_id: the padding id of both vocabularies (masked, never generated).
+        pad_id: the padding id (masked, never generated).
+        target_pad_id: the target vocabulary's padding id, where it is not
+            `pad_id` (two vocabularies of their own); None: `pad_id`.
         start_id: the id the decoder starts from (Marian: its padding id).
         end_id: the id that ends an output.
     """
@@ -130,6 +132,7 @@ class ModelConfig(_Config):
     scale_embeddings: bool = True
     output_bias: bool = False
     pad_id: int = PAD_ID
+    target_pad_id: int = None
     start_id: int = START_ID
     end_id: int = END_ID
 
@@ -137,6 +140,11 @@ class ModelConfig(_Config):
     def decoder_layers(self):
         """The decoder's depth: `num_decoder_layers`, else `num_layers`."""
         return self.num_layers if self.num_decoder_layers is None else self.num_decoder_layers
+
+    @property
+    def target_pad(self):
+        """The target vocabulary's padding id: `target_pad_id`, else `pad_id`."""
+        return self.pad_id if self.target_pad_id is None else self.target_pad_id
 
     def with_vocabulary(self, source_vocab_size, target_vocab_size=None):
         """A copy with the vocabulary sizes a tokenizer gives (one shared size when `target_vocab_size` is None)."""
@@ -163,15 +171,16 @@ class ModelConfig(_Config):
                 "`share_embeddings=True` needs one shared vocabulary. Received: "
                 f"source_vocab_size={self.source_vocab_size}, target_vocab_size={self.target_vocab_size}"
             )
-        for name in ("pad_id", "start_id", "end_id"):
-            vocab = min(self.source_vocab_size, self.target_vocab_size) if name == "pad_id" else self.target_vocab_size
-            value = getattr(self, name)
+        sizes = dict(pad_id=self.source_vocab_size, target_pad_id=self.target_vocab_size)
+        for name in ("pad_id", "target_pad_id", "start_id", "end_id"):
+            vocab = sizes.get(name, self.target_vocab_size)
+            value = self.target_pad if name == "target_pad_id" else getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab:
                 raise ValueError(f"`{name}` must be an id in [0, {vocab}). Received: {name}={value!r}")
-        if self.end_id in (self.pad_id, self.start_id):
+        if self.end_id in (self.target_pad, self.start_id):
             raise ValueError(
-                f"`end_id` must differ from `pad_id` and `start_id`. Received: end_id={self.end_id}, "
-                f"pad_id={self.pad_id}, start_id={self.start_id}"
+                f"`end_id` must differ from the target's padding id and `start_id`. Received: end_id={self.end_id}, "
+                f"target padding id={self.target_pad}, start_id={self.start_id}"
             )
         if self.output_bias and not self.tie_output_embedding:
             raise ValueError(
@@ -195,14 +204,34 @@ class ModelConfig(_Config):
 class DecodingConfig(_Config):
     """How a model decodes by default: `beam_size` (1 = greedy), the length penalty's `alpha`, `max_length`.
 
-    `alpha` is the exponent of GNMT's length penalty `((5 + length) / 6) ** alpha`
-    (what transformers and CTranslate2 call `length_penalty`); `max_length`
-    (None: the model's) counts the output tokens, END included.
+    `alpha` is the exponent of the length penalty that beam scores are
+    divided by (what transformers and CTranslate2 call `length_penalty`);
+    `max_length` (None: the model's) counts the output tokens, END included.
+    This package's own runs decode with the defaults; an imported checkpoint
+    records its own (`keras_transformer.pretrained`):
+
+    - `normalization`: `"gnmt"`, `((5 + length) / 6) ** alpha` (GNMT's), or
+      `"length"`, `length ** alpha` (transformers');
+    - `stopping`: a source is done once `"beams_ended"` (`beam_size`
+      hypotheses ended: fairseq's rule, transformers' `early_stopping=True`)
+      or once it `"cannot_improve"` (no live beam can still beat the ended
+      ones: transformers' default);
+    - `force_end`: END is the only token allowed at the last step;
+    - `banned_ids`: ids never generated, beside the start id (and the
+      padding id, with `softmax_over="allowed"`);
+    - `softmax_over`: `"allowed"`, log-probabilities over the tokens that may
+      be generated (this package's), or `"vocabulary"`, over every token, the
+      banned ones then removed (transformers').
     """
 
     beam_size: int = 4
     alpha: float = 0.6
     max_length: int = None
+    normalization: str = "gnmt"
+    stopping: str = "beams_ended"
+    force_end: bool = False
+    banned_ids: tuple = ()
+    softmax_over: str = "allowed"
     tuned_on: str = None  # the split `alpha` was chosen on, where it was (`benchmarks/multi30k.py`)
 
 

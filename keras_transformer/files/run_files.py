@@ -34,7 +34,10 @@ REWRITTEN = re.compile(
     r"|logs/(train|validation)/events\.out\.tfevents\.[^/]+"
 )
 # Every file a run writes, by its path in the run.
-WRITTEN = re.compile(rf"config\.json|tokenizers/(source|target)/tokenizer\.(model|json)|{REWRITTEN.pattern}")
+WRITTEN = re.compile(
+    r"config\.json|tokenizers/(source|target)/(tokenizer\.(model|json)|(source|target)\.spm|(target_)?vocab\.json)"
+    rf"|{REWRITTEN.pattern}"
+)
 # The folders a run makes, which may be empty.
 FOLDERS = re.compile(r"tokenizers(/source|/target)?|logs(/train|/validation)?|snapshots|backup(/worker-\d+)?")
 

@@ -128,16 +128,14 @@ def _build(config, name):
     # Embeddings attach the padding masks (True = real token) that every
     # attention below reads.
     embedding_args = dict(
-        dropout=config.dropout,
-        pad_id=config.pad_id,
-        scale_embeddings=config.scale_embeddings,
-        position_layout=config.position_layout,
+        dropout=config.dropout, scale_embeddings=config.scale_embeddings, position_layout=config.position_layout
     )
     tied_bias = config.output_bias and config.tie_output_embedding
     encoder_embedding = TokenAndPositionEmbedding(
         config.source_vocab_size,
         config.d_model,
         config.max_length,
+        pad_id=config.pad_id,
         output_bias=tied_bias and config.share_embeddings,
         name="encoder_embedding",
         **embedding_args,
@@ -149,6 +147,7 @@ def _build(config, name):
             config.target_vocab_size,
             config.d_model,
             config.max_length,
+            pad_id=config.target_pad,
             output_bias=tied_bias,
             name="decoder_embedding",
             **embedding_args,
@@ -164,8 +163,8 @@ def _build(config, name):
     encoder_outputs = encoder_forward(encoder_embedding, encoder_layers, final_norm("encoder_norm"), encoder_inputs)
     decoder_layers = [DecoderLayer(**layer_args, name=f"decoder_layer_{i}") for i in range(config.decoder_layers)]
     target_mask = None
-    if config.start_id == config.pad_id:  # decoding starts from the padding id: the embedding's mask would hide it
-        target_mask = TargetPaddingMask(config.pad_id, config.start_id, name="decoder_padding_mask")(decoder_inputs)
+    if config.start_id == config.target_pad:  # decoding starts from the padding id: a padding mask would hide it
+        target_mask = TargetPaddingMask(config.target_pad, config.start_id, name="decoder_padding_mask")(decoder_inputs)
     y = decoder_forward(
         decoder_embedding, decoder_layers, final_norm("decoder_norm"), decoder_inputs, encoder_outputs, target_mask
     )

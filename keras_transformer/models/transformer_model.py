@@ -194,7 +194,7 @@ class TransformerModel(keras.Model):
 
     def target_padding_mask(self, target_ids):
         """`True` at the real tokens of decoder inputs, the start token included (see `TargetPaddingMask`)."""
-        return target_padding_mask(target_ids, self.config.pad_id, self.config.start_id)
+        return target_padding_mask(target_ids, self.config.target_pad, self.config.start_id)
 
     def logits(self, hidden):
         """The output head on decoder states: `decoder_norm` (if any), then the projection."""

@@ -124,6 +124,7 @@ class RunConfig:
     mixed_precision: str = None
     corpus_files: dict = None
     init_from: dict = None
+    pretrained: dict = None  # an imported checkpoint's source, revision and files (`keras_transformer.pretrained`)
     members: tuple = ()
     add_source_end: bool = False
     train_data_sha256: str = None

@@ -1,4 +1,4 @@
-"""Subword tokenizers: SentencePiece trained in seconds, run by tensorflow-text.
+"""`SubwordTokenizer`: this package's SentencePiece tokenizer, trained in seconds, run by tensorflow-text.
 
 `SubwordTokenizer` is a `tf.Module`, so it can live inside a SavedModel: a
 `Translator` module holds one as an attribute and calls `tokenize` and
@@ -388,3 +388,22 @@ class SegmentationSampler:
     def tokenize(self, strings):
         """Strings `(batch,)` -> int32 `RaggedTensor` `(batch, None)`: one sampled segmentation each."""
         return self._tokenizer.tokenize(strings)
+
+
+def load_tokenizer(directory, name=None):
+    """The tokenizer saved in `directory`: a `SubwordTokenizer`, or an imported model's `MarianTokenizer`.
+
+    `tokenizer.json`'s `format` says which; a folder without one is a
+    `ValueError` naming it.
+    """
+    from keras_transformer.tokenizers.marian import MarianTokenizer
+
+    config_path = pathlib.Path(directory) / CONFIG_FILENAME
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{config_path}: not a tokenizer of this package ({error})") from None
+    kind = config.get("format") if isinstance(config, dict) else None
+    if kind == "marian":
+        return MarianTokenizer.load(directory, name=name)
+    return SubwordTokenizer.load(directory, name=name)

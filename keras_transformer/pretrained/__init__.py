@@ -1,0 +1,15 @@
+"""Pretrained checkpoints imported into this package's layers: OPUS-MT (Marian) first.
+
+`import_pretrained(source, output)` (and `keras-transformer import`) turns a
+Hugging Face checkpoint, a local folder or `hf://ORG/NAME[@REVISION]`, into a
+run directory that every command accepts: translate, evaluate, score, chat,
+export (SavedModel and CTranslate2), serve, plot attention, and
+`train --init-from` to fine-tune it. `sources` finds the checkpoint,
+`checkpoints` reads its files, and one mapping module per family of models
+(`marian`) says what its config, weights, tokenizers and generation settings
+are in this package's terms.
+"""
+
+from keras_transformer.pretrained.importer import FAMILIES, import_pretrained
+
+__all__ = ["FAMILIES", "import_pretrained"]

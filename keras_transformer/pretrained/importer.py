@@ -1,0 +1,115 @@
+"""`import_pretrained`: a Hugging Face checkpoint as a run directory that every command accepts."""
+
+import math
+import pathlib
+
+from keras_transformer import __version__
+from keras_transformer.config import DataConfig, TrainingConfig
+from keras_transformer.files import atomic, destinations, run_files
+from keras_transformer.models import build_transformer
+from keras_transformer.presets import Preset
+from keras_transformer.pretrained import marian
+from keras_transformer.pretrained.checkpoints import Checkpoint
+from keras_transformer.pretrained.sources import resolve
+from keras_transformer.training import run_dir
+
+# The mapping module of each checkpoint family, by config.json's `model_type`.
+FAMILIES = {marian.MODEL_TYPE: marian}
+# Fine-tuning an imported model (`train --init-from RUN`): a short warmup to a peak rate of 5e-5, small batches.
+FINE_TUNING_PEAK_RATE = 5e-5
+FINE_TUNING = TrainingConfig(warmup_steps=8, label_smoothing=0.1, epochs=3)
+
+
+def import_pretrained(source, output, *, overwrite=False):
+    """Imports the checkpoint at `source` as a run directory at `output`; returns what its config.json records.
+
+    Args:
+        source: a folder laid out as a Hugging Face repository (config.json,
+            weights, tokenizer files, generation_config.json), or
+            `hf://ORG/NAME[@REVISION]`, fetched through huggingface_hub into
+            its cache (the `pretrained` extra).
+        output: the run directory to write: new, empty, or (with
+            `overwrite`) a run of this package, as for `train`.
+        overwrite: replace a run of this package at `output`.
+
+    The run holds `model.keras` (the checkpoint's weights in
+    `build_transformer`'s layers), the checkpoint's tokenizers, and a
+    config.json recording the model, the checkpoint's generation settings
+    (`decoding`), a preset to fine-tune it with, and the source, its revision
+    and the sha256 of each file read (`pretrained`). It is written beside
+    `output` and swapped in whole: an error or an interrupt leaves nothing.
+
+    Raises:
+        ValueError: one line naming the problem: an `output` that is not
+            this package's to write, a `model_type` this package does not
+            import (the supported ones named), a missing file, a pickle-only
+            checkpoint without torch, a vocabulary that does not cover the
+            embedding rows.
+
+    Example:
+
+    >>> import_pretrained("hf://Helsinki-NLP/opus-mt-en-de", "saved_models/opus-mt-en-de")  # doctest: +SKIP
+    """
+    output = pathlib.Path(output)
+    if destinations.check_destination(output, destinations.RUN) == "ours" and not overwrite:
+        raise destinations.DestinationInUseError(output, "a run", ["overwrite"])
+    origin = resolve(source)
+    checkpoint = Checkpoint(origin.folder)
+    hf_config = checkpoint.json("config.json")
+    family = _family(hf_config, origin.folder / "config.json")
+    config = family.model_config(hf_config, str(origin.folder / "config.json"))
+    (source_side, target_side) = family.tokenizers(checkpoint, config)
+    if target_side[0].pad_id != config.pad_id:
+        config = config.replace(target_pad_id=target_side[0].pad_id).check()
+    decoding = family.decoding_config(checkpoint.json("generation_config.json", required=False), config)
+    model = build_transformer(config=config)
+    family.assign_weights(model, checkpoint.weights())
+    name = origin.uri.rstrip("/").rsplit("/", 1)[-1]
+    record = dict(source=origin.uri, revision=origin.revision, model_type=family.MODEL_TYPE, files=checkpoint.files)
+    run_config = run_dir.RunConfig(
+        created_by=destinations.CREATOR,
+        version=__version__,
+        preset=_preset(name, config, decoding),
+        model=config,
+        decoding=decoding,
+        add_source_end=True,  # Marian's sources end with </s>
+        pretrained=record,
+        finished=True,
+        completed_epochs=0,
+    )
+
+    def write(folder):
+        _write_run(pathlib.Path(folder), model, run_config, (source_side, target_side))
+
+    atomic.replace_dir(write, output, destinations.remove_previous)
+    return run_config
+
+
+def _family(hf_config, path):
+    model_type = hf_config.get("model_type")
+    if model_type not in FAMILIES:
+        raise ValueError(
+            f"{path}: model_type {model_type!r} is not one keras-transformer imports. Supported: {sorted(FAMILIES)}"
+        )
+    return FAMILIES[model_type]
+
+
+def _preset(name, config, decoding):
+    """The preset `train --init-from` fine-tunes the imported model with: its model, small batches, a low rate."""
+    scale = FINE_TUNING_PEAK_RATE * math.sqrt(config.d_model * FINE_TUNING.warmup_steps)
+    return Preset(
+        name=name,
+        model=config,
+        data=DataConfig(corpus="own-files", vocab_size=config.target_vocab_size, token_budget=2048),
+        training=FINE_TUNING.replace(learning_rate_scale=scale),
+        decoding=decoding,
+    )
+
+
+def _write_run(folder, model, run_config, sides):
+    """The run directory's files in `folder`: the model, the tokenizers, config.json and its record of them."""
+    model.save(folder / run_dir.MODEL)
+    for (tokenizer, spm_name, vocab_name), relative in zip(sides, (run_dir.SOURCE_TOKENIZER, run_dir.TARGET_TOKENIZER)):
+        tokenizer.save(folder / relative, spm_name, vocab_name)
+    run_config.write(folder)
+    run_files.FileRecorder(folder).record()

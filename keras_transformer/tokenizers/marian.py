@@ -1,0 +1,128 @@
+"""`MarianTokenizer`: an OPUS-MT model's tokenizer, SentencePiece pieces mapped to ids by `vocab.json`.
+
+A Marian (OPUS-MT) checkpoint has its own ids: SentencePiece cuts the text
+into pieces, and `vocab.json` gives each piece its id (`</s>` 0, `<unk>` 1,
+`<pad>` the last), whatever SentencePiece's own ids are. A piece missing from
+`vocab.json` is `<unk>`. A text that starts with a target-language token
+(`>>fra<<`, multilingual models) keeps it as one piece, in front. This is
+what transformers' `MarianTokenizer` does, here in tensorflow-text ops so that
+an exported SavedModel tokenizes with no Python.
+"""
+
+import json
+import pathlib
+import re
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from keras_transformer.files import atomic
+
+CONFIG_FILENAME = "tokenizer.json"
+SPECIAL_PIECES = ("</s>", "<unk>", "<pad>")
+# A target-language token at the start of a text: `>>` up to the first `<<` (transformers' rule).
+_LANGUAGE_CODE = r"(?s)^(>>.*?<<)"
+
+
+class MarianTokenizer(tf.Module):
+    """Strings to Marian ids and back, as a `tf.Module`.
+
+    `tokenize` gives the pieces' ids, without the `</s>` that Marian appends
+    to a source (the `Translator` and the data pipeline append END where a
+    run's config says so); `detokenize` drops `</s>`, `<unk>` and `<pad>`,
+    joins the other pieces (byte pieces as their bytes), turns `▁` into
+    spaces and strips the ends, as transformers'
+    `decode(..., skip_special_tokens=True)` does.
+
+    Args:
+        model_proto: bytes, the serialized SentencePiece model (`source.spm`
+            or `target.spm`).
+        vocab: `{piece: id}`, the checkpoint's `vocab.json` (or `target_vocab.json`).
+        name: name of the module.
+
+    Example:
+
+    >>> tokenizer = MarianTokenizer.from_files("opus-mt-en-de/source.spm", "opus-mt-en-de/vocab.json")  # doctest: +SKIP
+    >>> tokenizer.tokenize(tf.constant(["A dog runs."]))  # doctest: +SKIP
+    """
+
+    def __init__(self, model_proto, vocab, name=None):
+        super().__init__(name=name)
+        self._model_proto, self._vocab = bytes(model_proto), dict(vocab)
+        missing = [piece for piece in SPECIAL_PIECES if piece not in self._vocab]
+        if missing:
+            raise ValueError(f"`vocab` must hold the pieces {SPECIAL_PIECES}. Missing: {missing}")
+        self.vocab_size = max(self._vocab.values()) + 1
+        self.end_id, self.unk_id, self.pad_id = (self._vocab[piece] for piece in SPECIAL_PIECES)
+        self.start_id = self.pad_id  # a Marian decoder starts from its padding id
+        pieces, ids = zip(*self._vocab.items())
+        self._ids = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tf.constant(pieces), tf.constant(ids, tf.int32)), self.unk_id
+        )
+        self._pieces = tf_text.SentencepieceTokenizer(model=self._model_proto, out_type=tf.string)
+        by_id = [""] * self.vocab_size
+        for piece, index in self._vocab.items():
+            by_id[index] = "" if piece in SPECIAL_PIECES else _surface(piece)
+        self._surfaces = tf.constant([text.encode("utf-8") if isinstance(text, str) else text for text in by_id])
+        self.tokenize.get_concrete_function(tf.TensorSpec([None], tf.string))
+        self.detokenize.get_concrete_function(tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1))
+        self.detokenize.get_concrete_function(tf.TensorSpec([None, None], tf.int32))
+
+    @classmethod
+    def from_files(cls, spm_file, vocab_file, name=None):
+        """The tokenizer of a checkpoint's SentencePiece model and vocabulary files."""
+        vocab = json.loads(pathlib.Path(vocab_file).read_text(encoding="utf-8"))
+        if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
+            raise ValueError(f"{vocab_file} must map each piece to an integer id")
+        return cls(pathlib.Path(spm_file).read_bytes(), vocab, name=name)
+
+    @tf.function
+    def tokenize(self, strings):
+        """Strings `(batch,)` -> int32 `RaggedTensor` `(batch, None)` of Marian ids, without `</s>`."""
+        strings = tf.convert_to_tensor(strings, tf.string)
+        has_code = tf.strings.regex_full_match(strings, _LANGUAGE_CODE + ".*")
+        code = tf.strings.regex_replace(strings, _LANGUAGE_CODE + ".*$", r"\1")
+        rest = tf.where(has_code, tf.strings.regex_replace(strings, _LANGUAGE_CODE, ""), strings)
+        pieces = self._pieces.tokenize(rest)
+        codes = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(code, has_code), tf.cast(has_code, tf.int64))
+        return self._ids.lookup(tf.concat([codes, pieces], axis=1))
+
+    @tf.function
+    def detokenize(self, ids):
+        """Ids `(batch, length)`, ragged or dense, -> strings `(batch,)`; special ids are dropped."""
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
+        ids = tf.cast(ids, tf.int32)
+        ids = tf.ragged.boolean_mask(ids, tf.logical_and(ids >= 0, ids < self.vocab_size))
+        joined = tf.strings.reduce_join(tf.ragged.map_flat_values(tf.gather, self._surfaces, ids), axis=-1)
+        return tf.strings.strip(tf.strings.regex_replace(joined, "\u2581", " "))
+
+    def save(self, directory, spm_name, vocab_name):
+        """Writes the SentencePiece model, the vocabulary and `tokenizer.json` to `directory`, atomically."""
+        directory = pathlib.Path(directory)
+        config = {
+            "format": "marian",
+            "spm_file": spm_name,
+            "vocab_file": vocab_name,
+            "vocab_size": self.vocab_size,
+            "pad_id": self.pad_id,
+            "unk_id": self.unk_id,
+            "start_id": self.start_id,
+            "end_id": self.end_id,
+        }
+        atomic.write_bytes(directory / spm_name, self._model_proto)
+        atomic.write_json(directory / vocab_name, self._vocab)
+        atomic.write_bytes(directory / CONFIG_FILENAME, (json.dumps(config, indent=2) + "\n").encode("utf-8"))
+
+    @classmethod
+    def load(cls, directory, name=None):
+        """The tokenizer `save` wrote in `directory`."""
+        directory = pathlib.Path(directory)
+        config = json.loads((directory / CONFIG_FILENAME).read_text(encoding="utf-8"))
+        return cls.from_files(directory / config["spm_file"], directory / config["vocab_file"], name=name)
+
+
+def _surface(piece):
+    """What a piece stands for in the text: its bytes for a byte piece (`<0xE3>`), else the piece itself."""
+    match = re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", piece)
+    return bytes([int(match.group(1), 16)]) if match else piece

@@ -1,0 +1,71 @@
+"""OPUS-MT (Marian) checkpoints imported into this package's layers give transformers' numbers.
+
+The fixtures in tests/data/marian/ are two tiny `MarianMTModel`s that
+transformers wrote with `save_pretrained`, beside what transformers computed
+with them (tests/data/marian/make_fixtures.py rebuilds both; the tests need
+neither torch nor transformers): `shared/` has one vocabulary, `separate/` a
+source and a target vocabulary of their own.
+"""
+
+import json
+import pathlib
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.files import destinations
+from keras_transformer.pretrained import import_pretrained
+from keras_transformer.tokenizers import load_tokenizer
+from keras_transformer.training import run_dir
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "marian"
+KINDS = ("shared", "separate")
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def imported(request, tmp_path_factory):
+    """`(fixture folder, run directory, reference)` of each fixture, imported once."""
+    folder = FIXTURES / request.param
+    run = tmp_path_factory.mktemp(request.param) / "run"
+    import_pretrained(folder, run)
+    reference = json.loads((folder / "reference.json").read_text(encoding="utf-8"))
+    return folder, run, reference
+
+
+def test_teacher_forced_logits_equal_transformers(imported):
+    folder, run, _ = imported
+    expected = np.load(folder / "reference_logits.npz")
+    model = keras.saving.load_model(run / run_dir.MODEL, compile=False)
+    logits = model({"encoder_inputs": expected["input_ids"], "decoder_inputs": expected["decoder_input_ids"]})
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(logits), expected["logits"], rtol=0, atol=1e-4)
+
+
+def test_source_and_target_ids_equal_marian_tokenizers(imported):
+    _, run, reference = imported
+    source = load_tokenizer(run / run_dir.SOURCE_TOKENIZER)
+    target = load_tokenizer(run / run_dir.TARGET_TOKENIZER)
+    sentences = tf.constant(reference["sentences"])
+    source_ids = [ids + [source.end_id] for ids in source.tokenize(sentences).to_list()]
+    target_ids = [ids + [target.end_id] for ids in target.tokenize(sentences).to_list()]
+    assert source_ids == reference["source_ids"]
+    assert target_ids == reference["target_ids"]
+
+
+def test_detokenize_gives_transformers_strings(imported):
+    _, run, reference = imported
+    target = load_tokenizer(run / run_dir.TARGET_TOKENIZER)
+    ids = tf.ragged.constant(reference["greedy_ids"], dtype=tf.int32)
+    assert [s.decode("utf-8") for s in target.detokenize(ids).numpy()] == reference["greedy"]
+
+
+def test_the_run_records_its_source_and_the_files_it_read(imported):
+    folder, run, _ = imported
+    config = run_dir.RunConfig.read(run)
+    assert config.pretrained["source"] == str(folder) and config.pretrained["model_type"] == "marian"
+    assert {"config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json"} <= set(
+        config.pretrained["files"]
+    )
+    assert config.finished and config.add_source_end and destinations.is_own_run(run)
+    assert config.decoding.normalization == "length" and config.decoding.softmax_over == "vocabulary"
