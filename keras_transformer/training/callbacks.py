@@ -6,8 +6,8 @@ import time
 import keras
 import numpy as np
 
-from keras_transformer.errors import ArgumentError, first_line, literal
 from keras_transformer.files import atomic
+from keras_transformer.training.keras_workarounds import BackupAndRestore  # noqa: F401  (the guarded backup)
 
 
 class TimeLimit(keras.callbacks.Callback):
@@ -78,11 +78,11 @@ class CooldownToEnd(keras.callbacks.Callback):
         self.deadline = None if self.minutes is None else time.monotonic() + 60.0 * self.minutes
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._epoch_started = (time.monotonic(), int(self.model.optimizer.iterations.numpy()))
+        self.epoch_started = (time.monotonic(), int(self.model.optimizer.iterations.numpy()))
 
     def on_epoch_end(self, epoch, logs=None):
         now, step = time.monotonic(), int(self.model.optimizer.iterations.numpy())
-        started, first_step = self._epoch_started
+        started, first_step = self.epoch_started
         steps_per_epoch = max(step - first_step, 1)
         remaining, cooling = [], False
         if self.deadline is not None:
@@ -140,39 +140,6 @@ def save_model_atomic(model, filepath):
     """`model.save(filepath)` through a temporary file and a rename."""
     with atomic.atomic_path(filepath, ".keras") as tmp:
         model.save(tmp)
-
-
-class BackupAndRestore(keras.callbacks.BackupAndRestore):
-    """Keras's `BackupAndRestore` (with `double_checkpoint`) whose corrupt backup is a clear error.
-
-    Keras falls back to the previous epoch's copy (`*.bkp`) only when the
-    weights file fails to open; here a half-written `training_metadata.json`
-    falls back to it too. When no copy can be read, `on_train_begin` raises a
-    one-line `ValueError` naming the backup directory instead of h5py's or
-    json's error.
-    """
-
-    def __init__(self, backup_dir, **kwargs):
-        kwargs.setdefault("double_checkpoint", True)
-        super().__init__(backup_dir, **kwargs)
-
-    def _load_model(self):
-        if not self.model.built:
-            return super()._load_model()  # Keras's own error
-        try:
-            return super()._load_model()
-        except (ValueError, KeyError, TypeError) as error:
-            raise OSError(f"{type(error).__name__}: {error}") from error  # Keras then tries the copy
-
-    def on_train_begin(self, logs=None):
-        try:
-            super().on_train_begin(logs)
-        except Exception as error:  # noqa: BLE001  (h5py, json, Keras: all mean "unusable")
-            raise ArgumentError(
-                f"{self.backup_dir}: cannot resume from this backup (corrupt, or of another model?): "
-                f"{literal(first_line(error))}. Delete it to train again from the first epoch, "
-                "or pass {overwrite=True}."
-            ) from None
 
 
 class EpochSnapshots(keras.callbacks.Callback):

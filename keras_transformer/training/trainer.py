@@ -8,13 +8,13 @@ import os
 import pathlib
 import sys
 import time
-import warnings
 
 from keras_transformer import __version__
 from keras_transformer.errors import ArgumentError, first_line, literal
 from keras_transformer.files import destinations, ownership, run_files
 from keras_transformer.presets import get_preset
-from keras_transformer.training import run_dir
+from keras_transformer.training import keras_workarounds, run_dir
+from keras_transformer.training.keras_workarounds import unknown_length_warnings_ignored
 
 STRATEGIES = ("default", "mirrored", "multi-worker")
 MIXED_PRECISION = (None, "mixed_float16", "mixed_bfloat16")
@@ -288,23 +288,6 @@ def compile_model(model, preset, jit_compile=True, cooldown=None):
         jit_compile=jit_compile,
     )
     return schedule
-
-
-def _reduce_logs_across_workers(model):
-    """Gives each logged value a batch axis so Keras can average it over workers.
-
-    Keras 3 averages a multi-worker run's logs with `reduce("MEAN", axis=0)`,
-    which fails on the scalars that metrics return (tensorflow#72388).
-    """
-    compute_metrics = model.compute_metrics
-
-    def compute_metrics_with_axis(*args, **kwargs):
-        logs = compute_metrics(*args, **kwargs)
-        return {name: tf.reshape(value, (1,)) for name, value in logs.items()}
-
-    import tensorflow as tf
-
-    model.compute_metrics = compute_metrics_with_axis
 
 
 # What must match between a preset and the run it fine-tunes: the model's shape, and the vocabulary.
@@ -743,7 +726,7 @@ def _train_run(
     if verbose == "auto":
         verbose = 1 if sys.stdout.isatty() else 2
     try:
-        with _unknown_length_warnings_ignored():
+        with unknown_length_warnings_ignored():
             model.fit(
                 train_batches,
                 validation_data=validation_batches,
@@ -803,15 +786,10 @@ def _build_model(run, train_batches, initial_weights, init_from):
     # runs without accelerators go without it; everything else uses it.
     cpu_distributed = run.strategy != "default" and not tf.config.list_logical_devices("GPU")
     schedule = compile_model(model, run.preset, jit_compile=not cpu_distributed, cooldown=run.config.cooldown)
-    if run.strategy != "default" and hasattr(model, "_maybe_symbolic_build"):
-        # Under a strategy, Keras builds the metrics from a MEAN-reduced
-        # copy of the first distributed batch: float, which the model
-        # rejects as token ids, and a nested reduce that multi-worker runs
-        # cannot do. Build them from a real integer batch instead.
-        model._symbolic_build(data_batch=next(iter(train_batches)))
-        model._maybe_symbolic_build = lambda *args, **kwargs: None
+    if run.strategy != "default":
+        keras_workarounds.build_metrics_from_a_real_batch(model, train_batches)
     if run.strategy == "multi-worker":
-        _reduce_logs_across_workers(model)
+        keras_workarounds.reduce_logs_across_workers(model)
     return model, schedule
 
 
@@ -897,7 +875,7 @@ def _finish(run, model, validation_batches):
     snapshots = snapshot_paths(output / run_dir.SNAPSHOTS)[-average_last:]
     if run.is_chief and average_last > 1 and len(snapshots) > 1:
         averaged = average_snapshots(model, snapshots)
-        with _unknown_length_warnings_ignored():
+        with unknown_length_warnings_ignored():
             loss = averaged.evaluate(validation_batches, verbose=0, return_dict=True)["loss"]
         config = config.replace(averaged={"epochs": len(snapshots), "val_loss": loss})
         if config.best_val_loss is None or loss < config.best_val_loss:
@@ -912,20 +890,6 @@ def _finish(run, model, validation_batches):
         )
         config.write(output)
     return _summary(output, config, minutes_used)
-
-
-@contextlib.contextmanager
-def _unknown_length_warnings_ignored():
-    """Silences two Keras warnings that a bucketed tf.data dataset always raises.
-
-    Its number of batches is unknown until a pass over it ends, so Keras warns
-    that the input "ran out of data" when it does; and `fit` warns that it
-    ignores `shuffle=True` for a dataset (the batches are shuffled already).
-    """
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Your input ran out of data")
-        warnings.filterwarnings("ignore", message="`shuffle=True` was passed")
-        yield
 
 
 def _summary(output, config, minutes):
