@@ -27,6 +27,7 @@ MODULES = [
     "keras_transformer.schedules",
     "keras_transformer.optimizers",
     "keras_transformer.training.precision",
+    "keras_transformer.training.data",
     "keras_transformer.decoding.decoders",
     "keras_transformer.decoding.searches",
     "keras_transformer.decoding.compaction",
