@@ -41,6 +41,7 @@ MODULES = [
     "keras_transformer.files.output_files",
     "keras_transformer.errors",
     "keras_transformer.training.run_dir",
+    "keras_transformer.datasets.splits",
     "keras_transformer.commands.cli",
     "keras_transformer.commands.arguments",
     "keras_transformer.serving.batching",

@@ -10,7 +10,7 @@ import pathlib
 
 from keras_transformer.files import destinations
 from keras_transformer.presets import get_preset
-from keras_transformer.training import data, destination, ensembles, fine_tuning, model_run, run_dir
+from keras_transformer.training import destination, ensembles, fine_tuning, model_run, run_dir
 from keras_transformer.training.options import Budget, Devices, Options, Sources, is_int
 
 
@@ -75,7 +75,9 @@ class TrainingRun:
 
     def load_data(self):
         """The splits, checked before anything is deleted; a resumed run's must be the data it started on."""
-        self.splits = data.load_splits(self.preset, self.sources.data_dir, self.sources.corpus_files)
+        from keras_transformer.datasets.splits import load_splits
+
+        self.splits = load_splits(self.preset, self.sources.data_dir, self.sources.corpus_files)
         if self.state == "resume":
             destination.check_same_data(self.output, self.splits, self.sources.data_dir)
 
