@@ -43,14 +43,15 @@ import warnings
 
 from keras_transformer.errors import ArgumentError, KerasTransformerWarning, first_line
 
-COMMANDS = ("train", "translate", "score", "chat", "evaluate", "export", "serve", "plot")
+COMMANDS = ("train", "import", "translate", "score", "chat", "evaluate", "export", "serve", "plot")
+MODULES = {"import": "import_checkpoint"}  # commands whose module is not named as they are (a keyword)
 FLAGS = {"beam_size": "--beam"}  # Python arguments whose flag is not `--` + the name in kebab case
 DEBUG_ENV = "KERAS_TRANSFORMER_DEBUG"
 EXPECTED_ERRORS = (ValueError, OSError)  # the library's "this input is wrong"
 
 
 def _load(name):
-    return importlib.import_module(f"keras_transformer.commands.{name}")
+    return importlib.import_module(f"keras_transformer.commands.{MODULES.get(name, name)}")
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -109,7 +110,7 @@ def build_parser():
         try:
             module = _load(name)
         except ModuleNotFoundError as error:
-            if error.name != f"keras_transformer.commands.{name}":
+            if error.name != f"keras_transformer.commands.{MODULES.get(name, name)}":
                 raise
             continue
         module.add_parser(subparsers)

@@ -147,20 +147,8 @@ def load_run(path):
     import keras
 
     import keras_transformer  # noqa: F401  (registers the custom objects)
-    from keras_transformer.tokenizers import SubwordTokenizer
     from keras_transformer.training import run_dir
 
     path = pathlib.Path(path)
     model = keras.saving.load_model(path / run_dir.MODEL, compile=False)
-    source_dir, target_dir = path / run_dir.SOURCE_TOKENIZER, path / run_dir.TARGET_TOKENIZER
-    source_tokenizer = SubwordTokenizer.load(str(source_dir))
-    if not target_dir.is_dir() or _same_files(source_dir, target_dir):
-        return model, source_tokenizer, source_tokenizer  # one shared vocabulary
-    return model, source_tokenizer, SubwordTokenizer.load(str(target_dir))
-
-
-def _same_files(first, second):
-    files = sorted(p.name for p in first.iterdir() if p.is_file())
-    return files == sorted(p.name for p in second.iterdir() if p.is_file()) and all(
-        (first / name).read_bytes() == (second / name).read_bytes() for name in files
-    )
+    return (model, *run_dir.load_tokenizers(path))

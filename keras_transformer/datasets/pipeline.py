@@ -1,11 +1,16 @@
 """tf.data pipelines: string pairs -> length-bucketed, token-budgeted, padded id batches.
 
 Each batch is `({"encoder_inputs": (B, L), "decoder_inputs": (B, L)}, labels (B, L))`,
-all int32 and padded with 0, where for a pair of token-id lists `src`, `tgt`:
+all int32, where for a pair of token-id lists `src`, `tgt`:
 
     encoder_inputs = src              (+ [END] if `add_source_end=True`; off by default)
     decoder_inputs = [START] + tgt    (teacher forcing: the decoder reads the previous token)
-    labels         = tgt + [END]      (the next token at every position; 0 is ignored by the loss)
+    labels         = tgt + [END]      (the next token at every position; padding is ignored by the loss)
+
+START, END and the padding are the tokenizers' ids (`pad_id`, `start_id`,
+`end_id`: 0, 2 and 3 for this package's own, `keras_transformer.config`; an
+imported model's own): the source side is padded with the source
+tokenizer's padding id, the decoder inputs and labels with the target's.
 
 An example goes to the smallest bucket length `L` in `bucket_boundaries`
 that holds both its encoder and its decoder sequence, and every bucket's
@@ -25,9 +30,11 @@ Example:
 (TensorShape([128, 32]), TensorShape([128, 32]))
 """
 
+from typing import NamedTuple
+
 import tensorflow as tf
 
-from keras_transformer.tokenizers import END_ID, START_ID
+from keras_transformer.config import END_ID, PAD_ID, START_ID
 
 DEFAULT_BUCKETS = (16, 32, 48, 64, 96, 128)
 AUTOTUNE = tf.data.AUTOTUNE
@@ -92,6 +99,31 @@ def tokenize_pairs(dataset, source_tokenizer, target_tokenizer=None, batch_size=
     return dataset.batch(batch_size).map(tokenize, num_parallel_calls=AUTOTUNE).unbatch()
 
 
+class _Ids(NamedTuple):
+    """The ids that frame and pad a pair: the source's END and padding, the target's START, END and padding."""
+
+    source_end: int
+    source_pad: int
+    start: int
+    end: int
+    target_pad: int
+
+    @classmethod
+    def of(cls, source_tokenizer, target_tokenizer):
+        """The tokenizers' ids; a tokenizer without them (any `tokenize`) has this package's reserved ids."""
+
+        def get(tokenizer, name, default):
+            return int(getattr(tokenizer, name, default))
+
+        return cls(
+            get(source_tokenizer, "end_id", END_ID),
+            get(source_tokenizer, "pad_id", PAD_ID),
+            get(target_tokenizer, "start_id", START_ID),
+            get(target_tokenizer, "end_id", END_ID),
+            get(target_tokenizer, "pad_id", PAD_ID),
+        )
+
+
 def _limit_length(dataset, max_length, policy, add_source_end):
     source_room = max_length - int(add_source_end)
     target_room = max_length - 1  # room for START (inputs) / END (labels)
@@ -107,26 +139,28 @@ def _limit_length(dataset, max_length, policy, add_source_end):
     raise ValueError(f"`length_policy` must be 'filter' or 'truncate'. Received: length_policy={policy!r}")
 
 
-def _to_model_inputs(example, add_source_end):
+def _to_model_inputs(example, add_source_end, ids):
     source, target = example["source"], example["target"]
     if add_source_end:
-        source = tf.concat([source, [END_ID]], axis=0)
-    decoder_inputs = tf.concat([[START_ID], target], axis=0)
-    labels = tf.concat([target, [END_ID]], axis=0)
+        source = tf.concat([source, [ids.source_end]], axis=0)
+    decoder_inputs = tf.concat([[ids.start], target], axis=0)
+    labels = tf.concat([target, [ids.end]], axis=0)
     return {"encoder_inputs": source, "decoder_inputs": decoder_inputs}, labels
 
 
-def _pad_rows(inputs, labels, size):
+def _pad_rows(inputs, labels, size, ids):
     """Appends all-padding rows up to `size`: they count in no loss or metric."""
     missing = size - tf.shape(labels, out_type=tf.int64)[0]
 
-    def pad(tensor):
-        return tf.pad(tensor, [[0, missing], [0, 0]])
+    def pad(tensor, value):
+        return tf.pad(tensor, [[0, missing], [0, 0]], constant_values=value)
 
-    return {name: pad(value) for name, value in inputs.items()}, pad(labels)
+    padded = {"encoder_inputs": pad(inputs["encoder_inputs"], ids.source_pad)}
+    padded["decoder_inputs"] = pad(inputs["decoder_inputs"], ids.target_pad)
+    return padded, pad(labels, ids.target_pad)
 
 
-def _bucket_and_batch(dataset, shapes, drop_remainder, pad_batches=False):
+def _bucket_and_batch(dataset, shapes, drop_remainder, ids, pad_batches=False):
     lengths = tf.constant([length for _, length in shapes], tf.int32)
     sizes = tf.constant([size for size, _ in shapes], tf.int64)
 
@@ -138,9 +172,10 @@ def _bucket_and_batch(dataset, shapes, drop_remainder, pad_batches=False):
         length = tf.cast(tf.gather(lengths, key), tf.int64)
         size = tf.gather(sizes, key)
         padded = ({"encoder_inputs": [length], "decoder_inputs": [length]}, [length])
-        batches = window.padded_batch(size, padded_shapes=padded, drop_remainder=drop_remainder)
+        values = ({"encoder_inputs": ids.source_pad, "decoder_inputs": ids.target_pad}, ids.target_pad)
+        batches = window.padded_batch(size, padded, padding_values=values, drop_remainder=drop_remainder)
         if pad_batches and not drop_remainder:
-            batches = batches.map(lambda inputs, labels: _pad_rows(inputs, labels, size))
+            batches = batches.map(lambda inputs, labels: _pad_rows(inputs, labels, size, ids))
         return batches
 
     return dataset.group_by_window(bucket_id, batch_bucket, window_size_func=lambda key: tf.gather(sizes, key))
@@ -220,12 +255,13 @@ def make_batches(
     resample = any(getattr(t, "samples_segmentation", False) for t in (source_tokenizer, target_tokenizer))
     if resample:
         dataset = cache_and_shuffle(dataset)
+    ids = _Ids.of(source_tokenizer, target_tokenizer or source_tokenizer)
     examples = tokenize_pairs(dataset, source_tokenizer, target_tokenizer)
     examples = _limit_length(examples, max_length, length_policy, add_source_end)
-    examples = examples.map(lambda ex: _to_model_inputs(ex, add_source_end), num_parallel_calls=AUTOTUNE)
+    examples = examples.map(lambda ex: _to_model_inputs(ex, add_source_end, ids), num_parallel_calls=AUTOTUNE)
     if not resample:
         examples = cache_and_shuffle(examples)
-    batches = _bucket_and_batch(examples, shapes, drop_remainder=training, pad_batches=pad_batches)
+    batches = _bucket_and_batch(examples, shapes, training, ids, pad_batches=pad_batches)
     return batches.prefetch(AUTOTUNE).with_options(_WITHOUT_AUTOTUNING)
 
 

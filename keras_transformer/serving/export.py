@@ -168,7 +168,7 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True,
 def _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact):
     import keras
 
-    from keras_transformer.tokenizers import SubwordTokenizer
+    from keras_transformer.tokenizers import load_tokenizer
 
     config = run_dir.RunConfig.read(path)
     models = [
@@ -177,14 +177,10 @@ def _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact):
     ]
     model = models[0] if len(models) == 1 else models  # a list: an ensemble
     source = _guarded(
-        path / run_dir.SOURCE_TOKENIZER, "tokenizer", lambda: SubwordTokenizer.load(path / run_dir.SOURCE_TOKENIZER)
+        path / run_dir.SOURCE_TOKENIZER, "tokenizer", lambda: load_tokenizer(path / run_dir.SOURCE_TOKENIZER)
     )
     target_path = path / run_dir.TARGET_TOKENIZER
-    target = (
-        _guarded(target_path, "tokenizer", lambda: SubwordTokenizer.load(target_path))
-        if target_path.is_dir()
-        else source
-    )
+    target = _guarded(target_path, "tokenizer", lambda: load_tokenizer(target_path)) if target_path.is_dir() else source
     defaults = config.decoding or DecodingConfig()  # written by `keras-transformer train`
     beam_size = defaults.beam_size if beam_size is None else beam_size
     alpha = defaults.alpha if alpha is None else alpha

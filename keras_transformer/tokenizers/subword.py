@@ -374,6 +374,7 @@ class SegmentationSampler:
     """`tokenize` with a sampled segmentation; made by `SubwordTokenizer.sampler`."""
 
     samples_segmentation = True
+    pad_id, unk_id, start_id, end_id = PAD_ID, UNK_ID, START_ID, END_ID
 
     def __init__(self, model_proto, alpha=0.3, nbest_size=-1):
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < alpha <= 1.0:

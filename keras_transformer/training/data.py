@@ -34,41 +34,62 @@ def train_tokenizer(preset, pairs):
     )
 
 
-def run_tokenizer(preset, output, pairs, state, is_chief, shared_from=None):
-    """The tokenizer of the run in `output`: loaded when resuming, else `shared_from`'s (a run directory) or a new one.
+def run_tokenizers(preset, output, pairs, state, is_chief, shared_from=None):
+    """The `run_dir.Tokenizers` of the run in `output`: the resumed run's, `shared_from`'s (a run directory), or new.
 
-    `state` is what the run does with `output` (`destination.check_output`);
-    the chief saves a tokenizer it did not load as the run's source and target
-    tokenizers. Call it after seeding: `keras.utils.set_random_seed` drops the
-    tokenizers made before it (see `SubwordTokenizer`). A resumed run's
-    tokenizer that does not load is an `ArgumentError` naming it.
+    `state` is what the run does with `output` (`destination.check_output`).
+    A new run learns one shared vocabulary from `pairs`; a run that starts
+    from another (`shared_from`: fine-tuning, an ensemble's members) takes its
+    tokenizers as they are, an imported model's included, so the vocabulary
+    cannot drift. The chief saves the tokenizers it did not load from
+    `output`: the same files, byte for byte, where they came from a run. Call
+    it after seeding: `keras.utils.set_random_seed` drops the tokenizers made
+    before it (see `SubwordTokenizer`). A resumed run's tokenizer that does
+    not load is an `ArgumentError` naming it.
     """
-    from keras_transformer.tokenizers import SubwordTokenizer
-
-    path = pathlib.Path(output) / run_dir.SOURCE_TOKENIZER
-    if state == "resume" and path.is_dir():
-        try:
-            return SubwordTokenizer.load(path)
-        except Exception as error:  # noqa: BLE001  (SentencePiece, JSON, I/O: all mean "corrupt")
-            raise ArgumentError(
-                f"{path}: cannot resume, the tokenizer does not load: "
-                f"{literal(first_line(error))}. Pass {{overwrite=True}} to start again."
-            ) from None
-    if shared_from is not None:
-        tokenizer = SubwordTokenizer.load(pathlib.Path(shared_from) / run_dir.SOURCE_TOKENIZER)
-    else:
+    output = pathlib.Path(output)
+    if state == "resume" and (output / run_dir.SOURCE_TOKENIZER).is_dir():
+        return _resumed_tokenizers(output)
+    if shared_from is None:
         tokenizer = train_tokenizer(preset, pairs)
+        if is_chief:
+            for relative in (run_dir.SOURCE_TOKENIZER, run_dir.TARGET_TOKENIZER):
+                tokenizer.save(output / relative)
+        return run_dir.Tokenizers(tokenizer, tokenizer)
+    tokenizers = run_dir.load_tokenizers(shared_from)
     if is_chief:
         for relative in (run_dir.SOURCE_TOKENIZER, run_dir.TARGET_TOKENIZER):
-            tokenizer.save(pathlib.Path(output) / relative)
-    return tokenizer
+            _copy_folder(pathlib.Path(shared_from) / relative, output / relative)
+    return tokenizers
 
 
-def make_datasets(preset, splits, tokenizer, seed, distributed=False):
+def _resumed_tokenizers(output):
+    try:
+        return run_dir.load_tokenizers(output)
+    except Exception as error:  # noqa: BLE001  (SentencePiece, JSON, I/O: all mean "corrupt")
+        raise ArgumentError(
+            f"{output / run_dir.SOURCE_TOKENIZER}: cannot resume, the tokenizer does not load: "
+            f"{literal(first_line(error))}. Pass {{overwrite=True}} to start again."
+        ) from None
+
+
+def _copy_folder(source, destination):
+    """Copies the files of the tokenizer folder `source` into `destination`, each written atomically."""
+    from keras_transformer.files import atomic
+
+    destination.mkdir(parents=True, exist_ok=True)
+    for path in sorted(source.iterdir()):
+        if path.is_file() and not path.is_symlink():
+            atomic.write_bytes(destination / path.name, path.read_bytes())
+
+
+def make_datasets(preset, splits, tokenizers, seed, distributed=False, add_source_end=False):
     """`(train, validation)` batches of `splits` for `preset`: bucketed by length, padded to a token budget.
 
-    The training batches are shuffled with `seed` and tokenized with subword
-    sampling where the preset asks for it; `distributed` shards them by data.
+    `tokenizers` are the run's `run_dir.Tokenizers`. The training batches are
+    shuffled with `seed` and tokenized with subword sampling where the preset
+    asks for it (this package's own tokenizers); `distributed` shards them by
+    data; `add_source_end` ends each source with END (imported models).
     """
     import tensorflow as tf
 
@@ -83,10 +104,13 @@ def make_datasets(preset, splits, tokenizer, seed, distributed=False):
         token_budget=data.token_budget,
         bucket_boundaries=tuple(data.bucket_boundaries),
         max_length=preset.model.max_length,
+        add_source_end=add_source_end,
     )
-    sampling_tokenizer = tokenizer.sampler(data.subword_sampling) if data.subword_sampling else tokenizer
-    train = make_batches(strings(splits["train"]), sampling_tokenizer, seed=seed, **batching)
-    validation = make_eval_batches(strings(splits["validation"]), tokenizer, pad_batches=True, **batching)
+    source, target = tokenizers
+    if data.subword_sampling and tokenizers.shared:
+        source = target = source.sampler(data.subword_sampling)
+    train = make_batches(strings(splits["train"]), source, target, seed=seed, **batching)
+    validation = make_eval_batches(strings(splits["validation"]), *tokenizers, pad_batches=True, **batching)
     if distributed:
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA

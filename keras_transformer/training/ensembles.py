@@ -31,12 +31,12 @@ def train_ensemble(preset, output, state, splits, options, *, recorded):
     member_preset = preset.replace(ensemble=1, max_minutes=preset.training.max_minutes / count)
     members = member_names(count)
     destination.claim(output, state, splits)
-    tokenizer = data.run_tokenizer(preset, output, splits["train"], state, is_chief=True)
+    tokenizers = data.run_tokenizers(preset, output, splits["train"], state, is_chief=True)
     config = model_run.start_config(
         preset,
         output,
         state,
-        tokenizer,
+        tokenizers,
         **recorded,
         seed=options.seed,
         members=tuple(members),

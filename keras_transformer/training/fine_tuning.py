@@ -97,6 +97,15 @@ def record(init_from):
     }
 
 
+def inherited_fields(init_from):
+    """What a fine-tuned run keeps of `init_from`'s config.json: how sources end, and the checkpoint it came from."""
+    config = run_dir.RunConfig.read(init_from)
+    fields = {"add_source_end": config.add_source_end}
+    if config.pretrained is not None:
+        fields["pretrained"] = config.pretrained
+    return fields
+
+
 def _file_sha256(path):
     digest = hashlib.sha256()
     with open(path, "rb") as file:

@@ -26,7 +26,7 @@ class ModelRun:
     """The training of one model into the run directory `output`, step by step.
 
     `train()` takes the steps in turn: `set_up` (devices, seed, precision),
-    `claim` (the folder, before anything else is written), `load_tokenizer`,
+    `claim` (the folder, before anything else is written), `load_tokenizers`,
     `write_config`, `make_datasets`, `build_model`, `fit` and `finish`.
 
     Args:
@@ -58,7 +58,7 @@ class ModelRun:
         tf_strategy = self.set_up()
         self.started = time.monotonic()
         self.claim()
-        self.load_tokenizer()
+        self.load_tokenizers()
         self.write_config()
         self.make_datasets()
         with tf_strategy.scope():
@@ -80,9 +80,9 @@ class ModelRun:
         """Creates the folder and marks it as this package's run (`destination.claim`)."""
         destination.claim(self.output, self.state, self.splits, self.is_chief)
 
-    def load_tokenizer(self):
-        """The run's tokenizer: the resumed run's, the shared one, or one trained now (`data.run_tokenizer`)."""
-        self.tokenizer = data.run_tokenizer(
+    def load_tokenizers(self):
+        """The run's tokenizers: the resumed run's, the shared ones, or one trained now (`data.run_tokenizers`)."""
+        self.tokenizers = data.run_tokenizers(
             self.preset, self.output, self.splits["train"], self.state, self.is_chief, self.tokenizer_from
         )
 
@@ -93,7 +93,7 @@ class ModelRun:
             self.preset,
             self.output,
             self.state,
-            self.tokenizer,
+            self.tokenizers,
             **self.recorded,
             seed=self.options.seed,
             mixed_precision=devices.mixed_precision,
@@ -108,7 +108,12 @@ class ModelRun:
     def make_datasets(self):
         """The training and validation batches (`data.make_datasets`), sharded by data under a strategy."""
         self.train_batches, self.validation_batches = data.make_datasets(
-            self.preset, self.splits, self.tokenizer, self.options.seed, distributed=self.options.devices.distributed
+            self.preset,
+            self.splits,
+            self.tokenizers,
+            self.options.seed,
+            distributed=self.options.devices.distributed,
+            add_source_end=self.config.add_source_end,
         )
 
     def build_model(self):
@@ -187,19 +192,20 @@ class ModelRun:
         return backup / f"worker-{self.worker_index}" if self.strategy == "multi-worker" else backup
 
 
-def start_config(preset, output, state, tokenizer, **fields):
+def start_config(preset, output, state, tokenizers, **fields):
     """The run's `RunConfig` at the start of training (the resumed run's, updated), not yet finished.
 
-    `fields` are the other fields to record (the sources, the seed, ...).
+    `tokenizers` are the run's `data.Tokenizers`; `fields` the other fields
+    to record (the sources, the seed, `add_source_end` of a fine-tuned import...).
     """
     config = run_dir.RunConfig.read(output) if state == "resume" else run_dir.RunConfig()
     return config.replace(
         created_by=destinations.CREATOR,
         version=__version__,
         preset=preset,
-        model=preset.model_config(tokenizer.vocab_size),
+        model=preset.model.with_vocabulary(tokenizers.source.vocab_size, tokenizers.target.vocab_size),
         **fields,
-        decoding=preset.decoding.replace(max_length=preset.model.max_length),
+        decoding=preset.decoding.replace(max_length=preset.decoding.max_length or preset.model.max_length),
         finished=False,
     )
 

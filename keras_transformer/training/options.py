@@ -32,7 +32,8 @@ class Sources:
         """What config.json records of them: `data_dir` always, `corpus_files` and `init_from` when given.
 
         `corpus_files` are recorded with each file's sha256, and `init_from` as
-        its absolute path with its model's sha256.
+        its absolute path with its model's sha256, beside what a fine-tuned
+        run keeps of it (`fine_tuning.inherited_fields`).
         """
         recorded = {"data_dir": None if self.data_dir is None else str(self.data_dir)}
         if self.corpus_files is not None:
@@ -43,6 +44,7 @@ class Sources:
             from keras_transformer.training import fine_tuning
 
             recorded["init_from"] = fine_tuning.record(self.init_from)
+            recorded.update(fine_tuning.inherited_fields(self.init_from))
         return recorded
 
 

@@ -19,8 +19,11 @@ def compile_model(model, preset, jit_compile=True, cooldown=None):
     from keras_transformer.training.precision import compile_arguments
 
     # mixed_bfloat16 on a CPU with bf16 units: the model without XLA, the loss with it (see precision.py).
+    pad_id = model.config.target_pad  # the labels' padding: 0 here, an imported model's own id
     loss, jit_compile = compile_arguments(
-        model, MaskedSparseCategoricalCrossentropy(label_smoothing=preset.training.label_smoothing), jit_compile
+        model,
+        MaskedSparseCategoricalCrossentropy(label_smoothing=preset.training.label_smoothing, pad_id=pad_id),
+        jit_compile,
     )
     recipe = preset.training
     schedule = WarmupSchedule(
@@ -29,7 +32,7 @@ def compile_model(model, preset, jit_compile=True, cooldown=None):
     model.compile(
         optimizer=Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
         loss=loss,
-        metrics=[MaskedAccuracy(name="accuracy")],
+        metrics=[MaskedAccuracy(pad_id=pad_id, name="accuracy")],
         jit_compile=jit_compile,
     )
     return schedule

@@ -30,6 +30,7 @@ import json
 import math
 import pathlib
 import warnings
+from typing import NamedTuple
 
 from keras_transformer.config import DecodingConfig, ModelConfig
 from keras_transformer.errors import ArgumentError, KerasTransformerWarning
@@ -297,3 +298,38 @@ def read_config(path):
 def write_json_atomic(path, data):
     """Writes `data` as JSON to `path` atomically (`atomic.write_json`)."""
     atomic.write_json(path, data)
+
+
+class Tokenizers(NamedTuple):
+    """A run's source and target tokenizers (one object twice for a shared vocabulary)."""
+
+    source: object
+    target: object
+
+    @property
+    def shared(self):
+        """True where both sides use one tokenizer."""
+        return self.source is self.target
+
+
+def load_tokenizers(path):
+    """The `Tokenizers` that the run directory `path` saved (`SubwordTokenizer`s, or an import's `MarianTokenizer`s).
+
+    A run whose target tokenizer is a copy of its source tokenizer (this
+    package's own runs) gets one object twice.
+    """
+    from keras_transformer.tokenizers import load_tokenizer
+
+    path = pathlib.Path(path)
+    source_dir, target_dir = path / SOURCE_TOKENIZER, path / TARGET_TOKENIZER
+    source = load_tokenizer(source_dir)
+    if not target_dir.is_dir() or _same_files(source_dir, target_dir):
+        return Tokenizers(source, source)
+    return Tokenizers(source, load_tokenizer(target_dir))
+
+
+def _same_files(first, second):
+    names = sorted(p.name for p in first.iterdir() if p.is_file())
+    return names == sorted(p.name for p in second.iterdir() if p.is_file()) and all(
+        (first / name).read_bytes() == (second / name).read_bytes() for name in names
+    )

@@ -1,0 +1,152 @@
+"""`keras-transformer import`: a checkpoint folder or `hf://` name as a run; bad input is one line, nothing written.
+
+The `hf://` test lays a fixture out the way huggingface_hub's
+`snapshot_download` caches a repository and runs the command with
+`HF_HUB_OFFLINE=1` in a subprocess (huggingface_hub reads that variable when
+it is imported), so the real huggingface_hub code resolves it.
+"""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from keras_transformer.commands import cli
+from keras_transformer.files.ownership import sha256
+from keras_transformer.training import run_dir
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "marian"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def checkpoint_copy(tmp_path, kind="shared"):
+    folder = tmp_path / f"checkpoint-{kind}"
+    shutil.copytree(FIXTURES / kind, folder)
+    return folder
+
+
+def run_import(capsys, *arguments):
+    status = cli.main(["import", *map(str, arguments)])
+    return status, capsys.readouterr().err.strip()
+
+
+def test_a_local_checkpoint_imports_as_a_run_that_records_each_file(tmp_path, capsys):
+    folder = checkpoint_copy(tmp_path)
+    status, message = run_import(capsys, folder, "--output", tmp_path / "run")
+    assert status == 0, message
+    assert "Imported" in message and "translate --model" in message
+    recorded = run_dir.RunConfig.read(tmp_path / "run").pretrained
+    assert recorded["files"]["model.safetensors"] == sha256(folder / "model.safetensors")
+    assert recorded["files"]["vocab.json"] == sha256(folder / "vocab.json")
+
+
+def _one_line_refusal(capsys, output, *arguments):
+    status, message = run_import(capsys, *arguments, "--output", output)
+    assert status == 2
+    assert message.startswith("keras-transformer import: error: ") and "\n" not in message
+    return message
+
+
+def test_a_model_type_other_than_marian_is_named_with_the_supported_ones(tmp_path, capsys):
+    folder = checkpoint_copy(tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "m2m_100"}))
+    message = _one_line_refusal(capsys, tmp_path / "run", folder)
+    assert "'m2m_100'" in message and "marian" in message
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("name", ["source.spm", "vocab.json", "config.json"])
+def test_a_missing_file_is_named(tmp_path, capsys, name):
+    folder = checkpoint_copy(tmp_path)
+    (folder / name).unlink()
+    message = _one_line_refusal(capsys, tmp_path / "run", folder)
+    assert name in message
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_pickle_only_checkpoint_without_torch_says_how_to_convert_it(tmp_path, capsys, monkeypatch):
+    folder = checkpoint_copy(tmp_path)
+    (folder / "model.safetensors").rename(folder / "pytorch_model.bin")
+    monkeypatch.setitem(sys.modules, "torch", None)  # as where torch is not installed
+    message = _one_line_refusal(capsys, tmp_path / "run", folder)
+    assert "pytorch_model.bin" in message and "safetensors" in message and "pip install torch" in message
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_vocabulary_that_does_not_cover_the_embedding_rows_is_refused(tmp_path, capsys):
+    folder = checkpoint_copy(tmp_path)
+    vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+    del vocab[next(piece for piece, index in vocab.items() if index == 7)]
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    message = _one_line_refusal(capsys, tmp_path / "run", folder)
+    assert "vocab.json" in message and "866 embedding rows" in message
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_output_that_is_not_new_is_refused_as_train_refuses_it(tmp_path, capsys):
+    folder = checkpoint_copy(tmp_path)
+    output = tmp_path / "thesis"
+    output.mkdir()
+    (output / "chapter1.txt").write_text("mine")
+    message = _one_line_refusal(capsys, output, folder, "--overwrite")
+    assert str(output) in message
+    assert [p.name for p in output.iterdir()] == ["chapter1.txt"] and (output / "chapter1.txt").read_text() == "mine"
+
+    status, _ = run_import(capsys, folder, "--output", tmp_path / "run")
+    assert status == 0
+    model_before = (tmp_path / "run" / run_dir.MODEL).read_bytes()
+    message = _one_line_refusal(capsys, tmp_path / "run", folder)
+    assert "--overwrite" in message
+    assert (tmp_path / "run" / run_dir.MODEL).read_bytes() == model_before
+
+
+def hf_cache(tmp_path, repo, kind="shared"):
+    """A huggingface_hub cache holding `repo` at `COMMIT` (refs/main, snapshots/, blobs/), as it downloads them."""
+    cache = tmp_path / "hf-cache"
+    repository = cache / ("models--" + repo.replace("/", "--"))
+    snapshot = repository / "snapshots" / COMMIT
+    snapshot.mkdir(parents=True)
+    (repository / "blobs").mkdir()
+    for path in sorted((FIXTURES / kind).iterdir()):
+        if path.suffix == ".npz" or path.name == "reference.json":
+            continue
+        blob = repository / "blobs" / sha256(path)
+        shutil.copyfile(path, blob)
+        (snapshot / path.name).symlink_to(os.path.relpath(blob, snapshot))
+    (repository / "refs").mkdir()
+    (repository / "refs" / "main").write_text(COMMIT)
+    return cache
+
+
+def test_an_hf_source_resolves_through_huggingface_hub_offline(tmp_path):
+    pytest.importorskip("huggingface_hub")
+    cache = hf_cache(tmp_path, "Helsinki-NLP/opus-mt-tiny-ko-ko")
+    environment = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    command = [sys.executable, "-m", "keras_transformer_cli", "import"]
+    done = subprocess.run(
+        [*command, "hf://Helsinki-NLP/opus-mt-tiny-ko-ko", "--output", str(tmp_path / "run")],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    recorded = run_dir.RunConfig.read(tmp_path / "run").pretrained
+    assert recorded["source"] == "hf://Helsinki-NLP/opus-mt-tiny-ko-ko" and recorded["revision"] == COMMIT
+    assert recorded["files"]["model.safetensors"] == sha256(FIXTURES / "shared" / "model.safetensors")
+
+    missing = subprocess.run(
+        [*command, "hf://Helsinki-NLP/opus-mt-not-cached", "--output", str(tmp_path / "other")],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = [line for line in missing.stderr.splitlines() if line.startswith("keras-transformer")]
+    assert missing.returncode == 2 and lines and "hf://Helsinki-NLP/opus-mt-not-cached" in lines[-1]
+    assert not (tmp_path / "other").exists()
