@@ -15,9 +15,10 @@ from keras_transformer.training import run_dir
 
 # The mapping module of each checkpoint family, by config.json's `model_type`.
 FAMILIES = {marian.MODEL_TYPE: marian}
-# Fine-tuning an imported model (`train --init-from RUN`): a short warmup to a peak rate of 5e-5, small batches.
+# Fine-tuning an imported model (`train --init-from RUN`): the peak rate of 5e-5 at the first step (as
+# transformers fine-tunes without warmup), then the schedule's slow decay; small batches.
 FINE_TUNING_PEAK_RATE = 5e-5
-FINE_TUNING = TrainingConfig(warmup_steps=8, label_smoothing=0.1, epochs=3)
+FINE_TUNING = TrainingConfig(warmup_steps=1, label_smoothing=0.1, epochs=3)
 
 
 def import_pretrained(source, output, *, overwrite=False):
@@ -100,7 +101,7 @@ def _preset(name, config, decoding):
     return Preset(
         name=name,
         model=config,
-        data=DataConfig(corpus="own-files", vocab_size=config.target_vocab_size, token_budget=2048),
+        data=DataConfig(corpus="own-files", vocab_size=config.target_vocab_size, token_budget=512),
         training=FINE_TUNING.replace(learning_rate_scale=scale),
         decoding=decoding,
     )
