@@ -10,15 +10,19 @@ What the spec holds, and why it decodes as our model does:
 
 - the same post-norm or pre-norm layers (`norm_first`), with the final
   LayerNorms of a pre-norm model, and the model's LayerNorm epsilon;
-- the embeddings, scaled by √d_model as `TokenAndPositionEmbedding` does, and
-  our positional-encoding table set explicitly: ours interleaves sine and
-  cosine, CTranslate2's built-in table puts all sines first, so the two differ;
+- the embeddings, scaled by √d_model where the model scales them, and the
+  model's positional-encoding table set explicitly (ours interleaves sine
+  and cosine where CTranslate2's built-in table puts all sines first; an
+  imported Marian model's table is laid out as CTranslate2's);
 - attention projections in CTranslate2's layout (self-attention q/k/v fused
   into one matrix; cross-attention q, then k/v fused), the FFN, and the
-  output projection (the target embedding when tied);
-- the SentencePiece pieces as the vocabulary, id for id, so PAD/UNK/START/END
-  are `<pad>`/`<unk>`/`<s>`/`</s>` at 0/1/2/3 in both (one shared vocabulary
-  file when source and target pieces are the same).
+  output projection (the target embedding when tied, with its bias where
+  the model has one: Marian's `final_logits_bias`);
+- the pieces as the vocabulary, id for id, and the tokenizer's own UNK,
+  START and END pieces: `<unk>`/`<s>`/`</s>` at 1/2/3 for this package's
+  tokenizers, Marian's `vocab.json` order for an imported model, whose
+  decoder starts from `<pad>` (one shared vocabulary file when source and
+  target pieces are the same).
 
 Decode it with `ctranslate2.Translator(path).translate_batch(pieces,
 beam_size=1, min_decoding_length=0, suppress_sequences=[["<pad>"], ["<s>"]],
@@ -153,6 +157,7 @@ def transformer_spec(model, source_pieces, target_pieces, add_source_end=False):
     )
     encoder = ct2.TransformerEncoderSpec(len(encoder_layers), first.num_heads, **options)
     decoder = ct2.TransformerDecoderSpec(len(decoder_layers), first.num_heads, **options)
+    encoder.scale_embeddings = decoder.scale_embeddings = bool(model.config.scale_embeddings)
 
     table = _positions(model.encoder_embedding)
     encoder.embeddings[0].weight = _numpy(model.encoder_embedding.embeddings)
@@ -173,19 +178,26 @@ def transformer_spec(model, source_pieces, target_pieces, add_source_end=False):
 
     spec = ct2.TransformerSpec(encoder, decoder)
     spec.config.layer_norm_epsilon = float(first.layer_norm_epsilon)
-    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = target_pieces[1:4]
-    spec.config.decoder_start_token = target_pieces[2]
+    _set_special_tokens(spec, model.config, target_pieces)
     spec.config.add_source_eos = bool(add_source_end)
     spec.register_source_vocabulary(list(source_pieces))
     spec.register_target_vocabulary(list(target_pieces))
     return spec
 
 
-def read_pieces(tokenizer_dir):
-    """The pieces of the SentencePiece tokenizer saved in `tokenizer_dir`, in id order.
+def _set_special_tokens(spec, config, target_pieces):
+    """UNK, START (the decoder's first token) and END as the target tokenizer's pieces (both kinds have `<unk>`)."""
+    spec.config.unk_token = "<unk>"
+    spec.config.bos_token = spec.config.decoder_start_token = target_pieces[config.start_id]
+    spec.config.eos_token = target_pieces[config.end_id]
 
-    The first four are PAD, UNK, START and END (ids 0-3), as in every
-    tokenizer of this package; anything else is a `ValueError`.
+
+def read_pieces(tokenizer_dir):
+    """The pieces of the tokenizer saved in `tokenizer_dir`, in id order.
+
+    A tokenizer of this package reserves PAD, UNK, START and END (ids 0-3),
+    anything else is a `ValueError`; an imported Marian tokenizer's pieces are
+    its `vocab.json`'s, by id.
 
     Example:
 
@@ -199,6 +211,8 @@ def read_pieces(tokenizer_dir):
     tokenizer_dir = pathlib.Path(tokenizer_dir)
     try:
         config = json.loads((tokenizer_dir / CONFIG_FILENAME).read_text(encoding="utf-8"))
+        if config.get("format") == "marian":
+            return _marian_pieces(tokenizer_dir, config)
         processor = spm.SentencePieceProcessor(model_proto=(tokenizer_dir / config["model_file"]).read_bytes())
     except Exception as error:  # noqa: BLE001  (missing file, JSON, proto: all mean "not a tokenizer")
         raise ValueError(f"{tokenizer_dir} is not a tokenizer saved by this package: {error}") from None
@@ -206,6 +220,16 @@ def read_pieces(tokenizer_dir):
     if reserved != (PAD_ID, UNK_ID, START_ID, END_ID):
         raise ValueError(f"{tokenizer_dir}: the tokenizer must reserve pad/unk/bos/eos = 0/1/2/3. Received {reserved}")
     return [processor.id_to_piece(i) for i in range(processor.vocab_size())]
+
+
+def _marian_pieces(tokenizer_dir, config):
+    vocab = json.loads((tokenizer_dir / config["vocab_file"]).read_text(encoding="utf-8"))
+    pieces = [None] * (max(vocab.values()) + 1)
+    for piece, index in vocab.items():
+        pieces[index] = piece
+    if None in pieces:
+        raise ValueError(f"{tokenizer_dir / config['vocab_file']} leaves ids without a piece")
+    return pieces
 
 
 # -- checks -------------------------------------------------------------------
@@ -361,6 +385,8 @@ def _set_norm(spec, norm):
 def _set_output(spec, model):
     if model.output_layer is None:  # tied to the target embedding
         spec.weight = _numpy(model.decoder_embedding.embeddings)
+        if model.decoder_embedding.output_bias:
+            spec.bias = _numpy(model.decoder_embedding.logits_bias)
         return
     dense = _plain(model.output_layer)
     _set_linear(spec, _numpy(dense.kernel).T, _numpy(dense.bias) if dense.use_bias else None)
