@@ -121,53 +121,20 @@ def _build(config, name):
         attention_dropout=config.attention_dropout,
         activation_dropout=config.activation_dropout,
     )
-
     encoder_inputs = keras.Input((None,), dtype="int32", name="encoder_inputs")
     decoder_inputs = keras.Input((None,), dtype="int32", name="decoder_inputs")
-
-    # Embeddings attach the padding masks (True = real token) that every
-    # attention below reads.
-    embedding_args = dict(
-        dropout=config.dropout, scale_embeddings=config.scale_embeddings, position_layout=config.position_layout
-    )
-    tied_bias = config.output_bias and config.tie_output_embedding
-    encoder_embedding = TokenAndPositionEmbedding(
-        config.source_vocab_size,
-        config.d_model,
-        config.max_length,
-        pad_id=config.pad_id,
-        output_bias=tied_bias and config.share_embeddings,
-        name="encoder_embedding",
-        **embedding_args,
-    )
-    decoder_embedding = (
-        encoder_embedding
-        if config.share_embeddings
-        else TokenAndPositionEmbedding(
-            config.target_vocab_size,
-            config.d_model,
-            config.max_length,
-            pad_id=config.target_pad,
-            output_bias=tied_bias,
-            name="decoder_embedding",
-            **embedding_args,
-        )
-    )
-
-    def final_norm(name):
-        if not config.norm_first:
-            return None
-        return keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name=name)
+    # Embeddings attach the padding masks (True = real token) that every attention below reads.
+    encoder_embedding, decoder_embedding = _embeddings(config)
 
     encoder_layers = [EncoderLayer(**layer_args, name=f"encoder_layer_{i}") for i in range(config.num_layers)]
-    encoder_outputs = encoder_forward(encoder_embedding, encoder_layers, final_norm("encoder_norm"), encoder_inputs)
+    encoder_norm = _final_norm(config, "encoder_norm")
+    encoder_outputs = encoder_forward(encoder_embedding, encoder_layers, encoder_norm, encoder_inputs)
     decoder_layers = [DecoderLayer(**layer_args, name=f"decoder_layer_{i}") for i in range(config.decoder_layers)]
     target_mask = None
     if config.start_id == config.target_pad:  # decoding starts from the padding id: a padding mask would hide it
         target_mask = TargetPaddingMask(config.target_pad, config.start_id, name="decoder_padding_mask")(decoder_inputs)
-    y = decoder_forward(
-        decoder_embedding, decoder_layers, final_norm("decoder_norm"), decoder_inputs, encoder_outputs, target_mask
-    )
+    decoder_norm = _final_norm(config, "decoder_norm")
+    y = decoder_forward(decoder_embedding, decoder_layers, decoder_norm, decoder_inputs, encoder_outputs, target_mask)
 
     if config.tie_output_embedding:
         logits = decoder_embedding(y, reverse=True)
@@ -182,6 +149,42 @@ def _build(config, name):
         name=name,
         config=config,
     )
+
+
+def _embeddings(config):
+    """The encoder's and the decoder's `TokenAndPositionEmbedding` (one layer twice when shared)."""
+    options = dict(
+        dropout=config.dropout, scale_embeddings=config.scale_embeddings, position_layout=config.position_layout
+    )
+    tied_bias = config.output_bias and config.tie_output_embedding
+    encoder = TokenAndPositionEmbedding(
+        config.source_vocab_size,
+        config.d_model,
+        config.max_length,
+        pad_id=config.pad_id,
+        output_bias=tied_bias and config.share_embeddings,
+        name="encoder_embedding",
+        **options,
+    )
+    if config.share_embeddings:
+        return encoder, encoder
+    decoder = TokenAndPositionEmbedding(
+        config.target_vocab_size,
+        config.d_model,
+        config.max_length,
+        pad_id=config.target_pad,
+        output_bias=tied_bias,
+        name="decoder_embedding",
+        **options,
+    )
+    return encoder, decoder
+
+
+def _final_norm(config, name):
+    """A pre-norm stack's final LayerNorm; None for post-norm."""
+    if not config.norm_first:
+        return None
+    return keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name=name)
 
 
 _DEFAULT_OPTIONS = {
