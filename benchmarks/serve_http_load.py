@@ -21,10 +21,16 @@ The model is `--model` (a SavedModel with serving signatures, or a training
 run directory) or, by default, the tiny preset trained for 1 epoch on 300
 pairs and exported (about 1-2 minutes). Not run by CI.
 
+The requests are sentences in the model's own source language: the lines of
+`--sources FILE`, else the validation sources of `--corpus NAME`, else those
+of the corpus a run directory was trained on (its config.json), with a few
+blank and long ones. A SavedModel does not record its corpus: name one.
+
 Example:
 
     python benchmarks/serve_http_load.py --clients 1,4,16 --requests 50
-    python benchmarks/serve_http_load.py --model saved_models/chatbot-ko-export --signature greedy
+    python benchmarks/serve_http_load.py --model saved_models/chatbot-ko-export --corpus chatbot-ko --signature greedy
+    python benchmarks/serve_http_load.py --model saved_models/multi30k-en-de   # English validation sources
 """
 
 import argparse
@@ -62,15 +68,17 @@ def parse_args():
     parser.add_argument("--batch-timeout-ms", type=float, default=5.0)
     parser.add_argument("--threads", type=int, default=2, help="the server's --threads (batches decoded at once)")
     parser.add_argument("--score-tolerance", type=float, default=1e-4)
+    parser.add_argument("--sources", type=pathlib.Path, help="source sentences to send, one a line")
+    parser.add_argument("--corpus", help="send this corpus's validation sources (default: the run's corpus)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=pathlib.Path, default=DEFAULT_OUTPUT)
     return parser.parse_args()
 
 
 def saved_model(args, workdir):
-    """(path of a SavedModel or run directory, description)."""
+    """(path of a SavedModel or run directory, description, the corpus it translates from or None)."""
     if args.model:
-        return pathlib.Path(args.model), args.model
+        return pathlib.Path(args.model), args.model, run_corpus(pathlib.Path(args.model))
     from keras_transformer.training import train
 
     started = time.perf_counter()
@@ -79,16 +87,37 @@ def saved_model(args, workdir):
 
     export_run(workdir / "run", workdir / "export")
     seconds = time.perf_counter() - started
-    return workdir / "export", f"tiny preset, 1 epoch on 300 pairs ({seconds:.0f} s to train and export)"
+    description = f"tiny preset, 1 epoch on 300 pairs ({seconds:.0f} s to train and export)"
+    return workdir / "export", description, "chatbot-ko"
 
 
-def sentences(seed, count=60):
-    """Validation questions of the Korean chatbot corpus, with a few blank and long ones."""
-    from keras_transformer.datasets import load_split_pairs
+def run_corpus(path):
+    """The built-in corpus the run directory `path` was trained on; None for a SavedModel or the user's files."""
+    from keras_transformer.datasets import CORPORA
+    from keras_transformer.training import run_dir
 
-    questions = [q for q, _ in load_split_pairs("chatbot-ko")["validation"]]
-    rng = random.Random(seed)
-    return rng.sample(questions, count) + ["", " ", " ".join(rng.sample(questions, 6))]
+    if not run_dir.is_run_dir(path):
+        return None
+    preset = run_dir.RunConfig.read(path).preset
+    corpus = preset.data.corpus if preset is not None else None
+    return corpus if corpus in CORPORA else None
+
+
+def sentences(args, corpus, count=60):
+    """`count` source sentences in the model's language (see the module docstring), with blank and long ones."""
+    if args.sources is not None:
+        pool = [line.strip() for line in args.sources.read_text(encoding="utf-8").splitlines() if line.strip()]
+        origin = str(args.sources)
+    else:
+        corpus = args.corpus or corpus
+        if corpus is None:
+            raise SystemExit("name the model's source sentences: --sources FILE or --corpus NAME")
+        from keras_transformer.datasets import load_split_pairs
+
+        pool, origin = [source for source, _ in load_split_pairs(corpus)["validation"]], f"{corpus} validation"
+    rng = random.Random(args.seed)
+    picked = rng.sample(pool, min(count, len(pool)))
+    return picked + ["", " ", " ".join(rng.sample(pool, min(6, len(pool))))], origin
 
 
 class Server:
@@ -254,9 +283,9 @@ def main():
     print(machine_line(info))
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="serve-http-load-"))
     try:
-        model, description = saved_model(args, workdir)
-        texts = sentences(args.seed)
-        print(f"model: {description} | signature {args.signature} | {len(texts)} distinct sentences")
+        model, description, corpus = saved_model(args, workdir)
+        texts, origin = sentences(args, corpus)
+        print(f"model: {description} | signature {args.signature} | {len(texts)} distinct sentences from {origin}")
         print(
             "| batching | clients | requests | requests/s | p50 ms | p95 ms | p99 ms | mismatches "
             "| score mismatches | errors |"
@@ -278,6 +307,7 @@ def main():
         "machine_line": machine_line(info),
         "load_average_1min_after": round(os.getloadavg()[0], 2),
         "model": description,
+        "sentences": origin,
         "signature": args.signature,
         "settings": {k: v for k, v in vars(args).items() if k not in ("output", "model")},
         "rows": rows,
