@@ -27,6 +27,7 @@ NAN, INF, SEED_LIMIT = "nan", "inf", str(arguments.SEED_MAX + 1)
 # The first arguments of each command that make the rest parse; the paths need not exist: parsing fails first.
 BASE = {
     "train": ["train", "--preset", "tiny", "--output", "run"],
+    "import": ["import", "checkpoint", "--output", "run"],
     "translate": ["translate", "--model", "model", "hello"],
     "evaluate": ["evaluate", "--model", "model", "--source", "src.txt", "--reference", "ref.txt"],
     "chat": ["chat", "--model", "model"],
@@ -108,6 +109,8 @@ BAD_VALUES = [
     ("plot attention", "--sentence", " "),
     ("plot attention", "--target", ""),
     ("plot history", "--csv", ""),
+    ("import", "--output", ""),
+    ("import", "--output", "  "),
 ]
 
 
