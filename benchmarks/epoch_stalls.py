@@ -23,9 +23,10 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from machine import machine_line  # noqa: E402
 
+from keras_transformer.datasets.splits import load_splits  # noqa: E402
 from keras_transformer.models import build_transformer  # noqa: E402
 from keras_transformer.presets import get_preset  # noqa: E402
-from keras_transformer.training import compile_model, load_splits, make_datasets, train_tokenizer  # noqa: E402
+from keras_transformer.training import compile_model, make_datasets, train_tokenizer  # noqa: E402
 
 
 class EpochTimes(keras.callbacks.Callback):

@@ -97,8 +97,8 @@ def main(argv=None):
     results_path = pathlib.Path(args.json or REPO / "benchmarks" / "results" / preset / "current.json")
 
     from keras_transformer import evaluation
-    from keras_transformer.datasets import load_pairs
-    from keras_transformer.training import hold_out_dev, run_dir, train
+    from keras_transformer.datasets import hold_out_dev, load_pairs
+    from keras_transformer.training import run_dir, train
 
     summary = train(preset=preset, output=run, data_dir=data, resume=True)
     print(json.dumps(summary), flush=True)

@@ -8,7 +8,8 @@ Example:
 
 The tensorflow-datasets builders (`Multi30k`, `KoreanChatbot`, `TatoebaSpaEng`,
 `ParallelText`, `ParallelTextConfig`) live in `keras_transformer.datasets.parallel_text`
-and are imported on first use.
+and are imported on first use; a run's splits (`load_splits`, with a dev set
+held out of the training data: `hold_out_dev`) come from `datasets.splits`.
 """
 
 from keras_transformer.datasets.corpora import (
@@ -21,6 +22,7 @@ from keras_transformer.datasets.corpora import (
 )
 from keras_transformer.datasets.pipeline import bucket_shapes, make_batches, make_eval_batches, tokenize_pairs
 from keras_transformer.datasets.readers import read_aligned, read_delimited, read_lines, seeded_split
+from keras_transformer.datasets.splits import hold_out_dev, load_splits
 
 __all__ = [
     "CORPORA",
@@ -37,6 +39,8 @@ __all__ = [
     "read_delimited",
     "read_lines",
     "seeded_split",
+    "hold_out_dev",
+    "load_splits",
 ]
 _BUILDERS = ("Multi30k", "KoreanChatbot", "TatoebaSpaEng", "ParallelText", "ParallelTextConfig")
 

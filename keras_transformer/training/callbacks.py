@@ -1,4 +1,9 @@
-"""Training callbacks: time limit, cooldown, atomic best checkpoint, guarded backup, checkpoint averaging."""
+"""Training callbacks: time limit, cooldown, atomic best checkpoint, guarded backup, checkpoint averaging.
+
+`run_callbacks` puts them together for a run (`model_run.ModelRun`): the
+best checkpoint, the snapshots to average, the epoch count, the logs, the
+time budget with its cooldown, and the resume backup.
+"""
 
 import pathlib
 import time
@@ -6,8 +11,9 @@ import time
 import keras
 import numpy as np
 
-from keras_transformer.errors import ArgumentError, first_line, literal
 from keras_transformer.files import atomic
+from keras_transformer.training import run_dir
+from keras_transformer.training.keras_workarounds import BackupAndRestore  # the guarded backup
 
 
 class TimeLimit(keras.callbacks.Callback):
@@ -78,11 +84,11 @@ class CooldownToEnd(keras.callbacks.Callback):
         self.deadline = None if self.minutes is None else time.monotonic() + 60.0 * self.minutes
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._epoch_started = (time.monotonic(), int(self.model.optimizer.iterations.numpy()))
+        self.epoch_started = (time.monotonic(), int(self.model.optimizer.iterations.numpy()))
 
     def on_epoch_end(self, epoch, logs=None):
         now, step = time.monotonic(), int(self.model.optimizer.iterations.numpy())
-        started, first_step = self._epoch_started
+        started, first_step = self.epoch_started
         steps_per_epoch = max(step - first_step, 1)
         remaining, cooling = [], False
         if self.deadline is not None:
@@ -142,39 +148,6 @@ def save_model_atomic(model, filepath):
         model.save(tmp)
 
 
-class BackupAndRestore(keras.callbacks.BackupAndRestore):
-    """Keras's `BackupAndRestore` (with `double_checkpoint`) whose corrupt backup is a clear error.
-
-    Keras falls back to the previous epoch's copy (`*.bkp`) only when the
-    weights file fails to open; here a half-written `training_metadata.json`
-    falls back to it too. When no copy can be read, `on_train_begin` raises a
-    one-line `ValueError` naming the backup directory instead of h5py's or
-    json's error.
-    """
-
-    def __init__(self, backup_dir, **kwargs):
-        kwargs.setdefault("double_checkpoint", True)
-        super().__init__(backup_dir, **kwargs)
-
-    def _load_model(self):
-        if not self.model.built:
-            return super()._load_model()  # Keras's own error
-        try:
-            return super()._load_model()
-        except (ValueError, KeyError, TypeError) as error:
-            raise OSError(f"{type(error).__name__}: {error}") from error  # Keras then tries the copy
-
-    def on_train_begin(self, logs=None):
-        try:
-            super().on_train_begin(logs)
-        except Exception as error:  # noqa: BLE001  (h5py, json, Keras: all mean "unusable")
-            raise ArgumentError(
-                f"{self.backup_dir}: cannot resume from this backup (corrupt, or of another model?): "
-                f"{literal(first_line(error))}. Delete it to train again from the first epoch, "
-                "or pass {overwrite=True}."
-            ) from None
-
-
 class EpochSnapshots(keras.callbacks.Callback):
     """Keeps the weights of the last `keep` epochs as `epoch-NNN.weights.h5` files.
 
@@ -223,3 +196,66 @@ def average_snapshots(model, paths):
     for variable, summed in zip(model.trainable_weights, total):
         variable.assign((summed / len(paths)).astype(variable.dtype))
     return model
+
+
+def run_callbacks(run, schedule, budget):
+    """`(callbacks, epoch limit)` of `run` (a `model_run.ModelRun`): checkpoints, logs, the time, the backup.
+
+    The callbacks write the run's best model, its snapshots (kept for
+    averaging), its epoch count and best loss in config.json, its history and
+    TensorBoard logs (the chief's only), then end it in time (`budget`, a
+    `options.Budget`, or the preset's) with the learning rate's cooldown, and
+    last back it up for resuming and record the files it wrote.
+    """
+
+    class EpochCounter(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            run.record(completed_epochs=epoch + 1, train_minutes=round(run.prior_minutes + run.minutes(), 2))
+
+    callbacks = [
+        AtomicBestCheckpoint(
+            run.output / run_dir.MODEL,
+            best=float("inf") if run.config.best_val_loss is None else run.config.best_val_loss,
+            on_improvement=lambda epoch, value: run.record(best_val_loss=value, best_epoch=epoch + 1),
+            enabled=run.is_chief,
+        ),
+        EpochSnapshots(run.output / run_dir.SNAPSHOTS, keep=run.preset.training.average_last, enabled=run.is_chief),
+        EpochCounter(),
+    ]
+    if run.is_chief:
+        callbacks += [
+            keras.callbacks.CSVLogger(str(run.output / run_dir.HISTORY), append=True),
+            keras.callbacks.TensorBoard(str(run.output / run_dir.LOGS), write_graph=False),
+        ]
+    schedule_callbacks, epoch_limit = _schedule_callbacks(run, schedule, budget)
+    # Last: an epoch counts as done for resuming only once its checkpoint, status
+    # and log row are written; if the run dies before, resuming trains it again.
+    # Then the record of the files written (see `run_files.files_record`).
+    # Keras's own deletion at the end would remove the whole folder: `ModelRun.finish` removes the backup's files.
+    backup = BackupAndRestore(str(run.backup), double_checkpoint=True, delete_checkpoint=False)
+    record = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: run.record_files())
+    return callbacks + schedule_callbacks + [backup, record], epoch_limit
+
+
+def _schedule_callbacks(run, schedule, budget):
+    """`(callbacks, epoch limit)` that end the run in time: the time budget and the learning rate's cooldown."""
+    recipe, callbacks, minutes = run.preset.training, [], budget.minutes
+    epoch_limit = budget.epochs or (None if minutes else recipe.epochs)
+    total = minutes or recipe.max_minutes  # this call's, or the preset's for the whole run
+    if not minutes and recipe.max_minutes:
+        minutes = recipe.max_minutes - run.prior_minutes  # the whole run's, earlier (resumed) parts included
+    if minutes:
+        minutes = max(minutes - run.minutes(), 0.0)  # counted from the start of `train`: the data included
+        callbacks.append(TimeLimit(minutes))
+    if recipe.cooldown_fraction:
+        callbacks.append(
+            CooldownToEnd(
+                schedule,
+                recipe.cooldown_fraction,
+                minutes=minutes or None,
+                total_minutes=total or None,
+                epochs=epoch_limit,
+                on_update=lambda start, end: run.record(cooldown=(start, end)),
+            )
+        )
+    return callbacks, epoch_limit

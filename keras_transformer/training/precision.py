@@ -77,6 +77,25 @@ def training_route(mixed_precision, cpuinfo_path="/proc/cpuinfo"):
     return "hybrid"
 
 
+def use_policy(mixed_precision, strategy="default"):
+    """Sets Keras's global dtype policy to `mixed_precision` (nothing for None), with the route it trains by.
+
+    Where the hybrid route applies (`training_route`, with the default
+    strategy), it asks for autoclustering (`enable_elementwise_autoclustering`):
+    call this before any graph runs.
+    """
+    import keras
+
+    if not mixed_precision:
+        return
+    keras.mixed_precision.set_global_policy(mixed_precision)
+    with warnings.catch_warnings():  # `compile_model` warns about a CPU without bf16 units, once
+        warnings.simplefilter("ignore")
+        route = training_route(mixed_precision)
+    if strategy == "default" and route == "hybrid":
+        enable_elementwise_autoclustering()
+
+
 AUTOCLUSTER_FLAGS = ("--tf_xla_auto_jit=2", "--tf_xla_cpu_global_jit", "--tf_xla_ops_to_cluster=FUSIBLE")
 
 

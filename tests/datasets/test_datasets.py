@@ -164,8 +164,8 @@ def test_multi30k_with_french_sources_trains_on_both_and_validates_on_english(sh
 
 
 def test_a_dev_set_held_out_of_multi30k_train_is_never_trained_on(shared_data_dir):
+    from keras_transformer.datasets.splits import hold_out_dev, load_splits
     from keras_transformer.presets import get_preset
-    from keras_transformer.training import hold_out_dev, load_splits
 
     full = corpora.load_pairs("multi30k-en-de", shared_data_dir)
     splits = load_splits(get_preset("multi30k-en-de").replace(dev_examples=1000), shared_data_dir)

@@ -25,10 +25,10 @@ import time
 
 import pytest
 
+from keras_transformer import training
 from keras_transformer.commands import cli
 from keras_transformer.datasets import corpora, download_progress, downloads
 from keras_transformer.training import run_dir
-from keras_transformer.training import trainer as training
 
 MULTI30K_GZ = [download.url.rsplit("/", 1)[1] for download in downloads.DOWNLOADS["multi30k_task1"]]
 

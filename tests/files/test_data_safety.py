@@ -15,11 +15,13 @@ import sys
 
 import pytest
 
+from keras_transformer import training
 from keras_transformer.commands import cli
 from keras_transformer.files import destinations, manifest
+from keras_transformer.presets import get_preset
 from keras_transformer.serving.export import load
+from keras_transformer.training import data as training_data
 from keras_transformer.training import run_dir
-from keras_transformer.training import trainer as training
 
 from trained_runs import trained_export
 
@@ -223,7 +225,7 @@ def test_a_run_that_failed_before_its_first_epoch_is_claimed_and_restarts(tmp_pa
     def fail(*args, **kwargs):
         raise OSError("simulated failure before the first epoch")
 
-    monkeypatch.setattr(training, "make_datasets", fail)
+    monkeypatch.setattr(training_data, "make_datasets", fail)
     with pytest.raises(OSError):
         training.train("tiny", output=output, epochs=1, max_examples=30, verbose=0)
     monkeypatch.undo()
@@ -236,7 +238,7 @@ def test_a_run_that_failed_before_its_first_epoch_is_claimed_and_restarts(tmp_pa
 
     training.train("tiny", output=output, epochs=1, max_examples=300, verbose=0, resume=True)
     config = run_dir.read_config(output)
-    splits = training.load_splits(training.get_preset("tiny").replace(max_examples=300), None)
+    splits = training.load_splits(get_preset("tiny").replace(max_examples=300), None)
     assert config["finished"] and config["train_data_sha256"] == training.training_data_sha256(splits["train"])
     assert (output / run_dir.SOURCE_TOKENIZER / "tokenizer.model").read_bytes() != small_tokenizer
 

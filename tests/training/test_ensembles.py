@@ -12,18 +12,18 @@ from test_training import SMALL
 
 def test_an_ensemble_trains_its_members_in_turn_resumes_and_translates(tmp_path, monkeypatch, capsys):
     from keras_transformer.serving import export
-    from keras_transformer.training import trainer as training
+    from keras_transformer.training import model_run
 
     output = tmp_path / "ensemble"
     options = dict(output=output, epochs=1, verbose=0, ensemble=2, max_minutes=30.0, **SMALL)
-    train_run = training._train_run
+    train_run = model_run.train_model
 
     def interrupted_in_the_second_member(preset, member_output, *args, **kwargs):
         if member_output.name == "member-1":
             raise KeyboardInterrupt
         return train_run(preset, member_output, *args, **kwargs)
 
-    monkeypatch.setattr(training, "_train_run", interrupted_in_the_second_member)
+    monkeypatch.setattr(model_run, "train_model", interrupted_in_the_second_member)
     with pytest.raises(KeyboardInterrupt):
         train("tiny", **options)
     assert run_dir.read_config(output / "member-0")["finished"]
@@ -32,7 +32,7 @@ def test_an_ensemble_trains_its_members_in_turn_resumes_and_translates(tmp_path,
     assert main(["train", "--preset", "tiny", "--epochs", "1", "--output", str(output)]) == 2
     assert "interrupted run" in capsys.readouterr().err
 
-    monkeypatch.setattr(training, "_train_run", train_run)
+    monkeypatch.setattr(model_run, "train_model", train_run)
     first_member = (output / "member-0" / run_dir.MODEL).stat().st_mtime_ns
     summary = train("tiny", resume=True, **options)
     assert (output / "member-0" / run_dir.MODEL).stat().st_mtime_ns == first_member  # not trained again

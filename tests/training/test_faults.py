@@ -186,11 +186,12 @@ def _interrupted_copy(run, tmp_path, name="model", full_corpus=False):
     trains on, without `max_examples`), so that resuming gets past the check of the training data.
     """
     from keras_transformer import training
+    from keras_transformer.presets import get_preset
 
     copy = _copy(run, tmp_path, name)
     config = {**run_dir.read_config(copy), "finished": False}
     if full_corpus:
-        pairs = training.load_splits(training.get_preset("tiny"), None)["train"]
+        pairs = training.load_splits(get_preset("tiny"), None)["train"]
         config["train_data_sha256"] = training.training_data_sha256(pairs)
     run_dir.write_json_atomic(copy / run_dir.CONFIG, config)
     return copy

@@ -9,11 +9,11 @@ import shutil
 
 import pytest
 
+from keras_transformer import training
 from keras_transformer.commands import cli
 from keras_transformer.datasets import corpora
 from keras_transformer.presets import get_preset
 from keras_transformer.training import run_dir
-from keras_transformer.training import trainer as training
 
 WORDS = [
     "red",

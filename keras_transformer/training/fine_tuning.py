@@ -1,0 +1,105 @@
+"""Fine-tuning: starting a run from another run's model and tokenizer (`train(init_from=...)`).
+
+The run fine-tuned from must be one model's finished run of this package; the
+new run's model has its shape (`SHAPE_FIELDS`) and starts from its weights, and
+config.json records it (`record`).
+"""
+
+import hashlib
+import pathlib
+
+from keras_transformer.training import run_dir
+
+# What must match between a preset and the run it fine-tunes: the model's shape, and the vocabulary.
+SHAPE_FIELDS = (
+    "num_layers",
+    "num_decoder_layers",
+    "d_model",
+    "num_heads",
+    "d_ff",
+    "max_length",
+    "norm_first",
+    "share_embeddings",
+    "tie_output_embedding",
+    "vocab_size",
+)
+
+
+def init_run_config(init_from):
+    """The `RunConfig` of the run that `init_from` names; a run it cannot start from is a ValueError."""
+    path = pathlib.Path(init_from)
+    if not run_dir.is_run_dir(path):
+        raise ValueError(
+            f"`init_from` must be a run directory of this package (with {run_dir.CONFIG} and "
+            f"{run_dir.MODEL}). Received: init_from={str(init_from)!r}"
+        )
+    config = run_dir.RunConfig.read(path)
+    if config.members:
+        raise ValueError(
+            f"`init_from` must be one model's run, not an ensemble. Received: init_from={str(init_from)!r}"
+        )
+    if not (path / run_dir.MODEL).is_file() or config.preset is None:
+        raise ValueError(
+            f"`init_from` must be a run with a trained {run_dir.MODEL} and its preset in "
+            f"{run_dir.CONFIG}. Received: init_from={str(init_from)!r}"
+        )
+    return config
+
+
+def _shape_setting(preset, field):
+    return getattr(preset.data if field == "vocab_size" else preset.model, field)
+
+
+def check_same_shape(preset, init_config, init_from):
+    """A preset whose model differs from the run being fine-tuned is a ValueError naming the fields."""
+    recorded = init_config.preset
+    differing = [
+        f"{field} {_shape_setting(preset, field)!r} (run: {_shape_setting(recorded, field)!r})"
+        for field in SHAPE_FIELDS
+        if _shape_setting(preset, field) != _shape_setting(recorded, field)
+    ]
+    if differing:
+        raise ValueError(
+            f"`preset` {preset.name!r} gives a model other than the one in `init_from`: {', '.join(differing)}. "
+            f"Leave `preset` out to fine-tune with the run's ({recorded.name!r}), or change those fields. "
+            f"Received: preset={preset.name!r}, init_from={str(init_from)!r}"
+        )
+
+
+def initial_weights(init_from):
+    """The weights of `init_from`'s model (its best or averaged epoch); a model that does not load is a ValueError."""
+    import keras
+
+    path = pathlib.Path(init_from) / run_dir.MODEL
+    try:
+        return keras.saving.load_model(path, compile=False).get_weights()
+    except Exception as error:  # noqa: BLE001  (zip, HDF5, JSON, Keras: all mean "corrupt")
+        message = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        raise ValueError(f"{path}: cannot fine-tune from it, the model does not load: {message}") from None
+
+
+def set_initial_weights(model, weights, init_from):
+    """Sets `model`'s weights to `weights` (`initial_weights`); weights of other shapes are a ValueError."""
+    shapes = [tuple(w.shape) for w in weights], [tuple(w.shape) for w in model.get_weights()]
+    if shapes[0] != shapes[1]:
+        raise ValueError(
+            f"`init_from`'s {run_dir.MODEL} does not fit the model its {run_dir.CONFIG} describes. "
+            f"Received: init_from={str(init_from)!r}"
+        )
+    model.set_weights(weights)
+
+
+def record(init_from):
+    """What config.json records of the run fine-tuned from: its absolute path and its model's sha256."""
+    return {
+        "run": str(pathlib.Path(init_from).resolve()),
+        "model_sha256": _file_sha256(pathlib.Path(init_from) / run_dir.MODEL),
+    }
+
+
+def _file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
