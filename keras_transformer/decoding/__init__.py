@@ -28,13 +28,21 @@ from keras_transformer.decoding.greedy_search import GreedySearch
 from keras_transformer.decoding.model_search import (
     BoundSearch,
     bind,
+    compile_scores,
     compile_search,
     decode,
     resolve_max_length,
     sequence_scores,
 )
 from keras_transformer.decoding.sampling_search import SamplingSearch, filter_logits
-from keras_transformer.decoding.search import Search, SearchResult, Step, TruncatedOutputWarning, length_penalty
+from keras_transformer.decoding.search import (
+    Search,
+    SearchResult,
+    Step,
+    TruncatedOutputWarning,
+    check_beam_size,
+    length_penalty,
+)
 from keras_transformer.decoding.settings import search_for
 
 __all__ = [
@@ -52,6 +60,8 @@ __all__ = [
     "beam_decode",
     "bind",
     "cached_step",
+    "check_beam_size",
+    "compile_scores",
     "compile_search",
     "decode",
     "ensemble_members",

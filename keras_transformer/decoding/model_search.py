@@ -7,9 +7,10 @@ an ensemble, a list of models; or the uncached reference step): a
 as one XLA program per input shape (`tf.function` on TensorFlow, `jax.jit`
 on JAX) or, with `compact=True`, in segments that drop the sources that are
 done (`keras_transformer.decoding.compaction`). The `Translator`, the tests
-and the benchmarks all compile through `compile_search`. Every search
-returns a `SearchResult` `(ids, scores, finished)`; an empty source row (all
-padding) decodes to nothing and counts as finished.
+and the benchmarks all compile through `compile_search`; `compile_scores`
+compiles the teacher-forced `sequence_scores` the same way (`compiled`).
+Every search returns a `SearchResult` `(ids, scores, finished)`; an empty
+source row (all padding) decodes to nothing and counts as finished.
 
 Example:
 
@@ -168,8 +169,8 @@ def compile_search(model, search, max_length=None, *, cached=True, jit_compile=T
     >>> ids = decode(keras.ops.convert_to_tensor([[5, 6, 7, 0]])).best().ids
     """
     bound = bind(model, search, max_length, cached=cached)
-    backend = keras.backend.backend()
     if compact:
+        backend = keras.backend.backend()
         if backend != "tensorflow" or not cached:
             raise ValueError(
                 "`compact=True` needs the TensorFlow backend and the cached step. "
@@ -180,17 +181,27 @@ def compile_search(model, search, max_length=None, *, cached=True, jit_compile=T
     def decode(source_ids, *inputs, **settings):
         return bound._replace(search=bound.search.replace(**settings)).run(source_ids, *inputs)
 
+    return compiled(decode, jit_compile)
+
+
+def compiled(fn, jit_compile=True):
+    """`fn` as one program: a `tf.function` (XLA with `jit_compile=True`) on TensorFlow, `jax.jit` on JAX.
+
+    What `compile_search` and `compile_scores` compile with; elsewhere `fn`
+    as it is.
+    """
+    backend = keras.backend.backend()
     if backend == "tensorflow":
         import tensorflow as tf
 
         # autograph=False: the loops are explicit `while_loop`s, written for JAX too; converting the
         # source first took half of the first call of a compiled beam search.
-        return tf.function(decode, jit_compile=jit_compile, reduce_retracing=True, autograph=False)
+        return tf.function(fn, jit_compile=jit_compile, reduce_retracing=True, autograph=False)
     if backend == "jax" and jit_compile:
         import jax
 
-        return jax.jit(decode)
-    return decode
+        return jax.jit(fn)
+    return fn
 
 
 def _compacting(bound, jit_compile):
@@ -238,3 +249,19 @@ def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=START_ID,
     real = ops.not_equal(output_ids, PAD_ID)
     total = ops.sum(ops.where(real, token_log_probs, 0.0), axis=1)
     return search.normalise(total, ops.sum(ops.cast(real, "int32"), axis=1))
+
+
+def compile_scores(model, alpha=0.0, start_id=START_ID, end_id=END_ID, *, jit_compile=True):
+    """`score(source_ids, output_ids) -> scores (batch,)`: `sequence_scores` of `model`, compiled as searches are.
+
+    Example:
+
+    >>> score = compile_scores(model)
+    >>> tuple(score(keras.ops.convert_to_tensor([[5, 6, 7]]), keras.ops.convert_to_tensor([[9, 3, 0]])).shape)
+    (1,)
+    """
+
+    def score(source_ids, output_ids):
+        return sequence_scores(model, source_ids, output_ids, alpha, start_id, end_id)
+
+    return compiled(score, jit_compile)
