@@ -243,21 +243,18 @@ def _positive(value, name):
 
 
 def _cache_length(run, model, max_length):
-    limit = min(int(model.max_length), MAX_CACHE_LENGTH)
-    if max_length is None:
-        max_length = int(model.max_length)
-        if max_length > MAX_CACHE_LENGTH:
-            raise ArgumentError(
-                f"{literal(run)}: the model's max_length {max_length} is more than the LiteRT decoder's fixed "
-                f"self-attention cache holds ({MAX_CACHE_LENGTH} positions): pass {{max_length={MAX_CACHE_LENGTH}}} "
-                "or less"
-            )
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or not 1 <= max_length <= limit:
+    """The decode length (the self-attention cache's), checked against the model and `MAX_CACHE_LENGTH`."""
+    length = int(model.max_length) if max_length is None else max_length
+    if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= model.max_length:
         raise ArgumentError(
-            f"{{max_length={max_length!r}}} must be an int from 1 to {limit} (the model's max_length "
-            f"{model.max_length}, and the LiteRT decoder's fixed cache of {MAX_CACHE_LENGTH} positions)"
+            f"{{max_length={max_length!r}}} must be an int from 1 to the model's max_length {model.max_length}"
         )
-    return max_length
+    if length > MAX_CACHE_LENGTH:
+        raise ArgumentError(
+            f"{literal(run)}: max_length {length} is more than the LiteRT decoder's fixed self-attention cache "
+            f"holds ({MAX_CACHE_LENGTH} positions): pass {{max_length={MAX_CACHE_LENGTH}}} or less"
+        )
+    return length
 
 
 def _check_run(run):
