@@ -32,6 +32,7 @@ MODULES = [
     "keras_transformer.decoding.searches",
     "keras_transformer.decoding.compaction",
     "keras_transformer.decoding.traced_step",
+    "keras_transformer.litert.search",
     "keras_transformer.files.text_files",
     "keras_transformer.files.destinations",
     "keras_transformer.files.ownership",
