@@ -123,9 +123,11 @@ def bind(model, search, max_length=None, *, cached=True):
     else:
         step, initial = model_step(model, beams), lambda ids: initial_state(model, ids, max_length, beams)
 
+    source_pad = as_transformer(ensemble_members(model)[0]).config.pad_id  # the source's (an import's own)
+
     def init(search, source_ids, *inputs):
         ids = check_source_ids(source_ids)
-        rows = search.initial_rows(ops.shape(ids)[0], max_length, empty_sources(ids, search.pad_id), *inputs)
+        rows = search.initial_rows(ops.shape(ids)[0], max_length, empty_sources(ids, source_pad), *inputs)
         return rows, initial(ids)
 
     return BoundSearch(search, step, init, max_length)
