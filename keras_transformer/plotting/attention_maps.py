@@ -17,7 +17,6 @@ Example:
 import numpy as np
 from keras import ops
 
-from keras_transformer.layers.masks import padding_mask
 from keras_transformer.models import as_transformer
 
 __all__ = ["attention_weights", "sentence_attention"]
@@ -58,7 +57,7 @@ def attention_weights(model, source_ids, target_ids, training=False):
         )
     memory, encoder_scores = model.encode(source_ids, training, return_attention_scores=True)
     _, self_scores, cross_scores = model.decode(
-        target_ids, memory, padding_mask(source_ids), training, return_attention_scores=True
+        target_ids, memory, model.source_padding_mask(source_ids), training, return_attention_scores=True
     )
     return {
         "encoder": [_to_numpy(scores) for scores in encoder_scores],
@@ -99,25 +98,25 @@ def sentence_attention(
     """
     import tensorflow as tf
 
-    from keras_transformer.tokenizers import END_ID, START_ID
-
+    config = as_transformer(model).config  # the model's own ids (an import's differ from this package's)
     target_tokenizer = source_tokenizer if target_tokenizer is None else target_tokenizer
     source = source_tokenizer.tokenize(tf.constant([sentence]))[0].numpy().astype("int32")
     if add_source_end:
-        source = np.append(source, END_ID).astype("int32")
+        source = np.append(source, getattr(source_tokenizer, "end_id", config.end_id)).astype("int32")
     if source.size == 0:
         raise ValueError(f"`sentence` has no tokens. Received: sentence={sentence!r}")
     if target is not None:
         output = target_tokenizer.tokenize(tf.constant([target]))[0].numpy().astype("int32")
-        output = np.append(output, END_ID)
+        output = np.append(output, config.end_id)
     else:
-        from keras_transformer.decoding import greedy_decode, resolve_max_length
+        from keras_transformer.decoding import decode, resolve_max_length, search_for
 
         max_length = resolve_max_length(model, max_length)
-        output = _to_numpy(greedy_decode(model, source[None], max_length=max_length))[0]
-        ends = np.flatnonzero(output == END_ID)
-        output = output[: ends[0] + 1] if ends.size else output[output != 0]
-    decoder_inputs = np.concatenate([[START_ID], output[:-1]]).astype("int32")
+        greedy = search_for(1, **config.special_ids())
+        output = _to_numpy(decode(model, source[None], greedy, max_length=max_length).best().ids)[0]
+        ends = np.flatnonzero(output == config.end_id)
+        output = output[: ends[0] + 1] if ends.size else output[output != config.target_pad]
+    decoder_inputs = np.concatenate([[config.start_id], output[:-1]]).astype("int32")
     return {
         "source_tokens": _pieces(source_tokenizer, source),
         "input_tokens": _pieces(target_tokenizer, decoder_inputs),

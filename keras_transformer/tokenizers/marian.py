@@ -66,6 +66,10 @@ class MarianTokenizer(tf.Module):
         by_id = [""] * self.vocab_size
         for piece, index in self._vocab.items():
             by_id[index] = "" if piece in SPECIAL_PIECES else _surface(piece)
+        pieces_by_id = [""] * self.vocab_size
+        for piece, index in self._vocab.items():
+            pieces_by_id[index] = piece
+        self._pieces_by_id = tf.constant(pieces_by_id)
         self._surfaces = tf.constant([text.encode("utf-8") if isinstance(text, str) else text for text in by_id])
         self.tokenize.get_concrete_function(tf.TensorSpec([None], tf.string))
         self.detokenize.get_concrete_function(tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1))
@@ -99,6 +103,10 @@ class MarianTokenizer(tf.Module):
         ids = tf.ragged.boolean_mask(ids, tf.logical_and(ids >= 0, ids < self.vocab_size))
         joined = tf.strings.reduce_join(tf.ragged.map_flat_values(tf.gather, self._surfaces, ids), axis=-1)
         return tf.strings.strip(tf.strings.regex_replace(joined, "\u2581", " "))
+
+    def id_to_piece(self, ids):
+        """The pieces of int `ids` (any shape), as `vocab.json` names them."""
+        return tf.gather(self._pieces_by_id, tf.cast(ids, tf.int32))
 
     def save(self, directory, spm_name, vocab_name):
         """Writes the SentencePiece model, the vocabulary and `tokenizer.json` to `directory`, atomically."""

@@ -84,3 +84,15 @@ def test_the_saved_model_signatures_give_the_runs_strings(imported, tmp_path):
     assert strings(loaded.signatures["serving_default"](sentences=sentences)["translations"]) == strings(
         quietly(live, reference["sentences"])
     )
+
+
+def test_plot_attention_follows_transformers_greedy_output(imported):
+    from keras_transformer.commands.plot import load_run
+    from keras_transformer.plotting.attention_maps import sentence_attention
+
+    run, reference = imported
+    model, source, target = load_run(run)
+    ended = next(i for i, ids in enumerate(reference["greedy_ids"]) if len(ids) < reference["max_new_tokens"])
+    result = sentence_attention(model, source, reference["sentences"][ended], target, add_source_end=True)
+    assert list(result["target_ids"][1:]) + [0] == reference["greedy_ids"][ended]
+    assert result["weights"]["decoder_cross"][-1].shape[-1] == len(reference["source_ids"][ended])
