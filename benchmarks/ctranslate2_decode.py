@@ -8,7 +8,7 @@ split, tokenized beforehand and cut to `--max-length` tokens, sorted by
 length, are decoded in batches of `--batch-size`, at most `--max-length`
 generated tokens:
 
-- ours: `compile_decoder` (XLA) greedy and beam, every batch padded to one
+- ours: `compile_search` (XLA) greedy and beam, every batch padded to one
   width (the longest source rounded up to 16), as one XLA program
   (`compact=False`) and compacting (`compact=True`: finished sentences dropped
   from the batch between segments of steps, `keras_transformer.decoding.compaction`),
@@ -139,8 +139,12 @@ def ours(model, batches, search, beam, alpha, max_length, repeats, compact, work
     first pass over all batches compiles every shape it meets (the
     compacting decoder meets a few batch sizes) and is not in the median.
     """
-    options = dict(beam_size=beam, alpha=alpha) if search == "beam" else {}
-    decode = decoding.compile_decoder(model, search, max_length=max_length, compact=compact, **options)
+    search = decoding.BeamSearch(beam, alpha=alpha) if search == "beam" else decoding.GreedySearch()
+    compiled = decoding.compile_search(model, search, max_length=max_length, compact=compact)
+
+    def decode(source_ids):
+        return compiled(source_ids).best().ids
+
     pool = ThreadPoolExecutor(workers)
 
     def decode_all():

@@ -1,7 +1,7 @@
 """Decoding throughput: sentences/s of greedy and beam search, cached vs uncached.
 
 Translates Multi30k test (or val) sentences in batches of 100, up to 64
-generated tokens, with each decoder compiled by XLA (`compile_decoder`):
+generated tokens, with each decoder compiled by XLA (`compile_search`):
 the cached decoders (one decoder step per token over the key/value cache)
 and the uncached baselines (the whole model re-run on the whole target
 buffer at every step). Sources are sorted by length and all padded to
@@ -131,6 +131,12 @@ def measure(decode, source_batches):
     return compile_seconds, total, sentences, tokens
 
 
+def best_ids(model, search, max_length, cached=True):
+    """`decode(source_ids) -> ids`: the best hypothesis of `search`, compiled (`decoding.compile_search`)."""
+    decode = decoding.compile_search(model, search, max_length=max_length, cached=cached)
+    return lambda source_ids: decode(source_ids).best().ids
+
+
 def keras_hub_greedy(
     max_length,
     full_length,
@@ -236,32 +242,13 @@ def main():
         f"max {args.max_length} generated tokens, {stop}, beam {args.beam} alpha {args.alpha}, XLA"
     )
     never = {"end_id": -1} if args.full_length else {}
-    beam = dict(beam_size=args.beam, alpha=args.alpha, **never)
+    greedy = decoding.GreedySearch(**never)
+    beam = decoding.BeamSearch(args.beam, alpha=args.alpha, **never)
     configs = [
-        (
-            "ours",
-            "greedy",
-            "cached",
-            lambda: decoding.compile_decoder(model, "greedy", max_length=args.max_length, **never),
-        ),
-        (
-            "ours",
-            f"beam-{args.beam}",
-            "cached",
-            lambda: decoding.compile_decoder(model, "beam", max_length=args.max_length, **beam),
-        ),
-        (
-            "ours",
-            "greedy",
-            "uncached",
-            lambda: decoding.compile_decoder(model, "greedy_uncached", max_length=args.max_length, **never),
-        ),
-        (
-            "ours",
-            f"beam-{args.beam}",
-            "uncached",
-            lambda: decoding.compile_decoder(model, "beam_uncached", max_length=args.max_length, **beam),
-        ),
+        ("ours", "greedy", "cached", lambda: best_ids(model, greedy, args.max_length)),
+        ("ours", f"beam-{args.beam}", "cached", lambda: best_ids(model, beam, args.max_length)),
+        ("ours", "greedy", "uncached", lambda: best_ids(model, greedy, args.max_length, cached=False)),
+        ("ours", f"beam-{args.beam}", "uncached", lambda: best_ids(model, beam, args.max_length, cached=False)),
     ]
     if not args.no_keras_hub:
         try:

@@ -23,6 +23,7 @@ import time
 
 from machine import describe_machine, machine_line
 
+from keras_transformer import decoding
 from keras_transformer.serving import export, translation
 
 
@@ -40,7 +41,8 @@ def parse_args():
 
 def timed(translator, sentences, batch_size, beam):
     start = time.perf_counter()
-    outputs = translation.translate_lines(translator, sentences, batch_size, greedy=beam == 1)
+    greedy = isinstance(decoding.search_for(beam), decoding.GreedySearch)  # a beam of 1
+    outputs = translation.translate_lines(translator, sentences, batch_size, greedy=greedy)
     return time.perf_counter() - start, outputs
 
 

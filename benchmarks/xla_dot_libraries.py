@@ -94,8 +94,12 @@ def time_decode(model, args):
     _, _, pairs = test_pairs(run, args.data_dir, 1000)
     sources = sorted(tokenize(run, [s for s, _ in pairs], max_length), key=len)
     batch = batches_of(sources[-args.rows :], args.rows)[0][1].numpy()
-    options = dict(beam_size=4, alpha=0.6) if args.search == "beam" else {}
-    decode = decoding.compile_decoder(model, args.search, max_length=max_length, compact=False, **options)
+    search = decoding.BeamSearch(4, alpha=0.6) if args.search == "beam" else decoding.GreedySearch()
+    compiled = decoding.compile_search(model, search, max_length=max_length, compact=False)
+
+    def decode(source_ids):
+        return compiled(source_ids).best().ids
+
     ids = np.asarray(decode(batch))
     times = []
     for _ in range(args.repeats):

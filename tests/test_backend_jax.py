@@ -356,9 +356,10 @@ def transformer_decodes_through_its_interface():
     model = _tiny_transformer(dropout=0.0)
     source = np.array([[5, 6, 7, 0], [9, 4, 0, 0]], "int32")
     greedy = _np(decoding.greedy_decode(model, source, max_length=6))
-    np.testing.assert_array_equal(_np(decoding.greedy_decode_uncached(model, source, max_length=6)), greedy)
-    beam = decoding.compile_decoder(model, "beam", beam_size=3, max_length=6)  # jax.jit
-    assert _np(beam(keras.ops.convert_to_tensor(source))).shape == (2, 6)
+    uncached = decoding.decode(model, source, decoding.GreedySearch(), max_length=6, cached=False)
+    np.testing.assert_array_equal(_np(uncached.best().ids), greedy)
+    beam = decoding.compile_search(model, decoding.BeamSearch(3), max_length=6)  # jax.jit
+    assert _np(beam(keras.ops.convert_to_tensor(source)).best().ids).shape == (2, 6)
     weights = attention_maps.attention_weights(model, source, [[2, 11, 12], [2, 13, 0]])
     assert weights["decoder_cross"][0].shape == (2, 2, 3, 4)
 
@@ -368,7 +369,7 @@ def beam_candidates_equal_a_full_top_k():
     import keras
     import numpy as np
 
-    from keras_transformer.decoding.searches import best_candidates
+    from keras_transformer.decoding.beam_search import best_candidates
 
     rng = np.random.default_rng(0)
     logits = np.round(rng.normal(size=(6, 4, 1000)), 1).astype("float32")  # equal scores too

@@ -27,9 +27,16 @@ MODULES = [
     "keras_transformer.schedules",
     "keras_transformer.optimizers",
     "keras_transformer.training.precision",
+    "keras_transformer.decoding.search",
+    "keras_transformer.decoding.greedy_search",
+    "keras_transformer.decoding.sampling_search",
+    "keras_transformer.decoding.beam_search",
+    "keras_transformer.decoding.settings",
+    "keras_transformer.decoding.cache",
+    "keras_transformer.decoding.ensembles",
+    "keras_transformer.decoding.model_search",
+    "keras_transformer.decoding.functions",
     "keras_transformer.training.data",
-    "keras_transformer.decoding.decoders",
-    "keras_transformer.decoding.searches",
     "keras_transformer.decoding.compaction",
     "keras_transformer.decoding.traced_step",
     "keras_transformer.files.text_files",
@@ -51,9 +58,15 @@ MODULES = [
 ]
 
 
+# The decoding modules whose examples decode with a model.
+MODEL_EXAMPLES = {
+    f"keras_transformer.decoding.{name}" for name in ("cache", "ensembles", "model_search", "functions", "compaction")
+}
+
+
 def _extra_globals(module_name):
     """The decoders' examples use a `model` (and `decoding`) they do not bring: a tiny one stands in."""
-    if module_name not in ("keras_transformer.decoding.decoders", "keras_transformer.decoding.compaction"):
+    if module_name not in MODEL_EXAMPLES:
         return {}
     model = build_transformer(300, 300, num_layers=1, d_model=32, num_heads=4, d_ff=64, max_length=32)
     return {"model": model, "decoding": decoding}

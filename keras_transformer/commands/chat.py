@@ -54,6 +54,7 @@ def add_parser(subparsers):
 
 
 def run(args):
+    from keras_transformer.commands.translate import asks_greedy
     from keras_transformer.serving.export import load
     from keras_transformer.serving.translation import translate_lines
 
@@ -76,7 +77,7 @@ def run(args):
         if "\0" in text:
             raise ValueError(f"input line {turn} contains a NUL byte, which the model cannot translate; remove it")
         if args.beam is not None:
-            reply = translate_lines(translator, [text], greedy=args.beam == 1)[0]
+            reply = translate_lines(translator, [text], greedy=asks_greedy(args.beam))[0]
         else:
             seed = args.seed if args.seed < 0 else args.seed + turn
             sample = (args.temperature, args.top_k, args.top_p, seed)

@@ -39,7 +39,7 @@ def add_parser(subparsers):
 
 def run(args):
     from keras_transformer import evaluation
-    from keras_transformer.commands.translate import warn_cut_off, warn_truncated
+    from keras_transformer.commands.translate import asks_greedy, warn_cut_off, warn_truncated
     from keras_transformer.files import output_files, text_files
     from keras_transformer.serving.export import load
     from keras_transformer.serving.translation import Progress, translate_lines_with_status
@@ -57,12 +57,13 @@ def run(args):
     translator = load(args.model, beam_size=args.beam, alpha=args.alpha, compact=args.compact)
     warn_truncated(translator, sources)
     progress = None if args.quiet else Progress(len(sources))
+    greedy = asks_greedy(args.beam)
     hypotheses, finished = translate_lines_with_status(
-        translator, sources, args.batch_size, greedy=args.beam == 1, progress=progress, workers=args.workers
+        translator, sources, args.batch_size, greedy=greedy, progress=progress, workers=args.workers
     )
     warn_cut_off(finished)
     scores = evaluation.score(hypotheses, references)
-    beam = 1 if args.beam == 1 else int(translator.beam_size.numpy())
+    beam = 1 if greedy else int(translator.beam_size.numpy())
     scores.update(
         model=str(args.model), source=str(args.source), reference=[str(p) for p in args.reference], beam_size=beam
     )

@@ -95,8 +95,9 @@ def run(args):
     if args.n_best:
         text = _nbest_text(translator, sentences, args, progress)
     else:
+        greedy = asks_greedy(args.beam)
         translations, finished = translate_lines_with_status(
-            translator, sentences, args.batch_size, greedy=args.beam == 1, progress=progress, workers=args.workers
+            translator, sentences, args.batch_size, greedy=greedy, progress=progress, workers=args.workers
         )
         warn_cut_off(finished)
         text = "".join(t + "\n" for t in translations)
@@ -115,6 +116,13 @@ def _nbest_text(translator, sentences, args, progress):
     return "".join(
         f"{index}\t{score:.6f}\t{text}\n" for index, hypotheses in enumerate(rows) for score, text, _ in hypotheses
     )
+
+
+def asks_greedy(beam):
+    """Whether `--beam` asks for greedy search: `decoding.search_for` decides (a beam of 1 is greedy)."""
+    from keras_transformer.decoding import GreedySearch, search_for
+
+    return isinstance(search_for(beam), GreedySearch)
 
 
 def check_utf8(text, where):

@@ -1,99 +1,80 @@
-"""Fast autoregressive decoding over the key/value cache: greedy, beam search, sampling.
+"""Decoding: searches over any decoder step (greedy, sampling, beam), the cached step of a model, ensembles.
 
-The searches (`searches`) run over any decoder step; `decoders` gives the
-cached step of a model from `build_transformer` (the encoder run once, one
-token per step through a fixed-size key/value cache) and the decoders over
-it, `greedy_decode`, `beam_decode` and `sample_decode`, each compiled into one
-XLA program; `compaction` drops the sources that are done between segments.
-Decoding knows models and layers, and nothing of training or serving.
+A search is an object (`GreedySearch`, `SamplingSearch`, `BeamSearch`, all
+`Search`es, whose base class owns the one loop) that runs over any
+`step_fn(tokens, index, state) -> (logits, state)` and returns one
+`SearchResult` `(ids, scores, finished)`; `search_for` maps user settings to
+a search, the one place where a beam of 1 means greedy. `decode` runs a
+search over the cached step of a model from `build_transformer` (`cache`)
+or of an ensemble (`ensembles`), and `compile_search` compiles it into one
+XLA program, or segments that drop the finished sources (`compaction`), with
+the step traced once (`traced_step`). `greedy_decode`, `beam_decode` and
+`sample_decode` are the one-call forms. Decoding knows models and layers,
+and nothing of training or serving.
 """
 
-from keras_transformer.decoding.decoders import (
-    Decoder,
-    TruncatedOutputWarning,
-    beam_decode,
-    beam_decode_uncached,
-    beam_decoder,
+from keras_transformer.config import END_ID, PAD_ID, START_ID
+from keras_transformer.decoding.beam_search import BeamSearch
+from keras_transformer.decoding.cache import (
     cached_step,
-    compile_decoder,
-    ensemble_members,
-    ensemble_step,
-    greedy_decode,
-    greedy_decode_uncached,
-    greedy_decoder,
     initial_state,
-    make_ensemble_step_fn,
     make_step_fn,
-    make_uncached_step_fn,
-    per_member,
     reorder_beams,
     resize_cache,
+)
+from keras_transformer.decoding.ensembles import ensemble_members, make_ensemble_step_fn
+from keras_transformer.decoding.functions import beam_decode, greedy_decode, sample_decode
+from keras_transformer.decoding.greedy_search import GreedySearch
+from keras_transformer.decoding.model_search import (
+    BoundSearch,
+    bind,
+    compile_scores,
+    compile_search,
+    decode,
     resolve_max_length,
-    run_decoder,
-    sample_decode,
-    sample_decoder,
     sequence_scores,
 )
-from keras_transformer.decoding.searches import (
-    END_ID,
-    START_ID,
+from keras_transformer.decoding.sampling_search import SamplingSearch, filter_logits
+from keras_transformer.decoding.search import (
     Search,
-    beam,
-    beam_rows,
-    beam_search,
+    SearchResult,
+    Step,
+    TruncatedOutputWarning,
     check_beam_size,
-    filter_logits,
-    greedy_choice,
-    greedy_search,
     length_penalty,
-    run_search,
-    sample_search,
-    sampling_choice,
-    sampling_noise,
-    token_rows,
-    token_search,
 )
+from keras_transformer.decoding.settings import search_for
 
 __all__ = [
-    "Decoder",
+    "BeamSearch",
+    "BoundSearch",
     "END_ID",
+    "GreedySearch",
+    "PAD_ID",
     "START_ID",
+    "SamplingSearch",
     "Search",
+    "SearchResult",
+    "Step",
     "TruncatedOutputWarning",
-    "beam",
     "beam_decode",
-    "beam_decode_uncached",
-    "beam_decoder",
-    "beam_rows",
-    "beam_search",
+    "bind",
     "cached_step",
     "check_beam_size",
-    "compile_decoder",
+    "compile_scores",
+    "compile_search",
+    "decode",
     "ensemble_members",
-    "ensemble_step",
     "filter_logits",
-    "greedy_choice",
     "greedy_decode",
-    "greedy_decode_uncached",
-    "greedy_decoder",
-    "greedy_search",
     "initial_state",
     "length_penalty",
     "make_ensemble_step_fn",
     "make_step_fn",
-    "make_uncached_step_fn",
-    "per_member",
     "reorder_beams",
     "resize_cache",
     "resolve_max_length",
-    "run_decoder",
-    "run_search",
     "sample_decode",
-    "sample_decoder",
-    "sample_search",
-    "sampling_choice",
-    "sampling_noise",
+    "search_for",
     "sequence_scores",
-    "token_rows",
-    "token_search",
 ]

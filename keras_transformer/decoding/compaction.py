@@ -3,8 +3,9 @@
 A search compiled as one XLA program has static shapes: it computes every
 row of the batch until its last source is done, so a batch whose outputs
 range from 5 to 40 tokens pays 40 steps for each row. `compacting` runs the
-same `decoding.Decoder` in segments instead (every eighth of `max_length`
-steps by default), each an XLA program, and between segments keeps only the sources
+same `BoundSearch` (`model_search.bind`) in segments instead (every eighth
+of `max_length` steps by default), each an XLA program, and between segments
+keeps only the sources
 that are not done: their rows of the search and of the cached state are
 gathered into a smaller batch, rounded up to a power of two (at least
 `MIN_ROWS`) so that few shapes compile. What a dropped source produced is
@@ -15,62 +16,55 @@ programs, compiled once per (rows, cache length) shape.
 
 Example:
 
->>> decode = compacting(decoding.greedy_decoder(model, max_length=8, return_finished=True))
->>> ids, finished = decode(tf.constant([[5, 6, 7, 0]]))
->>> ids.shape
-TensorShape([1, 8])
+>>> decode = compacting(decoding.bind(model, decoding.GreedySearch(), max_length=8))
+>>> result = decode(tf.constant([[5, 6, 7, 0]]))
+>>> result.ids.shape
+TensorShape([1, 1, 8])
 """
 
 import functools
 
 import tensorflow as tf
 
-from keras_transformer.decoding import searches
+from keras_transformer.decoding.search import phases
 
 MIN_ROWS = 8  # a compacted batch keeps at least this many rows (fewer shapes to compile)
 SEGMENTS = 8  # compaction points per decode: after every eighth of max_length
 
 
-def compacting(decoder, jit_compile=True, segments=SEGMENTS, min_rows=MIN_ROWS):
-    """`decode(source_ids, *inputs)`: `decoder`'s outputs, finished sources dropped between segments.
+def compacting(bound, jit_compile=True, segments=SEGMENTS, min_rows=MIN_ROWS):
+    """`decode(source_ids, *inputs)`: `bound`'s `SearchResult`, finished sources dropped between segments.
 
     Args:
-        decoder: a `decoding.Decoder` (`greedy_decoder`, `beam_decoder`,
-            `sample_decoder`); `inputs` go to its `init` (sampling's noise).
+        bound: a `BoundSearch` (`model_search.bind`): a search joined to a
+            step; `inputs` go to its `start` (sampling's noise).
         jit_compile: compile the encoder and each segment with XLA.
         segments: the decode stops to compact the batch after every
             `max_length / segments` steps, and where its cache grows.
         min_rows: the smallest batch a compaction makes; a batch of at most
-            this many sources runs as one loop, as `decoding.run_decoder`.
+            this many sources runs as one loop, as `BoundSearch.run`.
 
     The returned function may be called eagerly or inside a `tf.function`;
-    it returns what `decoding.run_decoder(decoder, ...)` returns.
+    it returns what `bound.run(source_ids, *inputs)` returns, row for row.
     """
     if not isinstance(segments, int) or segments < 1:
         raise ValueError(f"`segments` must be a positive int. Received: segments={segments!r}")
     if not isinstance(min_rows, int) or min_rows < 1:
         raise ValueError(f"`min_rows` must be a positive int. Received: min_rows={min_rows!r}")
-    return _CompactingDecode(decoder, jit_compile, segments, min_rows)
+    return _CompactingDecode(bound, jit_compile, segments, min_rows)
 
 
 class _CompactingDecode:
     """`compacting`'s function: one loop for a small batch, else segments with compaction between them."""
 
-    def __init__(self, decoder, jit_compile, segments, min_rows):
-        self.search, self.min_rows, self.jit_compile = decoder.search, min_rows, jit_compile
-        self.plan = segment_plan(decoder.max_length, decoder.resize_state, segments)
-        self.resize_state = decoder.resize_state or (lambda state, length: state)
-        self.init = tf.function(decoder.init, jit_compile=jit_compile, autograph=False)
-        self.whole = tf.function(self._whole(decoder), jit_compile=jit_compile, autograph=False)
+    def __init__(self, bound, jit_compile, segments, min_rows):
+        self.search, self.step = bound.search, bound.step
+        self.min_rows, self.jit_compile = min_rows, jit_compile
+        self.plan = segment_plan(bound.max_length, bound.step.resize_state, segments)
+        self.resize_state = bound.step.resize_state or (lambda state, length: state)
+        self.init = tf.function(bound.start, jit_compile=jit_compile, autograph=False)
+        self.whole = tf.function(bound.run, jit_compile=jit_compile, autograph=False)
         self.segments = {}
-
-    @staticmethod
-    def _whole(decoder):
-        def whole(source_ids, *inputs):
-            rows, state = decoder.init(source_ids, *inputs)
-            return searches.run_search(decoder.search, rows, state, decoder.max_length, decoder.resize_state)
-
-        return whole
 
     def __call__(self, source_ids, *inputs):
         source_ids = tf.convert_to_tensor(source_ids)
@@ -110,9 +104,8 @@ class _CompactingDecode:
         signature = [_spec(x) for x in (index, rows, state, stop)]
         key = (length, tuple(tf.nest.flatten(signature)))
         if key not in self.segments:
-            run_phase = functools.partial(searches.run_phase, self.search, length=length)
             self.segments[key] = tf.function(
-                lambda index, rows, state, stop: run_phase(index=index, rows=rows, state=state, stop=stop),
+                functools.partial(self.search.steps, self.step),
                 input_signature=signature,
                 jit_compile=self.jit_compile,
                 autograph=False,
@@ -124,13 +117,13 @@ def segment_plan(max_length, resize_state=None, segments=SEGMENTS):
     """`[(cache length, stop step), ...]`: where the decode stops to compact, and its cache then.
 
     The decode stops after every `max_length / segments` steps (rounded up)
-    and wherever its cache grows (`searches.phases`); each segment runs with
+    and wherever its cache grows (`search.phases`); each segment runs with
     the cache of the first phase that holds its last step.
 
     >>> segment_plan(64, resize_state=lambda state, length: state)
     [(16, 8), (16, 16), (32, 24), (32, 32), (64, 40), (64, 48), (64, 56), (64, 64)]
     """
-    lengths = searches.phases(max_length, resize_state)
+    lengths = phases(max_length, resize_state)
     size = -(-max_length // segments)
     stops = sorted({min(stop, max_length) for stop in range(size, max_length + size, size)} | set(lengths))
     return [(next(length for length in lengths if length >= stop), stop) for stop in stops]

@@ -1,6 +1,6 @@
 """A decoder step traced into one TensorFlow graph function for every phase, segment and batch.
 
-A search runs its step in one loop per phase (`searches.phases`: three), and
+A search runs its step in one loop per phase (`search.phases`: three), and
 the compacting decoder once per segment, so a step written as plain ops is
 traced into the graph once per loop: thousands of ops each time, most of a
 `Translator`'s first call. `traced_once(step_fn)` makes it one graph

@@ -1,9 +1,10 @@
 """Translating with a trained model, and shipping it: translators, exports and the REST server.
 
 - `translator`: `Translator`, strings in and strings out, a `tf.Module` that
-  saves as a SavedModel with serving signatures; `inputs` checks its inputs in
-  Python before any TensorFlow call; `translation` translates and scores many
-  lines in length-sorted batches.
+  saves as a SavedModel with serving signatures, over the searches that
+  `decoding.compile_search` compiles; `translator_methods` (with `inputs`)
+  checks its inputs in Python before any TensorFlow call; `translation`
+  translates and scores many lines in length-sorted batches.
 - `export`: `load` (a run directory or a SavedModel) and `export_run`;
   `ctranslate2`: a run as a CTranslate2 model; `saved_model_cli`:
   TensorFlow's tool with the tokenizer ops registered.

@@ -22,7 +22,8 @@ from keras_transformer import decoding
 from keras_transformer.config import DecodingConfig
 from keras_transformer.errors import ArgumentError, first_line
 from keras_transformer.files import destinations, manifest
-from keras_transformer.serving.translator import SIGNATURES, Translator, TranslatorMethods, check_export_destination
+from keras_transformer.serving.translator import SIGNATURES, Translator, check_export_destination
+from keras_transformer.serving.translator_methods import TranslatorMethods
 from keras_transformer.training import run_dir
 
 __all__ = ["SIGNATURES", "LoadedTranslator", "Translator", "export_run", "load"]
@@ -141,28 +142,34 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True,
     if run_dir.is_run_dir(path):
         return _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact)
     if run_dir.is_saved_model(path):
-        manifest.verify_or_warn(path)
-        translator = _guarded(path, "SavedModel", lambda: tf.saved_model.load(str(path)))
-        if not hasattr(translator, "greedy") or not hasattr(translator, "beam_size"):
-            raise ValueError(
-                f"{path} is a SavedModel but not a Translator export (`keras-transformer export` writes those)"
-            )
-        if alpha is not None or max_length is not None or compact:
-            raise ValueError(
-                f"{path} is a SavedModel: its length penalty, max length and decoding were fixed "
-                "at export; pass the run directory to change them"
-            )
-        exported = int(translator.beam_size.numpy())
-        if beam_size not in (None, 1, exported):
-            raise ArgumentError(
-                f"{path} was exported with beam_size={exported}: use {{beam_size=1}} (greedy) or "
-                f"{{beam_size={exported}}}, or export again from the run directory. Received: beam_size={beam_size}"
-            )
-        return LoadedTranslator(translator)
+        return _load_saved_model(path, beam_size, alpha, max_length, compact)
     raise ValueError(
         f"{path} is not a model: expected a training run directory (config.json + model.keras) "
         "or an exported SavedModel (saved_model.pb)"
     )
+
+
+def _load_saved_model(path, beam_size, alpha, max_length, compact):
+    """`load` of an exported SavedModel: a `LoadedTranslator`, its manifest checked first."""
+    manifest.verify_or_warn(path)
+    translator = _guarded(path, "SavedModel", lambda: tf.saved_model.load(str(path)))
+    if not hasattr(translator, "greedy") or not hasattr(translator, "beam_size"):
+        raise ValueError(
+            f"{path} is a SavedModel but not a Translator export (`keras-transformer export` writes those)"
+        )
+    if alpha is not None or max_length is not None or compact:
+        raise ValueError(
+            f"{path} is a SavedModel: its length penalty, max length and decoding were fixed "
+            "at export; pass the run directory to change them"
+        )
+    exported = int(translator.beam_size.numpy())
+    search = None if beam_size is None else decoding.search_for(beam_size)  # greedy: its `greedy` signature
+    if search is not None and not isinstance(search, decoding.GreedySearch) and search.beam_size != exported:
+        raise ArgumentError(
+            f"{path} was exported with beam_size={exported}: use {{beam_size=1}} (greedy) or "
+            f"{{beam_size={exported}}}, or export again from the run directory. Received: beam_size={beam_size}"
+        )
+    return LoadedTranslator(translator)
 
 
 def _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact):

@@ -2,8 +2,10 @@
 
 (`keras_transformer.serving.export` loads and exports them: `load`, `export_run`.)
 
-The module holds the source and target tokenizers, the Keras model and the
-cached decoder (`keras_transformer.decoding`). Tokenization runs in
+The module holds the source and target tokenizers, the Keras model and its
+searches, compiled by `keras_transformer.decoding.compile_search` (the one
+compile entry point; `decoding.search_for` names the search of the beam
+size, greedy search for a beam of 1). Tokenization runs in
 TensorFlow (tensorflow-text ops); the decode runs as one XLA program per
 (batch bucket, source bucket) shape, or, with `compact=True`, in segments
 that drop the finished sentences between them. A SavedModel written by
@@ -37,8 +39,9 @@ maximum output length before END is cut off: the `*_with_status` functions
 return `finished=False` for it, and the Python side (`Translator`, `load`)
 warns with `keras_transformer.decoding.TruncatedOutputWarning`.
 
-Inputs are checked in Python before any TensorFlow call, by the `Translator`
-and by what `load` returns (for a SavedModel, a `LoadedTranslator` around the
+Inputs are checked in Python before any TensorFlow call
+(`keras_transformer.serving.translator_methods`), by the `Translator` and by
+what `load` returns (for a SavedModel, a `LoadedTranslator` around the
 loaded module). `sentences` must be a 1-D string tensor or a list of str
 without NUL bytes (the tokenizer would turn a NUL into an unknown token, so it
 is rejected rather than translated into garbage), and `sample`'s
@@ -56,18 +59,13 @@ an `InvalidArgumentError` that names it (they are not clamped).
 import functools
 import math
 import numbers
-import warnings
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for loading)
 
 from keras_transformer import decoding
-from keras_transformer.decoding import compaction
 from keras_transformer.files import atomic, destinations, manifest
-from keras_transformer.serving.inputs import pairs as checked_pairs
-from keras_transformer.serving.inputs import sampling as checked_sampling
-from keras_transformer.serving.inputs import sentences as checked_sentences
+from keras_transformer.serving.translator_methods import TranslatorMethods
 
 SOURCE_BUCKET = 16  # sources are padded to a multiple of this (few XLA programs)
 _STRINGS = tf.TensorSpec([None], tf.string)
@@ -99,92 +97,6 @@ SIGNATURES = {
     "nbest": "_tf_nbest",
     "score": "_tf_score",
 }
-
-
-class TranslatorMethods:
-    """The Python side of a translator: inputs checked before TensorFlow, cut-off outputs warned about.
-
-    A subclass gives `_function(name)`: the function of that name in the
-    SavedModel interface (`_EXPORTED`), or None where it lacks it.
-    """
-
-    def __call__(self, sentences):
-        """Beam search (greedy when `beam_size=1`): strings `(batch,)` -> strings."""
-        return self._translate("__call__", checked_sentences(sentences))
-
-    def greedy(self, sentences):
-        """Greedy decoding: strings `(batch,)` -> strings."""
-        return self._translate("greedy", checked_sentences(sentences))
-
-    def sample(self, sentences, temperature, top_k, top_p, seed):
-        """Sampling: `temperature` (0 = greedy), `top_k` (0 = off), `top_p` (1 = off), `seed` (-1 = random)."""
-        return self._translate("sample", *_sample_inputs(sentences, temperature, top_k, top_p, seed))
-
-    def source_lengths(self, sentences):
-        """Source tokens per sentence before truncation (END included if added)."""
-        return self._function("source_lengths")(checked_sentences(sentences))
-
-    def call_with_status(self, sentences):
-        """`__call__` without the warning: `{"translations", "scores", "finished"}`, each `(batch,)`.
-
-        `scores` are the length-normalised log-probabilities that the beam
-        search ranks by (`log p / ((5 + length) / 6) ** alpha`, length
-        counting END; None from a SavedModel exported before scores
-        existed). `finished` is False where the translation was cut off at
-        the maximum output length before END (None from a SavedModel
-        exported before this flag existed).
-        """
-        return self._with_status("__call__", checked_sentences(sentences))
-
-    def greedy_with_status(self, sentences):
-        """`greedy` without the warning; see `call_with_status` (`scores` normalised the same way)."""
-        return self._with_status("greedy", checked_sentences(sentences))
-
-    def sample_with_status(self, sentences, temperature, top_k, top_p, seed):
-        """`sample` without the warning; see `call_with_status`.
-
-        `scores` are the model's log-probabilities of the sampled tokens
-        (before temperature and filters), normalised as the beam's.
-        """
-        return self._with_status("sample", *_sample_inputs(sentences, temperature, top_k, top_p, seed))
-
-    def nbest(self, sentences):
-        """Every beam, best first: `{"translations", "scores", "finished"}`, each `(batch, beam_size)`.
-
-        Row 0 is `__call__`'s translation; `scores` and `finished` as in
-        `call_with_status`, sorted best first (ended hypotheses before
-        cut-off ones).
-        """
-        return self._required("nbest")(checked_sentences(sentences))
-
-    def score(self, sources, targets):
-        """Teacher-forced log-probabilities of `targets` given `sources` (both strings `(batch,)`).
-
-        Returns `{"log_probs": float32 (batch,), "target_lengths": int32
-        (batch,)}`: the sum over the target's tokens, END included (not
-        length-normalised), and that token count. A target longer than the
-        maximum output length is scored on its first `max_length` tokens
-        (without END): `target_lengths` says how many. Use it to filter a
-        corpus or rerank candidates.
-        """
-        return self._required("score")(*checked_pairs(sources, targets))
-
-    def _required(self, name):
-        function = self._function(name)
-        if function is None:
-            raise ValueError(f"This SavedModel was exported before `{name}` existed: export it again to use it")
-        return function
-
-    def _with_status(self, name, *args):
-        function = self._function(("call" if name == "__call__" else name) + "_with_status")
-        if function is None:  # a SavedModel exported before the flag
-            return {"translations": self._function(name)(*args), "scores": None, "finished": None}
-        return {"scores": None, **function(*args)}
-
-    def _translate(self, name, *args):
-        result = self._with_status(name, *args)
-        _warn_cut_off(result["finished"])
-        return result["translations"]
 
 
 class Translator(TranslatorMethods, tf.Module):
@@ -261,10 +173,9 @@ class Translator(TranslatorMethods, tf.Module):
                 f"`max_source_length` must be an int in [1, {model_max}]. "
                 f"Received: max_source_length={max_source_length!r}"
             )
-        if not isinstance(beam_size, int) or beam_size < 1:
-            raise ValueError(f"`beam_size` must be a positive int. Received: beam_size={beam_size!r}")
         if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 <= alpha < math.inf:
             raise ValueError(f"`alpha` must be a finite number >= 0. Received: alpha={alpha!r}")
+        search = decoding.search_for(decoding.check_beam_size(beam_size), alpha)  # greedy search for a beam of 1
         self.model = model
         # The tf.Variables under the Keras variables, tracked directly: a Session-based
         # loader (TF Serving, `saved_model_cli run`) restores only the variables it reaches so.
@@ -277,7 +188,7 @@ class Translator(TranslatorMethods, tf.Module):
         self._add_source_end = add_source_end
         self._decode_length = decoding.resolve_max_length(model, max_length)
         self._compact = bool(compact)
-        self._decoders = _Decoders(model, beam_size, alpha, self._decode_length, jit_compile, compact)
+        self._searches = _Searches(model, search, self._decode_length, jit_compile, compact)
         # Read back by the commands, also after `tf.saved_model.load`.
         self.beam_size = tf.Variable(beam_size, trainable=False, name="beam_size")
         self.max_source_length = tf.Variable(max_source_length, trainable=False, name="max_source_length")
@@ -295,15 +206,15 @@ class Translator(TranslatorMethods, tf.Module):
 
     # The SavedModel's functions. The input signatures check nothing in
     # Python's time: the methods of `TranslatorMethods` do, before calling these.
-    # No autograph: their control flow is explicit (`tf.cond`, the decoders' loops).
+    # No autograph: their control flow is explicit (`tf.cond`, the searches' loops).
 
     @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_call(self, sentences):
-        return self._run(sentences, self._decoders.best)["translations"]
+        return self._run(sentences, self._searches.best)["translations"]
 
     @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_greedy(self, sentences):
-        return self._run(sentences, self._decoders.greedy)["translations"]
+        return self._run(sentences, self._searches.greedy)["translations"]
 
     @tf.function(input_signature=_SAMPLE_SPECS, autograph=False)
     def _tf_sample(self, sentences, temperature, top_k, top_p, seed):
@@ -316,11 +227,11 @@ class Translator(TranslatorMethods, tf.Module):
 
     @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_call_with_status(self, sentences):
-        return self._run(sentences, self._decoders.best)
+        return self._run(sentences, self._searches.best)
 
     @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_greedy_with_status(self, sentences):
-        return self._run(sentences, self._decoders.greedy)
+        return self._run(sentences, self._searches.greedy)
 
     @tf.function(input_signature=_SAMPLE_SPECS, autograph=False)
     def _tf_sample_with_status(self, sentences, temperature, top_k, top_p, seed):
@@ -328,7 +239,7 @@ class Translator(TranslatorMethods, tf.Module):
 
     @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_nbest(self, sentences):
-        return self._run(sentences, self._decoders.nbest, beams=self._decoders.beam_size)
+        return self._run(sentences, self._searches.nbest, beams=self._searches.beam_size)
 
     @tf.function(input_signature=[_STRINGS, _STRINGS], autograph=False)
     def _tf_score(self, sources, targets):
@@ -342,7 +253,7 @@ class Translator(TranslatorMethods, tf.Module):
             ids = tf.concat([tf.cast(ids, tf.int32), tf.fill([batch, 1], decoding.END_ID)], axis=1)
             ids = ids[:, : self._decode_length]
             target = _pad_to_buckets(ids, self._decode_length)
-            log_probs = self._decoders.score(self._source_ids(sources), target)[:batch]
+            log_probs = self._searches.score(self._source_ids(sources), target)[:batch]
             return {"log_probs": log_probs, "target_lengths": tf.cast(ids.row_lengths(), tf.int32)}
 
         with tf.control_dependencies([check]):
@@ -356,7 +267,7 @@ class Translator(TranslatorMethods, tf.Module):
         def decode(source_ids):
             shape = tf.stack([tf.shape(source_ids)[0], self._decode_length])
             noise = tf.random.stateless_uniform(shape, tf.stack([seed, 0]))
-            return self._decoders.sample(source_ids, noise, temperature, top_k, top_p)
+            return self._searches.sample(source_ids, noise, temperature, top_k, top_p)
 
         return self._run(sentences, decode)
 
@@ -425,65 +336,37 @@ class Translator(TranslatorMethods, tf.Module):
         return str(path)
 
 
-class _Decoders:
-    """A `Translator`'s compiled decoders: source ids -> `(ids, scores, finished)`.
+class _Searches:
+    """A `Translator`'s compiled searches (`decoding.compile_search`): source ids -> `SearchResult`.
 
     `scores` are log-probabilities normalised by the GNMT length penalty
     (`decoding.length_penalty(length, alpha)`, length counting END), the
-    quantity the beam search ranks by, for every decoder alike.
+    quantity the beam search ranks by, for every search alike. `nbest` runs
+    `search` (what `decoding.search_for(beam_size, alpha)` names).
     """
 
-    def __init__(self, model, beam_size, alpha, max_length, jit_compile, compact=False):
-        self.beam_size, self._alpha = beam_size, alpha
-        compiled = lambda fn: tf.function(fn, jit_compile=jit_compile, reduce_retracing=True, autograph=False)
-        settings = dict(max_length=max_length, return_finished=True)
-        greedy_all = _whole_decode(decoding.greedy_decoder(model, return_scores=True, **settings), compact, jit_compile)
+    def __init__(self, model, search, max_length, jit_compile, compact=False):
+        compile_search = functools.partial(decoding.compile_search, model, max_length=max_length)
+        compile_search = functools.partial(compile_search, jit_compile=jit_compile)
+        greedy = decoding.GreedySearch(alpha=search.alpha)
+        self.beam_size = search.beam_size
+        self._greedy = compile_search(greedy, compact=compact)
+        self._nbest = self._greedy if search == greedy else compile_search(search, compact=compact)
+        self._sample = compile_search(decoding.SamplingSearch(alpha=search.alpha))
+        self.score = decoding.compile_scores(model, jit_compile=jit_compile)
 
-        def greedy(source_ids):
-            ids, log_probs, finished = greedy_all(source_ids)
-            return ids, self._normalised(ids, log_probs), finished
+    def greedy(self, source_ids):
+        return self._greedy(source_ids).best()
 
-        def sample(source_ids, noise, temperature, top_k, top_p):
-            ids, log_probs, finished = decoding.sample_decode(
-                model, source_ids, temperature, top_k, top_p, noise=noise, return_scores=True, **settings
-            )
-            return ids, self._normalised(ids, log_probs), finished
-
-        def score(source_ids, target_ids):
-            return decoding.sequence_scores(model, source_ids, target_ids)
-
-        self.sample, self.score = compiled(sample), compiled(score)
-        # A compacting decode XLA-compiles its own parts, so the function around it is a plain graph.
-        around = (lambda fn: tf.function(fn, reduce_retracing=True, autograph=False)) if compact else compiled
-        self.greedy = around(greedy)
-        if beam_size == 1:
-            self.nbest = self._greedy_beams
-        else:
-            beam = decoding.beam_decoder(model, beam_size, alpha, **settings)
-            self.nbest = around(_whole_decode(beam, compact, jit_compile))
+    def nbest(self, source_ids):
+        return self._nbest(source_ids)
 
     def best(self, source_ids):
-        """The best beam (greedy when `beam_size=1`)."""
-        ids, scores, finished = self.nbest(source_ids)
-        return ids[:, 0], scores[:, 0], finished[:, 0]
+        """The best hypothesis of `nbest`."""
+        return self._nbest(source_ids).best()
 
-    def _greedy_beams(self, source_ids):
-        return tuple(x[:, None] for x in self.greedy(source_ids))
-
-    def _normalised(self, ids, log_probs):
-        length = tf.math.count_nonzero(ids, axis=1, dtype=tf.int32)
-        return log_probs / decoding.length_penalty(length, self._alpha)
-
-
-def _whole_decode(decoder, compact, jit_compile):
-    """`decode(source_ids)`: all of `decoder`'s steps, compacting between segments or as one loop."""
-    if compact:
-        return compaction.compacting(decoder, jit_compile)
-    return functools.partial(decoding.run_decoder, decoder)
-
-
-def _sample_inputs(sentences, temperature, top_k, top_p, seed):
-    return (checked_sentences(sentences), *checked_sampling(temperature, top_k, top_p, seed))
+    def sample(self, source_ids, noise, temperature, top_k, top_p):
+        return self._sample(source_ids, noise, temperature=temperature, top_k=top_k, top_p=top_p).best()
 
 
 def check_export_destination(path, overwrite):
@@ -511,21 +394,6 @@ def _sampling_asserts(temperature, top_k, top_p):
         check(top_k >= 0, "`top_k` must be an int >= 0 (0 = off). Received: top_k=", top_k),
         check((top_p > 0) & (top_p <= 1), "`top_p` must be in (0, 1] (1 = off). Received: top_p=", top_p),
     ]
-
-
-def _warn_cut_off(finished):
-    """A `TruncatedOutputWarning` naming the sentences whose translation `finished` flags as cut off."""
-    if finished is None or not tf.executing_eagerly():
-        return
-    cut = np.flatnonzero(~np.asarray(finished))
-    if cut.size:
-        names = ", ".join(f"sentences[{i}]" for i in cut[:5]) + (", ..." if cut.size > 5 else "")
-        warnings.warn(
-            f"{cut.size} of {len(finished)} translations reached the maximum output length before END "
-            f"and are cut off: {names}",
-            decoding.TruncatedOutputWarning,
-            stacklevel=4,
-        )
 
 
 def _check_vocab(name, tokenizer, model_vocab):

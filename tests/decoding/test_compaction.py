@@ -7,7 +7,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_transformer import build_transformer, decoding
-from keras_transformer.decoding import compaction, searches
+from keras_transformer.decoding import compaction
 
 MAX_LENGTH = 24
 # Sources of several lengths, one empty; each row's output is forced to end after `LENGTHS[row]` tokens.
@@ -26,7 +26,7 @@ def model():
 
 
 def forced_lengths_decoder(model, method, beam_size=1):
-    """A `Decoder` over `model`'s real cached step whose outputs end after a given number of tokens per source.
+    """A `BoundSearch` over `model`'s real cached step whose outputs end after a given number of tokens per source.
 
     The step adds a large bonus to END's logit from the row's length on and
     a large malus before it, so the sources finish at very different steps
@@ -49,25 +49,20 @@ def forced_lengths_decoder(model, method, beam_size=1):
         return decoding.reorder_beams(state[0], parents), state[1]
 
     if method == "beam":
-        search = searches.beam(step_fn, beam_size, 0.6, reorder_state=reorder_state, return_finished=True)
+        search = decoding.BeamSearch(beam_size, alpha=0.6)
     elif method == "sample":
-        search = searches.token_search(
-            searches.sampling_choice(0.9, 0, 0.95), step_fn, return_finished=True, return_scores=True
-        )
+        search = decoding.SamplingSearch(0.9, 0, 0.95, alpha=0.0)
     else:
-        search = searches.token_search(searches.greedy_choice, step_fn, return_finished=True, return_scores=True)
+        search = decoding.GreedySearch(alpha=0.0)
 
-    def init(source_ids, lengths, *extras):
+    def init(search, source_ids, lengths, *extras):
         source_ids = ops.cast(source_ids, "int32")
         batch = ops.shape(source_ids)[0]
         empty = ops.logical_not(ops.any(ops.not_equal(source_ids, 0), axis=1))
-        if method == "beam":
-            rows = searches.beam_rows(batch, MAX_LENGTH, beam_size, finished=empty)
-        else:
-            rows = searches.token_rows(batch, MAX_LENGTH, finished=empty, extras=extras)
+        rows = search.initial_rows(batch, MAX_LENGTH, empty, *extras)
         return rows, (decoding.initial_state(model, source_ids, MAX_LENGTH, beam_size), lengths)
 
-    return decoding.Decoder(search, init, MAX_LENGTH, resize_state)
+    return decoding.BoundSearch(search, decoding.Step(step_fn, resize_state, reorder_state), init, MAX_LENGTH)
 
 
 def _numpy(outputs):
@@ -89,7 +84,7 @@ def test_compacting_returns_the_one_loop_result_row_for_row(model, method, beam_
     if method == "sample":
         inputs += (tf.random.stateless_uniform((len(SOURCES), MAX_LENGTH), (1, 2)),)
     # Without XLA (its compiles are slow; `test_compile_decoder_compacts_...` has them): the same graph.
-    one_loop = tf.function(lambda *args: decoding.run_decoder(parts, *args))(SOURCES, *inputs)
+    one_loop = tf.function(lambda *args: parts.run(*args))(SOURCES, *inputs)
     # Six segments, down to two rows: the batch of 12 shrinks to 8, 4, then 2 rows as its sources end.
     compacted = tf.function(compaction.compacting(parts, jit_compile=False, segments=6, min_rows=2))(SOURCES, *inputs)
     _assert_same(one_loop, compacted)
@@ -106,19 +101,19 @@ def test_compacting_returns_the_one_loop_result_row_for_row(model, method, beam_
 def test_compacting_runs_eagerly_too(model):
     parts = forced_lengths_decoder(model, "greedy")
     eager = compaction.compacting(parts, jit_compile=False, segments=4, min_rows=2)(SOURCES, tf.constant(LENGTHS))
-    _assert_same(decoding.run_decoder(parts, SOURCES, tf.constant(LENGTHS)), eager)
+    _assert_same(parts.run(SOURCES, tf.constant(LENGTHS)), eager)
 
 
 def test_compile_decoder_compacts_with_the_same_ids(model):
-    compacted = decoding.compile_decoder(model, "beam", beam_size=3, return_finished=True, compact=True)
-    one_program = decoding.compile_decoder(model, "beam", beam_size=3, return_finished=True, compact=False)
+    compacted = decoding.compile_search(model, decoding.BeamSearch(3), compact=True)
+    one_program = decoding.compile_search(model, decoding.BeamSearch(3), compact=False)
     _assert_same(one_program(SOURCES), compacted(SOURCES))
 
 
 def test_a_small_batch_runs_as_one_loop(model):
     parts = forced_lengths_decoder(model, "greedy")
     decode = compaction.compacting(parts, jit_compile=False, min_rows=len(SOURCES))
-    _assert_same(decoding.run_decoder(parts, SOURCES, tf.constant(LENGTHS)), decode(SOURCES, tf.constant(LENGTHS)))
+    _assert_same(parts.run(SOURCES, tf.constant(LENGTHS)), decode(SOURCES, tf.constant(LENGTHS)))
     assert not decode.segments  # no segment was ever built
     compacting = compaction.compacting(parts, jit_compile=False, min_rows=len(SOURCES) - 1)
     compacting(SOURCES, tf.constant(LENGTHS))
@@ -149,9 +144,9 @@ def test_segment_plan_stops_evenly_within_the_cache_phases():
 @pytest.mark.parametrize("argument", [dict(segments=0), dict(min_rows=0), dict(segments=2.5)])
 def test_bad_compaction_arguments_are_named(model, argument):
     with pytest.raises(ValueError, match=next(iter(argument))):
-        compaction.compacting(decoding.greedy_decoder(model), **argument)
+        compaction.compacting(decoding.bind(model, decoding.GreedySearch()), **argument)
 
 
 def test_compact_is_refused_where_it_cannot_work(model):
     with pytest.raises(ValueError, match="compact=True"):
-        decoding.compile_decoder(model, "greedy_uncached", compact=True)
+        decoding.compile_search(model, decoding.GreedySearch(), cached=False, compact=True)

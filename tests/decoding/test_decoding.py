@@ -49,7 +49,7 @@ def greedy(model):
 
 
 def test_cached_greedy_equals_uncached_token_for_token(model, greedy):
-    uncached = _graph(decoding.greedy_decode_uncached, model, SOURCES, max_length=STEPS)
+    uncached = _graph(lambda: _uncached(model, SOURCES, decoding.GreedySearch()).best().ids)
     np.testing.assert_array_equal(greedy, uncached)
     assert greedy.shape == (4, STEPS) and greedy.dtype == np.int32
     np.testing.assert_array_equal(greedy[3], 0)  # an empty source decodes to nothing
@@ -82,9 +82,7 @@ def test_beam_score_is_at_least_greedy_score(model, greedy, alpha):
     greedy_score = ops.convert_to_numpy(decoding.sequence_scores(model, sources, greedy[:3], alpha))
     beam_score = ops.convert_to_numpy(decoding.sequence_scores(model, sources, ids[:, 0], alpha))
     assert (beam_score >= greedy_score - 1e-4).all(), (beam_score, greedy_score)
-    uncached, uncached_scores = _graph(
-        decoding.beam_decode_uncached, model, sources, beam_size=4, alpha=alpha, max_length=STEPS
-    )
+    uncached, uncached_scores, _ = _graph(lambda: _uncached(model, sources, decoding.BeamSearch(4, alpha=alpha)))
     np.testing.assert_array_equal(uncached, ids)
     np.testing.assert_allclose(uncached_scores, scores, atol=1e-4)
     # The search's own scores are the teacher-forced ones, best first: ended
@@ -98,48 +96,9 @@ def test_beam_score_is_at_least_greedy_score(model, greedy, alpha):
     assert (np.diff(scores, axis=1)[same_kind] <= 1e-6).all()
 
 
-def _constructed_step(index_logits):
-    """A step function whose next-token log-probs depend only on the step index."""
-    table = ops.convert_to_tensor(np.log(np.array(index_logits, "float32") + 1e-9))
-
-    def step_fn(tokens, index, state):
-        row = ops.take(table, ops.minimum(index, len(index_logits) - 1), axis=0)
-        return ops.tile(row[None], (ops.shape(tokens)[0], 1)), state
-
-    return step_fn
-
-
-# Tokens 0-3 are reserved (3 = END); 4 = "a". Step 0: END 0.4, "a" 0.6; then END 0.6, "a" 0.4.
-# Short [END]: log 0.4 = -0.92. Long [a, END]: log 0.36 = -1.02, but lp(2) = (7/6)^alpha.
-LENGTH_CASE = [[0, 0, 0, 0.4, 0.6], [0, 0, 0, 0.6, 0.4]]
-
-
-@pytest.mark.parametrize("alpha, expected", [(0.0, [3, 0, 0]), (2.0, [4, 3, 0])])
-def test_length_penalty_changes_the_ranking(alpha, expected):
-    ids, scores = decoding.beam_search(_constructed_step(LENGTH_CASE), (), 1, 3, beam_size=2, alpha=alpha)
-    np.testing.assert_array_equal(ops.convert_to_numpy(ids[0, 0]), expected)
-    short, long = np.log(0.4), np.log(0.6 * 0.6) / (7 / 6) ** alpha
-    np.testing.assert_allclose(ops.convert_to_numpy(scores[0]), sorted([short, long])[::-1], rtol=1e-5)
-    assert float(ops.convert_to_numpy(decoding.length_penalty(1, alpha))) == pytest.approx(1.0)
-
-
-# Step 0: "a" (4) 0.6, END 0.3, "b" (5) 0.1; then "a" 0.999, "b" 9e-4, END 1e-4. With 2 beams, [END]
-# ends at step 0 (log 0.3 = -1.20) and nothing else ends in 3 steps, while the cut-off [a, a, a]
-# scores log(0.6 * 0.999^2) = -0.51: higher, but unfinished.
-FINISHED_CASE = [[0, 0, 0, 0.3, 0.6, 0.1], [0, 0, 0, 1e-4, 0.999, 9e-4]]
-
-
-def test_a_finished_hypothesis_outranks_a_cut_off_one_with_a_higher_score():
-    ids, scores, finished = decoding.beam_search(
-        _constructed_step(FINISHED_CASE), (), 1, 3, beam_size=2, alpha=0.0, return_finished=True
-    )
-    ids, scores, finished = map(ops.convert_to_numpy, (ids, scores, finished))
-    np.testing.assert_array_equal(ids[0], [[3, 0, 0], [4, 4, 4]])
-    np.testing.assert_array_equal(finished[0], [True, False])
-    np.testing.assert_allclose(scores[0], [np.log(0.3), np.log(0.6 * 0.999**2)], rtol=1e-4)
-    assert scores[0, 1] > scores[0, 0]  # the cut-off one scores higher, and still ranks second
-    two = decoding.beam_search(_constructed_step(FINISHED_CASE), (), 1, 3, beam_size=2, alpha=0.0)
-    np.testing.assert_array_equal(ops.convert_to_numpy(two[0]), ids)  # the same without the flag
+def _uncached(model, sources, search):
+    """`search` over the uncached reference step: the whole model at every step."""
+    return decoding.decode(model, sources, search, max_length=STEPS, cached=False)
 
 
 @pytest.fixture(scope="module")
@@ -165,8 +124,9 @@ def test_cut_off_outputs_are_flagged_unfinished(never_ends):
     np.testing.assert_array_equal(beam_finished, [[False, False], [True, True]])
     _, sample_finished = _graph(decoding.sample_decode, never_ends, sources, seed=1, max_length=4, return_finished=True)
     np.testing.assert_array_equal(sample_finished, [False, True])
-    decode = decoding.compile_decoder(never_ends, "beam", return_finished=True, beam_size=2, max_length=4)
-    np.testing.assert_array_equal(ops.convert_to_numpy(decode(ops.convert_to_tensor(sources))[1]), [False, True])
+    decode = decoding.compile_search(never_ends, decoding.BeamSearch(2), max_length=4)
+    finished = decode(ops.convert_to_tensor(sources)).best().finished
+    np.testing.assert_array_equal(ops.convert_to_numpy(finished), [False, True])
 
 
 @ONE_MODEL
@@ -179,89 +139,6 @@ def test_finished_flags_agree_with_the_ids(model):
     np.testing.assert_array_equal(finished, (ids == decoding.END_ID).any(2) | empty)
 
 
-def test_filter_logits_known_values():
-    logits = ops.log(ops.convert_to_tensor([[0.5, 0.3, 0.15, 0.05]]))
-    kept = lambda filtered: np.isfinite(ops.convert_to_numpy(filtered))[0].tolist()  # noqa: E731
-    assert kept(decoding.filter_logits(logits, top_p=0.7)) == [True, True, False, False]
-    assert kept(decoding.filter_logits(logits, top_p=0.2)) == [True, False, False, False]
-    assert kept(decoding.filter_logits(logits, top_k=3)) == [True, True, True, False]
-    assert kept(decoding.filter_logits(logits, top_k=3, top_p=0.7)) == [True, True, False, False]
-    assert kept(decoding.filter_logits(logits, top_k=ops.convert_to_tensor(1))) == [True, False, False, False]
-    halved = ops.convert_to_numpy(decoding.filter_logits(logits, temperature=0.5))
-    np.testing.assert_allclose(halved, 2 * ops.convert_to_numpy(logits))
-
-
-@pytest.mark.parametrize("jit_compile", [False, True])
-def test_greedy_choice_and_its_log_prob_equal_argmax_and_log_softmax(jit_compile):
-    from keras_transformer.decoding.searches import chosen_log_probs, greedy_choice
-
-    rng = np.random.default_rng(0)
-    logits = rng.normal(size=(64, 300)).astype("float32")
-    logits[:8, 40:43] = 50.0  # ties: the first one wins, as with argmax
-    logits[8, :] = -np.inf
-    logits[8, 299] = 1.0  # the only finite one is last
-
-    @tf.function(jit_compile=jit_compile)
-    def choose(logits):
-        tokens = greedy_choice(logits, 0)
-        return tokens, chosen_log_probs(logits, tokens), tf.nn.log_softmax(logits)
-
-    tokens, log_probs, log_softmax = map(ops.convert_to_numpy, choose(tf.constant(logits)))
-    np.testing.assert_array_equal(tokens, logits.argmax(-1))
-    assert tokens[:8].tolist() == [40] * 8 and tokens[8] == 299
-    np.testing.assert_allclose(log_probs, log_softmax[np.arange(64), tokens], rtol=0, atol=1e-6)
-    assert log_probs[8] == 0.0
-
-
-@pytest.mark.parametrize("vocab", [12_000, 64])
-@pytest.mark.parametrize("jit_compile", [False, True])
-def test_best_candidates_equal_top_k_of_all_scores(jit_compile, vocab):
-    from keras_transformer.decoding.searches import best_candidates
-
-    rng = np.random.default_rng(0)
-    sources, beams = 12, 4
-    logits = rng.normal(size=(sources, beams, vocab)).astype("float32")
-    logits[:4] = np.round(logits[:4])  # many equal scores, within and across blocks
-    logits[:, :, [0, 2]] = -np.inf  # PAD and START are never chosen
-    logits[4, :, 130:400] = 9.0  # the best all in a few blocks
-    logits[5, :, -8:] = 9.0  # in the last block
-    log_probs = rng.normal(size=(sources, beams)).astype("float32") - 5.0
-    log_probs[:4] = -1.0  # equal beams: equal scores across beams
-    log_probs[6, 1:] = -np.inf  # the first step: one live beam
-    block = 128 if vocab > 64 else 8  # about best_candidates' block size (125 and 8)
-    last = vocab - 2 * block  # nine equal scores: four in early blocks, five in the best one's
-    logits[7] = -5.0
-    logits[7, 0, [block, 2 * block, 3 * block, 4 * block, last + 1, last + 2, last + 3, last + 4, last + 5]] = 3.0
-    logits[7, 0, last] = 9.0
-    log_probs[7, 1:] = -np.inf
-
-    @tf.function(jit_compile=jit_compile)
-    def both(logits, log_probs):
-        expected = log_probs[:, :, None] + tf.nn.log_softmax(logits)
-        flat = tf.reshape(logits, (sources * beams, vocab))
-        return best_candidates(flat, log_probs, 2 * beams), tf.math.top_k(
-            tf.reshape(expected, (sources, -1)), 2 * beams
-        )
-
-    (scores, index), (expected_scores, expected_index) = both(tf.constant(logits), tf.constant(log_probs))
-    np.testing.assert_array_equal(ops.convert_to_numpy(index), expected_index.numpy())
-    np.testing.assert_allclose(ops.convert_to_numpy(scores), expected_scores.numpy(), rtol=0, atol=2e-5)
-    assert (ops.convert_to_numpy(index)[6] < vocab).all()  # all from the live beam
-
-
-def test_sampling_inverts_the_filtered_cdf():
-    step_fn = _constructed_step([[0, 0, 0, 0.05, 0.5, 0.3, 0.15]])
-    noise = np.array([[0.1], [0.5], [0.7], [0.99]], "float32")  # one step
-    sample = lambda **kw: ops.convert_to_numpy(  # noqa: E731
-        decoding.sample_search(step_fn, (), 4, 1, noise=noise, **kw)
-    )[:, 0].tolist()
-    assert sample(top_k=2) == [4, 4, 5, 5]  # p = (0.625, 0.375) over tokens 4 and 5
-    assert sample(top_p=0.9) == [4, 4, 5, 6]
-    assert sample(temperature=0.0) == [4, 4, 4, 4]  # greedy
-    seeded = [decoding.sample_search(step_fn, (), 4, 3, seed=7) for _ in range(2)]
-    np.testing.assert_array_equal(*map(ops.convert_to_numpy, seeded))
-
-
 @ONE_MODEL
 def test_sample_with_temperature_zero_or_top_k_one_is_greedy(model, greedy):
     for options in (dict(temperature=0.0), dict(top_k=1)):
@@ -271,10 +148,10 @@ def test_sample_with_temperature_zero_or_top_k_one_is_greedy(model, greedy):
 
 def test_compiled_xla_decoders_match_graph(model, greedy):
     source = ops.convert_to_tensor(SOURCES)
-    xla_greedy = decoding.compile_decoder(model, "greedy", max_length=STEPS)(source)
+    xla_greedy = decoding.compile_search(model, decoding.GreedySearch(), max_length=STEPS)(source).best().ids
     np.testing.assert_array_equal(ops.convert_to_numpy(xla_greedy), greedy)
     options = dict(beam_size=3, alpha=0.6, max_length=STEPS)
-    xla_beam = decoding.compile_decoder(model, "beam", **options)(source)
+    xla_beam = decoding.compile_search(model, decoding.BeamSearch(3, alpha=0.6), max_length=STEPS)(source).best().ids
     ids, _ = _graph(decoding.beam_decode, model, SOURCES, **options)
     np.testing.assert_array_equal(ops.convert_to_numpy(xla_beam), ids[:, 0])
 
@@ -286,7 +163,7 @@ def test_the_decoding_loop_has_no_python_per_token(model):
     sizes = []
     for steps in (4, 16):
         graph = (
-            decoding.compile_decoder(model, "beam", jit_compile=False, beam_size=2, max_length=steps)
+            decoding.compile_search(model, decoding.BeamSearch(2), max_length=steps, jit_compile=False)
             .get_concrete_function(spec)
             .graph
         )
@@ -302,8 +179,8 @@ def test_clear_errors(model):
         decoding.greedy_decode(model, SOURCES.astype("float32"))
     with pytest.raises(ValueError, match="beam_size"):
         decoding.beam_decode(model, SOURCES, beam_size=0, max_length=4)
-    with pytest.raises(ValueError, match="method"):
-        decoding.compile_decoder(model, "nucleus")
+    with pytest.raises(ValueError, match="search"):
+        decoding.compile_search(model, "nucleus")
     dense = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     with pytest.raises(ValueError, match="build_transformer"):
         decoding.greedy_decode(dense, SOURCES)
@@ -349,7 +226,8 @@ def test_an_ensemble_picks_the_argmax_of_its_members_mean_distribution(model, ot
 @TIED_MODEL
 def test_an_ensemble_beam_search_compiles_with_xla(model, other):
     options = dict(beam_size=3, alpha=0.6, max_length=STEPS)
-    xla = decoding.compile_decoder([model, other], "beam", **options)(ops.convert_to_tensor(SOURCES))
+    decode = decoding.compile_search([model, other], decoding.BeamSearch(3, alpha=0.6), max_length=STEPS)
+    xla = decode(ops.convert_to_tensor(SOURCES)).best().ids
     ids, _ = _graph(decoding.beam_decode, [model, other], SOURCES, **options)
     np.testing.assert_array_equal(ops.convert_to_numpy(xla), ids[:, 0])
     np.testing.assert_array_equal(ids[3], 0)  # an empty source still decodes to nothing
@@ -364,4 +242,4 @@ def test_ensemble_errors_name_the_member(model):
     with pytest.raises(ValueError, match="at least one model"):
         decoding.greedy_decode([], SOURCES)
     with pytest.raises(ValueError, match="takes one model"):
-        decoding.greedy_decode_uncached([model, model], SOURCES)
+        decoding.decode([model, model], SOURCES, decoding.GreedySearch(), cached=False)

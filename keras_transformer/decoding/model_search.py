@@ -1,0 +1,267 @@
+"""A search over a model: `decode`, `compile_search` (the one compile entry point) and `sequence_scores`.
+
+`bind(model, search)` joins a search (`GreedySearch`, `SamplingSearch`,
+`BeamSearch`) to the cached step of a model from `build_transformer` (or of
+an ensemble, a list of models; or the uncached reference step): a
+`BoundSearch`. `decode` runs it as one loop; `compile_search` compiles it,
+as one XLA program per input shape (`tf.function` on TensorFlow, `jax.jit`
+on JAX) or, with `compact=True`, in segments that drop the sources that are
+done (`keras_transformer.decoding.compaction`). The `Translator`, the tests
+and the benchmarks all compile through `compile_search`; `compile_scores`
+compiles the teacher-forced `sequence_scores` the same way (`compiled`).
+Every search returns a `SearchResult` `(ids, scores, finished)`; an empty
+source row (all padding) decodes to nothing and counts as finished.
+
+Example:
+
+>>> source = keras.ops.convert_to_tensor([[5, 6, 7, 0]])
+>>> result = decode(model, source, BeamSearch(4, alpha=0.6), max_length=8)
+>>> tuple(result.ids.shape), tuple(result.scores.shape)
+((1, 4, 8), (1, 4))
+>>> best = compile_search(model, BeamSearch(4, alpha=0.6), max_length=8)(source).best()
+>>> bool(keras.ops.all(best.ids == result.ids[:, 0]))
+True
+"""
+
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
+import keras
+from keras import ops
+
+from keras_transformer.config import END_ID, PAD_ID, START_ID
+from keras_transformer.decoding.beam_search import BeamSearch  # noqa: F401  (the examples)
+from keras_transformer.decoding.cache import (
+    check_max_length,
+    check_source_ids,
+    initial_state,
+    model_step,
+    uncached_state,
+    uncached_step,
+)
+from keras_transformer.decoding.ensembles import ensemble_members, ensemble_model_step, ensemble_state
+from keras_transformer.decoding.greedy_search import GreedySearch  # noqa: F401  (the examples)
+from keras_transformer.decoding.search import Search, Step
+from keras_transformer.models import as_transformer
+
+
+class BoundSearch(NamedTuple):
+    """A search joined to a decoder step: what `decode` and `compaction.compacting` run.
+
+    Attributes:
+        search: the `Search`.
+        step: the `Step` (the model's cached step, with its state functions).
+        init: `init(search, source_ids, *inputs) -> (rows, state)`: the
+            search's first rows (`search.initial_rows`, empty sources
+            flagged finished) and the step's first state (the encoder run
+            once). `inputs` are the search's (`SamplingSearch`: the noise).
+        max_length: tokens to generate at most.
+
+    Every tensor of the rows and of the state has one row per source on axis 0.
+
+    Example:
+
+    >>> bound = bind(model, GreedySearch(), max_length=8)
+    >>> tuple(bound.run([[5, 6, 7]]).ids.shape)
+    (1, 1, 8)
+    """
+
+    search: Search
+    step: Step
+    init: Callable
+    max_length: int
+
+    def start(self, source_ids, *inputs):
+        """`(rows, state)` before the first step."""
+        return self.init(self.search, source_ids, *inputs)
+
+    def run(self, source_ids, *inputs):
+        """The `SearchResult` for `source_ids`, as one loop per cache phase."""
+        rows, state = self.start(source_ids, *inputs)
+        return self.search.loop(self.step, rows, state, self.max_length)
+
+
+def resolve_max_length(model, max_length=None):
+    """The number of tokens to generate: `max_length`, checked, or the model's `max_length`.
+
+    `model` may be an ensemble (a list of models), whose members share it.
+    """
+    return check_max_length(ensemble_members(model)[0], max_length)
+
+
+def empty_sources(source_ids):
+    """Boolean `(batch,)`: the rows with no real token (they decode to nothing)."""
+    return ops.logical_not(ops.any(ops.not_equal(source_ids, PAD_ID), axis=1))
+
+
+def bind(model, search, max_length=None, *, cached=True):
+    """`search` joined to the step of `model`: a `BoundSearch`.
+
+    Args:
+        model: a model from `build_transformer`, or a list of them: an
+            ensemble (`keras_transformer.decoding.ensembles`).
+        search: a `GreedySearch`, `SamplingSearch` or `BeamSearch`.
+        max_length: tokens to generate at most (END included); default and
+            at most the model's `max_length`. A Python int: shapes stay static.
+        cached: the cached step; False: the uncached reference
+            (`cache.uncached_step`, one model only).
+    """
+    if not isinstance(search, Search):
+        raise ValueError(
+            "`search` must be a `Search`: `GreedySearch`, `SamplingSearch` or `BeamSearch` (`search_for` maps "
+            f"settings to one). Received: search={search!r}"
+        )
+    max_length = resolve_max_length(model, max_length)
+    beams = search.beam_size
+    if not cached:
+        as_transformer(model)  # one model: a `ValueError` for an ensemble
+        step, initial = uncached_step(model), lambda ids: uncached_state(model, ids, max_length, beams)
+    elif isinstance(model, (list, tuple)):
+        members = ensemble_members(model)
+        step, initial = ensemble_model_step(members, beams), lambda ids: ensemble_state(members, ids, max_length, beams)
+    else:
+        step, initial = model_step(model, beams), lambda ids: initial_state(model, ids, max_length, beams)
+
+    def init(search, source_ids, *inputs):
+        ids = check_source_ids(source_ids)
+        rows = search.initial_rows(ops.shape(ids)[0], max_length, empty_sources(ids), *inputs)
+        return rows, initial(ids)
+
+    return BoundSearch(search, step, init, max_length)
+
+
+def decode(model, source_ids, search, *inputs, max_length=None, cached=True):
+    """`search` over `model` for `source_ids` (int `(batch, src_len)`, 0 = padding): a `SearchResult`.
+
+    `inputs` go to the search (`SamplingSearch`: the noise); the other
+    arguments are `bind`'s. Not compiled: inside a `tf.function` or
+    `jax.jit` it is one loop per cache phase (see `compile_search`).
+
+    Example:
+
+    >>> result = decode(model, [[5, 6, 7]], GreedySearch(alpha=0.0), max_length=8)
+    >>> tuple(result.best().ids.shape)
+    (1, 8)
+    """
+    return bind(model, search, max_length, cached=cached).run(source_ids, *inputs)
+
+
+def compile_search(model, search, max_length=None, *, cached=True, jit_compile=True, compact=False):
+    """`decode(source_ids, *inputs, **settings) -> SearchResult`: `search` over `model`, compiled.
+
+    The whole decode is one program: a `tf.function` (XLA with
+    `jit_compile=True`) on TensorFlow, `jax.jit` on JAX. Pad sources to a
+    few bucket lengths: every new shape compiles once. `inputs` go to the
+    search (`SamplingSearch`: the noise); `settings` replace fields of the
+    search for that call (`temperature=...`: scalar tensors compile once for
+    every value).
+
+    With `compact=True` (TensorFlow, the cached step) the decode drops the
+    sources that are done from the batch as it goes
+    (`keras_transformer.decoding.compaction`): the same result, with the
+    encoder and each segment of steps an XLA program inside a `tf.function`
+    (and no `settings`).
+
+    Example:
+
+    >>> decode = compile_search(model, BeamSearch(4, alpha=0.6), max_length=32)
+    >>> ids = decode(keras.ops.convert_to_tensor([[5, 6, 7, 0]])).best().ids
+    """
+    bound = bind(model, search, max_length, cached=cached)
+    if compact:
+        backend = keras.backend.backend()
+        if backend != "tensorflow" or not cached:
+            raise ValueError(
+                "`compact=True` needs the TensorFlow backend and the cached step. "
+                f"Received: cached={cached} on {backend}"
+            )
+        return _compacting(bound, jit_compile)
+
+    def decode(source_ids, *inputs, **settings):
+        return bound._replace(search=bound.search.replace(**settings)).run(source_ids, *inputs)
+
+    return compiled(decode, jit_compile)
+
+
+def compiled(fn, jit_compile=True):
+    """`fn` as one program: a `tf.function` (XLA with `jit_compile=True`) on TensorFlow, `jax.jit` on JAX.
+
+    What `compile_search` and `compile_scores` compile with; elsewhere `fn`
+    as it is.
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        # autograph=False: the loops are explicit `while_loop`s, written for JAX too; converting the
+        # source first took half of the first call of a compiled beam search.
+        return tf.function(fn, jit_compile=jit_compile, reduce_retracing=True, autograph=False)
+    if backend == "jax" and jit_compile:
+        import jax
+
+        return jax.jit(fn)
+    return fn
+
+
+def _compacting(bound, jit_compile):
+    """`compile_search`'s `decode` over `compaction.compacting`: a graph around XLA segments."""
+    import tensorflow as tf
+
+    from keras_transformer.decoding.compaction import compacting
+
+    decode_all = compacting(bound, jit_compile)
+
+    def decode(source_ids, *inputs, **settings):
+        if settings:
+            raise ValueError(f"A compacting decode takes no settings. Received: {sorted(settings)}")
+        return decode_all(source_ids, *inputs)
+
+    return tf.function(decode, reduce_retracing=True, autograph=False)
+
+
+def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=START_ID, end_id=END_ID):
+    """Teacher-forced score of decoded `output_ids` `(batch, length)` (0 after END).
+
+    The sum of the log-probabilities of the tokens up to and including END,
+    divided by the length penalty of their count (`alpha=0`: the plain
+    log-probability), under the decoding distribution (the searches' banned
+    ids excluded; for an ensemble, the mean of its members' distributions).
+    Comparable with the searches' scores.
+
+    Example:
+
+    >>> result = decode(model, [[5, 6, 7]], GreedySearch(alpha=0.0), max_length=8).best()
+    >>> teacher_forced = sequence_scores(model, [[5, 6, 7]], result.ids)  # the same, from one forward pass
+    >>> bool(keras.ops.all(keras.ops.abs(teacher_forced - result.scores) < 1e-4))
+    True
+    """
+    search = Search(alpha=alpha, start_id=start_id, end_id=end_id)
+    source_ids, output_ids = check_source_ids(source_ids), check_source_ids(output_ids, "output_ids")
+    decoder_inputs = ops.concatenate(
+        [ops.full((ops.shape(output_ids)[0], 1), start_id, "int32"), output_ids[:, :-1]], axis=1
+    )
+    members = ensemble_members(model)
+    inputs = {"encoder_inputs": source_ids, "decoder_inputs": decoder_inputs}
+    member_log_probs = [ops.log_softmax(search.allowed(member(inputs, training=False)), axis=-1) for member in members]
+    log_probs = ops.logsumexp(ops.stack(member_log_probs), axis=0) - math.log(len(members))
+    token_log_probs = ops.squeeze(ops.take_along_axis(log_probs, output_ids[:, :, None], axis=2), -1)
+    real = ops.not_equal(output_ids, PAD_ID)
+    total = ops.sum(ops.where(real, token_log_probs, 0.0), axis=1)
+    return search.normalise(total, ops.sum(ops.cast(real, "int32"), axis=1))
+
+
+def compile_scores(model, alpha=0.0, start_id=START_ID, end_id=END_ID, *, jit_compile=True):
+    """`score(source_ids, output_ids) -> scores (batch,)`: `sequence_scores` of `model`, compiled as searches are.
+
+    Example:
+
+    >>> score = compile_scores(model)
+    >>> tuple(score(keras.ops.convert_to_tensor([[5, 6, 7]]), keras.ops.convert_to_tensor([[9, 3, 0]])).shape)
+    (1,)
+    """
+
+    def score(source_ids, output_ids):
+        return sequence_scores(model, source_ids, output_ids, alpha, start_id, end_id)
+
+    return compiled(score, jit_compile)

@@ -1,0 +1,282 @@
+"""The loop every search runs, and what the searches share: the step, the result, the banned ids, the length penalty.
+
+A decoder step is `step_fn(tokens, index, state) -> (logits, state)`: the
+searches need nothing else of a model, so they are tested with a constructed
+step (`keras_transformer.decoding.cache` gives the cached step of a
+Transformer). A `Step` adds the two functions the searches call on its
+state: `resize_state(state, length)` and `reorder_state(state, parents)`.
+
+A search is an object, `GreedySearch`, `SamplingSearch` or `BeamSearch`,
+that says what its loop carries (`initial_rows`), which tokens the step reads
+(`tokens`), what a step's logits do to its rows (`update`), which sources are
+done (`done`) and what it returns (`finish`). The base class `Search` owns
+the loop: `Search.run` runs one `keras.ops.while_loop` per cache phase
+(`phases`), all with static shapes, so a whole search compiles into one XLA
+program, and every search returns a `SearchResult` `(ids, scores,
+finished)`. The loop variables are `(index, rows, state)`: the step index,
+the search's own tensors (`rows`, one row per source on axis 0, so that
+`keras_transformer.decoding.compaction` may drop the sources that are done)
+and the step's `state`.
+
+Example (a step whose next token is always END):
+
+>>> def step_fn(tokens, index, state):
+...     logits = keras.ops.one_hot(keras.ops.full_like(tokens, END_ID), 8) * 10.0
+...     return logits, state
+>>> from keras_transformer.decoding.greedy_search import GreedySearch
+>>> result = GreedySearch().run(step_fn, (), batch_size=2, max_length=4)
+>>> keras.ops.convert_to_numpy(result.ids).tolist()
+[[[3, 0, 0, 0]], [[3, 0, 0, 0]]]
+"""
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import NamedTuple
+
+import keras
+from keras import ops
+
+from keras_transformer.config import END_ID, PAD_ID, START_ID
+
+NEG_INF = float("-inf")
+
+
+class TruncatedOutputWarning(UserWarning):
+    """A decoded output reached `max_length` before END: it is cut off.
+
+    Raised (with `warnings.warn`) by the Python side of the `Translator`; the
+    searches report the same thing as `SearchResult.finished` False.
+
+    Example (a server that would rather fail than return a cut-off output):
+
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error", TruncatedOutputWarning)
+    ...     try:
+    ...         warnings.warn("`sentences[0]` was cut off", TruncatedOutputWarning)
+    ...     except TruncatedOutputWarning as error:
+    ...         print("refused:", error)
+    refused: `sentences[0]` was cut off
+    """
+
+
+class SearchResult(NamedTuple):
+    """What every search returns: each source's hypotheses, best first.
+
+    `beams` is the search's `beam_size`: 1 for greedy search and sampling.
+
+    Attributes:
+        ids: int32 `(batch, beams, max_length)`: the tokens after START, END
+            included, PAD after END; all PAD for an empty source.
+        scores: float32 `(batch, beams)`: the log-probability divided by the
+            search's length penalty, `length_penalty(length, alpha)`, length
+            counting END (`alpha=0`: the plain log-probability). Beam search
+            ranks by it; greedy search and sampling only report it.
+        finished: bool `(batch, beams)`: False for a hypothesis cut off at
+            `max_length` before END (True for an empty source).
+
+    Example:
+
+    >>> ids, scores = keras.ops.ones((2, 3, 5), "int32"), keras.ops.zeros((2, 3))
+    >>> result = SearchResult(ids, scores, finished=keras.ops.ones((2, 3), "bool"))
+    >>> tuple(result.best().ids.shape), tuple(result.best().scores.shape)
+    ((2, 5), (2,))
+    """
+
+    ids: object
+    scores: object
+    finished: object
+
+    def best(self):
+        """The first hypothesis of each source: ids `(batch, max_length)`, scores and finished `(batch,)`."""
+        return SearchResult(self.ids[:, 0], self.scores[:, 0], self.finished[:, 0])
+
+
+class Step(NamedTuple):
+    """A decoder step and the functions over its state that the searches call.
+
+    Attributes:
+        fn: `fn(tokens, index, state) -> (logits, state)`; `tokens` and the
+            logits have one row per hypothesis (`batch * beams`).
+        resize_state: `resize_state(state, length)`, the state with room for
+            `length` positions (`cache.resize_cache`): the search then runs in
+            `phases`. None: one phase, the state as it is.
+        reorder_state: `reorder_state(state, parents)`, the state after beam
+            search picked `parents` `(batch, beams)` (`cache.reorder_beams`).
+            None: every state tensor's rows are gathered from the parents.
+    """
+
+    fn: Callable
+    resize_state: Callable = None
+    reorder_state: Callable = None
+
+
+def as_step(step):
+    """`step` as a `Step`: a bare step function is a `Step` with neither state function."""
+    return step if isinstance(step, Step) else Step(step)
+
+
+def length_penalty(length, alpha=0.6):
+    """GNMT length penalty `((5 + length) / 6) ** alpha`; scores are `log p / lp`."""
+    return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
+
+
+def check_beam_size(beam_size):
+    """`beam_size`, a positive int, or a `ValueError` naming it."""
+    if not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"`beam_size` must be a positive int. Received: beam_size={beam_size!r}")
+    return beam_size
+
+
+def phases(max_length, resize_state):
+    """The state lengths a search runs through: max_length / 4, / 2, then max_length.
+
+    One phase (`max_length`) without `resize_state`.
+    """
+    if resize_state is None:
+        return [max_length]
+    return sorted({-(-max_length // 4), -(-max_length // 2), max_length})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Search:
+    """The base of the searches: the loop, the banned ids, the length penalty and the special ids.
+
+    A subclass defines `initial_rows`, `tokens`, `update`, `done` and
+    `finish`; `run` (and `keras_transformer.decoding.compaction`) runs them.
+    Searches are frozen dataclasses: `replace(temperature=...)` gives a copy
+    with other settings (tensors too, as the `Translator` passes them).
+
+    Args:
+        alpha: the exponent of the length penalty that divides the scores
+            (`length_penalty`); beam search also ranks by it.
+        start_id: the token the outputs start from (not returned).
+        end_id: the token that ends an output.
+    """
+
+    alpha: float = 0.6
+    start_id: int = START_ID
+    end_id: int = END_ID
+
+    beam_size = 1  # hypotheses per source (`BeamSearch` sets it)
+
+    def replace(self, **settings):
+        """A copy with `settings` changed."""
+        return dataclasses.replace(self, **settings)
+
+    @property
+    def banned_ids(self):
+        """The ids never generated: PAD and START."""
+        return (PAD_ID, self.start_id)
+
+    def allowed(self, logits):
+        """`logits` as float32, with the `banned_ids` set to -inf."""
+        vocab = ops.arange(ops.shape(logits)[-1])
+        banned = functools.reduce(ops.logical_or, [ops.equal(vocab, token) for token in self.banned_ids])
+        return ops.where(banned[None], NEG_INF, ops.cast(logits, "float32"))
+
+    def normalise(self, log_probs, length):
+        """Scores: `log_probs` divided by the length penalty of `length` tokens (END included)."""
+        return log_probs / length_penalty(length, self.alpha)
+
+    def run(self, step, state, batch_size, max_length, *inputs, finished=None):
+        """The search over `step` (a `Step`, or a bare `step_fn`) from its first token; a `SearchResult`.
+
+        Args:
+            step: `step_fn(tokens, index, state) -> (logits, state)`, or a
+                `Step` with its state functions.
+            state: the step's state before the first token.
+            batch_size: sources; the step sees `batch_size * beam_size` rows.
+            max_length: tokens to generate at most (a Python int).
+            *inputs: the search's own inputs (`SamplingSearch`: `noise`).
+            finished: boolean `(batch,)`: sources that produce nothing (e.g.
+                empty ones); None: none.
+
+        The loop stops once every source is done, or after `max_length` steps.
+        """
+        rows = self.initial_rows(batch_size, max_length, finished, *inputs)
+        return self.loop(as_step(step), rows, state, max_length)
+
+    def loop(self, step, rows, state, max_length):
+        """The steps from `rows` and `state` until every source is done or `max_length` steps; the result.
+
+        With `step.resize_state`, one loop per phase of `phases`, each with
+        its own static shapes; a phase whose start finds every source done
+        runs no step.
+        """
+        index = ops.convert_to_tensor(0, "int32")
+        for length in phases(max_length, step.resize_state):
+            if step.resize_state is not None:
+                state = step.resize_state(state, length)
+            index, rows, state = self.steps(step, index, rows, state, length)
+        return self.finish(index, rows)
+
+    def steps(self, step, index, rows, state, stop):
+        """One `while_loop` of steps, while `index < stop` (an int or a tensor) and a source is not done."""
+
+        def cond(index, rows, state):
+            return ops.logical_and(index < stop, ops.logical_not(ops.all(self.done(rows))))
+
+        return ops.while_loop(cond, self.body(step), (index, rows, state))
+
+    def body(self, step):
+        """`body(index, rows, state) -> (index + 1, rows, state)`: one step of the loop."""
+        reorder_state = step.reorder_state or reorder_rows
+
+        def body(index, rows, state):
+            logits, state = step.fn(self.tokens(index, rows), index, state)
+            rows, parents = self.update(index, rows, self.allowed(logits))
+            if parents is not None:  # the hypotheses moved: so does their state
+                state = reorder_state(state, parents)
+            return index + 1, rows, state
+
+        return body
+
+    # What each search defines.
+
+    def initial_rows(self, batch_size, max_length, finished=None, *inputs):
+        """The loop's first `rows`: a tuple of tensors with one row per source on axis 0."""
+        raise NotImplementedError
+
+    def tokens(self, index, rows):
+        """The tokens the step reads at `index`: `(batch * beam_size,)` int32."""
+        raise NotImplementedError
+
+    def update(self, index, rows, logits):
+        """`(rows, parents)` after a step whose logits are `logits` (banned ids at -inf).
+
+        `parents` `(batch, beam_size)` names the hypothesis each new one
+        continues (the loop reorders the step's state by it), or None where
+        every hypothesis continues itself.
+        """
+        raise NotImplementedError
+
+    def done(self, rows):
+        """Boolean `(batch,)`: the sources that need no more steps."""
+        raise NotImplementedError
+
+    def finish(self, index, rows):
+        """The `SearchResult` of the rows after `index` steps."""
+        raise NotImplementedError
+
+
+def start_ids(batch_size, max_length, start_id):
+    """`(batch_size, max_length + 1)` int32: START, then PAD (0)."""
+    ids = ops.zeros((batch_size, max_length + 1), "int32")
+    return ops.slice_update(ids, (0, 0), ops.full((batch_size, 1), start_id, "int32"))
+
+
+def finished_flags(batch_size, finished=None):
+    """`finished` as bool `(batch_size,)`, all False when None."""
+    if finished is None:
+        return ops.zeros((batch_size,), "bool")
+    return ops.cast(finished, "bool")
+
+
+def reorder_rows(state, parents):
+    """Every state tensor's rows `(batch * k, ...)` gathered from the parent beams `(batch, k)`."""
+    k = parents.shape[1]
+    offsets = ops.arange(ops.shape(parents)[0], dtype="int32")[:, None] * k
+    rows = ops.reshape(parents + offsets, (-1,))
+    return keras.tree.map_structure(lambda x: ops.take(x, rows, axis=0), state)

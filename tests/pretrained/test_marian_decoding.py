@@ -1,0 +1,86 @@
+"""An imported OPUS-MT run decodes as transformers' `generate` does, through every path.
+
+The references in tests/data/marian/*/reference.json are transformers'
+greedy and beam-4 outputs (`length_penalty` 1.0, the checkpoint's other
+generation settings, `max_new_tokens`) for the same sentences.
+"""
+
+import json
+import pathlib
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.decoding import TruncatedOutputWarning
+from keras_transformer.pretrained import import_pretrained
+from keras_transformer.serving import export
+from keras_transformer.training import run_dir
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "marian"
+
+
+@pytest.fixture(scope="module", params=["shared", "separate"])
+def imported(request, tmp_path_factory):
+    """`(run directory, reference)` of each fixture, imported once."""
+    run = tmp_path_factory.mktemp(request.param) / "run"
+    import_pretrained(FIXTURES / request.param, run)
+    return run, json.loads((FIXTURES / request.param / "reference.json").read_text(encoding="utf-8"))
+
+
+def strings(tensor):
+    return [text.decode("utf-8") for text in np.asarray(tensor).tolist()]
+
+
+def quietly(function, *args):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TruncatedOutputWarning)  # transformers cut some off too
+        return function(*args)
+
+
+def test_greedy_strings_equal_transformers(imported):
+    run, reference = imported
+    translator = export.load(run, beam_size=1, max_length=reference["max_new_tokens"])
+    assert strings(quietly(translator.greedy, reference["sentences"])) == reference["greedy"]
+    assert strings(quietly(translator, reference["sentences"])) == reference["greedy"]
+
+
+def test_beam_4_best_strings_equal_transformers_but_for_ties(imported):
+    run, reference = imported
+    translator = export.load(run, beam_size=4, alpha=1.0, max_length=reference["max_new_tokens"])
+    nbest = translator.nbest(reference["sentences"])
+    ours = [strings(row)[0] for row in np.asarray(nbest["translations"])]
+    scores = np.asarray(nbest["scores"])[:, 0]
+    expected = [beams[0] for beams in reference["beam"]]
+    expected_scores = [beam_scores[0] for beam_scores in reference["beam_scores"]]
+    equal = [a == b for a, b in zip(ours, expected)]
+    assert sum(equal) >= 0.95 * len(equal)
+    for same, score, expected_score in zip(equal, scores, expected_scores):
+        assert abs(score - expected_score) <= (1e-4 if same else 1e-5)
+
+
+def test_scores_of_the_greedy_outputs_equal_transformers_log_probabilities(imported):
+    run, reference = imported
+    translator = export.load(run, beam_size=1, max_length=reference["max_new_tokens"])
+    target = run_dir.load_tokenizers(run).target
+    retokenized = [ids + [target.end_id] for ids in target.tokenize(tf.constant(reference["greedy"])).to_list()]
+    same = [ids == expected for ids, expected in zip(retokenized, reference["greedy_ids"])]
+    scored = translator.score(reference["sentences"], reference["greedy"])
+    log_probs = np.asarray(scored["log_probs"])
+    compared = [(ours, theirs) for ours, theirs, ok in zip(log_probs, reference["greedy_log_probs"], same) if ok]
+    assert len(compared) >= len(same) // 2  # the strings whose pieces come back the same
+    np.testing.assert_allclose(*zip(*compared), rtol=0, atol=1e-4)
+
+
+def test_the_saved_model_signatures_give_the_runs_strings(imported, tmp_path):
+    run, reference = imported
+    length = reference["max_new_tokens"]
+    export.export_run(run, tmp_path / "export", beam_size=4, alpha=1.0, max_length=length)
+    loaded = tf.saved_model.load(str(tmp_path / "export"))
+    sentences = tf.constant(reference["sentences"])
+    live = export.load(run, beam_size=4, alpha=1.0, max_length=length)
+    assert strings(loaded.signatures["greedy"](sentences=sentences)["translations"]) == reference["greedy"]
+    assert strings(loaded.signatures["serving_default"](sentences=sentences)["translations"]) == strings(
+        quietly(live, reference["sentences"])
+    )
