@@ -15,6 +15,8 @@ VERSION = re.search(
 SERVE = ["fastapi>=0.110", "uvicorn>=0.29", "tensorflow-serving-api>=2.16,<2.22"]
 # `keras-transformer export --format ctranslate2`.
 CTRANSLATE2 = ["ctranslate2>=4.3"]
+# `keras_transformer.litert.Translator`: the LiteRT interpreter (manylinux x86-64 and aarch64, macOS arm64 wheels).
+LITERT = ["ai-edge-litert>=2.3"]
 # `keras-transformer import`: hf:// checkpoints, and model.safetensors files.
 PRETRAINED = ["huggingface_hub>=0.20", "safetensors>=0.4"]
 
@@ -61,10 +63,12 @@ setup(
             *SERVE,
             *CTRANSLATE2,
             *PRETRAINED,
+            *LITERT,
         ],
         "serve": SERVE,
         "ctranslate2": CTRANSLATE2,
         "pretrained": PRETRAINED,
+        "litert": LITERT,
         # benchmarks/: the peers and routes they compare (PyTorch too: `pip install torch`, see README.md).
         "bench": ["keras-hub>=0.18", "psutil>=5", "sacremoses>=0.1", "jax[cpu]>=0.4.30", *CTRANSLATE2],
         "jax": ["jax[cpu]>=0.4.30"],

@@ -141,6 +141,10 @@ class ModelConfig(_Config):
         """The decoder's depth: `num_decoder_layers`, else `num_layers`."""
         return self.num_layers if self.num_decoder_layers is None else self.num_decoder_layers
 
+    def special_ids(self):
+        """`decoding.search_for`'s ids of this model: `start_id`, `end_id` and the target's `pad_id`."""
+        return dict(start_id=self.start_id, end_id=self.end_id, pad_id=self.target_pad)
+
     @property
     def target_pad(self):
         """The target vocabulary's padding id: `target_pad_id`, else `pad_id`."""
@@ -233,6 +237,22 @@ class DecodingConfig(_Config):
     banned_ids: tuple = ()
     softmax_over: str = "allowed"
     tuned_on: str = None  # the split `alpha` was chosen on, where it was (`benchmarks/multi30k.py`)
+
+    def search_options(self):
+        """The keyword arguments of `decoding.search_for` that these settings name, besides the beam and alpha.
+
+        Example:
+
+        >>> DecodingConfig(normalization="length", banned_ids=(9,)).search_options()["banned_ids"]
+        (9,)
+        """
+        return dict(
+            normalization=self.normalization,
+            stopping=self.stopping,
+            force_end=self.force_end,
+            banned_ids=tuple(self.banned_ids) or None,  # None: the searches' own (padding and start)
+            softmax_over=self.softmax_over,
+        )
 
 
 @dataclasses.dataclass(frozen=True)

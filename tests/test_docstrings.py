@@ -39,6 +39,7 @@ MODULES = [
     "keras_transformer.training.data",
     "keras_transformer.decoding.compaction",
     "keras_transformer.decoding.traced_step",
+    "keras_transformer.litert.search",
     "keras_transformer.files.text_files",
     "keras_transformer.files.destinations",
     "keras_transformer.files.ownership",

@@ -5,6 +5,8 @@ Example::
     keras-transformer export --model saved_models/multi30k-en-de --output saved_models/en-de-export
     keras-transformer export --model saved_models/multi30k-en-de --output saved_models/en-de-ct2 \
         --format ctranslate2 --quantization int8
+    keras-transformer export --model saved_models/multi30k-en-de --output saved_models/en-de-litert \
+        --format litert --quantization int8
 
 Load it anywhere with TensorFlow and tensorflow-text only::
 
@@ -18,7 +20,7 @@ import sys
 from keras_transformer.commands.arguments import non_empty, non_negative_finite_float, positive_int
 from keras_transformer.serving.ctranslate2 import QUANTIZATIONS
 
-FORMATS = ("savedmodel", "ctranslate2")
+FORMATS = ("savedmodel", "ctranslate2", "litert")
 SAVEDMODEL_ONLY = {"beam": "--beam", "alpha": "--alpha", "max_length": "--max-length", "no_xla": "--no-xla"}
 
 TRUST_RUN_DIR = (
@@ -46,13 +48,14 @@ def add_parser(subparsers):
         choices=FORMATS,
         default="savedmodel",
         help="savedmodel (default): strings in, strings out, TensorFlow only; ctranslate2: a CTranslate2 model "
-        "directory (pip install ctranslate2), which takes and returns SentencePiece pieces",
+        "directory (pip install ctranslate2), which takes and returns SentencePiece pieces; litert: a .tflite "
+        "with encode, decode_step and tokenize signatures for on-device translation (docs/litert.md)",
     )
     parser.add_argument(
         "--quantization",
         choices=QUANTIZATIONS,
         default=None,
-        help="--format ctranslate2 only: the weight type (default: float32, as trained)",
+        help="--format ctranslate2 or litert (int8 only): the weight type (default: float32, as trained)",
     )
     parser.add_argument(
         "--overwrite", action="store_true", help="replace the earlier export at --output (never any other folder)"
@@ -82,8 +85,10 @@ def add_parser(subparsers):
 def run(args):
     if args.format == "ctranslate2":
         return _run_ctranslate2(args)
+    if args.format == "litert":
+        return _run_litert(args)
     if args.quantization is not None:
-        raise ValueError("--quantization applies to --format ctranslate2 only")
+        raise ValueError("--quantization applies to --format ctranslate2 or litert only")
     from keras_transformer.serving.export import export_run
 
     translator = export_run(
@@ -116,6 +121,31 @@ def _run_ctranslate2(args):
     print(
         f"Exported {args.model} to {args.output} (CTranslate2, {args.quantization or 'float32'}). Load it with "
         "`ctranslate2.Translator(path)` and pass SentencePiece pieces.",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _run_litert(args):
+    if args.no_xla:
+        raise ValueError("--no-xla applies to --format savedmodel only: a LiteRT export is not XLA-compiled")
+    if args.quantization not in (None, "int8"):
+        raise ValueError(f"--format litert takes --quantization int8 only. Received: {args.quantization}")
+    from keras_transformer.litert import export_run
+
+    info = export_run(
+        args.model,
+        args.output,
+        quantization=args.quantization,
+        overwrite=args.overwrite,
+        beam_size=args.beam,
+        alpha=args.alpha,
+        max_length=args.max_length,
+    )
+    where = "in the .tflite" if info["tokenizer"]["in_model"] else "outside the model (SentencePiece)"
+    print(
+        f"Exported {args.model} to {args.output} (LiteRT, {info['quantization']}, tokenizer {where}). "
+        "Translate with `keras_transformer.litert.Translator(path)` (pip install 'keras-transformer[litert]').",
         file=sys.stderr,
     )
     return 0

@@ -26,7 +26,6 @@ from keras import ops
 from keras_transformer.config import START_ID  # noqa: F401  (the example above)
 from keras_transformer.decoding.search import Step, check_beam_size
 from keras_transformer.decoding.traced_step import traced_once
-from keras_transformer.layers.masks import padding_mask
 from keras_transformer.models import as_transformer
 
 
@@ -91,7 +90,7 @@ def initial_state(model, source_ids, max_length=None, beam_size=1):
     max_length = check_max_length(model, max_length)
     beams = check_beam_size(beam_size)
     ids = check_source_ids(source_ids)
-    source_mask = padding_mask(ids)
+    source_mask = model.source_padding_mask(ids)  # the model's own padding id
     memory = (model.cross_attention_caches(model.encode(ids)), source_mask)
     batch = ops.shape(source_mask)[0]
     caches = model.empty_self_attention_caches(batch, max_length * beams)

@@ -10,7 +10,9 @@ files its record lists (`ownership`):
 - an export: a SavedModel of a `Translator` whose `MANIFEST.sha256` lists
   every file;
 - a CTranslate2 export: `model.bin` with a manifest and the
-  `keras_transformer.json` that `serving.ctranslate2.convert_run` writes.
+  `keras_transformer.json` that `serving.ctranslate2.convert_run` writes;
+- a LiteRT export: `model.tflite` with a manifest and the `litert.json`
+  that `litert.export_run` writes.
 
 Anything else anywhere under the folder (a file the record does not list or
 whose sha256 differs, a symbolic link, a folder of the user's) raises
@@ -43,10 +45,12 @@ from keras_transformer.files import atomic, ownership, run_files
 RUN = "run"
 EXPORT = "export"
 CTRANSLATE2 = "ctranslate2"
-KINDS = {RUN: "training run", EXPORT: "SavedModel export", CTRANSLATE2: "CTranslate2 export"}
+LITERT = "litert"
+KINDS = {RUN: "training run", EXPORT: "SavedModel export", CTRANSLATE2: "CTranslate2 export", LITERT: "LiteRT export"}
 MANIFEST = "MANIFEST.sha256"
 CREATOR = ownership.CREATOR  # config.json's "created_by"
 CTRANSLATE2_PROVENANCE = "keras_transformer.json"
+LITERT_PROVENANCE = "litert.json"
 # The graph of every `Translator` export names these functions.
 TRANSLATOR_MARKERS = (b"source_lengths", b"max_source_length")
 EXPORT_FOLDERS = re.compile(r"assets|assets\.extra|variables")  # a SavedModel's, which may be empty
@@ -89,7 +93,7 @@ class LeftBehindWarning(KerasTransformerWarning):
 
 
 def check_destination(path, kind):
-    """What writing a `kind` (`"run"`, `"export"` or `"ctranslate2"`) at `path` would do.
+    """What writing a `kind` (`"run"`, `"export"`, `"ctranslate2"` or `"litert"`) at `path` would do.
 
     Returns:
         `"new"` (does not exist), `"empty"` (an empty folder), or `"ours"` (a
@@ -136,7 +140,13 @@ def check_separate(source, destination, what="the output"):
 def files_record(path, kind):
     """What a `kind` at `path` records of its files (`ownership.Record`), or None when it has no such record."""
     path = pathlib.Path(path)
-    return {RUN: run_files.files_record, EXPORT: _export_record, CTRANSLATE2: _ctranslate2_record}[kind](path)
+    records = {
+        RUN: run_files.files_record,
+        EXPORT: _export_record,
+        CTRANSLATE2: _ctranslate2_record,
+        LITERT: _litert_record,
+    }
+    return records[kind](path)
 
 
 def kind_of(path):
@@ -160,6 +170,8 @@ def marked_kind(path):
         return EXPORT
     if _mark(path / CTRANSLATE2_PROVENANCE).get("created_by") == CREATOR:
         return CTRANSLATE2
+    if _mark(path / LITERT_PROVENANCE).get("created_by") == CREATOR:
+        return LITERT
     return None
 
 
@@ -305,15 +317,23 @@ def _export_record(path):
 
 
 def _ctranslate2_record(path):
+    return _provenance_record(path, "model.bin", CTRANSLATE2_PROVENANCE, "ctranslate2")
+
+
+def _litert_record(path):
+    return _provenance_record(path, "model.tflite", LITERT_PROVENANCE, "litert")
+
+
+def _provenance_record(path, model_file, provenance_file, format_name):
+    """The manifest's record of an export whose `provenance_file` says this package wrote it in `format_name`."""
     files = read_manifest(path)
-    if files is None or not {"model.bin", CTRANSLATE2_PROVENANCE} <= files.keys():
+    if files is None or not {model_file, provenance_file} <= files.keys():
         return None
-    provenance = path / CTRANSLATE2_PROVENANCE
     try:
-        data = json.loads(provenance.read_text(encoding="utf-8"))
+        data = json.loads((path / provenance_file).read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
         return None
-    if not (isinstance(data, dict) and data.get("created_by") == CREATOR and data.get("format") == "ctranslate2"):
+    if not (isinstance(data, dict) and data.get("created_by") == CREATOR and data.get("format") == format_name):
         return None
     return _manifest_record(files)
 

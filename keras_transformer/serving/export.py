@@ -204,6 +204,7 @@ def _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact):
             alpha=alpha,
             max_length=max_length,
             add_source_end=config.add_source_end,
+            search_options=defaults.search_options(),
             jit_compile=jit_compile,
             compact=compact,
         ),

@@ -114,7 +114,14 @@ class Translator(TranslatorMethods, tf.Module):
         max_length: tokens generated at most; default the model's `max_length`.
         max_source_length: source tokens kept (longer ones are truncated);
             default the model's `max_length`.
-        add_source_end: append END to the source ids (as the training data did).
+        add_source_end: append the source tokenizer's END to the source ids
+            (as the training data did). An empty sentence then decodes from
+            its END alone, as an imported OPUS-MT model does; without it, an
+            empty sentence translates to "".
+        search_options: keyword arguments of `decoding.search_for` beside the
+            beam size and alpha (a run's `DecodingConfig.search_options()`:
+            an imported model decodes as transformers does); the special ids
+            are the model's (`ModelConfig.special_ids`).
         jit_compile: compile the decode with XLA.
         compact: drop the sentences that are done from the batch between
             segments of steps (`keras_transformer.decoding.compaction`) in beam
@@ -160,6 +167,7 @@ class Translator(TranslatorMethods, tf.Module):
         max_length=None,
         max_source_length=None,
         add_source_end=False,
+        search_options=None,
         jit_compile=True,
         compact=False,
         name=None,
@@ -175,7 +183,8 @@ class Translator(TranslatorMethods, tf.Module):
             )
         if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 <= alpha < math.inf:
             raise ValueError(f"`alpha` must be a finite number >= 0. Received: alpha={alpha!r}")
-        search = decoding.search_for(decoding.check_beam_size(beam_size), alpha)  # greedy search for a beam of 1
+        options = {**first.config.special_ids(), **(search_options or {})}
+        search = decoding.search_for(decoding.check_beam_size(beam_size), alpha, **options)  # a beam of 1: greedy
         self.model = model
         # The tf.Variables under the Keras variables, tracked directly: a Session-based
         # loader (TF Serving, `saved_model_cli run`) restores only the variables it reaches so.
@@ -186,9 +195,13 @@ class Translator(TranslatorMethods, tf.Module):
         _check_vocab("target_tokenizer", self.target_tokenizer, first.outputs[0].shape[-1])
         self._source_limit = max_source_length - int(add_source_end)
         self._add_source_end = add_source_end
+        # The ids that end and pad: the tokenizers' own (0 pads, 3 ends for this package's; an import's differ).
+        self._source_end = int(getattr(self.source_tokenizer, "end_id", decoding.END_ID))
+        self._target_end = int(getattr(self.target_tokenizer, "end_id", decoding.END_ID))
+        self._source_pad, self._target_pad = first.config.pad_id, first.config.target_pad
         self._decode_length = decoding.resolve_max_length(model, max_length)
         self._compact = bool(compact)
-        self._searches = _Searches(model, search, self._decode_length, jit_compile, compact)
+        self._searches = _Searches(model, search, options, self._decode_length, jit_compile, compact)
         # Read back by the commands, also after `tf.saved_model.load`.
         self.beam_size = tf.Variable(beam_size, trainable=False, name="beam_size")
         self.max_source_length = tf.Variable(max_source_length, trainable=False, name="max_source_length")
@@ -250,9 +263,9 @@ class Translator(TranslatorMethods, tf.Module):
 
         def run():
             ids = self.target_tokenizer.tokenize(tf.strings.strip(targets))
-            ids = tf.concat([tf.cast(ids, tf.int32), tf.fill([batch, 1], decoding.END_ID)], axis=1)
+            ids = tf.concat([tf.cast(ids, tf.int32), tf.fill([batch, 1], self._target_end)], axis=1)
             ids = ids[:, : self._decode_length]
-            target = _pad_to_buckets(ids, self._decode_length)
+            target = _pad_to_buckets(ids, self._decode_length, self._target_pad)
             log_probs = self._searches.score(self._source_ids(sources), target)[:batch]
             return {"log_probs": log_probs, "target_lengths": tf.cast(ids.row_lengths(), tf.int32)}
 
@@ -289,16 +302,19 @@ class Translator(TranslatorMethods, tf.Module):
         return tf.cond(batch > 0, run, empty)
 
     def _source_ids(self, sentences):
-        """Source ids `(batch', width)` in buckets (`_pad_to_buckets`); empty sentences all padding."""
+        """Source ids `(batch', width)` in buckets (`_pad_to_buckets`); empty sentences all padding.
+
+        With `add_source_end`, an empty sentence is its END alone (see the class docstring).
+        """
         batch = tf.shape(sentences)[0]
         ids = self.source_tokenizer.tokenize(tf.strings.strip(sentences))
         ids = tf.cast(ids[:, : self._source_limit], tf.int32)
-        empty = ids.row_lengths() == 0
         if self._add_source_end:
-            ends = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], decoding.END_ID))
-            ids = tf.concat([ids, ends], axis=1)
-        source = _pad_to_buckets(ids, self.max_source_length)
-        return tf.where(tf.pad(empty, [[0, tf.shape(source)[0] - batch]])[:, None], 0, source)
+            ends = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], self._source_end))
+            return _pad_to_buckets(tf.concat([ids, ends], axis=1), self.max_source_length, self._source_pad)
+        empty = ids.row_lengths() == 0
+        source = _pad_to_buckets(ids, self.max_source_length, self._source_pad)
+        return tf.where(tf.pad(empty, [[0, tf.shape(source)[0] - batch]])[:, None], self._source_pad, source)
 
     def _detokenize(self, ids):
         """Strings of ids `(batch, length)`, or `(batch, beams, length)` -> `(batch, beams)`."""
@@ -339,20 +355,21 @@ class Translator(TranslatorMethods, tf.Module):
 class _Searches:
     """A `Translator`'s compiled searches (`decoding.compile_search`): source ids -> `SearchResult`.
 
-    `scores` are log-probabilities normalised by the GNMT length penalty
-    (`decoding.length_penalty(length, alpha)`, length counting END), the
-    quantity the beam search ranks by, for every search alike. `nbest` runs
-    `search` (what `decoding.search_for(beam_size, alpha)` names).
+    `scores` are log-probabilities normalised by the search's length penalty
+    (`Search.normalise`, length counting END), the quantity the beam search
+    ranks by, for every search alike. `nbest` runs `search` (what
+    `decoding.search_for(beam_size, alpha, **options)` names); greedy search
+    and sampling share its `options`.
     """
 
-    def __init__(self, model, search, max_length, jit_compile, compact=False):
+    def __init__(self, model, search, options, max_length, jit_compile, compact=False):
         compile_search = functools.partial(decoding.compile_search, model, max_length=max_length)
         compile_search = functools.partial(compile_search, jit_compile=jit_compile)
-        greedy = decoding.GreedySearch(alpha=search.alpha)
+        greedy = decoding.search_for(1, search.alpha, **options)
         self.beam_size = search.beam_size
         self._greedy = compile_search(greedy, compact=compact)
         self._nbest = self._greedy if search == greedy else compile_search(search, compact=compact)
-        self._sample = compile_search(decoding.SamplingSearch(alpha=search.alpha))
+        self._sample = compile_search(decoding.search_for(None, search.alpha, temperature=1.0, **options))
         self.score = decoding.compile_scores(model, jit_compile=jit_compile)
 
     def greedy(self, source_ids):
@@ -405,8 +422,8 @@ def _check_vocab(name, tokenizer, model_vocab):
         )
 
 
-def _pad_to_buckets(ids, max_source_length):
-    """Ragged ids -> dense `(batch', width)`: batch to a power of two, width to a multiple of 16."""
+def _pad_to_buckets(ids, max_source_length, pad_id):
+    """Ragged ids -> dense `(batch', width)` of `pad_id`: batch to a power of two, width to a multiple of 16."""
     batch = tf.shape(ids.row_lengths())[0]
     width = tf.reduce_max(tf.concat([ids.row_lengths(), [1]], 0))
     width = tf.minimum(
@@ -414,6 +431,6 @@ def _pad_to_buckets(ids, max_source_length):
     )
     rows = tf.cast(2.0 ** tf.round(tf.math.log(tf.cast(batch, tf.float32)) / tf.math.log(2.0)), tf.int32)
     rows = tf.where(rows < batch, 2 * rows, rows)
-    dense = ids.to_tensor(0)
+    dense = ids.to_tensor(pad_id)
     pad = [[0, rows - batch], [0, tf.cast(width, tf.int32) - tf.shape(dense)[1]]]
-    return tf.pad(dense, pad)
+    return tf.pad(dense, pad, constant_values=pad_id)

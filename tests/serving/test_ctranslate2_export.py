@@ -266,7 +266,7 @@ def test_cli_exports_ctranslate2(run, tmp_path, capsys):
     [
         (["--format", "ctranslate2", "--beam", "4"], "--beam applies to --format savedmodel only"),
         (["--format", "ctranslate2", "--no-xla"], "--no-xla applies to --format savedmodel only"),
-        (["--quantization", "int8"], "--quantization applies to --format ctranslate2 only"),
+        (["--quantization", "int8"], "--quantization applies to --format ctranslate2 or litert only"),
     ],
 )
 def test_cli_refuses_options_of_the_other_format(run, tmp_path, capsys, extra, message):

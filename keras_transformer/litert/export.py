@@ -1,0 +1,282 @@
+"""A training run as a LiteRT (TFLite) model for on-device translation: `export_run`.
+
+The export is a folder:
+
+- `model.tflite`: the signatures `encode` and `decode_step` (the cached
+  decoder step over a fixed-size self-attention cache and the precomputed
+  cross-attention keys and values, `keras_transformer.litert.graph`), and
+  `tokenize` (tensorflow-text's `FastSentencepieceTokenizer`) where it is
+  exact; detokenizing is SentencePiece's on the host (`graph` says why); LiteRT builtins and
+  tensorflow-text ops only, checked on the written flatbuffer
+  (`keras_transformer.litert.ops`);
+- `litert.json`: what the host loop needs (special ids, lengths, the beam
+  defaults, the tokenizer's mode and why), and what it was made from;
+- `tokenizers/`: the run's tokenizer folders, for the tokenizer outside the
+  model (`keras_transformer.litert.text`);
+- `MANIFEST.sha256`.
+
+The search runs on the host (`keras_transformer.litert.Translator`).
+
+Example:
+
+>>> export_run("saved_models/chatbot-ko", "saved_models/chatbot-ko-litert", quantization="int8")
+{'created_by': 'keras-transformer', 'format': 'litert', ...}
+"""
+
+import json
+import pathlib
+import random
+import shutil
+import tempfile
+import warnings
+
+from keras_transformer.config import DecodingConfig
+from keras_transformer.errors import ArgumentError, KerasTransformerWarning, first_line, literal
+from keras_transformer.files import atomic, destinations, manifest
+from keras_transformer.litert import text as host_text
+from keras_transformer.training import run_dir
+
+FORMAT = "litert"
+MODEL_FILE = "model.tflite"
+INFO_FILE = destinations.LITERT_PROVENANCE
+QUANTIZATIONS = ("int8",)
+MAX_CACHE_LENGTH = 512  # positions of the self-attention cache, copied in and out at every step
+_PROBE_SENTENCES = 2000
+
+
+class TokenizerOutsideWarning(KerasTransformerWarning):
+    """The `.tflite` cannot tokenize exactly as the run does: the export's tokenizer runs outside the model."""
+
+
+def export_run(run, output, *, quantization=None, overwrite=False, beam_size=None, alpha=None, max_length=None):
+    """Writes the training run `run` as a LiteRT export folder at `output`, atomically.
+
+    Every check runs before the model loads: `run` must be a run directory of
+    one model, and `output` new, an empty folder, or a LiteRT export of this
+    package (replaced only when `overwrite` is true) that neither holds nor
+    lies inside `run`.
+
+    Args:
+        run: a training run directory (of this package, or imported).
+        output: the folder to write.
+        quantization: None (float32 weights) or `"int8"` (dynamic-range
+            quantization of the weights).
+        overwrite: replace an earlier LiteRT export of this package.
+        beam_size, alpha: the beam defaults recorded for the host (default:
+            the run's, else 4 and 0.6).
+        max_length: tokens generated at most, the self-attention cache's
+            length (default: the run's, else the model's; at most
+            `MAX_CACHE_LENGTH`).
+
+    Returns:
+        The `litert.json` written, as a dict.
+
+    Raises:
+        ValueError: naming the argument, the op that is not a LiteRT
+            builtin, or the limit a length exceeds.
+
+    Example:
+
+    >>> info = export_run("saved_models/tiny", "/tmp/tiny-litert")
+    >>> info["tokenizer"]["in_model"]
+    True
+    """
+    run = _check_run(run)
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise ValueError(f"`quantization` must be None or 'int8'. Received: quantization={quantization!r}")
+    destinations.check_separate(run, output, what="the export")
+    if destinations.check_destination(output, destinations.LITERT) == "ours" and not overwrite:
+        raise destinations.DestinationInUseError(output, "a LiteRT export", ["overwrite"])
+    run_dir.warn_if_unfinished(run)
+    config = run_dir.RunConfig.read(run)
+    decoding = config.decoding or DecodingConfig()
+    model = _load_model(run / run_dir.MODEL)
+    cache_length = _cache_length(run, model, max_length if max_length is not None else decoding.max_length)
+    tokenizer_dirs = _tokenizer_dirs(run)
+    proto, reason = in_model_tokenizer(tokenizer_dirs[0])
+    if reason:
+        warnings.warn(TokenizerOutsideWarning(f"{run}: {reason}; {_OUTSIDE}"), stacklevel=2)
+    info = _info(run, model, config, decoding, cache_length, quantization, beam_size, alpha, reason)
+    data = convert(model, cache_length, info, proto, quantization)
+
+    def write(tmp):
+        tmp = pathlib.Path(tmp)
+        (tmp / MODEL_FILE).write_bytes(data)
+        for side, folder in zip(("source", "target"), tokenizer_dirs):
+            shutil.copytree(folder, tmp / "tokenizers" / side)
+        (tmp / INFO_FILE).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        manifest.write_manifest(tmp)
+
+    atomic.replace_dir(write, output, destinations.remove_previous)
+    return info
+
+
+_OUTSIDE = (
+    "the export tokenizes outside the model with SentencePiece (its tokenizers/ folder, docs/litert.md), "
+    "and its .tflite has no tokenize signature"
+)
+
+
+def convert(model, cache_length, info, source_proto=None, quantization=None):
+    """The `.tflite` flatbuffer (bytes) of `model`'s `StepModule`, its ops checked (`ops.check_operators`)."""
+    import tensorflow as tf
+
+    from keras_transformer.litert.graph import StepModule
+    from keras_transformer.litert.ops import check_operators
+
+    module = StepModule(model, cache_length, info["banned_ids"], info["decoding"]["softmax_over"], source_proto)
+    signatures = module.signatures()
+    with tempfile.TemporaryDirectory() as tmp:
+        options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
+        tf.saved_model.save(module, tmp, signatures=signatures, options=options)
+        converter = tf.lite.TFLiteConverter.from_saved_model(tmp, signature_keys=list(signatures))
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        converter.allow_custom_ops = True  # tensorflow-text's ops; check_operators refuses any other
+        if quantization == "int8":
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]  # no dataset: dynamic-range int8 weights
+        try:
+            data = converter.convert()
+        except Exception as error:  # noqa: BLE001  (the converter's errors are many and long)
+            raise ValueError(f"the LiteRT converter failed: {first_line(error)}") from None
+    check_operators(data)
+    return data
+
+
+def in_model_tokenizer(source_dir):
+    """`(source_proto, None)` when the `.tflite` can tokenize the source exactly, else `(None, reason)`.
+
+    Exact means: this package's SentencePiece tokenizers (not an imported
+    Marian one), unigram models, that tensorflow-text's
+    `FastSentencepieceTokenizer` converts and that give the same ids and
+    strings as SentencePiece on probe sentences made of the vocabulary. A
+    model with byte-fallback pieces passes where nothing needs them: the
+    converter drops those pieces, so a sentence that the fast tokenizer
+    gives `<unk>` for is tokenized by SentencePiece on the host
+    (`Translator`), never differently.
+    """
+    text = host_text.load_text(source_dir)
+    if isinstance(text, host_text.MarianText):
+        return None, (
+            "its source tokenizer is an imported Marian one (SentencePiece pieces mapped to ids by "
+            "vocab.json, >>lang<< codes kept whole), which FastSentencepieceTokenizer cannot reproduce"
+        )
+    reason = _fast_mismatch(text)
+    return (None, f"its source tokenizer {reason}") if reason else (text.model_proto, None)
+
+
+def _fast_mismatch(text):
+    """Why `FastSentencepieceTokenizer` does not tokenize as `text` (a `SentencePieceText`), or None.
+
+    Probes: every piece alone, and sentences of random pieces.
+    """
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+    from sentencepiece import sentencepiece_model_pb2
+
+    model = sentencepiece_model_pb2.ModelProto.FromString(text.model_proto)
+    if model.trainer_spec.model_type != sentencepiece_model_pb2.TrainerSpec.UNIGRAM:
+        return "is not a unigram model (BPE): FastSentencepieceTokenizer does not tokenize it as SentencePiece does"
+    try:
+        fast = tf_text.FastSentencepieceTokenizer(text.model_proto)
+    except Exception as error:  # noqa: BLE001
+        return f"does not convert to FastSentencepieceTokenizer: {first_line(error)}"
+    pieces = text.pieces()
+    rng = random.Random(0)
+    probes = [piece.replace("\u2581", " ").strip() for piece in pieces] + [
+        "".join(rng.choice(pieces) for _ in range(rng.randint(2, 12))).replace("\u2581", " ").strip()
+        for _ in range(_PROBE_SENTENCES)
+    ]
+    probes = [p for p in probes if p]
+    for probe, fast_ids, ids in zip(probes, fast.tokenize(tf.constant(probes)).to_list(), text.tokenize(probes)):
+        if fast_ids != ids and not (text.byte_ids and text.unk_id in fast_ids):
+            return f"gives {ids[:8]} for {probe!r} where FastSentencepieceTokenizer gives {fast_ids[:8]}"
+    return None
+
+
+def _info(run, model, config, decoding, cache_length, quantization, beam_size, alpha, reason):
+    model_config = model.config
+    start_id, target_pad = model_config.start_id, model_config.target_pad
+    banned = {start_id, *decoding.banned_ids}
+    if decoding.softmax_over == "allowed":
+        banned.add(target_pad)
+    layer = model.decoder_layers[0]
+    return {
+        "created_by": destinations.CREATOR,
+        "format": FORMAT,
+        "run": str(run),
+        "model_file": MODEL_FILE,
+        "quantization": quantization or "float32",
+        "signatures": ["encode", "decode_step"] + (["tokenize"] if reason is None else []),
+        "max_length": cache_length,
+        "max_source_length": int(model.max_length),
+        "layers": len(model.decoder_layers),
+        "heads": int(layer.num_heads),
+        "key_dim": int(layer.d_model // layer.num_heads),
+        "target_vocab_size": int(model.target_vocab_size),
+        "pad_id": model_config.pad_id,
+        "target_pad_id": target_pad,
+        "start_id": start_id,
+        "end_id": model_config.end_id,
+        "banned_ids": sorted(banned),
+        "add_source_end": bool(config.add_source_end),
+        "decoding": {
+            "beam_size": _positive(beam_size, "beam_size") or decoding.beam_size,
+            "alpha": decoding.alpha if alpha is None else float(alpha),
+            "normalization": decoding.normalization,
+            "stopping": decoding.stopping,
+            "force_end": bool(decoding.force_end),
+            "softmax_over": decoding.softmax_over,
+        },
+        "tokenizer": {
+            "in_model": reason is None,
+            "reason": reason,
+            "source": "tokenizers/source",
+            "target": "tokenizers/target",
+        },
+    }
+
+
+def _positive(value, name):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+    return value
+
+
+def _cache_length(run, model, max_length):
+    """The decode length (the self-attention cache's), checked against the model and `MAX_CACHE_LENGTH`."""
+    length = int(model.max_length) if max_length is None else max_length
+    if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= model.max_length:
+        raise ArgumentError(
+            f"{{max_length={max_length!r}}} must be an int from 1 to the model's max_length {model.max_length}"
+        )
+    if length > MAX_CACHE_LENGTH:
+        raise ArgumentError(
+            f"{literal(run)}: max_length {length} is more than the LiteRT decoder's fixed self-attention cache "
+            f"holds ({MAX_CACHE_LENGTH} positions): pass {{max_length={MAX_CACHE_LENGTH}}} or less"
+        )
+    return length
+
+
+def _check_run(run):
+    path = pathlib.Path(run)
+    if not run_dir.is_run_dir(path):
+        kind = "a SavedModel" if run_dir.is_saved_model(path) else "not a training run"
+        raise ValueError(f"{literal(run)} is {kind}: `run` must be a run directory (config.json + model.keras)")
+    if run_dir.RunConfig.read(path).members:
+        raise ValueError(f"{run} is an ensemble: a LiteRT export holds one model; export one member instead")
+    return path
+
+
+def _tokenizer_dirs(run):
+    source = run / run_dir.SOURCE_TOKENIZER
+    target = run / run_dir.TARGET_TOKENIZER
+    return source, (target if target.is_dir() else source)
+
+
+def _load_model(path):
+    import keras
+
+    try:
+        return keras.saving.load_model(path, compile=False)
+    except Exception as error:  # noqa: BLE001  (zip, JSON, Keras: all mean "corrupt")
+        raise ValueError(f"{path}: could not load the model (corrupt or incompatible?): {first_line(error)}") from None

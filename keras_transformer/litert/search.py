@@ -1,0 +1,131 @@
+"""Greedy and beam search on the host, in NumPy, over a decoder step: the LiteRT export's loop.
+
+A `session` has `step(tokens, index) -> log_probs (rows, vocab)` (the
+banned ids at `-inf`) and `reorder(rows)` (the self-attention cache of each
+new row taken from row `rows[i]`). The searches rank as the package's
+(`keras_transformer.decoding.searches`) do: greedy takes the first most
+likely token; beam search keeps the `2k` best continuations (equal scores in
+index order), moves those among the `k` best that end to the finished list,
+scored `log p / penalty(len)` with `len` counting END, keeps the `k` best
+others alive, and a source is done once `k` hypotheses ended; a source cut
+off at `max_length` fills its places with its live beams, after the ended
+ones.
+
+Example (a step whose next token is always END, id 3):
+
+>>> class Always:
+...     def step(self, tokens, index):
+...         log_probs = np.full((len(tokens), 5), -9.0); log_probs[:, 3] = 0.0; return log_probs
+...     def reorder(self, rows): pass
+>>> greedy(Always(), np.zeros(2, bool), max_length=4, start_id=2, end_id=3)[0]
+[[3], [3]]
+"""
+
+import numpy as np
+
+_NINF = -np.inf
+
+
+def length_penalty(length, alpha, normalization="gnmt"):
+    """GNMT's `((5 + length) / 6) ** alpha`, or `length ** alpha` (`normalization="length"`)."""
+    length = np.asarray(length, np.float32)
+    base = length if normalization == "length" else (5.0 + length) / 6.0
+    return np.power(base, np.float32(alpha)).astype(np.float32)
+
+
+def _forced(log_probs, index, max_length, end_id, force_end):
+    """`log_probs` with END the only token allowed at the last step, when `force_end`."""
+    if force_end and index == max_length - 1:
+        forced = np.full_like(log_probs, _NINF)
+        forced[:, end_id] = log_probs[:, end_id]
+        return forced
+    return log_probs
+
+
+def greedy(session, done, max_length, start_id, end_id, force_end=False):
+    """Greedy search: `(outputs, log_probs, finished)`, one per row.
+
+    `outputs[i]` lists the generated ids, END included where it came;
+    `log_probs[i]` sums their log-probabilities; `finished[i]` is False for
+    a row cut off at `max_length` before END. Rows flagged in `done` (empty
+    sources) produce nothing and count as finished.
+    """
+    rows = len(done)
+    finished = np.array(done, bool)
+    outputs = [[] for _ in range(rows)]
+    scores = np.zeros(rows, np.float32)
+    tokens = np.full(rows, start_id, np.int32)
+    for index in range(max_length):
+        if finished.all():
+            break
+        log_probs = _forced(session.step(tokens, index), index, max_length, end_id, force_end)
+        choice = log_probs.argmax(axis=1).astype(np.int32)  # the first most likely token
+        active = ~finished
+        for row in np.flatnonzero(active):
+            outputs[row].append(int(choice[row]))
+        scores += np.where(active, log_probs[np.arange(rows), choice], 0.0).astype(np.float32)
+        finished |= active & (choice == end_id)
+        tokens = choice
+    return outputs, scores, finished
+
+
+def beam(session, done, beam_size, max_length, start_id, end_id, alpha, normalization="gnmt", force_end=False):
+    """Beam search over `session`, whose rows are `beam_size` beams per source, next to each other.
+
+    Returns `(ids (batch, k, max_length), scores (batch, k), finished (batch,
+    k))`, best first: ended hypotheses by score, then cut-off ones. `ids` are
+    the generated ids, 0 after END.
+    """
+    batch, k = len(done), beam_size
+    seqs = np.zeros((batch, k, max_length + 1), np.int32)
+    seqs[:, :, 0] = start_id
+    log_probs = np.tile(np.array([[0.0] + [_NINF] * (k - 1)], np.float32), (batch, 1))
+    fin_seqs = np.zeros_like(seqs)
+    fin_scores = np.where(np.asarray(done, bool)[:, None], np.float32(0), np.float32(_NINF)) * np.ones((1, k))
+    fin_scores = fin_scores.astype(np.float32)
+    sources = np.arange(batch)[:, None]
+    index = 0
+    while index < max_length and not (fin_scores[:, -1] > _NINF).all():
+        source_done = fin_scores[:, -1] > _NINF
+        step = session.step(seqs[:, :, index].reshape(-1), index)
+        step = _forced(step, index, max_length, end_id, force_end)
+        vocab = step.shape[1]
+        candidates = (log_probs[:, :, None] + step.reshape(batch, k, vocab)).reshape(batch, k * vocab)
+        top = _best(candidates, 2 * k)
+        top_scores = np.take_along_axis(candidates, top, axis=1)
+        parent, token = top // vocab, (top % vocab).astype(np.int32)
+        cand_seqs = seqs[sources, parent]  # (batch, 2k, max_length + 1)
+        cand_seqs[:, :, index + 1] = token
+        ended = token == end_id
+
+        alive_scores = np.where(ended, _NINF, top_scores).astype(np.float32)
+        alive = _best(alive_scores, k)
+        seqs = np.take_along_axis(cand_seqs, alive[:, :, None], axis=1)
+        log_probs = np.take_along_axis(alive_scores, alive, axis=1)
+        session.reorder((np.take_along_axis(parent, alive, axis=1) + sources * k).reshape(-1))
+
+        accept = ended & (np.arange(2 * k) < k)[None] & ~source_done[:, None]
+        penalty = length_penalty(index + 1, alpha, normalization)
+        new_scores = np.where(accept, top_scores / penalty, _NINF).astype(np.float32)
+        merged = np.concatenate([fin_scores, new_scores], axis=1)
+        order = _best(merged, k)
+        fin_scores = np.take_along_axis(merged, order, axis=1)
+        fin_seqs = np.take_along_axis(np.concatenate([fin_seqs, cand_seqs], axis=1), order[:, :, None], axis=1)
+        index += 1
+    return _finish(seqs, log_probs, fin_seqs, fin_scores, length_penalty(index, alpha, normalization))
+
+
+def _best(scores, count):
+    """Indices of the `count` best `scores` per row, best first, equal scores in index order (as `top_k`)."""
+    return np.argsort(-scores, axis=1, kind="stable")[:, :count]
+
+
+def _finish(seqs, log_probs, fin_seqs, fin_scores, penalty):
+    k = fin_scores.shape[1]
+    num_finished = (fin_scores > _NINF).sum(axis=1, keepdims=True)
+    place = np.arange(k)[None]
+    is_finished = place < num_finished
+    pick = np.where(is_finished, place, k + place - num_finished)
+    scores = np.take_along_axis(np.concatenate([fin_scores, log_probs / penalty], axis=1), pick, axis=1)
+    ids = np.take_along_axis(np.concatenate([fin_seqs, seqs], axis=1), pick[:, :, None], axis=1)
+    return ids[:, :, 1:], scores.astype(np.float32), is_finished

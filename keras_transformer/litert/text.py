@@ -1,0 +1,130 @@
+"""A run's tokenizers in plain Python SentencePiece: the LiteRT export's tokenizer outside the model.
+
+A LiteRT export copies the run's `tokenizers/` folders. Where the `.tflite`
+cannot tokenize exactly as the run does (see `docs/litert.md`), the host
+tokenizes with these, which give the run's own ids and strings with the
+`sentencepiece` library alone (its C++ library on a device):
+
+- `SentencePieceText`: this package's `SubwordTokenizer` (ids are
+  SentencePiece's; `detokenize` drops the reserved ids 0-3);
+- `MarianText`: an imported OPUS-MT `MarianTokenizer` (pieces mapped to ids
+  by `vocab.json`, a leading `>>lang<<` code kept whole; `detokenize` drops
+  `</s>`, `<unk>` and `<pad>`, turns byte pieces into their bytes and `▁`
+  into spaces, and strips the ends).
+
+`load_text(folder)` reads either from a tokenizer folder of a run.
+
+Example:
+
+>>> text = load_text("saved_models/en-de-litert/tokenizers/source")
+>>> ids = text.tokenize(["A dog runs."])  # [[...]], lists of ints
+>>> text.detokenize(ids)  # [b'A dog runs.']
+"""
+
+import json
+import pathlib
+import re
+
+CONFIG_FILENAME = "tokenizer.json"  # as keras_transformer.tokenizers writes it
+NUM_RESERVED_IDS = 4  # this package's pad, unk, START, END
+_LANGUAGE_CODE = re.compile(r"(?s)^(>>.*?<<)")  # transformers' rule, as MarianTokenizer's
+_MARIAN_SPECIALS = ("</s>", "<unk>", "<pad>")
+_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+_ASCII_SPACE = b" \t\n\r\x0b\x0c"
+
+
+def load_text(folder):
+    """The Python tokenizer of the run's tokenizer `folder` (`SentencePieceText` or `MarianText`)."""
+    folder = pathlib.Path(folder)
+    try:
+        config = json.loads((folder / CONFIG_FILENAME).read_text(encoding="utf-8"))
+        if config.get("format") == "marian":
+            vocab = json.loads((folder / config["vocab_file"]).read_text(encoding="utf-8"))
+            return MarianText((folder / config["spm_file"]).read_bytes(), vocab)
+        return SentencePieceText((folder / config["model_file"]).read_bytes())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"{folder} is not a tokenizer folder of this package: {error}") from None
+
+
+class SentencePieceText:
+    """This package's `SubwordTokenizer`, in Python SentencePiece.
+
+    Args:
+        model_proto: the SentencePiece model (`tokenizer.model`'s bytes).
+    """
+
+    def __init__(self, model_proto):
+        import sentencepiece as spm
+
+        self.model_proto = bytes(model_proto)
+        self._processor = spm.SentencePieceProcessor(model_proto=self.model_proto)
+        self.vocab_size = self._processor.vocab_size()
+        self.unk_id = self._processor.unk_id()
+        self.byte_ids = frozenset(i for i in range(self.vocab_size) if self._processor.is_byte(i))
+
+    def pieces(self):
+        """The pieces that text is made of (not the control, unknown or byte pieces), in id order."""
+        processor = self._processor
+        return [
+            processor.id_to_piece(i)
+            for i in range(self.vocab_size)
+            if not (processor.is_control(i) or processor.is_unknown(i) or processor.is_byte(i))
+        ]
+
+    def tokenize(self, texts):
+        """Lists of ids, one per text (no START or END)."""
+        return [list(ids) for ids in self._processor.encode(list(texts))] if texts else []
+
+    def detokenize(self, rows):
+        """UTF-8 bytes, one per row of ids; the reserved ids 0-3 are dropped.
+
+        Byte pieces that do not form UTF-8 become U+FFFD (SentencePiece's
+        Python decoder gives text), where tensorflow-text keeps the raw bytes.
+        """
+        rows = [[int(i) for i in row if i >= NUM_RESERVED_IDS] for row in rows]
+        return [self._processor.decode(row).encode("utf-8") for row in rows]
+
+
+class MarianText:
+    """An imported OPUS-MT run's `MarianTokenizer`, in Python SentencePiece.
+
+    Args:
+        model_proto: the SentencePiece model (`source.spm` or `target.spm`).
+        vocab: `{piece: id}`, the checkpoint's `vocab.json`.
+    """
+
+    def __init__(self, model_proto, vocab):
+        import sentencepiece as spm
+
+        self.model_proto = bytes(model_proto)
+        self._processor = spm.SentencePieceProcessor(model_proto=self.model_proto)
+        self._vocab = dict(vocab)
+        missing = [piece for piece in _MARIAN_SPECIALS if piece not in self._vocab]
+        if missing:
+            raise ValueError(f"`vocab` must hold the pieces {_MARIAN_SPECIALS}. Missing: {missing}")
+        self.vocab_size = max(self._vocab.values()) + 1
+        self.unk_id = self._vocab["<unk>"]
+        self.byte_ids = frozenset()
+        self._surfaces = [b""] * self.vocab_size
+        for piece, index in self._vocab.items():
+            if piece not in _MARIAN_SPECIALS:
+                byte = _BYTE_PIECE.fullmatch(piece)
+                self._surfaces[index] = bytes([int(byte.group(1), 16)]) if byte else piece.encode("utf-8")
+
+    def tokenize(self, texts):
+        """Lists of Marian ids, one per text, without `</s>`."""
+        rows = []
+        for text in texts:
+            code = _LANGUAGE_CODE.match(text)
+            rest = text[code.end() :] if code else text
+            pieces = ([code.group(1)] if code else []) + self._processor.encode(rest, out_type=str)
+            rows.append([self._vocab.get(piece, self.unk_id) for piece in pieces])
+        return rows
+
+    def detokenize(self, rows):
+        """UTF-8 bytes, one per row of ids; `</s>`, `<unk>` and `<pad>` are dropped."""
+        out = []
+        for row in rows:
+            joined = b"".join(self._surfaces[i] for i in row if 0 <= i < self.vocab_size)
+            out.append(joined.replace("\u2581".encode("utf-8"), b" ").strip(_ASCII_SPACE))
+        return out

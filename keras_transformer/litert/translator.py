@@ -1,0 +1,310 @@
+"""`Translator`: a LiteRT export run in the LiteRT interpreter, the search on the host in NumPy.
+
+It answers what `keras_transformer.serving.export.load`'s translators answer
+where it makes sense (`translator(strings)`, `greedy`, `nbest`, `score`,
+`source_lengths`, the `*_with_status` methods, `beam_size`,
+`max_source_length`), with NumPy arrays that also have `.numpy()` (as the
+SavedModel's tensors), so code written for `export.load` runs unchanged.
+`sample` is not offered.
+
+It needs `ai-edge-litert` (`pip install 'keras-transformer[litert]'`), and
+registers tensorflow-text's LiteRT kernels (`tensorflow_text`'s
+`tflite_registrar`) where the `.tflite` tokenizes. Load only exports you
+trust: the files are checked against `MANIFEST.sha256` first.
+
+Example:
+
+>>> translator = Translator("saved_models/chatbot-ko-litert")
+>>> translator(["오늘 너무 힘들었어"])  # beam search, the export's beam size and alpha
+>>> translator.greedy_with_status(["오늘 너무 힘들었어"])["finished"]
+"""
+
+import json
+import pathlib
+import threading
+import warnings
+
+import numpy as np
+
+from keras_transformer.litert import search
+from keras_transformer.litert import text as host_text
+
+INFO_FILE = "litert.json"
+_ASCII_SPACE = " \t\n\r\x0b\x0c"
+
+
+class Array(np.ndarray):
+    """A NumPy array with `.numpy()`, as a TensorFlow tensor has: code written for the SavedModel runs on it."""
+
+    def numpy(self):
+        return np.asarray(self)
+
+
+def _array(values, dtype=None):
+    return np.asarray(values, dtype=dtype).view(Array)
+
+
+def is_export(path):
+    """Whether `path` is a folder holding a LiteRT export's `litert.json`."""
+    try:
+        info = json.loads((pathlib.Path(path) / INFO_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(info, dict) and info.get("format") == "litert"
+
+
+class Translator:
+    """A LiteRT export (`keras_transformer.litert.export_run`) as a translator.
+
+    Args:
+        path: the export folder.
+        beam_size: beams of `__call__` and `nbest` (default: the export's; 1 = greedy).
+        alpha: the length penalty's exponent (default: the export's).
+        num_threads: the LiteRT interpreter's CPU threads (default: its own).
+
+    Example:
+
+    >>> translator = Translator("saved_models/en-de-litert", beam_size=4)
+    >>> translator.nbest(["A dog runs."])["scores"].shape
+    (1, 4)
+    """
+
+    def __init__(self, path, *, beam_size=None, alpha=None, num_threads=None):
+        from keras_transformer.files import manifest
+
+        path = pathlib.Path(path)
+        if not is_export(path):
+            raise ValueError(f"{path} is not a LiteRT export (no {INFO_FILE} of format 'litert')")
+        manifest.verify_manifest(path)
+        info = json.loads((path / INFO_FILE).read_text(encoding="utf-8"))
+        self.info, self.path = info, path
+        decoding = info["decoding"]
+        beams = decoding["beam_size"] if beam_size is None else beam_size
+        if isinstance(beams, bool) or not isinstance(beams, int) or beams < 1:
+            raise ValueError(f"`beam_size` must be a positive int. Received: beam_size={beam_size!r}")
+        self._alpha = float(decoding["alpha"] if alpha is None else alpha)
+        if not 0 <= self._alpha < float("inf"):
+            raise ValueError(f"`alpha` must be a finite number >= 0. Received: alpha={alpha!r}")
+        self.beam_size = _array(beams, np.int32)
+        self.max_source_length = _array(info["max_source_length"], np.int32)
+        self._source_text = host_text.load_text(path / info["tokenizer"]["source"])
+        self._target_text = host_text.load_text(path / info["tokenizer"]["target"])
+        self._interpreter = _interpreter(path / info["model_file"], info["tokenizer"]["in_model"], num_threads)
+        self._runners = {name: self._interpreter.get_signature_runner(name) for name in info["signatures"]}
+        self._banned = np.array(info["banned_ids"], np.int64)
+        self._lock = threading.Lock()  # one interpreter: one call at a time
+
+    # -- translation ------------------------------------------------------------
+
+    def __call__(self, sentences):
+        """Beam search (greedy when `beam_size=1`): strings `(batch,)` -> translations (bytes) `(batch,)`."""
+        return _warned(self.call_with_status(sentences))["translations"]
+
+    def greedy(self, sentences):
+        """Greedy decoding: strings `(batch,)` -> translations (bytes) `(batch,)`."""
+        return _warned(self.greedy_with_status(sentences))["translations"]
+
+    def call_with_status(self, sentences):
+        """`{"translations", "scores", "finished"}`, each `(batch,)`: the best beam (see `nbest`)."""
+        result = self.nbest(sentences)
+        return {name: _array(value[:, 0]) for name, value in result.items()}
+
+    def greedy_with_status(self, sentences):
+        """`greedy` without the warning; scores are log-probabilities over `penalty(length)`."""
+        texts = _checked(sentences)
+        source, done = self._sources(texts)
+        with self._lock:
+            outputs, log_probs, finished = search.greedy(
+                self._session(source, 1), done, self.info["max_length"], *self._ids(), self._force_end()
+            )
+        lengths = np.array([len(output) for output in outputs])
+        scores = log_probs / search.length_penalty(lengths, self._alpha, self.info["decoding"]["normalization"])
+        return {
+            "translations": _array(self.detokenize(outputs), object),
+            "scores": _array(np.where(done, 0.0, scores), np.float32),
+            "finished": _array(finished, bool),
+        }
+
+    def nbest(self, sentences):
+        """Every beam, best first: `{"translations", "scores", "finished"}`, each `(batch, beam_size)`."""
+        beams = int(self.beam_size)
+        if beams == 1:
+            return {name: _array(value[:, None]) for name, value in self.greedy_with_status(sentences).items()}
+        texts = _checked(sentences)
+        source, done = self._sources(texts)
+        with self._lock:
+            ids, scores, finished = search.beam(
+                self._session(source, beams),
+                done,
+                beams,
+                self.info["max_length"],
+                *self._ids(),
+                self._alpha,
+                self.info["decoding"]["normalization"],
+                self._force_end(),
+            )
+        rows = [self._cut(row) for row in ids.reshape(-1, ids.shape[-1])]
+        strings = np.array(self.detokenize(rows), object).reshape(len(texts), beams)
+        return {"translations": _array(strings), "scores": _array(scores), "finished": _array(finished)}
+
+    def score(self, sources, targets):
+        """Teacher-forced `{"log_probs", "target_lengths"}` of `targets` given `sources` (END counted)."""
+        sources, targets = _checked(sources, "sources"), _checked(targets, "targets")
+        if len(sources) != len(targets):
+            raise ValueError(
+                f"`sources` and `targets` must hold as many sentences. Received: {len(sources)} and {len(targets)}"
+            )
+        end, length = self.info["end_id"], self.info["max_length"]
+        rows = [(row + [end])[:length] for row in self.tokenize([_strip(t) for t in targets])]
+        source, _ = self._sources(sources)
+        totals = np.zeros(len(rows), np.float32)
+        width = max((len(row) for row in rows), default=0)
+        with self._lock:
+            session = self._session(source, 1) if rows else None
+            previous = np.full(len(rows), self.info["start_id"], np.int32)
+            for index in range(width):
+                log_probs = session.step(previous, index)
+                current = np.array([row[index] if index < len(row) else end for row in rows], np.int32)
+                real = np.array([index < len(row) for row in rows])
+                totals += np.where(real, log_probs[np.arange(len(rows)), current], 0.0).astype(np.float32)
+                previous = current
+        return {"log_probs": _array(totals), "target_lengths": _array([len(r) for r in rows], np.int32)}
+
+    def sample(self, sentences, temperature, top_k, top_p, seed):
+        """Not offered by LiteRT exports: a `ValueError`."""
+        raise ValueError("A LiteRT export does not sample: use the run directory or its SavedModel export")
+
+    sample_with_status = sample
+
+    def source_lengths(self, sentences):
+        """Source tokens per sentence before truncation (END included where the run adds it)."""
+        rows = self.tokenize([_strip(t) for t in _checked(sentences)])
+        return _array([len(row) + int(self.info["add_source_end"]) for row in rows], np.int32)
+
+    # -- tokenizers -------------------------------------------------------------
+
+    def tokenize(self, texts):
+        """Source ids of `texts` (a list of str), one list per text: the `.tflite`'s, else SentencePiece's.
+
+        Where the model has byte-fallback pieces, which the fast tokenizer
+        lacks, a text it gives `<unk>` for is tokenized by SentencePiece.
+        """
+        texts = list(texts)
+        text = self._source_text
+        if not self.info["tokenizer"]["in_model"] or not texts:
+            return text.tokenize(texts)
+        with self._lock:
+            out = self._runners["tokenize"](strings=np.array([t.encode("utf-8") for t in texts], object))
+        ids, splits = out["ids"].tolist(), out["row_splits"].tolist()
+        rows = [ids[start:stop] for start, stop in zip(splits, splits[1:])]
+        # The converter drops byte-fallback pieces: where the fast tokenizer saw an unknown character, SentencePiece.
+        redo = [i for i, row in enumerate(rows) if text.byte_ids and text.unk_id in row]
+        for i, row in zip(redo, text.tokenize([texts[i] for i in redo])):
+            rows[i] = row
+        return rows
+
+    def detokenize(self, rows):
+        """UTF-8 bytes of each row of target ids (special ids dropped), by SentencePiece on the host."""
+        return self._target_text.detokenize([[int(i) for i in row] for row in rows])
+
+    # -- parts ------------------------------------------------------------------
+
+    def _ids(self):
+        return self.info["start_id"], self.info["end_id"]
+
+    def _force_end(self):
+        return self.info["decoding"]["force_end"]
+
+    def _cut(self, ids):
+        """The generated ids up to and including the first END."""
+        ids = [int(i) for i in ids]
+        end = self.info["end_id"]
+        return ids[: ids.index(end) + 1] if end in ids else ids
+
+    def _sources(self, texts):
+        """`(source_ids (batch, width) int32, done (batch,))`: truncated, END added, padded; empty rows done."""
+        info = self.info
+        limit = info["max_source_length"] - int(info["add_source_end"])
+        rows = self.tokenize([_strip(t) for t in texts])
+        done = np.array([not row for row in rows], bool)
+        rows = [row[:limit] + [info["end_id"]] * int(info["add_source_end"]) if row else [] for row in rows]
+        width = max([len(row) for row in rows] + [1])
+        source = np.full((len(rows), width), info["pad_id"], np.int32)
+        for i, row in enumerate(rows):
+            source[i, : len(row)] = row
+        return source, done
+
+    def _session(self, source, beams):
+        return _Session(self._runners, source, beams, self.info, self._banned)
+
+
+class _Session:
+    """The encoder run once, then decoder steps over the self-attention cache (`search`'s session)."""
+
+    def __init__(self, runners, source, beams, info, banned):
+        self._step = runners["decode_step"]
+        cross = runners["encode"](source_ids=source)["cross_cache"] if len(source) else None
+        self._source = np.repeat(source, beams, axis=0)
+        self._cross = np.repeat(cross, beams, axis=0) if cross is not None else None
+        shape = (len(self._source), 2 * info["layers"], info["heads"], info["max_length"], info["key_dim"])
+        self._cache = np.zeros(shape, np.float32)
+        self._banned = banned
+
+    def step(self, tokens, index):
+        out = self._step(
+            tokens=np.asarray(tokens, np.int32),
+            index=np.array(index, np.int32),
+            source_ids=self._source,
+            cross_cache=self._cross,
+            self_cache=self._cache,
+        )
+        self._cache = out["self_cache"]
+        log_probs = np.array(out["log_probs"], np.float32)
+        log_probs[:, self._banned] = -np.inf  # LiteRT stores -inf constants as the lowest float
+        return log_probs
+
+    def reorder(self, rows):
+        self._cache = self._cache[rows]
+
+
+def _interpreter(model_path, text_ops, num_threads):
+    try:
+        from ai_edge_litert.interpreter import InterpreterWithCustomOps
+    except ModuleNotFoundError:
+        raise ValueError(
+            "Running a LiteRT export needs the ai-edge-litert package: pip install 'keras-transformer[litert]'"
+        ) from None
+    registerers = []
+    if text_ops:
+        from tensorflow_text.core.pybinds import tflite_registrar
+
+        registerers = list(tflite_registrar.SELECT_TFTEXT_OPS)
+    return InterpreterWithCustomOps(
+        model_path=str(model_path), custom_op_registerers=registerers, num_threads=num_threads
+    )
+
+
+def _checked(sentences, name="sentences"):
+    """`sentences` as a list of str, checked as `export.load`'s translators check them."""
+    from keras_transformer.serving.inputs import sentences as checked_sentences
+
+    return [s.decode("utf-8") for s in checked_sentences(sentences, name).numpy().tolist()]
+
+
+def _strip(text):
+    return text.strip(_ASCII_SPACE)
+
+
+def _warned(result):
+    cut = np.flatnonzero(~np.asarray(result["finished"], bool))
+    if cut.size:
+        from keras_transformer.decoding import TruncatedOutputWarning
+
+        names = ", ".join(f"sentences[{i}]" for i in cut[:5]) + (", ..." if cut.size > 5 else "")
+        warnings.warn(
+            f"{cut.size} of {len(result['finished'])} translations reached the maximum output length before END "
+            f"and are cut off: {names}",
+            TruncatedOutputWarning,
+            stacklevel=3,
+        )
+    return result

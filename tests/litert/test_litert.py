@@ -1,0 +1,188 @@
+"""The LiteRT export: builtin ops only, the run's tokens, and the SavedModel's greedy and beam translations.
+
+One float32 export of the tests' tiny Multi30k run (`trained_runs.tiny_run_dir`,
+1 layer, d_model 32) is shared by the module; it is compared, on 500 Multi30k
+validation sentences, with what `export.load(run)` gives. Needs ai-edge-litert
+(`pip install 'keras-transformer[litert]'`).
+"""
+
+import json
+import pathlib
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer import litert
+from keras_transformer.commands import cli
+from keras_transformer.files import destinations
+from keras_transformer.litert import export as litert_export
+from keras_transformer.litert.ops import check_operators, operators
+from keras_transformer.tokenizers import load_tokenizer
+from keras_transformer.training import run_dir
+
+from trained_runs import DATA, tiny_run_dir
+
+pytest.importorskip("ai_edge_litert")
+MARIAN = pathlib.Path(__file__).resolve().parents[1] / "data" / "marian"
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """`(run, export folder, Translator, export.load(run))`."""
+    from keras_transformer.serving.export import load
+
+    run, _ = tiny_run_dir()
+    output = tmp_path_factory.mktemp("litert") / "export"
+    litert.export_run(run, output)
+    return run, output, litert.Translator(output), load(run)
+
+
+@pytest.fixture(scope="module")
+def sentences():
+    if not (DATA / "val.en").is_file():
+        pytest.skip(f"Multi30k is not at {DATA}")
+    return (DATA / "val.en").read_text(encoding="utf-8").splitlines()[:500]
+
+
+def test_the_tflite_has_the_signatures_and_builtin_ops_only(exported):
+    _, output, translator, _ = exported
+    info = json.loads((output / "litert.json").read_text(encoding="utf-8"))
+    assert info["signatures"] == ["encode", "decode_step", "tokenize"] and info["tokenizer"]["in_model"]
+    names = check_operators((output / "model.tflite").read_bytes())
+    custom = [name for name in names if name.startswith("custom:")]
+    assert custom == ["custom:TFText>FastSentencepieceTokenize"] and "DYNAMIC_UPDATE_SLICE" in names
+    assert not any("Flex" in name for name in names)
+    assert destinations.is_own(output, destinations.LITERT)
+    assert set(translator._interpreter.get_signature_list()) == {"encode", "decode_step", "tokenize"}
+
+
+def test_a_flex_op_is_named_in_one_line(tmp_path):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def match(strings):
+        return tf.strings.regex_full_match(strings, "a.*")
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([match.get_concrete_function()], match)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS]
+    data = converter.convert()
+    assert "custom:FlexStaticRegexFullMatch" in operators(data)
+    with pytest.raises(ValueError, match="uses the Flex op FlexStaticRegexFullMatch") as error:
+        check_operators(data)
+    assert "\n" not in str(error.value)
+
+
+def test_tokenize_gives_the_run_tokenizers_ids(exported, sentences):
+    run, _, translator, _ = exported
+    tokenizer = load_tokenizer(run / run_dir.SOURCE_TOKENIZER)
+    hard = ["日本語 and a dog 😀", "", "  two  spaces  "]
+    texts = sentences + hard
+    assert translator.tokenize(texts) == tokenizer.tokenize(tf.constant(texts)).to_list()
+    rows = tokenizer.tokenize(tf.constant(texts)).to_list()
+    assert translator.detokenize(rows) == tokenizer.detokenize(tf.ragged.constant(rows)).numpy().tolist()
+
+
+def test_greedy_and_beam_equal_the_run_translators(exported, sentences):
+    _, _, translator, reference = exported
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tiny model runs on, past max_length, for most of them
+        greedy = translator.greedy(sentences).tolist()
+        expected = reference.greedy(sentences).numpy().tolist()
+        assert sum(a == b for a, b in zip(greedy, expected)) >= 0.99 * len(sentences)
+        beam = translator.call_with_status(sentences)
+        expected = reference.call_with_status(sentences)
+    same = [a == b for a, b in zip(beam["translations"].tolist(), expected["translations"].numpy().tolist())]
+    assert sum(same) >= 0.98 * len(sentences)
+    np.testing.assert_allclose(beam["scores"][same], expected["scores"].numpy()[same], atol=1e-3)
+    assert (beam["finished"] == expected["finished"].numpy()).mean() >= 0.98
+
+
+def test_nbest_score_and_empty_inputs_answer_as_load_does(exported):
+    run, _, translator, reference = exported
+    _, pairs = tiny_run_dir()
+    sources, targets = [s for s, _ in pairs[:3]], [t for _, t in pairs[:3]]
+    nbest = translator.nbest(sources + [""])
+    assert nbest["translations"].shape == (4, 4) and nbest["scores"].numpy().shape == (4, 4)
+    assert nbest["translations"][3, 0] == b"" and nbest["finished"][3].all()
+    np.testing.assert_allclose(
+        translator.score(sources, targets)["log_probs"], reference.score(sources, targets)["log_probs"], atol=1e-3
+    )
+    assert translator.greedy([]).shape == (0,)
+    assert int(translator.beam_size.numpy()) == 4 and int(translator.max_source_length) == 32
+    with pytest.raises(ValueError, match="NUL"):
+        translator(["a\0b"])
+
+
+def test_translate_command_takes_the_folder(exported, capsys):
+    _, output, translator, _ = exported
+    _, pairs = tiny_run_dir()
+    assert cli.main(["translate", "--model", str(output), "--beam", "1", pairs[0][0]]) == 0
+    assert capsys.readouterr().out == translator.greedy([pairs[0][0]])[0].decode("utf-8") + "\n"
+
+
+def test_destinations_follow_the_export_rules(exported, tmp_path):
+    run, output, _, _ = exported
+    with pytest.raises(destinations.DestinationInUseError, match="overwrite=True"):
+        litert.export_run(run, output)
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(destinations.UnsafeDestinationError, match="notes.txt|not empty"):
+        litert.export_run(run, foreign)
+    with pytest.raises(destinations.UnsafeDestinationError, match="overlaps"):
+        litert.export_run(run, run / "litert")
+    with pytest.raises(ValueError, match="quantization"):
+        litert.export_run(run, tmp_path / "new", quantization="int4")
+
+
+def test_a_max_length_beyond_the_fixed_cache_names_the_limit(exported, tmp_path, monkeypatch):
+    run, _, _, _ = exported
+    monkeypatch.setattr(litert_export, "MAX_CACHE_LENGTH", 16)
+    with pytest.raises(ValueError, match=r"max_length 32 .* fixed self-attention cache holds \(16 positions\)"):
+        litert.export_run(run, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_ai_edge_litert_one_line_says_what_to_install(exported, monkeypatch):
+    _, output, _, _ = exported
+    monkeypatch.setitem(sys.modules, "ai_edge_litert", None)
+    monkeypatch.setitem(sys.modules, "ai_edge_litert.interpreter", None)
+    with pytest.raises(ValueError, match=r"pip install 'keras-transformer\[litert\]'"):
+        litert.Translator(output)
+
+
+def test_int8_export_is_smaller_and_translates(exported, tmp_path):
+    run, output, translator, _ = exported
+    info = litert.export_run(run, tmp_path / "int8", quantization="int8")
+    assert info["quantization"] == "int8"
+    assert (tmp_path / "int8" / "model.tflite").stat().st_size < (output / "model.tflite").stat().st_size
+    _, pairs = tiny_run_dir()
+    quantized = litert.Translator(tmp_path / "int8").greedy([s for s, _ in pairs])
+    assert sum(a == b for a, b in zip(quantized, translator.greedy([s for s, _ in pairs]))) >= 15
+
+
+@pytest.mark.parametrize("kind", ["shared", "separate"])
+def test_an_imported_marian_run_tokenizes_outside_and_gives_transformers_greedy(tmp_path, kind):
+    from keras_transformer.pretrained import import_pretrained
+
+    run = tmp_path / "run"
+    import_pretrained(MARIAN / kind, run)
+    with pytest.warns(litert_export.TokenizerOutsideWarning, match="Marian") as caught:
+        info = litert.export_run(run, tmp_path / "litert")
+    assert len(caught) == 1 and "\n" not in str(caught[0].message)
+    assert not info["tokenizer"]["in_model"] and info["signatures"] == ["encode", "decode_step"]
+    reference = json.loads((MARIAN / kind / "reference.json").read_text(encoding="utf-8"))
+    translator = litert.Translator(tmp_path / "litert", beam_size=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outputs = translator.greedy(reference["sentences"]).tolist()
+    compared = [
+        (output.decode("utf-8"), expected)
+        for sentence, output, expected, ids in zip(
+            reference["sentences"], outputs, reference["greedy"], reference["greedy_ids"]
+        )
+        if sentence and len(ids) < int(reference["max_new_tokens"])  # transformers forced </s> at its last step
+    ]
+    assert len(compared) >= len(outputs) // 2
+    assert [a for a, _ in compared] == [b for _, b in compared]
