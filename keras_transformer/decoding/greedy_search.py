@@ -6,7 +6,7 @@ from the step's logits alone (`TokenSearch.choose`): the most likely one
 Its rows are `(ids (batch, max_length + 1), log_probs (batch,), finished
 (batch,), *extras)`: the ids start with START; `log_probs` sums the model's
 log-probability of each chosen token (the distribution of the step's
-logits, banned ids excluded, before any sampling filter); `extras` are
+logits after `Search.processed`, before any sampling filter); `extras` are
 per-source inputs of `choose` (sampling's noise).
 
 Example (a step that prefers token 5, then END):
@@ -35,6 +35,8 @@ class TokenSearch(Search):
     A source is done once it has produced END (or was flagged `finished` at
     the start); it then produces PAD. Its score is its log-probability over
     the length penalty of its token count (`Search.normalise`).
+
+    Args: `Search`'s (keyword only).
     """
 
     def choose(self, logits, index, *extras):
@@ -43,7 +45,7 @@ class TokenSearch(Search):
 
     def initial_rows(self, batch_size, max_length, finished=None, *extras):
         """`(ids, log_probs, finished, *extras)`; sources flagged in `finished` produce nothing."""
-        ids = start_ids(batch_size, max_length, self.start_id)
+        ids = start_ids(batch_size, max_length, self.start_id, self.pad_id)
         return (ids, ops.zeros((batch_size,), "float32"), finished_flags(batch_size, finished), *extras)
 
     def tokens(self, index, rows):
@@ -51,8 +53,11 @@ class TokenSearch(Search):
 
     def update(self, index, rows, logits):
         ids, log_probs, finished, *extras = rows
-        tokens = ops.where(finished, 0, ops.cast(self.choose(logits, index, *extras), "int32"))
-        token_log_probs = chosen_log_probs(logits, tokens)
+        tokens = ops.where(finished, self.pad_id, ops.cast(self.choose(logits, index, *extras), "int32"))
+        if self.normalized:  # `logits` are log-probabilities already
+            token_log_probs = ops.take_along_axis(logits, tokens[:, None], axis=1)[:, 0]
+        else:
+            token_log_probs = chosen_log_probs(logits, tokens)
         log_probs = log_probs + ops.where(finished, 0.0, token_log_probs)
         ids = ops.slice_update(ids, (0, index + 1), tokens[:, None])
         finished = ops.logical_or(finished, ops.equal(tokens, self.end_id))
@@ -64,7 +69,7 @@ class TokenSearch(Search):
     def finish(self, index, rows):
         ids, log_probs, finished = rows[:3]
         ids = ids[:, 1:]
-        length = ops.sum(ops.cast(ops.not_equal(ids, 0), "int32"), axis=1)
+        length = ops.sum(ops.cast(ops.not_equal(ids, self.pad_id), "int32"), axis=1)
         scores = self.normalise(log_probs, length)
         return SearchResult(ids[:, None], scores[:, None], finished[:, None])
 
@@ -77,10 +82,17 @@ class GreedySearch(TokenSearch):
     A beam search of one beam finds the same ids; `search_for` runs this
     search for `beam_size=1`.
 
-    Args:
+    Args (keyword only, `Search`'s):
         alpha: the length penalty's exponent of the reported scores (0: the
             plain log-probability); it does not change the ids.
-        start_id, end_id: the START and END token ids.
+        start_id, end_id, pad_id: the START, END and PAD token ids.
+        normalization: how the reported scores are normalised (`"gnmt"`,
+            `"length"`).
+        banned_ids: ids never generated (None: PAD and START).
+        force_end: END is the only token allowed at the last step.
+        softmax_over: the log-softmax of the reported scores over the
+            tokens left after the bans (`"allowed"`) or over the whole
+            vocabulary (`"vocabulary"`); the ids are the same.
     """
 
     def choose(self, logits, index, *extras):

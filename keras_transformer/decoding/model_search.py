@@ -90,9 +90,9 @@ def resolve_max_length(model, max_length=None):
     return check_max_length(ensemble_members(model)[0], max_length)
 
 
-def empty_sources(source_ids):
-    """Boolean `(batch,)`: the rows with no real token (they decode to nothing)."""
-    return ops.logical_not(ops.any(ops.not_equal(source_ids, PAD_ID), axis=1))
+def empty_sources(source_ids, pad_id=PAD_ID):
+    """Boolean `(batch,)`: the rows with no real token, all `pad_id` (they decode to nothing)."""
+    return ops.logical_not(ops.any(ops.not_equal(source_ids, pad_id), axis=1))
 
 
 def bind(model, search, max_length=None, *, cached=True):
@@ -123,9 +123,11 @@ def bind(model, search, max_length=None, *, cached=True):
     else:
         step, initial = model_step(model, beams), lambda ids: initial_state(model, ids, max_length, beams)
 
+    source_pad = as_transformer(ensemble_members(model)[0]).config.pad_id  # the source's (an import's own)
+
     def init(search, source_ids, *inputs):
         ids = check_source_ids(source_ids)
-        rows = search.initial_rows(ops.shape(ids)[0], max_length, empty_sources(ids), *inputs)
+        rows = search.initial_rows(ops.shape(ids)[0], max_length, empty_sources(ids, source_pad), *inputs)
         return rows, initial(ids)
 
     return BoundSearch(search, step, init, max_length)
@@ -220,14 +222,17 @@ def _compacting(bound, jit_compile):
     return tf.function(decode, reduce_retracing=True, autograph=False)
 
 
-def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=START_ID, end_id=END_ID):
-    """Teacher-forced score of decoded `output_ids` `(batch, length)` (0 after END).
+def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=START_ID, end_id=END_ID, *, search=None):
+    """Teacher-forced score of decoded `output_ids` `(batch, length)` (PAD after END).
 
     The sum of the log-probabilities of the tokens up to and including END,
     divided by the length penalty of their count (`alpha=0`: the plain
     log-probability), under the decoding distribution (the searches' banned
     ids excluded; for an ensemble, the mean of its members' distributions).
-    Comparable with the searches' scores.
+    Comparable with the searches' scores. `search` (default
+    `Search(alpha=alpha, start_id=start_id, end_id=end_id)`) gives the ids,
+    the banned ids, the log-softmax and the normalization (its `force_end`
+    is not applied: a forced END scores as the model gives it).
 
     Example:
 
@@ -236,22 +241,26 @@ def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=START_ID,
     >>> bool(keras.ops.all(keras.ops.abs(teacher_forced - result.scores) < 1e-4))
     True
     """
-    search = Search(alpha=alpha, start_id=start_id, end_id=end_id)
+    search = Search(alpha=alpha, start_id=start_id, end_id=end_id) if search is None else search
     source_ids, output_ids = check_source_ids(source_ids), check_source_ids(output_ids, "output_ids")
-    decoder_inputs = ops.concatenate(
-        [ops.full((ops.shape(output_ids)[0], 1), start_id, "int32"), output_ids[:, :-1]], axis=1
-    )
+    start = ops.full((ops.shape(output_ids)[0], 1), search.start_id, "int32")
+    decoder_inputs = ops.concatenate([start, output_ids[:, :-1]], axis=1)
     members = ensemble_members(model)
     inputs = {"encoder_inputs": source_ids, "decoder_inputs": decoder_inputs}
-    member_log_probs = [ops.log_softmax(search.allowed(member(inputs, training=False)), axis=-1) for member in members]
-    log_probs = ops.logsumexp(ops.stack(member_log_probs), axis=0) - math.log(len(members))
+
+    def member_log_probs(member):
+        processed = search.processed(member(inputs, training=False))
+        return processed if search.normalized else ops.log_softmax(processed, axis=-1)
+
+    stacked = ops.stack([member_log_probs(member) for member in members])
+    log_probs = ops.logsumexp(stacked, axis=0) - math.log(len(members))
     token_log_probs = ops.squeeze(ops.take_along_axis(log_probs, output_ids[:, :, None], axis=2), -1)
-    real = ops.not_equal(output_ids, PAD_ID)
+    real = ops.not_equal(output_ids, search.pad_id)
     total = ops.sum(ops.where(real, token_log_probs, 0.0), axis=1)
     return search.normalise(total, ops.sum(ops.cast(real, "int32"), axis=1))
 
 
-def compile_scores(model, alpha=0.0, start_id=START_ID, end_id=END_ID, *, jit_compile=True):
+def compile_scores(model, alpha=0.0, start_id=START_ID, end_id=END_ID, *, search=None, jit_compile=True):
     """`score(source_ids, output_ids) -> scores (batch,)`: `sequence_scores` of `model`, compiled as searches are.
 
     Example:
@@ -262,6 +271,6 @@ def compile_scores(model, alpha=0.0, start_id=START_ID, end_id=END_ID, *, jit_co
     """
 
     def score(source_ids, output_ids):
-        return sequence_scores(model, source_ids, output_ids, alpha, start_id, end_id)
+        return sequence_scores(model, source_ids, output_ids, alpha, start_id, end_id, search=search)
 
     return compiled(score, jit_compile)

@@ -42,7 +42,8 @@ class SamplingSearch(TokenSearch):
         top_k: keep the k most likely tokens (0 = all).
         top_p: keep the smallest set of tokens with this probability (1 = all).
         seed: an int or a `keras.random.SeedGenerator` for the noise.
-        alpha, start_id, end_id: as in `Search`.
+        alpha, start_id, end_id, pad_id, normalization, banned_ids,
+            force_end, softmax_over: `Search`'s (keyword only).
 
     The numbers may be Python numbers or scalar tensors (then one compiled
     program serves every value: the `Translator`'s `sample`).

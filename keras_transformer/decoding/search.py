@@ -1,4 +1,4 @@
-"""The loop every search runs, and what the searches share: the step, the result, the banned ids, the length penalty.
+"""The loop every search runs, and what the searches share: the step, the result, the special ids, the scores.
 
 A decoder step is `step_fn(tokens, index, state) -> (logits, state)`: the
 searches need nothing else of a model, so they are tested with a constructed
@@ -13,8 +13,11 @@ done (`done`) and what it returns (`finish`). The base class `Search` owns
 the loop: `Search.run` runs one `keras.ops.while_loop` per cache phase
 (`phases`), all with static shapes, so a whole search compiles into one XLA
 program, and every search returns a `SearchResult` `(ids, scores,
-finished)`. The loop variables are `(index, rows, state)`: the step index,
-the search's own tensors (`rows`, one row per source on axis 0, so that
+finished)`. The base class also owns what every search does to a step's
+logits before choosing (`Search.processed`: the banned ids, the forced END,
+the log-softmax) and how it scores a hypothesis (`Search.normalise`). The
+loop variables are `(index, rows, state)`: the step index, the search's own
+tensors (`rows`, one row per source on axis 0, so that
 `keras_transformer.decoding.compaction` may drop the sources that are done)
 and the step's `state`.
 
@@ -70,9 +73,10 @@ class SearchResult(NamedTuple):
         ids: int32 `(batch, beams, max_length)`: the tokens after START, END
             included, PAD after END; all PAD for an empty source.
         scores: float32 `(batch, beams)`: the log-probability divided by the
-            search's length penalty, `length_penalty(length, alpha)`, length
-            counting END (`alpha=0`: the plain log-probability). Beam search
-            ranks by it; greedy search and sampling only report it.
+            search's length penalty (`Search.normalise`: by default
+            `length_penalty(length, alpha)`), length counting END (`alpha=0`:
+            the plain log-probability). Beam search ranks by it; greedy
+            search and sampling only report it.
         finished: bool `(batch, beams)`: False for a hypothesis cut off at
             `max_length` before END (True for an empty source).
 
@@ -117,9 +121,20 @@ def as_step(step):
     return step if isinstance(step, Step) else Step(step)
 
 
+NORMALIZATIONS = ("gnmt", "length")  # `Search.normalization`
+SOFTMAX_OVER = ("allowed", "vocabulary")  # `Search.softmax_over`
+
+
 def length_penalty(length, alpha=0.6):
     """GNMT length penalty `((5 + length) / 6) ** alpha`; scores are `log p / lp`."""
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
+
+
+def check_choice(name, value, choices):
+    """`value` if it is one of `choices`, else a `ValueError` naming `name`."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"`{name}` must be one of {choices}. Received: {name}={value!r}")
+    return value
 
 
 def check_beam_size(beam_size):
@@ -141,43 +156,99 @@ def phases(max_length, resize_state):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Search:
-    """The base of the searches: the loop, the banned ids, the length penalty and the special ids.
+    """The base of the searches: the loop, the special ids, what a step's logits go through, the scores.
 
     A subclass defines `initial_rows`, `tokens`, `update`, `done` and
     `finish`; `run` (and `keras_transformer.decoding.compaction`) runs them.
     Searches are frozen dataclasses: `replace(temperature=...)` gives a copy
     with other settings (tensors too, as the `Translator` passes them).
 
-    Args:
+    Every step's logits go through `processed` before the search chooses:
+    the `banned_ids` and, with `force_end`, every token but END at the last
+    step are set to -inf. With `softmax_over="allowed"` (the default) that
+    happens to the logits, and the log-softmax that scores the tokens is
+    taken over the tokens left; with `"vocabulary"` the log-softmax is taken
+    over the whole vocabulary first and the bans and forcing come after it,
+    the order of Hugging Face transformers' beam search (a banned token's
+    probability is then lost, not shared out). A forced END scores
+    log-probability 0 either way.
+
+    Args (keyword only; the defaults are this package's own models):
         alpha: the exponent of the length penalty that divides the scores
-            (`length_penalty`); beam search also ranks by it.
+            (`normalise`); beam search also ranks by it.
         start_id: the token the outputs start from (not returned).
         end_id: the token that ends an output.
+        pad_id: the token after END in the outputs, and of empty sources.
+        normalization: `"gnmt"`, `log p / ((5 + len) / 6) ** alpha`, or
+            `"length"`, `log p / len ** alpha` (transformers'
+            `length_penalty`); `len` counts the generated tokens, END
+            included.
+        banned_ids: the ids never generated (a tuple of ints); None: PAD
+            and START (`pad_id`, `start_id`).
+        force_end: at the last step (`max_length` tokens), END is the only
+            token allowed (transformers' `forced_eos_token_id`), so every
+            output ends.
+        softmax_over: `"allowed"` or `"vocabulary"`, see above.
     """
 
     alpha: float = 0.6
     start_id: int = START_ID
     end_id: int = END_ID
+    pad_id: int = PAD_ID
+    normalization: str = "gnmt"
+    banned_ids: tuple = None
+    force_end: bool = False
+    softmax_over: str = "allowed"
 
     beam_size = 1  # hypotheses per source (`BeamSearch` sets it)
+
+    def __post_init__(self):
+        check_choice("normalization", self.normalization, NORMALIZATIONS)
+        check_choice("softmax_over", self.softmax_over, SOFTMAX_OVER)
+        if self.banned_ids is not None:
+            if isinstance(self.banned_ids, int) or not all(isinstance(i, int) for i in self.banned_ids):
+                raise ValueError(f"`banned_ids` must be a tuple of ints or None. Received: {self.banned_ids!r}")
+            object.__setattr__(self, "banned_ids", tuple(self.banned_ids))
 
     def replace(self, **settings):
         """A copy with `settings` changed."""
         return dataclasses.replace(self, **settings)
 
     @property
-    def banned_ids(self):
-        """The ids never generated: PAD and START."""
-        return (PAD_ID, self.start_id)
+    def never_generated(self):
+        """The ids set to -inf at every step: `banned_ids`, or PAD and START when it is None."""
+        return (self.pad_id, self.start_id) if self.banned_ids is None else self.banned_ids
 
-    def allowed(self, logits):
-        """`logits` as float32, with the `banned_ids` set to -inf."""
+    @property
+    def normalized(self):
+        """Whether `processed` returns log-probabilities (`softmax_over="vocabulary"`) rather than logits."""
+        return self.softmax_over == "vocabulary"
+
+    def processed(self, logits, index=None, max_length=None):
+        """`logits` `(..., vocab)` as float32, as the search chooses from them.
+
+        The `never_generated` ids at -inf and, with `force_end` at the last
+        step (`index == max_length - 1`; not applied where either is None),
+        every token but END at -inf and END at 0. With
+        `softmax_over="vocabulary"` these are log-probabilities, taken
+        over the whole vocabulary before the bans and the forcing.
+        """
+        logits = ops.cast(logits, "float32")
+        if self.normalized:
+            logits = ops.log_softmax(logits, axis=-1)
         vocab = ops.arange(ops.shape(logits)[-1])
-        banned = functools.reduce(ops.logical_or, [ops.equal(vocab, token) for token in self.banned_ids])
-        return ops.where(banned[None], NEG_INF, ops.cast(logits, "float32"))
+        if self.never_generated:
+            banned = functools.reduce(ops.logical_or, [ops.equal(vocab, token) for token in self.never_generated])
+            logits = ops.where(banned, NEG_INF, logits)
+        if self.force_end and index is not None and max_length is not None:
+            only_end = ops.where(ops.equal(vocab, self.end_id), 0.0, NEG_INF)
+            logits = ops.where(ops.equal(index, max_length - 1), only_end, logits)
+        return logits
 
     def normalise(self, log_probs, length):
-        """Scores: `log_probs` divided by the length penalty of `length` tokens (END included)."""
+        """Scores: `log_probs` over the length penalty of `length` tokens (END included); see `normalization`."""
+        if self.normalization == "length":
+            return log_probs / ops.power(ops.maximum(ops.cast(length, "float32"), 1.0), self.alpha)
         return log_probs / length_penalty(length, self.alpha)
 
     def run(self, step, state, batch_size, max_length, *inputs, finished=None):
@@ -226,12 +297,17 @@ class Search:
 
         def body(index, rows, state):
             logits, state = step.fn(self.tokens(index, rows), index, state)
-            rows, parents = self.update(index, rows, self.allowed(logits))
+            rows, parents = self.update(index, rows, self.processed(logits, index, self.max_length(rows)))
             if parents is not None:  # the hypotheses moved: so does their state
                 state = reorder_state(state, parents)
             return index + 1, rows, state
 
         return body
+
+    @staticmethod
+    def max_length(rows):
+        """The tokens a search generates at most: its first row holds the ids, START included."""
+        return rows[0].shape[-1] - 1
 
     # What each search defines.
 
@@ -244,7 +320,7 @@ class Search:
         raise NotImplementedError
 
     def update(self, index, rows, logits):
-        """`(rows, parents)` after a step whose logits are `logits` (banned ids at -inf).
+        """`(rows, parents)` after a step whose logits are `logits` (as `processed` gives them).
 
         `parents` `(batch, beam_size)` names the hypothesis each new one
         continues (the loop reorders the step's state by it), or None where
@@ -261,9 +337,9 @@ class Search:
         raise NotImplementedError
 
 
-def start_ids(batch_size, max_length, start_id):
-    """`(batch_size, max_length + 1)` int32: START, then PAD (0)."""
-    ids = ops.zeros((batch_size, max_length + 1), "int32")
+def start_ids(batch_size, max_length, start_id, pad_id=PAD_ID):
+    """`(batch_size, max_length + 1)` int32: START, then PAD."""
+    ids = ops.full((batch_size, max_length + 1), pad_id, "int32")
     return ops.slice_update(ids, (0, 0), ops.full((batch_size, 1), start_id, "int32"))
 
 

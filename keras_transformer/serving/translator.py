@@ -370,7 +370,8 @@ class _Searches:
         self._greedy = compile_search(greedy, compact=compact)
         self._nbest = self._greedy if search == greedy else compile_search(search, compact=compact)
         self._sample = compile_search(decoding.search_for(None, search.alpha, temperature=1.0, **options))
-        self.score = decoding.compile_scores(model, jit_compile=jit_compile)
+        scoring = decoding.search_for(1, 0.0, **options)  # plain log-probabilities, with the search's ids and bans
+        self.score = decoding.compile_scores(model, search=scoring, jit_compile=jit_compile)
 
     def greedy(self, source_ids):
         return self._greedy(source_ids).best()

@@ -9,6 +9,7 @@ what transformers' `MarianTokenizer` does, here in tensorflow-text ops so that
 an exported SavedModel tokenizes with no Python.
 """
 
+import hashlib
 import json
 import pathlib
 import re
@@ -59,7 +60,9 @@ class MarianTokenizer(tf.Module):
         self._ids = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(tf.constant(pieces), tf.constant(ids, tf.int32)), self.unk_id
         )
-        self._pieces = tf_text.SentencepieceTokenizer(model=self._model_proto, out_type=tf.string)
+        self._pieces = tf_text.SentencepieceTokenizer(
+            model=self._model_proto, out_type=tf.string, name=resource_name(self._model_proto)
+        )
         by_id = [""] * self.vocab_size
         for piece, index in self._vocab.items():
             by_id[index] = "" if piece in SPECIAL_PIECES else _surface(piece)
@@ -120,6 +123,17 @@ class MarianTokenizer(tf.Module):
         directory = pathlib.Path(directory)
         config = json.loads((directory / CONFIG_FILENAME).read_text(encoding="utf-8"))
         return cls.from_files(directory / config["spm_file"], directory / config["vocab_file"], name=name)
+
+
+def resource_name(model_proto):
+    """A name for the SentencePiece resource of `model_proto`, the same only for the same model.
+
+    tensorflow-text's SentencePiece resource is kernel-owned and shared by
+    name: in a loaded SavedModel, two tokenizers whose resources are named
+    alike would both cut text with one of the two models (an import's source
+    and target models are two).
+    """
+    return "sentencepiece_" + hashlib.sha256(model_proto).hexdigest()[:16]
 
 
 def _surface(piece):

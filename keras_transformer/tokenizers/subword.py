@@ -29,6 +29,7 @@ from sentencepiece import sentencepiece_model_pb2
 
 from keras_transformer.config import END_ID, PAD_ID, START_ID, UNK_ID
 from keras_transformer.files import atomic, text_files
+from keras_transformer.tokenizers.marian import resource_name
 
 NUM_RESERVED_IDS = 4  # PAD_ID, UNK_ID, START_ID, END_ID (keras_transformer.config)
 
@@ -150,7 +151,9 @@ class SubwordTokenizer(tf.Module):
             )
         self._model_proto = model_proto
         self.vocab_size = processor.vocab_size()
-        self._tokenizer = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
+        self._tokenizer = tf_text.SentencepieceTokenizer(
+            model=model_proto, out_type=tf.int32, name=resource_name(model_proto)
+        )
         self._vocab_size = tf.Variable(self.vocab_size, trainable=False, dtype=tf.int32, name="vocab_size")
         # Trace the signatures a SavedModel should keep, so a reloaded module can call them.
         self.tokenize.get_concrete_function(tf.TensorSpec([None], tf.string))
