@@ -87,8 +87,17 @@ def last_json(stdout):
     raise RuntimeError(f"no JSON line in:\n{stdout[-3000:]}")
 
 
-def spawn(command, log):
-    """Runs `command`, its stderr to `log`; returns its last JSON line and the load average around it."""
+def spawn(command, log, keep=None):
+    """Runs `command`, its stderr to `log`; returns its last JSON line and the load average around it.
+
+    `keep`: a JSON file that holds the result of an earlier run of the same
+    command (returned instead of running it again), else written with it.
+    """
+    if keep and keep.is_file():
+        kept = json.loads(keep.read_text(encoding="utf-8"))
+        if kept.get("command") == [str(c) for c in command]:
+            print("kept", keep, flush=True)
+            return kept
     before = load_average()
     print("$", " ".join(shlex.quote(str(c)) for c in command), flush=True)
     with open(log, "a", encoding="utf-8") as handle:
@@ -97,6 +106,9 @@ def spawn(command, log):
         raise RuntimeError(f"{command} failed ({done.returncode}); see {log}\n{done.stdout[-2000:]}")
     result = last_json(done.stdout)
     result["load_average_1min"] = [before, load_average()]
+    if keep:
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        keep.write_text(json.dumps(dict(result, command=[str(c) for c in command])), encoding="utf-8")
     return result
 
 
@@ -141,8 +153,62 @@ def worker_ours(args):
     print(json.dumps(dict(results=results, load_seconds=load_seconds, peak_rss_mb=peak_rss_mb())))
 
 
+def worker_ours_search(args):
+    """Ours below the Translator: `decoding.compile_search` (XLA) with the model's own START/END ids.
+
+    The run's tokenizers (TensorFlow ops) and the decode, strings in and
+    strings out, as the Translator does; `--alpha` is the GNMT length penalty
+    of the beam search (the Translator of a run uses the checkpoint's own
+    length normalization where the package has it).
+    """
+    import keras
+    import tensorflow as tf
+
+    from keras_transformer import decoding
+    from keras_transformer.training import run_dir
+
+    run = pathlib.Path(args.path)
+    model = keras.saving.load_model(run / run_dir.MODEL, compile=False)
+    tokenizers = run_dir.load_tokenizers(run)
+    config = model.config
+    end, pad = int(tokenizers.source.end_id), int(tokenizers.source.pad_id)
+    sentences = read_lines(args.sources, args.sentences)
+    order, batches = batches_of(sentences, args.batch_size)
+    results = {}
+    for search_name in ("greedy", "beam"):
+        beam = 1 if search_name == "greedy" else args.beam
+        search = decoding.search_for(beam, args.alpha, start_id=config.start_id, end_id=config.end_id)
+        decode = decoding.compile_search(model, search, max_length=args.max_length)
+
+        def run_all(decode=decode):
+            outputs = []
+            for batch in batches:
+                ids = tokenizers.source.tokenize(tf.constant(batch))
+                ids = tf.concat([tf.cast(ids, tf.int32), tf.fill([ids.nrows(), 1], end)], axis=1)
+                width = -(-int(tf.reduce_max(ids.row_lengths())) // 16) * 16
+                dense = ids.to_tensor(pad, shape=[args.batch_size, width])
+                best = decode(dense).best().ids.numpy()[: len(batch)]
+                rows = [
+                    list(row[: list(row).index(config.end_id)]) if config.end_id in row else list(row) for row in best
+                ]
+                text = tokenizers.target.detokenize(tf.ragged.constant(rows or [[]], dtype=tf.int32)).numpy()
+                outputs.extend(t.decode("utf-8") for t in text[: len(batch)])
+            return outputs
+
+        start = time.perf_counter()
+        run_all()
+        first = time.perf_counter() - start
+        runs = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            outputs = run_all()
+            runs.append(time.perf_counter() - start)
+        results[search_name] = dict(runs=runs, first_pass_seconds=first, outputs=unsort(order, outputs))
+    print(json.dumps(dict(results=results, peak_rss_mb=peak_rss_mb())))
+
+
 def worker_ct2(args):
-    """CTranslate2 on the pieces of the checkpoint's source.spm (END appended), strings out through target.spm."""
+    """CTranslate2 on source.spm's pieces (END appended unless the model adds it), strings out through target.spm."""
     import ctranslate2
     import sentencepiece as spm
 
@@ -153,6 +219,12 @@ def worker_ct2(args):
     translator = ctranslate2.Translator(
         args.path, compute_type=args.compute_type, inter_threads=args.inter_threads, intra_threads=args.intra_threads
     )
+    # CTranslate2's own converter drops Marian's padding from the vocabulary (it starts from </s>); ours keeps it.
+    vocabularies = list(pathlib.Path(args.path).glob("*vocabulary.json"))
+    has_pad = any("<pad>" in json.loads(v.read_text(encoding="utf-8")) for v in vocabularies)
+    # A model whose config adds END to the source itself (our export) gets the pieces alone; else END appended.
+    adds_end = json.loads((pathlib.Path(args.path) / "config.json").read_text(encoding="utf-8")).get("add_source_eos")
+    end = [] if adds_end else ["</s>"]
     results = {}
     for search in ("greedy", "beam"):
         options = dict(
@@ -160,14 +232,15 @@ def worker_ct2(args):
             beam_size=1 if search == "greedy" else args.beam,
             max_decoding_length=args.max_length,
             length_penalty=1.0,
-            suppress_sequences=[["<pad>"]],  # transformers' bad_words_ids: Marian's padding, never generated
         )
+        if has_pad:  # transformers' bad_words_ids: Marian's padding, never generated
+            options["suppress_sequences"] = [["<pad>"]]
         tokens = None
 
         def run(options=options):
             nonlocal tokens
             flat = [piece for batch in batches for piece in batch]
-            pieces = [source.encode(s, out_type=str) + ["</s>"] for s in flat]
+            pieces = [source.encode(s, out_type=str) + end for s in flat]
             hypotheses = [r.hypotheses[0] for r in translator.translate_batch(pieces, **options)]
             tokens = hypotheses
             return [target.decode_pieces([p for p in h if p != "<unk>"]) for h in hypotheses]
@@ -303,6 +376,10 @@ def decode(args):
     me = [sys.executable, __file__]
     systems = {}
     wanted = set(args.systems.split(","))
+
+    def keep(name):  # each system's result, reused by a rerun of the same command (delete to measure again)
+        return scratch / "results" / f"{name}.json"
+
     if "transformers" in wanted:
         for search, beam in (("greedy", 1), ("beam", args.beam)):
             result = spawn(
@@ -310,14 +387,21 @@ def decode(args):
                  "--batch-size", args.batch_size, "--beam", beam, "--max-length", args.max_length,
                  "--repeats", args.repeats, "--threads", args.threads],
                 log,
+                keep(f"transformers-{search}"),
             )  # fmt: skip
             systems.setdefault("transformers generate (PyTorch)", {})[search] = result
     if "ours" in wanted:
-        systems["ours, run (serving.export.load)"] = spawn([*me, "worker-ours", run, sources, *common], log)
+        systems["ours, run (serving.export.load)"] = spawn(
+            [*me, "worker-ours", run, sources, *common], log, keep("ours-run")
+        )
+    if "ours-search" in wanted:
+        systems["ours, compile_search (XLA)"] = spawn(
+            [*me, "worker-ours-search", run, sources, *common, "--alpha", args.alpha], log, keep("ours-search")
+        )
     if "ours-savedmodel" in wanted:
         saved = export(["--model", run, "--beam", args.beam, "--max-length", args.max_length], scratch / "savedmodel")
         systems["ours, SavedModel (keras-transformer export)"] = spawn(
-            [*me, "worker-ours", saved, sources, *common], log
+            [*me, "worker-ours", saved, sources, *common], log, keep("ours-savedmodel")
         )
     ct2_exports = {}
     if "ct2-hf" in wanted:
@@ -335,6 +419,7 @@ def decode(args):
                 [*me, "worker-ct2", folder, sources, *common, "--checkpoint", checkpoint, "--compute-type",
                  compute_type, "--inter-threads", args.ct2_inter_threads, "--intra-threads", args.ct2_intra_threads],
                 log,
+                keep(f"ct2-{compute_type}-{folder.name}"),
             )  # fmt: skip
             systems[f"CTranslate2 {compute_type} ({origin})"] = result
     return report_decode(args, systems, checkpoint)
@@ -452,6 +537,7 @@ def parse_args(argv=None):
     decode_parser.add_argument("--batch-size", type=int, default=32)
     decode_parser.add_argument("--max-length", type=int, default=64)
     decode_parser.add_argument("--beam", type=int, default=4)
+    decode_parser.add_argument("--alpha", type=float, default=1.0, help="GNMT alpha of ours-search's beam")
     decode_parser.add_argument("--ct2-inter-threads", type=int, default=1)
     decode_parser.add_argument("--ct2-intra-threads", type=int, default=2)
     decode_parser.add_argument("--systems", default="transformers,ours,ours-savedmodel,ct2-hf,ct2-ours")
@@ -460,7 +546,7 @@ def parse_args(argv=None):
     train_parser.add_argument("--width", type=int, default=32)
     train_parser.add_argument("--steps", type=int, default=5, help="steps timed per repeat")
     train_parser.add_argument("--warmup", type=int, default=2)
-    for name in ("worker-ours", "worker-ct2"):
+    for name in ("worker-ours", "worker-ct2", "worker-ours-search"):
         w = commands.add_parser(name)
         w.add_argument("path")
         w.add_argument("sources")
@@ -469,6 +555,8 @@ def parse_args(argv=None):
         w.add_argument("--max-length", type=int, default=64)
         w.add_argument("--beam", type=int, default=4)
         w.add_argument("--repeats", type=int, default=1)
+        if name == "worker-ours-search":
+            w.add_argument("--alpha", type=float, default=1.0)
         if name == "worker-ct2":
             w.add_argument("--checkpoint", required=True)
             w.add_argument("--compute-type", default="float32")
@@ -490,6 +578,7 @@ def main(argv=None):
     args = parse_args(argv)
     handlers = {"decode": decode, "train": train, "worker-ours": worker_ours, "worker-ct2": worker_ct2}
     handlers["worker-train"] = worker_train
+    handlers["worker-ours-search"] = worker_ours_search
     handlers[args.command](args)
 
 

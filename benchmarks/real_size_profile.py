@@ -7,7 +7,7 @@ each as its own XLA program, compiled first and then the median of
 `--repeats` calls:
 
 - `encode`: the encoder and the decoder layers' cross-attention keys/values
-  (`decoding.decoders.initial_state`);
+  (`decoding.cache.initial_state`);
 - `step`: one cached decoder step (`cached_step`) at position `--position`,
   for `batch` rows (greedy) and `batch * beam` rows (beam search), logits
   over the whole vocabulary included;
@@ -37,7 +37,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_transformer.decoding import decoders  # noqa: E402
+from keras_transformer.decoding import cache  # noqa: E402
 from keras_transformer.training import run_dir  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -96,14 +96,14 @@ def main(argv=None):
         print(f"{name:<55} rows {rows_count:>4}  {seconds * 1e3:8.2f} ms  (first call {first:.1f} s)", flush=True)
 
     for beams in (1, args.beam):
-        encode = tf.function(lambda s, b=beams: decoders.initial_state(model, s, args.max_length, b), jit_compile=True)
+        encode = tf.function(lambda s, b=beams: cache.initial_state(model, s, args.max_length, b), jit_compile=True)
         state = encode(source)
         add(
             f"encode + cross-attention caches (beam {beams})",
             args.batch_size,
             *timed(encode, source, repeats=args.repeats),
         )
-        step_fn = decoders.cached_step(model, beams)
+        step_fn = cache.cached_step(model, beams)
         step = tf.function(lambda t, i, s, f=step_fn: f(t, i, s)[0], jit_compile=True)
         tokens = tf.fill([args.batch_size * beams], 5)
         index = tf.constant(args.position)
