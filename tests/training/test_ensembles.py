@@ -10,6 +10,9 @@ from keras_transformer.training import run_dir, train
 from test_training import SMALL
 
 
+# Trains three members in turn (about 3 minutes on 2 cores): one of the long checks. Ensemble decoding is
+# tested in the default run (tests/decoding, tests/serving).
+@pytest.mark.slow
 def test_an_ensemble_trains_its_members_in_turn_resumes_and_translates(tmp_path, monkeypatch, capsys):
     from keras_transformer.serving import export
     from keras_transformer.training import model_run

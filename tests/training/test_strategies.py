@@ -4,12 +4,15 @@ import json
 import socket
 
 import numpy as np
+import pytest
 
 from keras_transformer.training import run_dir
 
 from test_training import _history, _train_in_subprocess
 
 
+# About a minute on 2 cores: one of the long checks (`-m slow`).
+@pytest.mark.slow
 def test_mirrored_strategy_on_two_cpu_devices(tmp_path):
     process = _train_in_subprocess(tmp_path / "run", epochs=2, strategy="mirrored", cpu_devices=2)
     log = process.communicate(timeout=600)[0]
@@ -24,6 +27,8 @@ def _free_port():
         return probe.getsockname()[1]
 
 
+# Two worker processes, about a minute on 2 cores: one of the long checks (`-m slow`).
+@pytest.mark.slow
 def test_multi_worker_strategy_with_two_local_workers(tmp_path):
     workers = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
     processes = []
