@@ -125,7 +125,7 @@ def tokenizers(checkpoint, config):
     made = []
     for spm_name, vocab_name, size in sides:
         tokenizer = MarianTokenizer.from_files(checkpoint.path(spm_name), checkpoint.path(vocab_name))
-        ids = sorted(tokenizer._vocab.values())
+        ids = sorted(tokenizer.vocab.values())
         if ids != list(range(size)):
             raise ValueError(
                 f"{checkpoint.folder / vocab_name} does not cover the model's {size} embedding rows: its "

@@ -223,10 +223,9 @@ def read_pieces(tokenizer_dir):
 
 
 def _marian_pieces(tokenizer_dir, config):
-    vocab = json.loads((tokenizer_dir / config["vocab_file"]).read_text(encoding="utf-8"))
-    pieces = [None] * (max(vocab.values()) + 1)
-    for piece, index in vocab.items():
-        pieces[index] = piece
+    from keras_transformer.tokenizers.marian import pieces_by_id
+
+    pieces = pieces_by_id(json.loads((tokenizer_dir / config["vocab_file"]).read_text(encoding="utf-8")))
     if None in pieces:
         raise ValueError(f"{tokenizer_dir / config['vocab_file']} leaves ids without a piece")
     return pieces

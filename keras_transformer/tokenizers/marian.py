@@ -63,17 +63,18 @@ class MarianTokenizer(tf.Module):
         self._pieces = tf_text.SentencepieceTokenizer(
             model=self._model_proto, out_type=tf.string, name=resource_name(self._model_proto)
         )
-        by_id = [""] * self.vocab_size
-        for piece, index in self._vocab.items():
-            by_id[index] = "" if piece in SPECIAL_PIECES else _surface(piece)
-        pieces_by_id = [""] * self.vocab_size
-        for piece, index in self._vocab.items():
-            pieces_by_id[index] = piece
-        self._pieces_by_id = tf.constant(pieces_by_id)
-        self._surfaces = tf.constant([text.encode("utf-8") if isinstance(text, str) else text for text in by_id])
+        by_id = [piece or "" for piece in pieces_by_id(self._vocab)]
+        self._pieces_by_id = tf.constant(by_id)
+        surfaces = ["" if piece in SPECIAL_PIECES else _surface(piece) for piece in by_id]
+        self._surfaces = tf.constant([text.encode("utf-8") if isinstance(text, str) else text for text in surfaces])
         self.tokenize.get_concrete_function(tf.TensorSpec([None], tf.string))
         self.detokenize.get_concrete_function(tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1))
         self.detokenize.get_concrete_function(tf.TensorSpec([None, None], tf.int32))
+
+    @property
+    def vocab(self):
+        """`{piece: id}`, a copy of the checkpoint's vocabulary."""
+        return dict(self._vocab)
 
     @classmethod
     def from_files(cls, spm_file, vocab_file, name=None):
@@ -131,6 +132,20 @@ class MarianTokenizer(tf.Module):
         directory = pathlib.Path(directory)
         config = json.loads((directory / CONFIG_FILENAME).read_text(encoding="utf-8"))
         return cls.from_files(directory / config["spm_file"], directory / config["vocab_file"], name=name)
+
+
+def pieces_by_id(vocab):
+    """The pieces of `vocab` (`{piece: id}`) in id order; None at an id no piece has.
+
+    Example:
+
+    >>> pieces_by_id({"</s>": 0, "<pad>": 2})
+    ['</s>', None, '<pad>']
+    """
+    pieces = [None] * (max(vocab.values()) + 1)
+    for piece, index in vocab.items():
+        pieces[index] = piece
+    return pieces
 
 
 def resource_name(model_proto):
