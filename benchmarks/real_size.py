@@ -208,7 +208,14 @@ def worker_ours_search(args):
 
 
 def worker_ct2(args):
-    """CTranslate2 on source.spm's pieces (END appended unless the model adds it), strings out through target.spm."""
+    """CTranslate2 on source.spm's pieces (END appended unless the model adds it), strings out through target.spm.
+
+    `--gemm mkl` sets CT2_USE_MKL=1 before CTranslate2 loads: its float32
+    matrix products then run in Intel MKL's packed SGEMM, which CTranslate2
+    picks by itself only on Intel CPUs (elsewhere oneDNN's, unpacked).
+    """
+    if args.gemm == "mkl":
+        os.environ["CT2_USE_MKL"] = "1"
     import ctranslate2
     import sentencepiece as spm
 
@@ -253,7 +260,11 @@ def worker_ct2(args):
             runs.append(time.perf_counter() - start)
         lengths = [len(t) + 1 if len(t) < args.max_length else len(t) for t in tokens]  # + END, where it ended
         results[search] = dict(runs=runs, outputs=unsort(order, outputs), mean_length=statistics.mean(lengths))
-    print(json.dumps(dict(results=results, peak_rss_mb=peak_rss_mb(), ctranslate2=ctranslate2.__version__)))
+    print(
+        json.dumps(
+            dict(results=results, peak_rss_mb=peak_rss_mb(), ctranslate2=ctranslate2.__version__, gemm=args.gemm)
+        )
+    )
 
 
 def worker_train(args):
@@ -415,13 +426,16 @@ def decode(args):
         )
     for origin, folder in ct2_exports.items():
         for compute_type in ("float32", "int8"):
-            result = spawn(
-                [*me, "worker-ct2", folder, sources, *common, "--checkpoint", checkpoint, "--compute-type",
-                 compute_type, "--inter-threads", args.ct2_inter_threads, "--intra-threads", args.ct2_intra_threads],
-                log,
-                keep(f"ct2-{compute_type}-{folder.name}"),
-            )  # fmt: skip
-            systems[f"CTranslate2 {compute_type} ({origin})"] = result
+            for gemm in args.ct2_gemm.split(",") if compute_type == "float32" else ["default"]:
+                result = spawn(
+                    [*me, "worker-ct2", folder, sources, *common, "--checkpoint", checkpoint, "--compute-type",
+                     compute_type, "--inter-threads", args.ct2_inter_threads, "--intra-threads",
+                     args.ct2_intra_threads, "--gemm", gemm],
+                    log,
+                    keep(f"ct2-{compute_type}-{gemm}-{folder.name}"),
+                )  # fmt: skip
+                backend = "" if gemm == "default" else ", CT2_USE_MKL=1"
+                systems[f"CTranslate2 {compute_type} ({origin}{backend})"] = result
     return report_decode(args, systems, checkpoint)
 
 
@@ -541,6 +555,11 @@ def parse_args(argv=None):
     decode_parser.add_argument("--ct2-inter-threads", type=int, default=1)
     decode_parser.add_argument("--ct2-intra-threads", type=int, default=2)
     decode_parser.add_argument("--systems", default="transformers,ours,ours-savedmodel,ct2-hf,ct2-ours")
+    decode_parser.add_argument(
+        "--ct2-gemm",
+        default="default,mkl",
+        help="CTranslate2's float32 matrix-product backends to run: default (its own), mkl (CT2_USE_MKL=1)",
+    )
     train_parser = commands.choices["train"]
     train_parser.add_argument("--token-budget", type=int, default=1024, help="rows x width of every batch")
     train_parser.add_argument("--width", type=int, default=32)
@@ -562,6 +581,7 @@ def parse_args(argv=None):
             w.add_argument("--compute-type", default="float32")
             w.add_argument("--inter-threads", type=int, default=1)
             w.add_argument("--intra-threads", type=int, default=2)
+            w.add_argument("--gemm", choices=("default", "mkl"), default="default")
     w = commands.add_parser("worker-train")
     w.add_argument("path")
     w.add_argument("--batches-file", required=True)
