@@ -120,6 +120,26 @@ def add_loadable_model_argument(parser):
     )
 
 
+def add_engine_argument(parser):
+    """`--engine`: the XLA decoder (the default) or CTranslate2 (`serving.ctranslate2_engine`)."""
+    parser.add_argument(
+        "--engine",
+        choices=("xla", "ctranslate2"),
+        default="xla",
+        help="the decoder: xla (the default; runs and exports) or ctranslate2 (a run directory, converted once "
+        "and cached; needs the ctranslate2 extra)",
+    )
+
+
+def load_translator(model, engine="xla", workers=1, **options):
+    """`--model`'s translator for `--engine`: `ctranslate2_engine.load_engine`, CTranslate2 with `workers` threads."""
+    from keras_transformer.serving.ctranslate2_engine import load_engine
+
+    if engine == "ctranslate2":
+        options["inter_threads"] = workers
+    return load_engine(model, engine, **options)
+
+
 def add_workers_argument(parser):
     """`--workers`: batches decoded side by side."""
     parser.add_argument(

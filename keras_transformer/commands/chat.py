@@ -10,6 +10,7 @@ import sys
 from keras_transformer.commands.arguments import (
     SEED_MAX,
     TRUST,
+    add_engine_argument,
     add_loadable_model_argument,
     int_in_range,
     non_negative_finite_float,
@@ -26,6 +27,7 @@ def add_parser(subparsers):
         description=__doc__.split("\n\n")[0] + " " + TRUST,
     )
     add_loadable_model_argument(parser)
+    add_engine_argument(parser)
     parser.add_argument(
         "--temperature",
         type=non_negative_finite_float,
@@ -54,11 +56,11 @@ def add_parser(subparsers):
 
 
 def run(args):
+    from keras_transformer.commands.arguments import load_translator
     from keras_transformer.commands.translate import asks_greedy
-    from keras_transformer.serving.export import load
     from keras_transformer.serving.translation import translate_lines
 
-    translator = load(args.model, beam_size=args.beam)
+    translator = load_translator(args.model, args.engine, beam_size=args.beam)
     interactive = sys.stdin.isatty()
     if interactive:
         print("Type a sentence; an empty line or Ctrl-D ends the chat.", file=sys.stderr)

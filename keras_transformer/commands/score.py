@@ -17,6 +17,7 @@ import sys
 
 from keras_transformer.commands.arguments import (
     TRUST,
+    add_engine_argument,
     add_loadable_model_argument,
     add_workers_argument,
     non_empty,
@@ -31,6 +32,7 @@ def add_parser(subparsers):
         description=__doc__.split("\n\n")[0] + " " + TRUST,
     )
     add_loadable_model_argument(parser)
+    add_engine_argument(parser)
     parser.add_argument("--source", required=True, type=non_empty, help="UTF-8 source file, one sentence a line")
     parser.add_argument("--target", required=True, type=non_empty, help="UTF-8 target file, line-aligned with --source")
     parser.add_argument("--output", type=non_empty, help="write JSON (log_probs, target_lengths) here")
@@ -41,9 +43,9 @@ def add_parser(subparsers):
 
 
 def run(args):
+    from keras_transformer.commands.arguments import load_translator
     from keras_transformer.commands.translate import read_lines
     from keras_transformer.files import output_files
-    from keras_transformer.serving.export import load
     from keras_transformer.serving.translation import Progress, score_lines
 
     output_files.check_outputs(
@@ -52,7 +54,7 @@ def run(args):
     sources, targets = read_lines(args.source), read_lines(args.target)
     if len(sources) != len(targets):
         raise ValueError(f"{args.target} has {len(targets)} lines but {args.source} has {len(sources)}")
-    translator = load(args.model)
+    translator = load_translator(args.model, args.engine, args.workers)
     progress = None if args.quiet else Progress(len(sources), verb="scored")
     log_probs, lengths = score_lines(
         translator, sources, targets, args.batch_size, progress=progress, workers=args.workers

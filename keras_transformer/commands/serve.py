@@ -25,6 +25,7 @@ import tempfile
 
 from keras_transformer.commands.arguments import (
     TRUST,
+    add_engine_argument,
     int_in_range,
     non_empty,
     non_negative_finite_float,
@@ -53,6 +54,7 @@ def add_parser(subparsers):
         help="the model's name in URLs: letters, digits, '.', '_' and '-' (default: the folder's name)",
     )
     parser.add_argument("--version", type=positive_int, default=1, help="the version it is served as (default 1)")
+    add_engine_argument(parser)
     _add_batching_arguments(parser.add_argument_group("batching and limits"))
     _add_connection_arguments(
         parser.add_argument_group("connections (see docs/serving.md: a reverse proxy belongs in front)")
@@ -148,7 +150,9 @@ def run(args):
     workdir = None
     try:
         path = pathlib.Path(args.model)
-        if not run_dir.is_saved_model(path):
+        if args.engine != "xla":
+            model = _served_engine(args)
+        elif not run_dir.is_saved_model(path):
             if not (run_dir.is_run_dir(path) or (path / run_dir.CONFIG).is_file()):  # export_run says what is wrong
                 raise ValueError(
                     f"{path} is neither a SavedModel (no saved_model.pb) nor a training run (no config.json): "
@@ -160,8 +164,9 @@ def run(args):
             print(f"Exporting the run {path} to a temporary SavedModel...", file=sys.stderr, flush=True)
             export_run(path, workdir / "export")
             path = workdir / "export"
-        model = ServedModel(path, max_instances=args.max_instances)
-        if not args.no_warmup:
+        if args.engine == "xla":
+            model = ServedModel(path, max_instances=args.max_instances)
+        if not args.no_warmup and args.engine == "xla":  # CTranslate2 compiles nothing
             _warm_up(model, 1 if args.no_batching else args.max_batch_size)
         batcher = rest.build_batcher(
             model,
@@ -179,6 +184,15 @@ def run(args):
         sock.close()
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _served_engine(args):
+    """`--engine`'s translator of the run `--model` (`arguments.load_translator`), as a `ServedTranslator`."""
+    from keras_transformer.commands.arguments import load_translator
+    from keras_transformer.serving.served_translator import ServedTranslator
+
+    translator = load_translator(args.model, args.engine, args.threads)
+    return ServedTranslator(translator, args.model, max_instances=args.max_instances)
 
 
 def _model_name(rest, args):

@@ -22,6 +22,7 @@ import sys
 
 from keras_transformer.commands.arguments import (
     TRUST,
+    add_engine_argument,
     add_loadable_model_argument,
     add_workers_argument,
     non_empty,
@@ -59,8 +60,9 @@ def add_parser(subparsers):
 
 
 def add_model_arguments(parser):
-    """`--model`, `--beam`, `--alpha`, `--batch-size`, `--compact`, `--workers`, shared with `evaluate`."""
+    """`--model`, `--engine`, `--beam`, `--alpha`, `--batch-size`, `--compact`, `--workers`, shared with `evaluate`."""
     add_loadable_model_argument(parser)
+    add_engine_argument(parser)
     parser.add_argument(
         "--beam", type=positive_int, default=None, help="beam size, 1 = greedy (default: the model's, else 4)"
     )
@@ -88,7 +90,7 @@ def run(args):
     from_file = not sentences
     if from_file:
         sentences = read_lines(args.input)
-    translator = load_translator(args.model, args.beam, args.alpha, args.compact)
+    translator = load_translator(args.model, args.beam, args.alpha, args.compact, args.engine, args.workers)
     warn_truncated(translator, sentences)
     progress = None if args.quiet or not from_file else Progress(len(sentences))
     if args.n_best:
@@ -108,16 +110,16 @@ def run(args):
     return 0
 
 
-def load_translator(model, beam, alpha, compact):
-    """`export.load`'s translator of `model`, or a LiteRT export's (`keras_transformer.litert.Translator`)."""
+def load_translator(model, beam, alpha, compact, engine="xla", workers=1):
+    """`--engine`'s translator of `model` (`arguments.load_translator`), or a LiteRT export's."""
     from keras_transformer import litert
-    from keras_transformer.serving.export import load
+    from keras_transformer.commands import arguments
 
-    if litert.is_export(model):
+    if litert.is_export(model) and engine == "xla":
         if compact:
             raise ValueError("--compact applies to a run directory only, not to a LiteRT export")
         return litert.Translator(model, beam_size=beam, alpha=alpha)
-    return load(model, beam_size=beam, alpha=alpha, compact=compact)
+    return arguments.load_translator(model, engine, workers, beam_size=beam, alpha=alpha, compact=compact)
 
 
 def _nbest_text(translator, sentences, args, progress):

@@ -55,7 +55,7 @@ QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat1
 _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH", "swish": "SWISH"}
 
 
-def convert_run(run, output, *, quantization=None, overwrite=False):
+def convert_run(run, output, *, quantization=None, overwrite=False, record=None):
     """Writes the training run `run` as a CTranslate2 model directory at `output`, atomically.
 
     Every check runs before the model loads: `run` must be a run directory of
@@ -69,6 +69,8 @@ def convert_run(run, output, *, quantization=None, overwrite=False):
         quantization: `None` (the weights as trained, float32) or one of
             `QUANTIZATIONS` (e.g. `"int8"`), CTranslate2's weight types.
         overwrite: replace an earlier CTranslate2 export of this package.
+        record: more entries for `keras_transformer.json` (e.g. the
+            `run_sha256` that `ctranslate2_engine.cached_model` checks).
 
     Returns:
         `output` as a string.
@@ -109,6 +111,7 @@ def convert_run(run, output, *, quantization=None, overwrite=False):
         "quantization": quantization or "float32",
         "max_length": int(model.max_length),
         "add_source_end": add_source_end,
+        **(record or {}),
     }
 
     def write(tmp):

@@ -235,14 +235,10 @@ class ServedModel:
     def metadata(self, model_name, version):
         """TF Serving's GetModelMetadataResponse as JSON: the SignatureDefs from saved_model.pb."""
         from google.protobuf import json_format
-        from tensorflow.core.protobuf import saved_model_pb2
         from tensorflow_serving.apis import get_model_metadata_pb2
 
-        saved_model = saved_model_pb2.SavedModel()
-        saved_model.ParseFromString((self.path / "saved_model.pb").read_bytes())
-        signature_defs = saved_model.meta_graphs[0].signature_def
         signature_map = get_model_metadata_pb2.SignatureDefMap()
-        for name, definition in signature_defs.items():
+        for name, definition in self.signature_defs().items():
             if name != "__saved_model_init_op":
                 signature_map.signature_def[name].CopyFrom(definition)
         response = get_model_metadata_pb2.GetModelMetadataResponse()
@@ -250,6 +246,14 @@ class ServedModel:
         response.model_spec.version.value = version
         response.metadata["signature_def"].Pack(signature_map)
         return json_format.MessageToDict(response, preserving_proto_field_name=True)
+
+    def signature_defs(self):
+        """The SignatureDefs of saved_model.pb, by name."""
+        from tensorflow.core.protobuf import saved_model_pb2
+
+        saved_model = saved_model_pb2.SavedModel()
+        saved_model.ParseFromString((self.path / "saved_model.pb").read_bytes())
+        return saved_model.meta_graphs[0].signature_def
 
 
 def _batched_names(specs):

@@ -1,0 +1,347 @@
+"""CTranslate2 as a decoding engine: a run directory translated by CTranslate2, with the run's own tokenizers.
+
+`load_engine(path, "ctranslate2")` converts the run once (`convert_run`) into
+a cache folder (`cache_root()`), reuses that conversion while the run's model
+and tokenizers are unchanged (their sha256, recorded in the conversion's
+`keras_transformer.json`), converts again when they change, and returns a
+`CTranslate2Translator`: the methods of `export.load`'s translators, decoded
+by `ctranslate2.Translator`. Greedy search gives the XLA decoder's strings
+(the same pieces in, the decode of the module docstring of
+`keras_transformer.serving.ctranslate2`, the same tokenizer out).
+
+The cache lives outside the run: a run directory holds only the files its
+`config.json` records (`files.destinations`), so a folder added there would
+make `train --overwrite` refuse the run. A cache folder is replaced only
+when it is a CTranslate2 export of this package that holds nothing but its
+manifest's files, atomically (a crash leaves the previous one); anything
+else there is refused with `UnsafeDestinationError` and left as it is.
+
+Example:
+
+>>> translator = load_engine("saved_models/multi30k-en-de", "ctranslate2", beam_size=1)
+>>> translator.greedy(["A dog runs."]).numpy()
+array([b'Ein Hund rennt.'], dtype=object)
+>>> translator.score(["A dog runs."], ["Ein Hund rennt."])["log_probs"]
+"""
+
+import hashlib
+import json
+import os
+import pathlib
+import threading
+
+import tensorflow as tf
+
+from keras_transformer.config import DecodingConfig
+from keras_transformer.files import destinations
+from keras_transformer.serving import ctranslate2 as writer
+from keras_transformer.serving.inputs import pairs as checked_pairs
+from keras_transformer.serving.inputs import sampling as checked_sampling
+from keras_transformer.serving.inputs import sentences as checked_sentences
+from keras_transformer.serving.translator_methods import _warn_cut_off
+from keras_transformer.training import run_dir
+
+ENGINES = ("xla", "ctranslate2")
+INSTALL = 'pip install "keras-transformer[ctranslate2]"'
+CACHE_ENV = "KERAS_TRANSFORMER_CACHE"
+TYPICAL_LENGTH = 20  # output tokens at which the beam's length penalty ranks as GNMT's (module docstring of writer)
+_lock = threading.Lock()  # one conversion at a time in this process
+
+
+def load_engine(path, engine="xla", **options):
+    """A translator of `path` decoded by `engine`: `"xla"` (`export.load`) or `"ctranslate2"`.
+
+    `options` are `export.load`'s (`beam_size`, `alpha`, `max_length`,
+    `compact`), or `CTranslate2Translator`'s for `"ctranslate2"` (`compact`
+    is then a `ValueError`).
+
+    Example:
+
+    >>> load_engine("saved_models/multi30k-en-de", "ctranslate2", beam_size=4)
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"`engine` must be one of {ENGINES}. Received: engine={engine!r}")
+    if engine == "xla":
+        from keras_transformer.serving.export import load
+
+        return load(path, **options)
+    if options.pop("compact", False):
+        raise ValueError("`compact` applies to the xla engine only: CTranslate2 batches as it likes")
+    return CTranslate2Translator(path, **{k: v for k, v in options.items() if v is not None})
+
+
+def require_ctranslate2():
+    """The `ctranslate2` module, or a one-line `ValueError` saying what to install."""
+    try:
+        import ctranslate2
+    except ModuleNotFoundError:
+        raise ValueError(f"The ctranslate2 engine needs the ctranslate2 package: {INSTALL}") from None
+    return ctranslate2
+
+
+def cache_root():
+    """`$KERAS_TRANSFORMER_CACHE`, else `$XDG_CACHE_HOME/keras_transformer`, else `~/.cache/keras_transformer`."""
+    if os.environ.get(CACHE_ENV):
+        return pathlib.Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
+    return pathlib.Path(base) / "keras_transformer"
+
+
+def check_run(path):
+    """`path` as a `pathlib.Path` if it is a run directory; a one-line `ValueError` for anything else."""
+    path = pathlib.Path(path)
+    if run_dir.is_run_dir(path):
+        return path
+    kind = "a SavedModel" if run_dir.is_saved_model(path) else None
+    if kind is None and (path / "litert.json").is_file():
+        kind = "a LiteRT export"
+    kind = kind or ("not a model" if path.exists() else "missing")
+    raise ValueError(
+        f"{path} is {kind}: the ctranslate2 engine converts run directories (`keras-transformer train` "
+        "or `import`); use the xla engine for exports"
+    )
+
+
+def fingerprint(run):
+    """The sha256 of what a conversion reads: `model.keras`, every tokenizer file, and `add_source_end`."""
+    run = pathlib.Path(run)
+    digest = hashlib.sha256(f"add_source_end={run_dir.RunConfig.read(run).add_source_end}\n".encode())
+    files = [run / run_dir.MODEL, *sorted(p for p in (run / "tokenizers").rglob("*") if p.is_file())]
+    for file in files:
+        digest.update(f"{file.relative_to(run).as_posix()}\n".encode())
+        with open(file, "rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def cached_model(run, cache_dir=None):
+    """The folder of `run`'s CTranslate2 conversion, converted now if missing or out of date.
+
+    The folder is `cache_dir` (default `cache_root()`)`/ctranslate2/NAME-HASH`,
+    HASH of the run's absolute path. A conversion is reused while its
+    recorded `run_sha256` is the run's `fingerprint`; otherwise it is
+    replaced (only a CTranslate2 export of this package, file by file).
+
+    Example:
+
+    >>> cached_model("saved_models/multi30k-en-de")
+    PosixPath('/home/me/.cache/keras_transformer/ctranslate2/multi30k-en-de-3f2a9c1b7d4e')
+    """
+    require_ctranslate2()
+    run = check_run(run).resolve()
+    where = hashlib.sha256(str(run).encode()).hexdigest()[:12]
+    folder = pathlib.Path(cache_dir or cache_root()) / "ctranslate2" / f"{run.name}-{where}"
+    with _lock:
+        destinations.recover(folder)
+        expected = fingerprint(run)
+        if _recorded(folder).get("run_sha256") != expected or not destinations.is_own_ctranslate2(folder):
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            writer.convert_run(run, folder, overwrite=True, record={"run_sha256": expected})
+    return folder
+
+
+def _recorded(folder):
+    try:
+        return json.loads((folder / writer.PROVENANCE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+class CTranslate2Translator:
+    """A run directory's translator decoded by CTranslate2: the methods of `export.load`'s translators.
+
+    `__call__`, `greedy`, `nbest` and the `*_with_status` methods translate
+    with `ctranslate2.Translator.translate_batch`, `score` scores with its
+    `score_batch`, `sample` samples with its `sampling_*` options (seeded with
+    `ctranslate2.set_random_seed`: not the XLA decoder's draws). Inputs are
+    checked as `export.load`'s translators check them; the results are
+    TensorFlow tensors, as theirs.
+
+    Greedy search gives the XLA decoder's translations, with scores
+    normalised the same way (`log p / ((5 + length) / 6) ** alpha`, or
+    `length ** alpha` for a run that says `normalization="length"`). Beam
+    search ranks by CTranslate2's `length ** length_penalty`, with
+    `length_penalty = alpha * n / (5 + n)` at n = `TYPICAL_LENGTH` for GNMT's
+    penalty: the same order for outputs of about that length, not always
+    the same beams; the scores it returns are normalised as ours. `score`
+    takes its log-probabilities over the whole vocabulary, where the XLA
+    decoder's leave out PAD and START: never higher, lower by what the
+    model gives those two (0.1-0.5% of a sum for the tests' tiny run). Two edge cases differ from the XLA decoder: an
+    empty source translates to "" and scores 0 (CTranslate2 does not read
+    it), and a target of `max_length` tokens or more is scored on its first
+    `max_length - 1` tokens and END (CTranslate2 truncates so), where the XLA
+    decoder scores its first `max_length` tokens.
+
+    Args:
+        path: a run directory (one model; an imported OPUS-MT run too).
+        beam_size, alpha, max_length: as `export.load`'s (defaults: the
+            run's `decoding` settings, else beam 4 and alpha 0.6).
+        cache_dir: where conversions are kept (default `cache_root()`).
+        inter_threads: batches CTranslate2 decodes side by side (give as
+            many as the threads that call this translator).
+        intra_threads: threads per batch (0: CTranslate2's default).
+
+    Example:
+
+    >>> translator = CTranslate2Translator("saved_models/multi30k-en-de", beam_size=1, intra_threads=2)
+    >>> translator.greedy_with_status(["A dog runs."])["finished"].numpy()
+    array([ True])
+    """
+
+    def __init__(
+        self, path, *, beam_size=None, alpha=None, max_length=None, cache_dir=None, inter_threads=1, intra_threads=0
+    ):
+        from keras_transformer import decoding
+        from keras_transformer.tokenizers import load_tokenizer
+
+        ctranslate2 = require_ctranslate2()
+        path = check_run(path)
+        self.model_path = cached_model(path, cache_dir)
+        config = run_dir.RunConfig.read(path)
+        defaults = config.decoding or DecodingConfig()
+        model_max = int(_recorded(self.model_path)["max_length"])
+        beam_size = decoding.check_beam_size(defaults.beam_size if beam_size is None else beam_size)
+        self.alpha = float(defaults.alpha if alpha is None else alpha)
+        limit = max_length or defaults.max_length or model_max
+        self._decode_length = min(int(limit), model_max)
+        self._normalization = defaults.normalization
+        self.source_tokenizer = load_tokenizer(path / run_dir.SOURCE_TOKENIZER)
+        target = path / run_dir.TARGET_TOKENIZER
+        self.target_tokenizer = load_tokenizer(target) if target.is_dir() else self.source_tokenizer
+        self._source_pieces = writer.read_pieces(path / run_dir.SOURCE_TOKENIZER)
+        self._target_pieces = target_pieces = writer.read_pieces(target) if target.is_dir() else self._source_pieces
+        self._target_ids = {piece: i for i, piece in enumerate(target_pieces)}
+        self._end = target_pieces[int(getattr(self.target_tokenizer, "end_id", decoding.END_ID))]
+        special = config.model.special_ids() if config.model else {}
+        banned = {special.get("start_id", decoding.START_ID), special.get("pad_id", decoding.PAD_ID)}
+        banned |= set(defaults.banned_ids)
+        self._suppress = [[target_pieces[i]] for i in sorted(banned)]
+        self._add_source_end = bool(config.add_source_end)
+        self._source_limit = model_max - int(self._add_source_end)
+        self.beam_size = tf.constant(beam_size)
+        self.max_source_length = tf.constant(model_max)
+        self.translator = ctranslate2.Translator(
+            str(self.model_path), device="cpu", inter_threads=inter_threads, intra_threads=intra_threads
+        )
+        self._ctranslate2 = ctranslate2
+
+    # -- the methods of `export.load`'s translators ------------------------------------------------
+
+    def __call__(self, sentences):
+        """Beam search (greedy when `beam_size=1`): strings `(batch,)` -> strings."""
+        return self._warned(self.call_with_status(sentences))
+
+    def greedy(self, sentences):
+        """Greedy decoding: strings `(batch,)` -> strings."""
+        return self._warned(self.greedy_with_status(sentences))
+
+    def sample(self, sentences, temperature, top_k, top_p, seed):
+        """Sampling: `temperature` (0 = greedy), `top_k` (0 = off), `top_p` (1 = off), `seed` (-1 = random)."""
+        return self._warned(self.sample_with_status(sentences, temperature, top_k, top_p, seed))
+
+    def call_with_status(self, sentences):
+        """`__call__` without the warning: `{"translations", "scores", "finished"}`, each `(batch,)`."""
+        return _first(self.nbest(sentences, hypotheses=1))
+
+    def greedy_with_status(self, sentences):
+        """`greedy` without the warning; see `call_with_status`."""
+        return _first(self._decode(sentences, beam_size=1, num_hypotheses=1))
+
+    def sample_with_status(self, sentences, temperature, top_k, top_p, seed):
+        """`sample` without the warning; `scores` are the model's log-probabilities, normalised."""
+        temperature, top_k, top_p, seed = (t.numpy().item() for t in checked_sampling(temperature, top_k, top_p, seed))
+        if temperature == 0:
+            return self.greedy_with_status(sentences)
+        if seed >= 0:
+            self._ctranslate2.set_random_seed(seed)
+        options = dict(sampling_temperature=temperature, sampling_topk=top_k, sampling_topp=top_p)
+        return _first(self._decode(sentences, beam_size=1, num_hypotheses=1, **options))
+
+    def nbest(self, sentences, hypotheses=None):
+        """Every beam, best first: `{"translations", "scores", "finished"}`, each `(batch, beam_size)`."""
+        beam_size = int(self.beam_size.numpy())
+        return self._decode(sentences, beam_size=beam_size, num_hypotheses=hypotheses or beam_size)
+
+    def source_lengths(self, sentences):
+        """Source tokens per sentence before truncation (END included if added)."""
+        ids = self.source_tokenizer.tokenize(tf.strings.strip(checked_sentences(sentences)))
+        return tf.cast(ids.row_lengths(), tf.int32) + int(self._add_source_end)
+
+    def score(self, sources, targets):
+        """Teacher-forced `{"log_probs", "target_lengths"}` of `targets` given `sources`, as `export.load`'s."""
+        sources, targets = checked_pairs(sources, targets)
+        target_ids = self.target_tokenizer.tokenize(tf.strings.strip(targets)).to_list()
+        limit = self._decode_length
+        # CTranslate2 appends END, and cuts a longer target to `limit - 1` tokens and END (class docstring).
+        pieces = [[self._target_pieces[i] for i in row[:limit]] for row in target_ids]
+        results = self.translator.score_batch(self._source_batch(sources), pieces, max_input_length=limit)
+        lengths = [min(len(row) + 1, limit) for row in target_ids]
+        log_probs = [sum(result.log_probs[:n]) for result, n in zip(results, lengths)]
+        return {"log_probs": tf.constant(log_probs, tf.float32), "target_lengths": tf.constant(lengths, tf.int32)}
+
+    # -- decoding ------------------------------------------------------------------------------------
+
+    def _decode(self, sentences, beam_size, num_hypotheses, **options):
+        """`{"translations", "scores", "finished"}` `(batch, num_hypotheses)` from `translate_batch`."""
+        batch = self._source_batch(checked_sentences(sentences))
+        if beam_size > 1 and self._normalization == "gnmt":
+            options["length_penalty"] = self.alpha * TYPICAL_LENGTH / (5 + TYPICAL_LENGTH)
+        elif beam_size > 1:
+            options["length_penalty"] = self.alpha
+        else:
+            options["length_penalty"] = 0.0  # greedy: CTranslate2's score is the plain sum of log-probabilities
+        results = self.translator.translate_batch(
+            batch,
+            beam_size=beam_size,
+            num_hypotheses=num_hypotheses,
+            min_decoding_length=0,
+            max_input_length=0,  # truncated by `_source_batch`, as the XLA decoder truncates
+            max_decoding_length=self._decode_length,
+            suppress_sequences=self._suppress,
+            return_end_token=True,
+            return_scores=True,
+            **options,
+        )
+        rows = [self._hypotheses(source, result, num_hypotheses, options) for source, result in zip(batch, results)]
+        shape = [len(batch), num_hypotheses]
+        ids, scores, finished = zip(*sum(rows, [])) if batch else ((), (), ())
+        flat = [i for row in ids for i in row]  # tf.ragged.constant is slow: half of the engine's overhead
+        ids = tf.RaggedTensor.from_row_lengths(tf.constant(flat, tf.int32), [len(row) for row in ids])
+        return {
+            "translations": tf.reshape(self.target_tokenizer.detokenize(ids), shape),
+            "scores": tf.reshape(tf.constant(scores, tf.float32), shape),
+            "finished": tf.reshape(tf.constant(finished, tf.bool), shape),
+        }
+
+    def _hypotheses(self, source, result, count, options):
+        """`[(ids, normalised score, finished)]` of one source's `count` hypotheses."""
+        if not source:  # the XLA decoder translates an empty sentence to "" (CTranslate2 too, unread)
+            return [([], 0.0, True)] * count
+        rows = []
+        for tokens, score in zip(result.hypotheses, result.scores):
+            finished = bool(tokens) and tokens[-1] == self._end
+            ids = [self._target_ids[t] for t in (tokens[:-1] if finished else tokens)]
+            length = len(tokens)  # END included, as the XLA decoder counts
+            raw = score * length ** options["length_penalty"] if length else 0.0
+            rows.append((ids, raw / self._penalty(length), finished))
+        return rows
+
+    def _penalty(self, length):
+        if self._normalization == "length":
+            return max(length, 1) ** self.alpha
+        return ((5 + length) / 6) ** self.alpha
+
+    def _source_batch(self, sentences):
+        """Pieces of each sentence, truncated as the XLA decoder truncates (CTranslate2 appends END itself)."""
+        ids = self.source_tokenizer.tokenize(tf.strings.strip(sentences)).to_list()
+        return [[self._source_pieces[i] for i in row[: self._source_limit]] for row in ids]
+
+    def _warned(self, result):
+        _warn_cut_off(result["finished"].numpy())
+        return result["translations"]
+
+
+def _first(result):
+    """The first hypothesis of each sentence: `(batch, hypotheses)` -> `(batch,)`."""
+    return {name: value[:, 0] for name, value in result.items()}
