@@ -13,10 +13,12 @@ written by transformers' `save_pretrained`, and imported with
   (sorted by length), each system in a process of its own (its peak RSS is
   that process's): ours from the run (`serving.export.load`) and from its
   SavedModel (`keras-transformer export`), both timed after a first pass that
-  compiles every shape; transformers' `generate` (PyTorch, CPU, the same
-  thread count); CTranslate2 float32 and int8, from CTranslate2's own
+  compiles every shape; ours with `--engine ctranslate2` (system `engine`);
+  transformers' `generate` (PyTorch, CPU, the same thread count);
+  CTranslate2 float32 and int8, from CTranslate2's own
   `TransformersConverter` and from `keras-transformer export --format
-  ctranslate2`. Beside each: sentences/s, how many outputs equal
+  ctranslate2`, float32 with CTranslate2's default SGEMM and with MKL's
+  (`--ct2-gemm`). Beside each: sentences/s, how many outputs equal
   transformers' (as strings), the mean output length in tokens.
 - `train`: training steps per second of the imported model with `model.fit`
   (XLA, `training.recipe.compile_model`: Adam, label smoothing 0.1) against a
@@ -116,20 +118,28 @@ def spawn(command, log, keep=None):
 
 
 def worker_ours(args):
-    """Ours, from the run directory or a SavedModel: greedy and beam, each after a first (compiling) pass."""
+    """Ours, from the run directory or a SavedModel: greedy and beam, each after a first (compiling) pass.
+
+    `--engine ctranslate2`: the run decoded by `keras-transformer translate
+    --engine ctranslate2`'s translator (converted once into its cache).
+    """
     import warnings
 
+    if args.gemm == "mkl":
+        os.environ["CT2_USE_MKL"] = "1"
     import tensorflow as tf
 
-    from keras_transformer.serving.export import load
+    from keras_transformer.serving.ctranslate2_engine import load_engine
 
     warnings.simplefilter("ignore")
     sentences = read_lines(args.sources, args.sentences)
     order, batches = batches_of(sentences, args.batch_size)
     saved = not (pathlib.Path(args.path) / "config.json").is_file()
     options = dict(beam_size=args.beam) if saved else dict(beam_size=args.beam, max_length=args.max_length)
+    if args.engine == "ctranslate2":  # the engine's translate_batch threads, as the direct CTranslate2 rows'
+        options.update(inter_threads=args.inter_threads, intra_threads=args.intra_threads)
     start = time.perf_counter()
-    translator = load(args.path, **options)
+    translator = load_engine(args.path, args.engine, **options)
     load_seconds = time.perf_counter() - start
     results = {}
     for search in ("greedy", "beam"):
@@ -405,6 +415,15 @@ def decode(args):
         systems["ours, run (serving.export.load)"] = spawn(
             [*me, "worker-ours", run, sources, *common], log, keep("ours-run")
         )
+    if "engine" in wanted:
+        for gemm in args.ct2_gemm.split(","):
+            backend = "" if gemm == "default" else ", CT2_USE_MKL=1"
+            systems[f"ours, --engine ctranslate2 float32{backend}"] = spawn(
+                [*me, "worker-ours", run, sources, *common, "--engine", "ctranslate2", "--gemm", gemm,
+                 "--inter-threads", args.ct2_inter_threads, "--intra-threads", args.ct2_intra_threads],
+                log,
+                keep(f"engine-{gemm}"),
+            )  # fmt: skip
     if "ours-search" in wanted:
         systems["ours, compile_search (XLA)"] = spawn(
             [*me, "worker-ours-search", run, sources, *common, "--alpha", args.alpha], log, keep("ours-search")
@@ -579,6 +598,9 @@ def parse_args(argv=None):
         if name == "worker-ct2":
             w.add_argument("--checkpoint", required=True)
             w.add_argument("--compute-type", default="float32")
+        if name == "worker-ours":
+            w.add_argument("--engine", choices=("xla", "ctranslate2"), default="xla")
+        if name in ("worker-ct2", "worker-ours"):
             w.add_argument("--inter-threads", type=int, default=1)
             w.add_argument("--intra-threads", type=int, default=2)
             w.add_argument("--gemm", choices=("default", "mkl"), default="default")
