@@ -19,6 +19,7 @@ from keras_transformer import litert
 from keras_transformer.commands import cli
 from keras_transformer.files import destinations
 from keras_transformer.litert import export as litert_export
+from keras_transformer.litert import fast_text
 from keras_transformer.litert.ops import check_operators, operators
 from keras_transformer.tokenizers import load_tokenizer
 from keras_transformer.training import run_dir
@@ -50,13 +51,14 @@ def sentences():
 def test_the_tflite_has_the_signatures_and_builtin_ops_only(exported):
     _, output, translator, _ = exported
     info = json.loads((output / "litert.json").read_text(encoding="utf-8"))
-    assert info["signatures"] == ["encode", "decode_step", "tokenize"] and info["tokenizer"]["in_model"]
+    assert info["signatures"] == ["encode", "decode_step", "tokenize", "detokenize"]
+    assert info["tokenizer"]["in_model"] and info["tokenizer"]["detokenize_in_model"]
     names = check_operators((output / "model.tflite").read_bytes())
-    custom = [name for name in names if name.startswith("custom:")]
-    assert custom == ["custom:TFText>FastSentencepieceTokenize"] and "DYNAMIC_UPDATE_SLICE" in names
-    assert not any("Flex" in name for name in names)
+    custom = {name for name in names if name.startswith("custom:")}
+    assert custom == {"custom:TFText>FastSentencepieceTokenize", "custom:TFText>FastSentencepieceDetokenize"}
+    assert "DYNAMIC_UPDATE_SLICE" in names and not any("Flex" in name for name in names)
     assert destinations.is_own(output, destinations.LITERT)
-    assert set(translator._interpreter.get_signature_list()) == {"encode", "decode_step", "tokenize"}
+    assert set(translator._interpreter.get_signature_list()) == set(info["signatures"])
 
 
 def test_a_flex_op_is_named_in_one_line(tmp_path):
@@ -79,8 +81,23 @@ def test_tokenize_gives_the_run_tokenizers_ids(exported, sentences):
     hard = ["日本語 and a dog 😀", "", "  two  spaces  "]
     texts = sentences + hard
     assert translator.tokenize(texts) == tokenizer.tokenize(tf.constant(texts)).to_list()
-    rows = tokenizer.tokenize(tf.constant(texts)).to_list()
-    assert translator.detokenize(rows) == tokenizer.detokenize(tf.ragged.constant(rows)).numpy().tolist()
+
+
+def test_detokenize_gives_the_run_tokenizers_strings(exported, sentences, monkeypatch):
+    run, _, translator, _ = exported
+    folder = run / run_dir.TARGET_TOKENIZER
+    tokenizer = load_tokenizer(folder if folder.is_dir() else run / run_dir.SOURCE_TOKENIZER)
+    german = (DATA / "val.de").read_text(encoding="utf-8").splitlines()[:500]
+    rows = tokenizer.tokenize(tf.constant(german + ["日本語 😀", ""])).to_list()
+    rows = [row + [3, 0, 0] for row in rows]  # END and padding, dropped as the run drops them
+    expected = tokenizer.detokenize(tf.ragged.constant(rows)).numpy().tolist()
+    calls = []
+    runner = translator._runners["detokenize"]
+    monkeypatch.setitem(translator._runners, "detokenize", lambda **kw: calls.append(1) or runner(**kw))
+    assert translator.detokenize(rows) == expected
+    # The .tflite detokenized every row but those with byte-fallback ids (many: a 400-piece vocabulary).
+    on_host = [fast_text.detokenized_on_host(translator._target_text, row) for row in rows]
+    assert len(calls) == on_host.count(False) >= len(rows) // 2 and on_host[-2]
 
 
 def test_greedy_and_beam_equal_the_run_translators(exported, sentences):
