@@ -8,6 +8,8 @@ validation sentences, with what `export.load(run)` gives. Needs ai-edge-litert
 
 import json
 import pathlib
+import signal
+import subprocess
 import sys
 import warnings
 
@@ -203,3 +205,12 @@ def test_an_imported_marian_run_tokenizes_outside_and_gives_transformers_greedy(
     ]
     assert len(compared) >= len(outputs) // 2
     assert [a for a, _ in compared] == [b for _, b in compared]
+
+
+def test_tensorflow_texts_detokenizer_still_fails_on_two_sentences():
+    """The reason `detokenize` takes one sentence per call: when this fails, the kernel is fixed (docs/litert.md)."""
+    script = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "litert_detokenize_crash.py"
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    one = next(line for line in done.stdout.splitlines() if line.startswith("one sentence:"))
+    assert one.split(" tensorflow: ")[0].removeprefix("one sentence: ") == one.split(" tensorflow: ")[1]
+    assert done.returncode == -signal.SIGSEGV or (done.returncode == 0 and done.stdout.splitlines()[-1] == "wrong")
