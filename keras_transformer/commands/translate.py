@@ -82,13 +82,14 @@ def add_model_arguments(parser):
 
 def run(args):
     from keras_transformer.files import output_files
+    from keras_transformer.serving.export import load
 
     output_files.check_outputs([("output", args.output)], [("input", args.input)], [("model", args.model)])
     sentences = [check_utf8(s, f"argument {i}") for i, s in enumerate(args.sentences, 1)]
     from_file = not sentences
     if from_file:
         sentences = read_lines(args.input)
-    translator = load_translator(args.model, args.beam, args.alpha, args.compact)
+    translator = load(args.model, beam_size=args.beam, alpha=args.alpha, compact=args.compact)
     warn_truncated(translator, sentences)
     progress = None if args.quiet or not from_file else Progress(len(sentences))
     if args.n_best:
@@ -106,18 +107,6 @@ def run(args):
         sys.stdout.write(text)
         sys.stdout.flush()
     return 0
-
-
-def load_translator(model, beam, alpha, compact):
-    """`export.load`'s translator of `model`, or a LiteRT export's (`keras_transformer.litert.Translator`)."""
-    from keras_transformer import litert
-    from keras_transformer.serving.export import load
-
-    if litert.is_export(model):
-        if compact:
-            raise ValueError("--compact applies to a run directory only, not to a LiteRT export")
-        return litert.Translator(model, beam_size=beam, alpha=alpha)
-    return load(model, beam_size=beam, alpha=alpha, compact=compact)
 
 
 def _nbest_text(translator, sentences, args, progress):

@@ -140,6 +140,56 @@ def test_translate_command_takes_the_folder(exported, capsys):
     assert capsys.readouterr().out == translator.greedy([pairs[0][0]])[0].decode("utf-8") + "\n"
 
 
+def test_export_load_gives_the_litert_translator_and_refuses_what_is_fixed(exported):
+    from keras_transformer.serving.export import load
+
+    _, output, translator, _ = exported
+    loaded = load(output, beam_size=2, alpha=0.0)
+    assert isinstance(loaded, litert.Translator) and int(loaded.beam_size) == 2 and loaded._alpha == 0.0
+    with pytest.raises(ValueError, match=r"LiteRT export: .* drop max_length=8 and compact=True$"):
+        load(output, max_length=8, compact=True)
+    with pytest.raises(ValueError, match="does not sample"):
+        loaded.sample(["a"], 1.0, 0, 1.0, 0)
+
+
+def test_evaluate_on_the_folder_gives_the_run_translators_strings(exported, sentences, tmp_path):
+    _, output, _, reference = exported
+    source, hypotheses = tmp_path / "source.txt", tmp_path / "hypotheses.txt"
+    source.write_text("".join(s + "\n" for s in sentences[:40]), encoding="utf-8")
+    reference_file = tmp_path / "reference.txt"
+    german = (DATA / "val.de").read_text(encoding="utf-8").splitlines()[:40]
+    reference_file.write_text("".join(line + "\n" for line in german), encoding="utf-8")
+    args = ["evaluate", "--model", str(output), "--source", str(source), "--reference", str(reference_file)]
+    assert cli.main([*args, "--hypotheses", str(hypotheses), "--quiet"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = [t.decode("utf-8") for t in reference(sentences[:40]).numpy().tolist()]
+    assert hypotheses.read_text(encoding="utf-8").splitlines() == expected
+
+
+def test_serve_on_the_folder_answers_as_the_run_translator(exported):
+    from serving_fixtures import Server, ok, post
+
+    _, output, _, reference = exported
+    _, pairs = tiny_run_dir()
+    sources, targets = [s for s, _ in pairs[:4]], [t for _, t in pairs[:4]]
+    server = Server(output, "--no-batching", name="litert")
+    try:
+        beam = ok(post(server, {"instances": sources}))["predictions"]
+        greedy = ok(post(server, {"signature_name": "greedy", "inputs": {"sentences": sources}}))["outputs"]
+        scored = ok(post(server, {"signature_name": "score", "inputs": {"sources": sources, "targets": targets}}))
+        sample = post(server, {"signature_name": "sample", "instances": sources})
+    finally:
+        assert server.stop() == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert [row["translations"] for row in beam] == [t.decode() for t in reference(sources).numpy().tolist()]
+        assert greedy["translations"] == [t.decode() for t in reference.greedy(sources).numpy().tolist()]
+    expected = reference.score(sources, targets)["log_probs"].numpy()
+    np.testing.assert_allclose(scored["outputs"]["log_probs"], expected, atol=1e-3)
+    assert sample.status_code == 400 and "sample" in sample.text
+
+
 def test_destinations_follow_the_export_rules(exported, tmp_path):
     run, output, _, _ = exported
     with pytest.raises(destinations.DestinationInUseError, match="overwrite=True"):
