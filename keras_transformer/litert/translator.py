@@ -143,6 +143,7 @@ class Translator:
                 self._alpha,
                 self.info["decoding"]["normalization"],
                 self._force_end(),
+                self.info["decoding"].get("stopping", "beams_ended"),
             )
         rows = [self._cut(row) for row in ids.reshape(-1, ids.shape[-1])]
         strings = np.array(self.detokenize(rows), object).reshape(len(texts), beams)
@@ -156,7 +157,7 @@ class Translator:
                 f"`sources` and `targets` must hold as many sentences. Received: {len(sources)} and {len(targets)}"
             )
         end, length = self.info["end_id"], self.info["max_length"]
-        rows = [(row + [end])[:length] for row in self.tokenize([_strip(t) for t in targets])]
+        rows = [(row + [end])[:length] for row in self._target_text.tokenize([_strip(t) for t in targets])]
         source, _ = self._sources(sources)
         totals = np.zeros(len(rows), np.float32)
         width = max((len(row) for row in rows), default=0)
@@ -240,12 +241,18 @@ class Translator:
         return ids[: ids.index(end) + 1] if end in ids else ids
 
     def _sources(self, texts):
-        """`(source_ids (batch, width) int32, done (batch,))`: truncated, END added, padded; empty rows done."""
+        """`(source_ids (batch, width) int32, done (batch,))`: truncated, END added, padded; empty rows done.
+
+        With `add_source_end` an empty sentence is END alone, and decodes (as
+        the run's `Translator` and transformers do); without, it is done.
+        """
         info = self.info
         limit = info["max_source_length"] - int(info["add_source_end"])
-        rows = self.tokenize([_strip(t) for t in texts])
+        rows = [
+            row[:limit] + [info["end_id"]] * int(info["add_source_end"])
+            for row in self.tokenize([_strip(t) for t in texts])
+        ]
         done = np.array([not row for row in rows], bool)
-        rows = [row[:limit] + [info["end_id"]] * int(info["add_source_end"]) if row else [] for row in rows]
         width = max([len(row) for row in rows] + [1])
         source = np.full((len(rows), width), info["pad_id"], np.int32)
         for i, row in enumerate(rows):

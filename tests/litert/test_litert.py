@@ -232,29 +232,34 @@ def test_int8_export_is_smaller_and_translates(exported, tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["shared", "separate"])
-def test_an_imported_marian_run_tokenizes_outside_and_gives_transformers_greedy(tmp_path, kind):
+def test_an_imported_marian_run_decodes_as_the_run_greedy_and_beam(tmp_path, kind):
+    """Tokenizers outside; transformers' greedy strings; beam 4 with its stopping rule gives the run's strings.
+
+    The empty sentence decodes from END alone, and `force_end`'s END scores 0, as in the run and transformers.
+    """
     from keras_transformer.pretrained import import_pretrained
+    from keras_transformer.serving.export import load
 
     run = tmp_path / "run"
     import_pretrained(MARIAN / kind, run)
-    with pytest.warns(litert_export.TokenizerOutsideWarning, match="Marian") as caught:
-        info = litert.export_run(run, tmp_path / "litert")
-    assert len(caught) == 1 and "\n" not in str(caught[0].message)
-    assert not info["tokenizer"]["in_model"] and info["signatures"] == ["encode", "decode_step"]
     reference = json.loads((MARIAN / kind / "reference.json").read_text(encoding="utf-8"))
-    translator = litert.Translator(tmp_path / "litert", beam_size=1)
+    length, sentences = int(reference["max_new_tokens"]), reference["sentences"]
+    with pytest.warns(litert_export.TokenizerOutsideWarning, match="Marian") as caught:
+        info = litert.export_run(run, tmp_path / "litert", beam_size=4, alpha=1.0, max_length=length)
+    assert len(caught) == 1 and "\n" not in str(caught[0].message)
+    assert not info["tokenizer"]["in_model"] and not info["tokenizer"]["detokenize_in_model"]
+    assert info["signatures"] == ["encode", "decode_step"] and info["decoding"]["stopping"] == "cannot_improve"
+    translator = litert.Translator(tmp_path / "litert")
+    live = load(run, beam_size=4, alpha=1.0, max_length=length)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        outputs = translator.greedy(reference["sentences"]).tolist()
-    compared = [
-        (output.decode("utf-8"), expected)
-        for sentence, output, expected, ids in zip(
-            reference["sentences"], outputs, reference["greedy"], reference["greedy_ids"]
-        )
-        if sentence and len(ids) < int(reference["max_new_tokens"])  # transformers forced </s> at its last step
-    ]
-    assert len(compared) >= len(outputs) // 2
-    assert [a for a, _ in compared] == [b for _, b in compared]
+        warnings.simplefilter("ignore")  # transformers cut some off too
+        assert [t.decode("utf-8") for t in translator.greedy(sentences).tolist()] == reference["greedy"]
+        greedy, expected = translator.greedy_with_status(sentences), live.greedy_with_status(sentences)
+        ours, theirs = translator.nbest(sentences), live.nbest(sentences)
+    np.testing.assert_allclose(greedy["scores"], expected["scores"].numpy(), atol=1e-4)  # the forced END adds 0
+    assert ours["translations"].tolist() == theirs["translations"].numpy().tolist()
+    np.testing.assert_allclose(ours["scores"], theirs["scores"].numpy(), atol=1e-4)
+    assert (ours["finished"] == theirs["finished"].numpy()).all()
 
 
 def test_tensorflow_texts_detokenizer_still_fails_on_two_sentences():
