@@ -11,9 +11,10 @@ segmentation fault (ai-edge-litert 2.3.0). This is why a LiteRT export's
 The script trains a 25-piece SentencePiece model, converts a
 `FastSentencepieceTokenizer.detokenize` over `(ids, row_splits)`, runs it on
 one sentence, then on two, each in a new interpreter: while the bug is there
-it dies of SIGSEGV on two (or, depending on the heap, prints `wrong`: one
-string for two sentences); it prints `fixed` once a tensorflow-text release
-fixes it (`tests/litert/test_litert.py` watches for that).
+it dies on two, of SIGSEGV or of SIGABRT ("corrupted double-linked list"), or,
+depending on the heap, prints `wrong` (one string for two sentences); it
+prints `fixed` once a tensorflow-text release fixes it
+(`tests/litert/test_litert.py` watches for that).
 
     python benchmarks/litert_detokenize_crash.py
 """
@@ -51,7 +52,7 @@ def main():
     flat, splits = ids.flat_values.numpy().astype(np.int32), ids.row_splits.numpy().astype(np.int32)
     one, two = fast.detokenize(ids[:1]).numpy().tolist(), fast.detokenize(ids).numpy().tolist()
     print("one sentence:", run(interpreter(data), flat[: splits[1]], splits[:2]), "tensorflow:", one, flush=True)
-    got = run(interpreter(data), flat, splits)  # SIGSEGV here, or 1 string of 2, while the bug is there
+    got = run(interpreter(data), flat, splits)  # SIGSEGV, SIGABRT or 1 string of 2 while the bug is there
     print("two sentences:", got, "tensorflow:", two)
     print("fixed" if got == two else "wrong")
 

@@ -205,11 +205,14 @@ def test_destinations_follow_the_export_rules(exported, tmp_path):
         litert.export_run(run, tmp_path / "new", quantization="int4")
 
 
-def test_a_max_length_beyond_the_fixed_cache_names_the_limit(exported, tmp_path, monkeypatch):
+def test_a_max_length_beyond_the_fixed_cache_names_the_limit(exported, tmp_path, monkeypatch, capsys):
     run, _, _, _ = exported
     monkeypatch.setattr(litert_export, "MAX_CACHE_LENGTH", 16)
     with pytest.raises(ValueError, match=r"max_length 32 .* fixed self-attention cache holds \(16 positions\)"):
         litert.export_run(run, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert cli.main(["export", "--model", str(run), "--output", str(tmp_path / "out"), "--format", "litert"]) == 2
+    assert "(16 positions): pass --max-length 16 or less" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
@@ -268,4 +271,6 @@ def test_tensorflow_texts_detokenizer_still_fails_on_two_sentences():
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     one = next(line for line in done.stdout.splitlines() if line.startswith("one sentence:"))
     assert one.split(" tensorflow: ")[0].removeprefix("one sentence: ") == one.split(" tensorflow: ")[1]
-    assert done.returncode == -signal.SIGSEGV or (done.returncode == 0 and done.stdout.splitlines()[-1] == "wrong")
+    # Seen: SIGSEGV, SIGABRT ("corrupted double-linked list") or one string for two sentences, as the heap falls.
+    crashed = done.returncode in (-signal.SIGSEGV, -signal.SIGABRT)
+    assert crashed or (done.returncode == 0 and done.stdout.splitlines()[-1] == "wrong"), done.stdout
