@@ -117,8 +117,8 @@ def _outside(run, reason, target_reason):
     names = [name for name, why in (("tokenize", reason), ("detokenize", target_reason)) if why]
     why = "; ".join(dict.fromkeys(why for why in (reason, target_reason) if why))
     return (
-        f"{run}: {why}; the export {' and '.join(names)}s outside the model with SentencePiece (its tokenizers/ "
-        f"folder, docs/litert.md), and its .tflite has no {' or '.join(names)} signature"
+        f"{run}: {why}; the export runs {' and '.join(names)} outside the model with SentencePiece (its "
+        f"tokenizers/ folder, docs/litert.md), and its .tflite has no {' or '.join(names)} signature"
     )
 
 
