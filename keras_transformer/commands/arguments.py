@@ -111,12 +111,12 @@ def non_empty(text):
 
 
 def add_loadable_model_argument(parser):
-    """`--model`: a run directory or an exported SavedModel, as `export.load` takes."""
+    """`--model`: a run directory, an exported SavedModel or a LiteRT export, as `export.load` takes."""
     parser.add_argument(
         "--model",
         required=True,
         type=non_empty,
-        help="a training run directory or an exported SavedModel (one you trust)",
+        help="a training run directory, an exported SavedModel or a LiteRT export (one you trust)",
     )
 
 

@@ -39,7 +39,8 @@ def add_parser(subparsers):
 
 def run(args):
     from keras_transformer import evaluation
-    from keras_transformer.commands.translate import asks_greedy, load_translator, warn_cut_off, warn_truncated
+    from keras_transformer.commands.arguments import load_translator
+    from keras_transformer.commands.translate import asks_greedy, warn_cut_off, warn_truncated
     from keras_transformer.files import output_files, text_files
     from keras_transformer.serving.translation import Progress, translate_lines_with_status
 
@@ -53,7 +54,8 @@ def run(args):
     for path, refs in zip(args.reference, references):
         if len(refs) != len(sources):
             raise ValueError(f"{path} has {len(refs)} lines but {args.source} has {len(sources)}")
-    translator = load_translator(args.model, args.beam, args.alpha, args.compact, args.engine, args.workers)
+    options = dict(beam_size=args.beam, alpha=args.alpha, compact=args.compact)
+    translator = load_translator(args.model, args.engine, args.workers, **options)
     warn_truncated(translator, sources)
     progress = None if args.quiet else Progress(len(sources))
     greedy = asks_greedy(args.beam)

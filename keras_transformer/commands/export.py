@@ -142,9 +142,10 @@ def _run_litert(args):
         alpha=args.alpha,
         max_length=args.max_length,
     )
-    where = "in the .tflite" if info["tokenizer"]["in_model"] else "outside the model (SentencePiece)"
+    text = [name for name in ("tokenize", "detokenize") if name in info["signatures"]]
+    where = f"{' and '.join(text)} in the .tflite" if text else "tokenizer outside the model (SentencePiece)"
     print(
-        f"Exported {args.model} to {args.output} (LiteRT, {info['quantization']}, tokenizer {where}). "
+        f"Exported {args.model} to {args.output} (LiteRT, {info['quantization']}, {where}). "
         "Translate with `keras_transformer.litert.Translator(path)` (pip install 'keras-transformer[litert]').",
         file=sys.stderr,
     )

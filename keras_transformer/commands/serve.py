@@ -1,11 +1,13 @@
-"""`keras-transformer serve`: a SavedModel over TF Serving's REST API, with dynamic batching.
+"""`keras-transformer serve`: a SavedModel (or a LiteRT export) over TF Serving's REST API, with dynamic batching.
 
 Example::
 
     keras-transformer serve --model saved_models/en-de-export --name en-de
     curl -d '{"instances": ["A dog runs."]}' http://127.0.0.1:8501/v1/models/en-de:predict
 
-A training run directory is exported to a temporary folder first. It binds to
+A training run directory is exported to a temporary folder first; a LiteRT
+export folder is served through its translator with the same signatures but
+`sample` (`keras_transformer.serving.served_translator`). It binds to
 127.0.0.1 unless `--host` says otherwise, before anything else (a port in use
 is an error at once, not after the export and the warm-up), and accepts
 connections once the model is ready; SIGTERM (or Ctrl-C) stops accepting,
@@ -37,10 +39,12 @@ from keras_transformer.commands.arguments import (
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "serve",
-        help="serve a SavedModel or training run over TF Serving's REST API",
+        help="serve a SavedModel, LiteRT export or training run over TF Serving's REST API",
         description=__doc__.split("\n\n")[0] + " " + TRUST,
     )
-    parser.add_argument("--model", required=True, type=non_empty, help="a SavedModel, or a training run directory")
+    parser.add_argument(
+        "--model", required=True, type=non_empty, help="a SavedModel, a LiteRT export, or a training run directory"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument(
         "--port",
@@ -138,6 +142,7 @@ def run(args):
         raise ValueError(
             f"serving needs the `serve` extra ({error.name} is not installed): pip install keras-transformer[serve]"
         ) from None
+    from keras_transformer import litert
     from keras_transformer.serving import connections
     from keras_transformer.serving.signatures import ServedModel
     from keras_transformer.training import run_dir
@@ -150,23 +155,14 @@ def run(args):
     workdir = None
     try:
         path = pathlib.Path(args.model)
-        if args.engine != "xla":
-            model = _served_engine(args)
-        elif not run_dir.is_saved_model(path):
-            if not (run_dir.is_run_dir(path) or (path / run_dir.CONFIG).is_file()):  # export_run says what is wrong
-                raise ValueError(
-                    f"{path} is neither a SavedModel (no saved_model.pb) nor a training run (no config.json): "
-                    "--model takes an export (`keras-transformer export`) or a run directory"
-                )
-            from keras_transformer.serving.export import export_run
-
-            workdir = pathlib.Path(tempfile.mkdtemp(prefix="kt-serve-"))
-            print(f"Exporting the run {path} to a temporary SavedModel...", file=sys.stderr, flush=True)
-            export_run(path, workdir / "export")
-            path = workdir / "export"
-        if args.engine == "xla":
+        if args.engine != "xla" or litert.is_export(path):
+            model = _served_translator(args)
+        else:
+            if not run_dir.is_saved_model(path):
+                workdir = pathlib.Path(tempfile.mkdtemp(prefix="kt-serve-"))
+                path = _exported(path, workdir)
             model = ServedModel(path, max_instances=args.max_instances)
-        if not args.no_warmup and args.engine == "xla":  # CTranslate2 compiles nothing
+        if not args.no_warmup:
             _warm_up(model, 1 if args.no_batching else args.max_batch_size)
         batcher = rest.build_batcher(
             model,
@@ -186,13 +182,28 @@ def run(args):
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _served_engine(args):
-    """`--engine`'s translator of the run `--model` (`arguments.load_translator`), as a `ServedTranslator`."""
+def _served_translator(args):
+    """`--engine`'s translator of `--model` (a run, or a LiteRT export), as a `ServedTranslator`."""
     from keras_transformer.commands.arguments import load_translator
     from keras_transformer.serving.served_translator import ServedTranslator
 
     translator = load_translator(args.model, args.engine, args.threads)
     return ServedTranslator(translator, args.model, max_instances=args.max_instances)
+
+
+def _exported(path, workdir):
+    """The run directory `path` exported to a SavedModel under `workdir`."""
+    from keras_transformer.serving.export import export_run
+    from keras_transformer.training import run_dir
+
+    if not (run_dir.is_run_dir(path) or (path / run_dir.CONFIG).is_file()):  # export_run says what is wrong
+        raise ValueError(
+            f"{path} is neither a SavedModel (no saved_model.pb) nor a training run (no config.json) nor a LiteRT "
+            "export (no litert.json): --model takes an export (`keras-transformer export`) or a run directory"
+        )
+    print(f"Exporting the run {path} to a temporary SavedModel...", file=sys.stderr, flush=True)
+    export_run(path, workdir / "export")
+    return workdir / "export"
 
 
 def _model_name(rest, args):

@@ -25,6 +25,7 @@ from keras_transformer.commands.arguments import (
     add_engine_argument,
     add_loadable_model_argument,
     add_workers_argument,
+    load_translator,
     non_empty,
     non_negative_finite_float,
     positive_int,
@@ -90,7 +91,8 @@ def run(args):
     from_file = not sentences
     if from_file:
         sentences = read_lines(args.input)
-    translator = load_translator(args.model, args.beam, args.alpha, args.compact, args.engine, args.workers)
+    options = dict(beam_size=args.beam, alpha=args.alpha, compact=args.compact)
+    translator = load_translator(args.model, args.engine, args.workers, **options)
     warn_truncated(translator, sentences)
     progress = None if args.quiet or not from_file else Progress(len(sentences))
     if args.n_best:
@@ -108,18 +110,6 @@ def run(args):
         sys.stdout.write(text)
         sys.stdout.flush()
     return 0
-
-
-def load_translator(model, beam, alpha, compact, engine="xla", workers=1):
-    """`--engine`'s translator of `model` (`arguments.load_translator`), or a LiteRT export's."""
-    from keras_transformer import litert
-    from keras_transformer.commands import arguments
-
-    if litert.is_export(model) and engine == "xla":
-        if compact:
-            raise ValueError("--compact applies to a run directory only, not to a LiteRT export")
-        return litert.Translator(model, beam_size=beam, alpha=alpha)
-    return arguments.load_translator(model, engine, workers, beam_size=beam, alpha=alpha, compact=compact)
 
 
 def _nbest_text(translator, sentences, args, progress):

@@ -3,13 +3,13 @@
 `export_run(run, output, quantization=None)` writes a `.tflite` model with an
 `encode` signature, a cached `decode_step` signature (the key/value cache
 passed in and out as fixed-shape tensors), and, where tensorflow-text's
-`FastSentencepieceTokenizer` tokenizes exactly as the run does, a
-`tokenize` signature; every op is a LiteRT builtin or a
+`FastSentencepieceTokenizer` (de)tokenizes exactly as the run does,
+`tokenize` and `detokenize` signatures; every op is a LiteRT builtin or a
 tensorflow-text custom op (no Flex ops), checked on the written file.
 `Translator(folder)` runs it in the LiteRT interpreter (`ai-edge-litert`)
 with greedy and beam search on the host, ranked as the package's searches
 rank, and answers the methods of `keras_transformer.serving.export.load`'s
-translators. `docs/litert.md` has the layout, the tokenizer fallback and the
+translators (`load` returns one for an export folder). `docs/litert.md` has the layout, the tokenizer fallback and the
 figures.
 
 Example:

@@ -5,9 +5,9 @@ The export is a folder:
 - `model.tflite`: the signatures `encode` and `decode_step` (the cached
   decoder step over a fixed-size self-attention cache and the precomputed
   cross-attention keys and values, `keras_transformer.litert.graph`), and
-  `tokenize` (tensorflow-text's `FastSentencepieceTokenizer`) where it is
-  exact; detokenizing is SentencePiece's on the host (`graph` says why); LiteRT builtins and
-  tensorflow-text ops only, checked on the written flatbuffer
+  `tokenize` and `detokenize` (tensorflow-text's `FastSentencepieceTokenizer`)
+  each where it is exact (`keras_transformer.litert.fast_text`); LiteRT
+  builtins and tensorflow-text ops only, checked on the written flatbuffer
   (`keras_transformer.litert.ops`);
 - `litert.json`: what the host loop needs (special ids, lengths, the beam
   defaults, the tokenizer's mode and why), and what it was made from;
@@ -25,7 +25,6 @@ Example:
 
 import json
 import pathlib
-import random
 import shutil
 import tempfile
 import warnings
@@ -33,15 +32,15 @@ import warnings
 from keras_transformer.config import DecodingConfig
 from keras_transformer.errors import ArgumentError, KerasTransformerWarning, first_line, literal
 from keras_transformer.files import atomic, destinations, manifest
-from keras_transformer.litert import text as host_text
+from keras_transformer.litert import fast_text
 from keras_transformer.training import run_dir
 
 FORMAT = "litert"
 MODEL_FILE = "model.tflite"
 INFO_FILE = destinations.LITERT_PROVENANCE
 QUANTIZATIONS = ("int8",)
+_TEXT_SIGNATURES = ("tokenize", "detokenize")
 MAX_CACHE_LENGTH = 512  # positions of the self-attention cache, copied in and out at every step
-_PROBE_SENTENCES = 2000
 
 
 class TokenizerOutsideWarning(KerasTransformerWarning):
@@ -93,11 +92,13 @@ def export_run(run, output, *, quantization=None, overwrite=False, beam_size=Non
     model = _load_model(run / run_dir.MODEL)
     cache_length = _cache_length(run, model, max_length if max_length is not None else decoding.max_length)
     tokenizer_dirs = _tokenizer_dirs(run)
-    proto, reason = in_model_tokenizer(tokenizer_dirs[0])
-    if reason:
-        warnings.warn(TokenizerOutsideWarning(f"{run}: {reason}; {_OUTSIDE}"), stacklevel=2)
-    info = _info(run, model, config, decoding, cache_length, quantization, beam_size, alpha, reason)
-    data = convert(model, cache_length, info, proto, quantization)
+    protos, reasons = zip(
+        fast_text.in_model_tokenizer(tokenizer_dirs[0]), fast_text.in_model_detokenizer(tokenizer_dirs[1])
+    )
+    if any(reasons):
+        warnings.warn(TokenizerOutsideWarning(_outside(run, *reasons)), stacklevel=2)
+    info = _info(run, model, config, decoding, cache_length, quantization, beam_size, alpha, reasons)
+    data = convert(model, cache_length, info, *protos, quantization=quantization)
 
     def write(tmp):
         tmp = pathlib.Path(tmp)
@@ -111,20 +112,25 @@ def export_run(run, output, *, quantization=None, overwrite=False, beam_size=Non
     return info
 
 
-_OUTSIDE = (
-    "the export tokenizes outside the model with SentencePiece (its tokenizers/ folder, docs/litert.md), "
-    "and its .tflite has no tokenize signature"
-)
+def _outside(run, reason, target_reason):
+    """The one line that says what runs outside the model, and why."""
+    names = [name for name, why in (("tokenize", reason), ("detokenize", target_reason)) if why]
+    why = "; ".join(dict.fromkeys(why for why in (reason, target_reason) if why))
+    return (
+        f"{run}: {why}; the export runs {' and '.join(names)} outside the model with SentencePiece (its "
+        f"tokenizers/ folder, docs/litert.md), and its .tflite has no {' or '.join(names)} signature"
+    )
 
 
-def convert(model, cache_length, info, source_proto=None, quantization=None):
+def convert(model, cache_length, info, source_proto=None, target_proto=None, quantization=None):
     """The `.tflite` flatbuffer (bytes) of `model`'s `StepModule`, its ops checked (`ops.check_operators`)."""
     import tensorflow as tf
 
     from keras_transformer.litert.graph import StepModule
     from keras_transformer.litert.ops import check_operators
 
-    module = StepModule(model, cache_length, info["banned_ids"], info["decoding"]["softmax_over"], source_proto)
+    softmax_over = info["decoding"]["softmax_over"]
+    module = StepModule(model, cache_length, info["banned_ids"], softmax_over, source_proto, target_proto)
     signatures = module.signatures()
     with tempfile.TemporaryDirectory() as tmp:
         options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
@@ -142,58 +148,7 @@ def convert(model, cache_length, info, source_proto=None, quantization=None):
     return data
 
 
-def in_model_tokenizer(source_dir):
-    """`(source_proto, None)` when the `.tflite` can tokenize the source exactly, else `(None, reason)`.
-
-    Exact means: this package's SentencePiece tokenizers (not an imported
-    Marian one), unigram models, that tensorflow-text's
-    `FastSentencepieceTokenizer` converts and that give the same ids and
-    strings as SentencePiece on probe sentences made of the vocabulary. A
-    model with byte-fallback pieces passes where nothing needs them: the
-    converter drops those pieces, so a sentence that the fast tokenizer
-    gives `<unk>` for is tokenized by SentencePiece on the host
-    (`Translator`), never differently.
-    """
-    text = host_text.load_text(source_dir)
-    if isinstance(text, host_text.MarianText):
-        return None, (
-            "its source tokenizer is an imported Marian one (SentencePiece pieces mapped to ids by "
-            "vocab.json, >>lang<< codes kept whole), which FastSentencepieceTokenizer cannot reproduce"
-        )
-    reason = _fast_mismatch(text)
-    return (None, f"its source tokenizer {reason}") if reason else (text.model_proto, None)
-
-
-def _fast_mismatch(text):
-    """Why `FastSentencepieceTokenizer` does not tokenize as `text` (a `SentencePieceText`), or None.
-
-    Probes: every piece alone, and sentences of random pieces.
-    """
-    import tensorflow as tf
-    import tensorflow_text as tf_text
-    from sentencepiece import sentencepiece_model_pb2
-
-    model = sentencepiece_model_pb2.ModelProto.FromString(text.model_proto)
-    if model.trainer_spec.model_type != sentencepiece_model_pb2.TrainerSpec.UNIGRAM:
-        return "is not a unigram model (BPE): FastSentencepieceTokenizer does not tokenize it as SentencePiece does"
-    try:
-        fast = tf_text.FastSentencepieceTokenizer(text.model_proto)
-    except Exception as error:  # noqa: BLE001
-        return f"does not convert to FastSentencepieceTokenizer: {first_line(error)}"
-    pieces = text.pieces()
-    rng = random.Random(0)
-    probes = [piece.replace("\u2581", " ").strip() for piece in pieces] + [
-        "".join(rng.choice(pieces) for _ in range(rng.randint(2, 12))).replace("\u2581", " ").strip()
-        for _ in range(_PROBE_SENTENCES)
-    ]
-    probes = [p for p in probes if p]
-    for probe, fast_ids, ids in zip(probes, fast.tokenize(tf.constant(probes)).to_list(), text.tokenize(probes)):
-        if fast_ids != ids and not (text.byte_ids and text.unk_id in fast_ids):
-            return f"gives {ids[:8]} for {probe!r} where FastSentencepieceTokenizer gives {fast_ids[:8]}"
-    return None
-
-
-def _info(run, model, config, decoding, cache_length, quantization, beam_size, alpha, reason):
+def _info(run, model, config, decoding, cache_length, quantization, beam_size, alpha, reasons):
     model_config = model.config
     start_id, target_pad = model_config.start_id, model_config.target_pad
     banned = {start_id, *decoding.banned_ids}
@@ -206,7 +161,7 @@ def _info(run, model, config, decoding, cache_length, quantization, beam_size, a
         "run": str(run),
         "model_file": MODEL_FILE,
         "quantization": quantization or "float32",
-        "signatures": ["encode", "decode_step"] + (["tokenize"] if reason is None else []),
+        "signatures": ["encode", "decode_step"] + [n for n, why in zip(_TEXT_SIGNATURES, reasons) if why is None],
         "max_length": cache_length,
         "max_source_length": int(model.max_length),
         "layers": len(model.decoder_layers),
@@ -228,8 +183,10 @@ def _info(run, model, config, decoding, cache_length, quantization, beam_size, a
             "softmax_over": decoding.softmax_over,
         },
         "tokenizer": {
-            "in_model": reason is None,
-            "reason": reason,
+            "in_model": reasons[0] is None,
+            "reason": reasons[0],
+            "detokenize_in_model": reasons[1] is None,
+            "detokenize_reason": reasons[1],
             "source": "tokenizers/source",
             "target": "tokenizers/target",
         },

@@ -15,12 +15,14 @@ signatures (`SIGNATURES`):
   the decoder layers (`DecoderLayer` with its self-attention cache), the
   banned ids (START, padding, the run's `banned_ids`) at `-inf`;
 - `tokenize(strings (batch,))` -> `ids (n,)`, `row_splits (batch + 1,)`,
-  tensorflow-text's `FastSentencepieceTokenizer`, when a tokenizer is given.
-
-There is no `detokenize`: tensorflow-text 2.21.1's LiteRT kernel of
-`FastSentencepieceDetokenize` crashed the interpreter (a segmentation fault
-in both `ai-edge-litert` 2.3.0 and TensorFlow 2.21's own), so the host
-detokenizes with SentencePiece (`keras_transformer.litert.text`).
+  tensorflow-text's `FastSentencepieceTokenizer`, when a source tokenizer is given;
+- `detokenize(ids (n,))` -> `strings (1,)`: ONE sentence's target ids (the
+  reserved ids 0-3 dropped), when a target tokenizer is given. One sentence
+  per call because tensorflow-text 2.21.1's LiteRT kernel of
+  `FastSentencepieceDetokenize` writes its strings without resizing its
+  output, which keeps the converter's placeholder shape `(1,)`: for two
+  sentences or more, reading the output overruns (a segmentation fault in
+  `ai-edge-litert` 2.3.0), for one it is exact (`docs/litert.md`).
 
 It is built on the model's parts (`encoder_embedding`, `encoder_layers`,
 `decoder_layers`, `logits`, ...) rather than on `model.decoder_step`: the
@@ -42,8 +44,10 @@ import math
 import numpy as np
 import tensorflow as tf
 
-SIGNATURES = ("encode", "decode_step", "tokenize")
+SIGNATURES = ("encode", "decode_step", "tokenize", "detokenize")
 _TOKENIZE_SPECS = [tf.TensorSpec([None], tf.string, name="strings")]
+_DETOKENIZE_SPECS = [tf.TensorSpec([None], tf.int32, name="ids")]
+NUM_RESERVED_IDS = 4  # this package's pad, unk, START, END: dropped by its detokenizer
 
 
 def embed(embedding, token_ids, start_index=0):
@@ -65,9 +69,13 @@ class StepModule(tf.Module):
             `"vocabulary"` (over every id, the banned ones then removed).
         source_proto: the source SentencePiece model proto of the `tokenize`
             function, or None (no `tokenize`).
+        target_proto: the target SentencePiece model proto of the
+            `detokenize` function, or None (no `detokenize`).
     """
 
-    def __init__(self, model, cache_length, banned_ids=(), softmax_over="allowed", source_proto=None):
+    def __init__(
+        self, model, cache_length, banned_ids=(), softmax_over="allowed", source_proto=None, target_proto=None
+    ):
         super().__init__(name="litert_translator")
         self._held = _Untracked(model)
         # The tf.Variables themselves, not the Keras model: the LiteRT converter freezes
@@ -86,6 +94,11 @@ class StepModule(tf.Module):
 
             self._source = tf_text.FastSentencepieceTokenizer(source_proto)
             self.tokenize = tf.function(self._tokenize, input_signature=_TOKENIZE_SPECS, autograph=False)
+        if target_proto is not None:
+            import tensorflow_text as tf_text
+
+            self._target = tf_text.FastSentencepieceTokenizer(target_proto)
+            self.detokenize = tf.function(self._detokenize, input_signature=_DETOKENIZE_SPECS, autograph=False)
         self.decode_step = tf.function(self._decode_step, input_signature=self._step_specs(), autograph=False)
 
     def self_cache_shape(self, rows):
@@ -93,10 +106,11 @@ class StepModule(tf.Module):
         return (rows, 2 * self.layers, self.heads, self.cache_length, self.key_dim)
 
     def signatures(self):
-        """`{name: concrete function}` of the functions this module converts (`tokenize` if any)."""
+        """`{name: concrete function}` of the functions this module converts (`tokenize`, `detokenize` if any)."""
         functions = {"encode": self.encode, "decode_step": self.decode_step}
-        if hasattr(self, "tokenize"):
-            functions["tokenize"] = self.tokenize
+        for name in ("tokenize", "detokenize"):
+            if hasattr(self, name):
+                functions[name] = getattr(self, name)
         return {name: function.get_concrete_function() for name, function in functions.items()}
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")], autograph=False)
@@ -139,6 +153,11 @@ class StepModule(tf.Module):
     def _tokenize(self, strings):
         ids = self._source.tokenize(strings)
         return {"ids": tf.cast(ids.flat_values, tf.int32), "row_splits": tf.cast(ids.row_splits, tf.int32)}
+
+    def _detokenize(self, ids):
+        ids = tf.boolean_mask(ids, ids >= NUM_RESERVED_IDS)
+        one_row = tf.RaggedTensor.from_row_splits(ids, tf.stack([0, tf.size(ids)]), validate=False)
+        return {"strings": self._target.detokenize(one_row)}
 
     def _step_specs(self):
         return [

@@ -7,9 +7,12 @@ new row taken from row `rows[i]`). The searches rank as the package's
 likely token; beam search keeps the `2k` best continuations (equal scores in
 index order), moves those among the `k` best that end to the finished list,
 scored `log p / penalty(len)` with `len` counting END, keeps the `k` best
-others alive, and a source is done once `k` hypotheses ended; a source cut
-off at `max_length` fills its places with its live beams, after the ended
-ones.
+others alive, and a source is done once `k` hypotheses ended
+(`stopping="beams_ended"`), or once, besides, the best live beam scored at
+its current length does not beat the worst of them
+(`stopping="cannot_improve"`, transformers' rule, which imported runs
+use); a source cut off at `max_length` fills its places with its live
+beams, after the ended ones.
 
 Example (a step whose next token is always END, id 3):
 
@@ -24,6 +27,7 @@ Example (a step whose next token is always END, id 3):
 import numpy as np
 
 _NINF = -np.inf
+STOPPING = ("beams_ended", "cannot_improve")  # as keras_transformer.decoding.beam_search's
 
 
 def length_penalty(length, alpha, normalization="gnmt"):
@@ -34,10 +38,14 @@ def length_penalty(length, alpha, normalization="gnmt"):
 
 
 def _forced(log_probs, index, max_length, end_id, force_end):
-    """`log_probs` with END the only token allowed at the last step, when `force_end`."""
+    """`log_probs` with END the only token, at log-probability 0, at the last step, when `force_end`.
+
+    As the package's searches and transformers' `forced_eos_token_id` do: the
+    forced END adds nothing to a hypothesis's score.
+    """
     if force_end and index == max_length - 1:
         forced = np.full_like(log_probs, _NINF)
-        forced[:, end_id] = log_probs[:, end_id]
+        forced[:, end_id] = 0.0
         return forced
     return log_probs
 
@@ -69,24 +77,38 @@ def greedy(session, done, max_length, start_id, end_id, force_end=False):
     return outputs, scores, finished
 
 
-def beam(session, done, beam_size, max_length, start_id, end_id, alpha, normalization="gnmt", force_end=False):
+def beam(
+    session,
+    done,
+    beam_size,
+    max_length,
+    start_id,
+    end_id,
+    alpha,
+    normalization="gnmt",
+    force_end=False,
+    stopping="beams_ended",
+):
     """Beam search over `session`, whose rows are `beam_size` beams per source, next to each other.
 
     Returns `(ids (batch, k, max_length), scores (batch, k), finished (batch,
     k))`, best first: ended hypotheses by score, then cut-off ones. `ids` are
-    the generated ids, 0 after END.
+    the generated ids, 0 after END. `stopping`: `"beams_ended"` or
+    `"cannot_improve"` (see the module's docstring).
     """
+    if stopping not in STOPPING:
+        raise ValueError(f"`stopping` must be one of {STOPPING}. Received: stopping={stopping!r}")
     batch, k = len(done), beam_size
     seqs = np.zeros((batch, k, max_length + 1), np.int32)
     seqs[:, :, 0] = start_id
     log_probs = np.tile(np.array([[0.0] + [_NINF] * (k - 1)], np.float32), (batch, 1))
     fin_seqs = np.zeros_like(seqs)
-    fin_scores = np.where(np.asarray(done, bool)[:, None], np.float32(0), np.float32(_NINF)) * np.ones((1, k))
+    source_done = np.array(done, bool)
+    fin_scores = np.where(source_done[:, None], np.float32(0), np.float32(_NINF)) * np.ones((1, k))
     fin_scores = fin_scores.astype(np.float32)
     sources = np.arange(batch)[:, None]
     index = 0
-    while index < max_length and not (fin_scores[:, -1] > _NINF).all():
-        source_done = fin_scores[:, -1] > _NINF
+    while index < max_length and not source_done.all():
         step = session.step(seqs[:, :, index].reshape(-1), index)
         step = _forced(step, index, max_length, end_id, force_end)
         vocab = step.shape[1]
@@ -111,8 +133,17 @@ def beam(session, done, beam_size, max_length, start_id, end_id, alpha, normaliz
         order = _best(merged, k)
         fin_scores = np.take_along_axis(merged, order, axis=1)
         fin_seqs = np.take_along_axis(np.concatenate([fin_seqs, cand_seqs], axis=1), order[:, :, None], axis=1)
+        source_done |= _stops(stopping, log_probs, fin_scores, length_penalty(index + 1, alpha, normalization))
         index += 1
     return _finish(seqs, log_probs, fin_seqs, fin_scores, length_penalty(index, alpha, normalization))
+
+
+def _stops(stopping, log_probs, fin_scores, penalty):
+    """The sources that `stopping` ends, given the live beams' `log_probs` and their length's `penalty`."""
+    full = fin_scores[:, -1] > _NINF  # the k-th best ended hypothesis exists
+    if stopping == "beams_ended":
+        return full
+    return full & (log_probs[:, 0] / penalty <= fin_scores[:, -1])
 
 
 def _best(scores, count):

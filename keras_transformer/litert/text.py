@@ -61,6 +61,7 @@ class SentencePieceText:
         self.vocab_size = self._processor.vocab_size()
         self.unk_id = self._processor.unk_id()
         self.byte_ids = frozenset(i for i in range(self.vocab_size) if self._processor.is_byte(i))
+        self.blank_ids = frozenset(i for i in range(self.vocab_size) if self._processor.id_to_piece(i) == "\u2581")
 
     def pieces(self):
         """The pieces that text is made of (not the control, unknown or byte pieces), in id order."""
@@ -105,6 +106,7 @@ class MarianText:
         self.vocab_size = max(self._vocab.values()) + 1
         self.unk_id = self._vocab["<unk>"]
         self.byte_ids = frozenset()
+        self.blank_ids = frozenset()
         self._surfaces = [b""] * self.vocab_size
         for piece, index in self._vocab.items():
             if piece not in _MARIAN_SPECIALS:

@@ -26,7 +26,7 @@ import warnings
 
 import numpy as np
 
-from keras_transformer.litert import search
+from keras_transformer.litert import fast_text, search
 from keras_transformer.litert import text as host_text
 
 INFO_FILE = "litert.json"
@@ -89,7 +89,8 @@ class Translator:
         self.max_source_length = _array(info["max_source_length"], np.int32)
         self._source_text = host_text.load_text(path / info["tokenizer"]["source"])
         self._target_text = host_text.load_text(path / info["tokenizer"]["target"])
-        self._interpreter = _interpreter(path / info["model_file"], info["tokenizer"]["in_model"], num_threads)
+        text_ops = bool({"tokenize", "detokenize"} & set(info["signatures"]))
+        self._interpreter = _interpreter(path / info["model_file"], text_ops, num_threads)
         self._runners = {name: self._interpreter.get_signature_runner(name) for name in info["signatures"]}
         self._banned = np.array(info["banned_ids"], np.int64)
         self._lock = threading.Lock()  # one interpreter: one call at a time
@@ -142,6 +143,7 @@ class Translator:
                 self._alpha,
                 self.info["decoding"]["normalization"],
                 self._force_end(),
+                self.info["decoding"].get("stopping", "beams_ended"),
             )
         rows = [self._cut(row) for row in ids.reshape(-1, ids.shape[-1])]
         strings = np.array(self.detokenize(rows), object).reshape(len(texts), beams)
@@ -155,7 +157,7 @@ class Translator:
                 f"`sources` and `targets` must hold as many sentences. Received: {len(sources)} and {len(targets)}"
             )
         end, length = self.info["end_id"], self.info["max_length"]
-        rows = [(row + [end])[:length] for row in self.tokenize([_strip(t) for t in targets])]
+        rows = [(row + [end])[:length] for row in self._target_text.tokenize([_strip(t) for t in targets])]
         source, _ = self._sources(sources)
         totals = np.zeros(len(rows), np.float32)
         width = max((len(row) for row in rows), default=0)
@@ -204,8 +206,25 @@ class Translator:
         return rows
 
     def detokenize(self, rows):
-        """UTF-8 bytes of each row of target ids (special ids dropped), by SentencePiece on the host."""
-        return self._target_text.detokenize([[int(i) for i in row] for row in rows])
+        """UTF-8 bytes of each row of target ids (special ids dropped): the `.tflite`'s, else SentencePiece's.
+
+        The `.tflite` detokenizes one row per call (`keras_transformer.litert.graph`
+        says why); the rows where the fast detokenizer may differ (a
+        byte-fallback id, a leading `▁` piece: `fast_text.detokenized_on_host`)
+        are detokenized by SentencePiece.
+        """
+        rows = [[int(i) for i in row] for row in rows]
+        text = self._target_text
+        if "detokenize" not in self._runners:
+            return text.detokenize(rows)
+        out = []
+        with self._lock:
+            for row in rows:
+                if fast_text.detokenized_on_host(text, row):
+                    out.extend(text.detokenize([row]))
+                else:
+                    out.append(self._runners["detokenize"](ids=np.array(row, np.int32))["strings"][0])
+        return out
 
     # -- parts ------------------------------------------------------------------
 
@@ -222,12 +241,18 @@ class Translator:
         return ids[: ids.index(end) + 1] if end in ids else ids
 
     def _sources(self, texts):
-        """`(source_ids (batch, width) int32, done (batch,))`: truncated, END added, padded; empty rows done."""
+        """`(source_ids (batch, width) int32, done (batch,))`: truncated, END added, padded; empty rows done.
+
+        With `add_source_end` an empty sentence is END alone, and decodes (as
+        the run's `Translator` and transformers do); without, it is done.
+        """
         info = self.info
         limit = info["max_source_length"] - int(info["add_source_end"])
-        rows = self.tokenize([_strip(t) for t in texts])
+        rows = [
+            row[:limit] + [info["end_id"]] * int(info["add_source_end"])
+            for row in self.tokenize([_strip(t) for t in texts])
+        ]
         done = np.array([not row for row in rows], bool)
-        rows = [row[:limit] + [info["end_id"]] * int(info["add_source_end"]) if row else [] for row in rows]
         width = max([len(row) for row in rows] + [1])
         source = np.full((len(rows), width), info["pad_id"], np.int32)
         for i, row in enumerate(rows):

@@ -1,8 +1,9 @@
-"""Loading and exporting translators: `load` (a run directory or a SavedModel), `export_run`.
+"""Loading and exporting translators: `load` (a run directory, a SavedModel or a LiteRT export), `export_run`.
 
 `load` gives a `Translator` (`keras_transformer.serving.translator`) for a training
-run, or a `LoadedTranslator` for an exported SavedModel; both answer the same
-methods and check their inputs before any TensorFlow call. `export_run`
+run, a `LoadedTranslator` for an exported SavedModel, or a
+`keras_transformer.litert.Translator` for a LiteRT export folder; all answer
+the same methods and check their inputs before any TensorFlow call. `export_run`
 writes a run as a SavedModel with serving signatures (`SIGNATURES`).
 
 Example::
@@ -18,9 +19,9 @@ import pathlib
 
 import tensorflow as tf
 
-from keras_transformer import decoding
+from keras_transformer import decoding, litert
 from keras_transformer.config import DecodingConfig
-from keras_transformer.errors import ArgumentError, first_line
+from keras_transformer.errors import ArgumentError, first_line, literal
 from keras_transformer.files import destinations, manifest
 from keras_transformer.serving.translator import SIGNATURES, Translator, check_export_destination
 from keras_transformer.serving.translator_methods import TranslatorMethods
@@ -100,7 +101,7 @@ class LoadedTranslator(TranslatorMethods):
 
 
 def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True, compact=False):
-    """A translator from a training run directory or an exported SavedModel.
+    """A translator from a training run directory, an exported SavedModel or a LiteRT export.
 
     A run directory (`config.json` + `model.keras` + `tokenizers/`, or an
     ensemble's `config.json` + `tokenizers/` + members) gives a
@@ -117,7 +118,12 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True,
     `path` that a crash interrupted is put right first
     (`destinations.recover`). `compact=True` gives a run directory's
     `Translator` compaction (see `Translator`); for a SavedModel, as
-    `alpha` and `max_length`, it is a `ValueError`.
+    `alpha` and `max_length`, it is a `ValueError`. A LiteRT export folder
+    (`keras_transformer.litert.is_export`) gives a
+    `keras_transformer.litert.Translator` (beam search on the host, any
+    `beam_size` and `alpha`); its `max_length` (the cache) was fixed at export,
+    it does not compact, and it does not `sample` (each a `ValueError`);
+    `jit_compile` does not apply to it.
 
     Load only models you trust: a SavedModel is a program, and loading and
     calling it runs whatever graph it holds.
@@ -141,12 +147,26 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True,
         raise ValueError(f"{path} does not exist: pass a training run directory or a SavedModel")
     if run_dir.is_run_dir(path):
         return _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact)
+    if litert.is_export(path):
+        return _load_litert(path, beam_size, alpha, max_length, compact)
     if run_dir.is_saved_model(path):
         return _load_saved_model(path, beam_size, alpha, max_length, compact)
     raise ValueError(
-        f"{path} is not a model: expected a training run directory (config.json + model.keras) "
-        "or an exported SavedModel (saved_model.pb)"
+        f"{path} is not a model: expected a training run directory (config.json + model.keras), "
+        "an exported SavedModel (saved_model.pb) or a LiteRT export (litert.json)"
     )
+
+
+def _load_litert(path, beam_size, alpha, max_length, compact):
+    """`load` of a LiteRT export folder: a `keras_transformer.litert.Translator`."""
+    fixed = [("max_length", max_length), ("compact", compact or None)]
+    given = [f"{{{name}={value!r}}}" for name, value in fixed if value is not None]
+    if given:
+        raise ArgumentError(
+            f"{literal(path)} is a LiteRT export: its max length (the self-attention cache) was fixed at export "
+            f"and it does not compact; export again from the run directory, or drop {' and '.join(given)}"
+        )
+    return litert.Translator(path, beam_size=beam_size, alpha=alpha)
 
 
 def _load_saved_model(path, beam_size, alpha, max_length, compact):

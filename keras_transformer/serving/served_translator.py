@@ -1,10 +1,14 @@
-"""A translator object served as a SavedModel's signatures are: TF Serving's REST API over any engine.
+"""A translator object served as a SavedModel's signatures are: TF Serving's REST API over any translator.
 
-`ServedTranslator` answers what `signatures.ServedModel` answers (`parse`,
-`run`, `render`, `warm_up`, `metadata`) for a translator that is not a
-SavedModel, such as `ctranslate2_engine.CTranslate2Translator`: the same
-signature names, inputs and outputs as a `Translator` export (`SIGNATURES`),
-so a client of `keras-transformer serve` sees no difference.
+`keras-transformer serve` serves a SavedModel's own signatures
+(`signatures.ServedModel`). A translator that is not a SavedModel (the
+`--engine ctranslate2` translator, `ctranslate2_engine.CTranslate2Translator`,
+or a LiteRT export's `keras_transformer.litert.Translator`) is served through
+`ServedTranslator` under the same signature names, inputs and outputs
+(`SIGNATURES`), so a client of `keras-transformer serve` sees no difference.
+A signature whose method the translator lacks (a LiteRT export does not
+`sample`) is left out, and a request for it is answered as for any unknown
+signature.
 
 Example:
 
@@ -17,6 +21,7 @@ Example:
 
 import pathlib
 
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer.serving.signatures import ServedModel
@@ -42,8 +47,9 @@ class ServedTranslator(ServedModel):
     """`translator`'s methods as the signatures of a `Translator` export, for `rest.create_app`.
 
     Args:
-        translator: what `ctranslate2_engine.load_engine` returns (any object
-            with the methods of `export.load`'s translators).
+        translator: what `serving.export.load` or
+            `ctranslate2_engine.load_engine` returns (any object with the
+            methods `SIGNATURES` names, taking lists of str).
         path: the model folder it was loaded from (its name is the default
             model name in URLs).
         max_instances: the most instances (sentences) one request may hold.
@@ -52,23 +58,33 @@ class ServedTranslator(ServedModel):
     def __init__(self, translator, path, max_instances=64):  # noqa: D107  (no SavedModel to load)
         self.path = pathlib.Path(path)
         self.max_instances = max_instances
-        self.module = translator  # `warm_up` reads its `source_lengths` and `max_source_length`
-        self.functions = {name: getattr(translator, method) for name, (method, _) in SIGNATURES.items()}
-        self.input_specs = {name: specs for name, (_, specs) in SIGNATURES.items()}
+        self.module = translator  # what `ServedModel` reads: `beam_size`, `source_lengths`, `max_source_length`
+        present = {name: method for name, (method, _) in SIGNATURES.items() if hasattr(translator, method)}
+        self.functions = {name: getattr(translator, method) for name, method in present.items()}
+        self.input_specs = {name: SIGNATURES[name][1] for name in present}
 
     def run(self, signature, inputs, scalars=()):
         """The signature's outputs (a dict of numpy arrays) for `inputs` (lists of bytes) and `scalars`."""
-        return {name: tensor.numpy() for name, tensor in self.functions[signature](**inputs, **dict(scalars)).items()}
+        texts = {name: [value.decode("utf-8") for value in values] for name, values in inputs.items()}
+        outputs = self.functions[signature](**texts, **dict(scalars))
+        return {name: np.asarray(getattr(value, "numpy", lambda v=value: v)()) for name, value in outputs.items()}
+
+    def warm_up(self, max_batch_size, workers=None):
+        """One call of each sentence-only signature (nothing to compile); returns how many calls ran."""
+        names = [name for name in self.functions if list(self.input_specs[name]) == ["sentences"]]
+        for name in names:
+            self.run(name, {"sentences": [b"a"]})
+        return len(names)
 
     def signature_defs(self):
         """SignatureDefs as a `Translator` export's `saved_model.pb` holds them (tensor names aside)."""
         from tensorflow.core.protobuf import meta_graph_pb2
 
-        beams = int(self.module.beam_size.numpy())
+        beams = int(np.asarray(self.module.beam_size))
         definitions = {}
-        for name, (_, inputs) in SIGNATURES.items():
+        for name, inputs in self.input_specs.items():
             definition = meta_graph_pb2.SignatureDef(method_name="tensorflow/serving/predict")
-            for key, spec in {**inputs}.items():
+            for key, spec in inputs.items():
                 definition.inputs[key].CopyFrom(_tensor_info(f"{name}_{key}:0", spec))
             for key, spec in _outputs(name, beams).items():
                 definition.outputs[key].CopyFrom(_tensor_info(f"StatefulPartitionedCall:{key}", spec))
