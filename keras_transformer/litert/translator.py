@@ -177,6 +177,7 @@ class Translator:
         raise ValueError("A LiteRT export does not sample: use the run directory or its SavedModel export")
 
     sample_with_status = sample
+    supports_sampling = False  # `serve` leaves its `sample` signature out
 
     def source_lengths(self, sentences):
         """Source tokens per sentence before truncation (END included where the run adds it)."""

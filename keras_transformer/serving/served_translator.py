@@ -6,9 +6,9 @@
 or a LiteRT export's `keras_transformer.litert.Translator`) is served through
 `ServedTranslator` under the same signature names, inputs and outputs
 (`SIGNATURES`), so a client of `keras-transformer serve` sees no difference.
-A signature whose method the translator lacks (a LiteRT export does not
-`sample`) is left out, and a request for it is answered as for any unknown
-signature.
+A signature whose method the translator lacks is left out, and `sample`
+where the translator's `supports_sampling` is False (a LiteRT export's): a
+request for it is answered as for any unknown signature.
 
 Example:
 
@@ -60,6 +60,8 @@ class ServedTranslator(ServedModel):
         self.max_instances = max_instances
         self.module = translator  # what `ServedModel` reads: `beam_size`, `source_lengths`, `max_source_length`
         present = {name: method for name, (method, _) in SIGNATURES.items() if hasattr(translator, method)}
+        if not getattr(translator, "supports_sampling", True):
+            present.pop("sample", None)
         self.functions = {name: getattr(translator, method) for name, method in present.items()}
         self.input_specs = {name: SIGNATURES[name][1] for name in present}
 
