@@ -403,7 +403,23 @@ def test_display_progress_false_turns_the_line_off(served, offline_env, monkeypa
     assert capsys.readouterr().err == ""
 
 
-def test_ctrl_c_during_a_stall_stops_the_download_at_once(offline_env, monkeypatch, capsys):
+@pytest.fixture
+def ctrl_c_reaches_python():
+    """SIGINT as a fresh interpreter has it: Python's handler, unblocked (an earlier test may have changed either)."""
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    yield
+    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    signal.signal(signal.SIGINT, handler)
+
+
+def _default_sigint():
+    """In a child before exec: SIGINT at its default, unblocked, whatever this process has."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def test_ctrl_c_during_a_stall_stops_the_download_at_once(offline_env, monkeypatch, capsys, ctrl_c_reaches_python):
     monkeypatch.setenv(downloads.TIMEOUT_ENV, "60")
 
     def interrupt_when_asked(connection, name, stop):
@@ -428,7 +444,7 @@ def test_ctrl_c_during_a_stall_stops_the_download_at_once(offline_env, monkeypat
     assert not [t for t in set(threading.enumerate()) - threads if t.is_alive() and not t.daemon]
 
 
-def test_sigint_ends_the_train_command_during_a_stall_at_once(offline_env, tmp_path):
+def test_sigint_ends_the_train_command_during_a_stall_at_once(offline_env, tmp_path, ctrl_c_reaches_python):
     environment = {k: v for k, v in os.environ.items() if k != corpora.DATA_DIR_ENV}
     environment.update({downloads.TFDS_DATA_DIR_ENV: str(offline_env), downloads.TIMEOUT_ENV: "120"})
     lines = []  # (when, line) of its stderr
@@ -436,7 +452,11 @@ def test_sigint_ends_the_train_command_during_a_stall_at_once(offline_env, tmp_p
         environment[downloads.MIRROR_ENV] = url
         command = [sys.executable, "-m", "keras_transformer_cli", "train", "--preset", "multi30k-en-de"]
         process = subprocess.Popen(
-            [*command, "--output", str(tmp_path / "run")], env=environment, stderr=subprocess.PIPE, text=True
+            [*command, "--output", str(tmp_path / "run")],
+            env=environment,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=_default_sigint,
         )
         reader = threading.Thread(target=lambda: lines.extend((time.monotonic(), line) for line in process.stderr))
         reader.start()
