@@ -140,12 +140,20 @@ def convert(model, cache_length, info, source_proto=None, target_proto=None, qua
         converter.allow_custom_ops = True  # tensorflow-text's ops; check_operators refuses any other
         if quantization == "int8":
             converter.optimizations = [tf.lite.Optimize.DEFAULT]  # no dataset: dynamic-range int8 weights
+            # GATHER takes one scale a tensor and FULLY_CONNECTED one a row: a tied table used by both
+            # would be stored twice. One scale a tensor everywhere keeps one int8 copy.
+            converter._experimental_disable_per_channel = int8_scales(model) == "per-tensor"
         try:
             data = converter.convert()
         except Exception as error:  # noqa: BLE001  (the converter's errors are many and long)
             raise ValueError(f"the LiteRT converter failed: {first_line(error)}") from None
     check_operators(data)
     return data
+
+
+def int8_scales(model):
+    """`"per-tensor"` where the output projection is the embedding table (one int8 copy), else `"per-channel"`."""
+    return "per-tensor" if model.config.tie_output_embedding else "per-channel"
 
 
 def _info(run, model, config, decoding, cache_length, quantization, beam_size, alpha, reasons):
@@ -161,6 +169,7 @@ def _info(run, model, config, decoding, cache_length, quantization, beam_size, a
         "run": str(run),
         "model_file": MODEL_FILE,
         "quantization": quantization or "float32",
+        "int8_scales": int8_scales(model) if quantization == "int8" else None,
         "signatures": ["encode", "decode_step"] + [n for n, why in zip(_TEXT_SIGNATURES, reasons) if why is None],
         "max_length": cache_length,
         "max_source_length": int(model.max_length),

@@ -234,7 +234,33 @@ def test_int8_export_is_smaller_and_translates(exported, tmp_path):
     assert sum(a == b for a, b in zip(quantized, translator.greedy([s for s, _ in pairs]))) >= 15
 
 
-@pytest.mark.parametrize("kind", ["shared", "separate"])
+def test_an_int8_export_stores_a_tied_embedding_once():
+    """GATHER and the output FULLY_CONNECTED share one int8 table (one scale a tensor: `int8_scales`)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from keras_transformer.models import build_transformer
+
+    model = build_transformer(
+        300,
+        300,
+        num_layers=1,
+        d_model=32,
+        num_heads=4,
+        d_ff=64,
+        max_length=16,
+        share_embeddings=True,
+        tie_output_embedding=True,
+    )
+    assert litert_export.int8_scales(model) == "per-tensor"
+    info = {"decoding": {"softmax_over": "allowed"}, "banned_ids": [0, 2]}
+    data = litert_export.convert(model, 8, info, quantization="int8")
+    details = Interpreter(model_content=data).get_tensor_details()
+    tables = [detail["dtype"] for detail in details if tuple(detail["shape"]) == (300, 32)]
+    assert tables == [np.int8]
+
+
+# About a minute each on 2 cores: the shared vocabulary runs with the long checks (`-m slow`).
+@pytest.mark.parametrize("kind", [pytest.param("shared", marks=pytest.mark.slow), "separate"])
 def test_an_imported_marian_run_decodes_as_the_run_greedy_and_beam(tmp_path, kind):
     """Tokenizers outside; transformers' greedy strings; beam 4 with its stopping rule gives the run's strings.
 
