@@ -49,17 +49,8 @@ def main(argv=None):
     lines = pathlib.Path(args.source).read_text(encoding="utf-8").splitlines()[-args.sentences :]
     batches = [lines[i : i + args.batch_size] for i in range(0, len(lines), args.batch_size)]
     engine = CTranslate2Translator(args.model, beam_size=1, inter_threads=1, intra_threads=args.threads)
-    pieces = [engine._source_batch(batch) for batch in batches]  # what the engine hands CTranslate2
-    options = dict(
-        beam_size=1,
-        min_decoding_length=0,
-        max_input_length=0,
-        max_decoding_length=engine._decode_length,
-        suppress_sequences=engine._suppress,
-        return_end_token=True,
-        return_scores=True,
-        length_penalty=0.0,
-    )
+    pieces = [engine.source_pieces(batch) for batch in batches]  # what the engine hands CTranslate2
+    options = engine.translate_options(beam_size=1)
 
     def through_engine():
         return [engine.greedy_with_status(batch)["translations"] for batch in batches]

@@ -33,7 +33,7 @@ import threading
 import tensorflow as tf
 
 from keras_transformer.config import DecodingConfig
-from keras_transformer.files import destinations
+from keras_transformer.files import destinations, ownership
 from keras_transformer.serving import ctranslate2 as writer
 from keras_transformer.serving.inputs import pairs as checked_pairs
 from keras_transformer.serving.inputs import sampling as checked_sampling
@@ -105,14 +105,10 @@ def check_run(path):
 def fingerprint(run):
     """The sha256 of what a conversion reads: `model.keras`, every tokenizer file, and `add_source_end`."""
     run = pathlib.Path(run)
-    digest = hashlib.sha256(f"add_source_end={run_dir.RunConfig.read(run).add_source_end}\n".encode())
     files = [run / run_dir.MODEL, *sorted(p for p in (run / "tokenizers").rglob("*") if p.is_file())]
-    for file in files:
-        digest.update(f"{file.relative_to(run).as_posix()}\n".encode())
-        with open(file, "rb") as stream:
-            for block in iter(lambda: stream.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
+    lines = [f"add_source_end={run_dir.RunConfig.read(run).add_source_end}"]
+    lines += [f"{ownership.sha256(file)}  {file.relative_to(run).as_posix()}" for file in files]
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def cached_model(run, cache_dir=None):
@@ -275,34 +271,43 @@ class CTranslate2Translator:
         limit = self._decode_length
         # CTranslate2 appends END, and cuts a longer target to `limit - 1` tokens and END (class docstring).
         pieces = [[self._target_pieces[i] for i in row[:limit]] for row in target_ids]
-        results = self.translator.score_batch(self._source_batch(sources), pieces, max_input_length=limit)
+        results = self.translator.score_batch(self.source_pieces(sources), pieces, max_input_length=limit)
         lengths = [min(len(row) + 1, limit) for row in target_ids]
         log_probs = [sum(result.log_probs[:n]) for result, n in zip(results, lengths)]
         return {"log_probs": tf.constant(log_probs, tf.float32), "target_lengths": tf.constant(lengths, tf.int32)}
 
     # -- decoding ------------------------------------------------------------------------------------
 
-    def _decode(self, sentences, beam_size, num_hypotheses, **options):
-        """`{"translations", "scores", "finished"}` `(batch, num_hypotheses)` from `translate_batch`."""
-        batch = self._source_batch(checked_sentences(sentences))
+    def translate_options(self, beam_size, num_hypotheses=1, **options):
+        """The keyword arguments this engine gives CTranslate2's `translate_batch` (`options` added)."""
         if beam_size > 1 and self._normalization == "gnmt":
             options["length_penalty"] = self.alpha * TYPICAL_LENGTH / (5 + TYPICAL_LENGTH)
         elif beam_size > 1:
             options["length_penalty"] = self.alpha
         else:
             options["length_penalty"] = 0.0  # greedy: CTranslate2's score is the plain sum of log-probabilities
-        results = self.translator.translate_batch(
-            batch,
+        return dict(
             beam_size=beam_size,
             num_hypotheses=num_hypotheses,
             min_decoding_length=0,
-            max_input_length=0,  # truncated by `_source_batch`, as the XLA decoder truncates
+            max_input_length=0,  # truncated by `source_pieces`, as the XLA decoder truncates
             max_decoding_length=self._decode_length,
             suppress_sequences=self._suppress,
             return_end_token=True,
             return_scores=True,
             **options,
         )
+
+    def source_pieces(self, sentences):
+        """Pieces of each sentence, truncated as the XLA decoder truncates (CTranslate2 appends END itself)."""
+        ids = self.source_tokenizer.tokenize(tf.strings.strip(sentences)).to_list()
+        return [[self._source_pieces[i] for i in row[: self._source_limit]] for row in ids]
+
+    def _decode(self, sentences, beam_size, num_hypotheses, **options):
+        """`{"translations", "scores", "finished"}` `(batch, num_hypotheses)` from `translate_batch`."""
+        batch = self.source_pieces(checked_sentences(sentences))
+        options = self.translate_options(beam_size, num_hypotheses, **options)
+        results = self.translator.translate_batch(batch, **options)
         rows = [self._hypotheses(source, result, num_hypotheses, options) for source, result in zip(batch, results)]
         shape = [len(batch), num_hypotheses]
         ids, scores, finished = zip(*sum(rows, [])) if batch else ((), (), ())
@@ -331,11 +336,6 @@ class CTranslate2Translator:
         if self._normalization == "length":
             return max(length, 1) ** self.alpha
         return ((5 + length) / 6) ** self.alpha
-
-    def _source_batch(self, sentences):
-        """Pieces of each sentence, truncated as the XLA decoder truncates (CTranslate2 appends END itself)."""
-        ids = self.source_tokenizer.tokenize(tf.strings.strip(sentences)).to_list()
-        return [[self._source_pieces[i] for i in row[: self._source_limit]] for row in ids]
 
     def _warned(self, result):
         _warn_cut_off(result["finished"].numpy())
