@@ -219,7 +219,7 @@ def _model_name(rest, args):
 def _warm_up(model, max_batch_size):
     import time
 
-    print(f"Warming up: compiling the decoders for batches of up to {max_batch_size}...", file=sys.stderr, flush=True)
+    print(f"Warming up: {model.warm_up_does} for batches of up to {max_batch_size}...", file=sys.stderr, flush=True)
     started = time.perf_counter()
     calls = model.warm_up(max_batch_size)
     print(f"Warmed up: {calls} signature calls in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)

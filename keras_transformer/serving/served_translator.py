@@ -55,6 +55,8 @@ class ServedTranslator(ServedModel):
         max_instances: the most instances (sentences) one request may hold.
     """
 
+    warm_up_does = "one call of each signature"
+
     def __init__(self, translator, path, max_instances=64):  # noqa: D107  (no SavedModel to load)
         self.path = pathlib.Path(path)
         self.max_instances = max_instances

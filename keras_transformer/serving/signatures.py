@@ -65,6 +65,8 @@ class ServedModel:
         max_instances: the most instances (sentences) one request may hold.
     """
 
+    warm_up_does = "compiling the decoders"  # what `warm_up` spends its time on, for the log
+
     def __init__(self, path, max_instances=64):
         import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
 
