@@ -6,7 +6,8 @@ The run (`--model`) is exported three ways: the SavedModel (`export.load(run)
 translates the first `--sentences` lines of `--source` in batches of
 `--batch-size`, greedy and beam search (the run's beam size); a first
 pass over every batch, not timed, compiles the SavedModel's XLA programs
-(and warms LiteRT the same way). Reported per export and search: the model
+(and warms LiteRT the same way). `--litert` picks the LiteRT exports
+(default both). Reported per export and search: the model
 file's size, ms per sentence (the median of `--repeats` passes over all
 sentences), sacreBLEU (cased 13a) against `--reference`, and how many
 translations equal the SavedModel's.
@@ -49,9 +50,10 @@ def main(argv=None):
         started = time.perf_counter()
         load(args.model).save(tmp / "savedmodel")
         exports = {"savedmodel": (load(tmp / "savedmodel"), tmp / "savedmodel", time.perf_counter() - started)}
-        for name, quantization in (("litert-float32", None), ("litert-int8", "int8")):
+        for quantization in args.litert:
+            name = f"litert-{quantization}"
             started = time.perf_counter()
-            litert.export_run(args.model, tmp / name, quantization=quantization)
+            litert.export_run(args.model, tmp / name, quantization=None if quantization == "float32" else quantization)
             exports[name] = (litert.Translator(tmp / name), tmp / name, time.perf_counter() - started)
         rows, outputs = [], {}
         for name, (translator, folder, export_seconds) in exports.items():
@@ -126,7 +128,12 @@ def parse_args(argv):
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--output", help="write the JSON report here")
-    return parser.parse_args(argv)
+    parser.add_argument("--litert", default="float32,int8", help="the LiteRT exports to measure, comma-separated")
+    args = parser.parse_args(argv)
+    args.litert = args.litert.split(",")
+    if not set(args.litert) <= {"float32", "int8"}:
+        parser.error(f"--litert takes float32 and int8; received {args.litert}")
+    return args
 
 
 if __name__ == "__main__":
