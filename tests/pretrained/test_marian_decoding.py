@@ -74,11 +74,9 @@ def test_scores_of_the_greedy_outputs_equal_transformers_log_probabilities(impor
 
 
 # About 80 s each on 2 cores: the shared vocabulary runs with the long checks (`-m slow`).
-@pytest.mark.parametrize("kind", [pytest.param("shared", marks=pytest.mark.slow), "separate"])
-def test_the_saved_model_signatures_give_the_runs_strings(tmp_path, kind):
-    run = tmp_path / "run"
-    import_pretrained(FIXTURES / kind, run)
-    reference = json.loads((FIXTURES / kind / "reference.json").read_text(encoding="utf-8"))
+@pytest.mark.parametrize("imported", [pytest.param("shared", marks=pytest.mark.slow), "separate"], indirect=True)
+def test_the_saved_model_signatures_give_the_runs_strings(imported, tmp_path):
+    run, reference = imported
     length = reference["max_new_tokens"]
     export.export_run(run, tmp_path / "export", beam_size=4, alpha=1.0, max_length=length)
     loaded = tf.saved_model.load(str(tmp_path / "export"))
