@@ -516,6 +516,8 @@ def jax_results():
     return json.loads(lines[-1])
 
 
+# Two minutes of JAX compiles beside the other tests: with the long checks (`-m slow`) and in `.ci/jax`.
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CHECKS))
 def test_on_jax_backend(jax_results, name):
     assert name in jax_results, f"{name} did not run"

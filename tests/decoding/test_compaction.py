@@ -77,7 +77,10 @@ def _assert_same(expected, actual):
             np.testing.assert_array_equal(compacted, one_loop)
 
 
-@pytest.mark.parametrize("method, beam_size", [("greedy", 1), ("beam", 3), ("sample", 1)])
+# Beam search row for row with the long checks: `test_compile_decoder_compacts_...` compacts a beam of 3 by default.
+@pytest.mark.parametrize(
+    "method, beam_size", [("greedy", 1), pytest.param("beam", 3, marks=pytest.mark.slow), ("sample", 1)]
+)
 def test_compacting_returns_the_one_loop_result_row_for_row(model, method, beam_size):
     parts = forced_lengths_decoder(model, method, beam_size)
     inputs = (tf.constant(LENGTHS),)

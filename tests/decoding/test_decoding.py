@@ -224,6 +224,7 @@ def test_an_ensemble_picks_the_argmax_of_its_members_mean_distribution(model, ot
 
 
 @TIED_MODEL
+@pytest.mark.slow  # XLA compiles of two members' beam search: half a minute, with the long checks
 def test_an_ensemble_beam_search_compiles_with_xla(model, other):
     options = dict(beam_size=3, alpha=0.6, max_length=STEPS)
     decode = decoding.compile_search([model, other], decoding.BeamSearch(3, alpha=0.6), max_length=STEPS)

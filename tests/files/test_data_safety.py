@@ -217,6 +217,7 @@ def test_a_run_folder_holding_a_users_file_is_not_replaced(trained, tmp_path, ca
     assert snapshot(run) == before
 
 
+@pytest.mark.slow  # trains twice in subprocesses: about a minute on 2 cores
 def test_a_run_that_failed_before_its_first_epoch_is_claimed_and_restarts(tmp_path, capsys, monkeypatch):
     """The failed start leaves a run directory (not a folder only the user can clear); --resume restarts it
     on the new data instead of reusing the tokenizer learned from the old."""
@@ -415,7 +416,8 @@ export_run(sys.argv[1], sys.argv[2], overwrite=True)
 """
 
 
-@pytest.mark.parametrize("moment", ["between", "writing"])
+# Killed between two files, the long checks (`-m slow`); killed while writing one, by default.
+@pytest.mark.parametrize("moment", [pytest.param("between", marks=pytest.mark.slow), "writing"])
 def test_an_export_killed_mid_replacement_is_put_right_by_the_next_command(trained, tmp_path, capsys, moment):
     export = pathlib.Path(shutil.copytree(trained[1], tmp_path / "export"))
     before = snapshot(export)

@@ -270,26 +270,28 @@ def _cut_off_warnings(call):
     return result, [str(w.message) for w in caught if w.category is decoding.TruncatedOutputWarning]
 
 
-def test_cut_off_translations_warn_and_are_flagged(never_ends, tmp_path):
-    live = load(never_ends, jit_compile=False)  # the same decode without XLA: compiles faster
-    loaded = load(live.save(tmp_path / "export"))
-    for translator in (live, loaded):
-        for method in (
-            translator,
-            translator.greedy,
-            lambda s, t=translator: t.sample(s, temperature=1.0, top_k=0, top_p=1.0, seed=3),
-        ):
-            outputs, caught = _cut_off_warnings(lambda m=method: m(["A dog runs.", "", "Hi"]))
-            assert outputs.shape == (3,) and outputs.numpy()[1] == b""
-            assert caught == [
-                "2 of 3 translations reached the maximum output length before END and are "
-                "cut off: sentences[0], sentences[2]"
-            ]
-        status, caught = _cut_off_warnings(lambda t=translator: t.call_with_status(["A dog runs.", ""]))
-        assert caught == []  # the flags instead of a warning
-        assert status["finished"].numpy().tolist() == [False, True]
-        _, caught = _cut_off_warnings(lambda t=translator: t([""]))
-        assert caught == []
+# The exported translator's copy (a SavedModel written and loaded: a minute more) runs with the long checks.
+@pytest.mark.parametrize("exported", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["live", "exported"])
+def test_cut_off_translations_warn_and_are_flagged(never_ends, tmp_path, exported):
+    translator = load(never_ends, jit_compile=False)  # the same decode without XLA: compiles faster
+    if exported:
+        translator = load(translator.save(tmp_path / "export"))
+    for method in (
+        translator,
+        translator.greedy,
+        lambda s: translator.sample(s, temperature=1.0, top_k=0, top_p=1.0, seed=3),
+    ):
+        outputs, caught = _cut_off_warnings(lambda m=method: m(["A dog runs.", "", "Hi"]))
+        assert outputs.shape == (3,) and outputs.numpy()[1] == b""
+        assert caught == [
+            "2 of 3 translations reached the maximum output length before END and are "
+            "cut off: sentences[0], sentences[2]"
+        ]
+    status, caught = _cut_off_warnings(lambda: translator.call_with_status(["A dog runs.", ""]))
+    assert caught == []  # the flags instead of a warning
+    assert status["finished"].numpy().tolist() == [False, True]
+    _, caught = _cut_off_warnings(lambda: translator([""]))
+    assert caught == []
 
 
 def _main(capsys, monkeypatch, argv, stdin=None):

@@ -230,6 +230,8 @@ def test_resume_from_a_broken_run_is_a_clear_error(trained, tmp_path, capsys, fa
 # -- A full disk while exporting ------------------------------------------------------------------
 
 
+# The command-line export of a full disk (a minute); the translator's own save is checked by default, below.
+@pytest.mark.slow
 def test_disk_full_while_exporting_keeps_the_previous_export(trained, tmp_path, capsys, monkeypatch):
     """The real SavedModel writer runs and the disk fills up half-way through `saved_model.pb`."""
     from tensorflow.python.lib.io import file_io
