@@ -13,7 +13,9 @@ written by transformers' `save_pretrained`, and imported with
   (sorted by length), each system in a process of its own (its peak RSS is
   that process's): ours from the run (`serving.export.load`) and from its
   SavedModel (`keras-transformer export`), both timed after a first pass that
-  compiles every shape; ours with `--engine ctranslate2` (system `engine`);
+  compiles every shape; ours with `compact=True` (system `ours-compact`:
+  finished sentences leave the batch); ours with `--engine ctranslate2`
+  (system `engine`);
   transformers' `generate` (PyTorch, CPU, the same thread count);
   CTranslate2 float32 and int8, from CTranslate2's own
   `TransformersConverter` and from `keras-transformer export --format
@@ -120,6 +122,8 @@ def spawn(command, log, keep=None):
 def worker_ours(args):
     """Ours, from the run directory or a SavedModel: greedy and beam, each after a first (compiling) pass.
 
+    `--compact`: the run's `Translator` with `compact=True` (`translate --compact`).
+
     `--engine ctranslate2`: the run decoded by `keras-transformer translate
     --engine ctranslate2`'s translator (converted once into its cache).
     """
@@ -136,6 +140,8 @@ def worker_ours(args):
     order, batches = batches_of(sentences, args.batch_size)
     saved = not (pathlib.Path(args.path) / "config.json").is_file()
     options = dict(beam_size=args.beam) if saved else dict(beam_size=args.beam, max_length=args.max_length)
+    if args.compact:  # finished sentences leave the batch between segments of steps
+        options.update(compact=True)
     if args.engine == "ctranslate2":  # the engine's translate_batch threads, as the direct CTranslate2 rows'
         options.update(inter_threads=args.inter_threads, intra_threads=args.intra_threads)
     start = time.perf_counter()
@@ -379,12 +385,23 @@ def export(command, folder):
     return folder
 
 
-def mean_length(outputs, checkpoint, max_length):
-    """Mean output tokens (END counted) of strings, re-encoded by target.spm: one measure for every system."""
+def output_lengths(outputs, checkpoint, max_length):
+    """The spread of output tokens (END counted) of strings, re-encoded by target.spm: one measure for every system.
+
+    `{"mean", "min", "quartiles", "max", "at_max_length"}`: the last counts the
+    outputs cut off at `max_length` (they never ended).
+    """
     import sentencepiece as spm
 
     target = spm.SentencePieceProcessor(model_file=str(pathlib.Path(checkpoint) / "target.spm"))
-    return statistics.mean(min(len(target.encode(s)) + 1, max_length) for s in outputs)
+    lengths = [min(len(target.encode(s)) + 1, max_length) for s in outputs]
+    return dict(
+        mean=round(statistics.mean(lengths), 2),
+        min=min(lengths),
+        quartiles=statistics.quantiles(lengths, n=4),
+        max=max(lengths),
+        at_max_length=sum(length == max_length for length in lengths),
+    )
 
 
 def decode(args):
@@ -414,6 +431,10 @@ def decode(args):
     if "ours" in wanted:
         systems["ours, run (serving.export.load)"] = spawn(
             [*me, "worker-ours", run, sources, *common], log, keep("ours-run")
+        )
+    if "ours-compact" in wanted:
+        systems["ours, run, compact=True"] = spawn(
+            [*me, "worker-ours", run, sources, *common, "--compact"], log, keep("ours-compact")
         )
     if "engine" in wanted:
         for gemm in args.ct2_gemm.split(","):
@@ -468,6 +489,7 @@ def report_decode(args, systems, checkpoint):
             same = None
             if reference:
                 same = sum(a == b for a, b in zip(one["outputs"], reference[search]["outputs"]))
+            lengths = output_lengths(one["outputs"], checkpoint, args.max_length)
             rows.append(
                 dict(
                     system=name,
@@ -476,7 +498,8 @@ def report_decode(args, systems, checkpoint):
                     runs=[round(r, 2) for r in one["runs"]],
                     sentences_per_second=round(len(one["outputs"]) / seconds, 2),
                     same_as_transformers=same,
-                    mean_length=round(mean_length(one["outputs"], checkpoint, args.max_length), 2),
+                    mean_length=lengths.pop("mean"),
+                    output_lengths=lengths,
                     peak_rss_mb=one.get("peak_rss_mb", result.get("peak_rss_mb")),
                     first_pass_seconds=one.get("first_pass_seconds"),
                     load_average_1min=one.get("load_average_1min", result.get("load_average_1min")),
@@ -600,6 +623,7 @@ def parse_args(argv=None):
             w.add_argument("--compute-type", default="float32")
         if name == "worker-ours":
             w.add_argument("--engine", choices=("xla", "ctranslate2"), default="xla")
+            w.add_argument("--compact", action="store_true", help="the run's Translator with compact=True")
         if name in ("worker-ct2", "worker-ours"):
             w.add_argument("--inter-threads", type=int, default=1)
             w.add_argument("--intra-threads", type=int, default=2)
