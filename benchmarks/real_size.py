@@ -3,7 +3,8 @@
 The model (`real_size_torch.py build`, in the `--torch-python` interpreter):
 a `MarianMTModel` of OPUS-MT base's shape (d_model 512, 6+6 layers, 8 heads,
 ffn 2048, 58,101 shared pieces, 74.4M parameters) with random weights,
-trained briefly on multi30k so that its outputs end at lengths that differ,
+trained briefly on multi30k so that its outputs end at lengths that differ
+(`--checkpoint` and `--run` name another build and its import),
 written by transformers' `save_pretrained`, and imported with
 `keras-transformer import`. Its weights are the same in every system:
 

@@ -9,6 +9,8 @@ Subcommands (each prints one JSON line last, and `real_size.py` reads it):
   unused pieces), trained briefly on multi30k pairs so that its outputs end at
   lengths that differ (random weights repeat one token), written by
   `save_pretrained` with its tokenizer, as a Hugging Face repository is laid out;
+  `--resume` trains a built one further (the figures of 2026-11-28: a first
+  build, then 32 steps on 128 pairs; the commands are in docs/performance.md);
 - `generate FOLDER SOURCES`: transformers' `generate`, greedy or beam, timed,
   with the peak RSS of this process;
 - `ct2 FOLDER OUTPUT`: CTranslate2's own `TransformersConverter` (float32);
