@@ -30,13 +30,11 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from machine import describe_machine, machine_line  # noqa: E402
 
-DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k_task1" / "train.en"
-
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a run directory")
-    parser.add_argument("--source", default=str(DATA), help="one sentence a line (default: Multi30k's train.en)")
+    parser.add_argument("--source", help="one sentence a line (default: Multi30k's train.en, local or downloaded)")
     parser.add_argument("--sentences", type=int, default=500)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2, help="CTranslate2's intra_threads (both sides)")
@@ -44,9 +42,11 @@ def main(argv=None):
     parser.add_argument("--output", default="benchmarks/results/decoding/engine_overhead.json")
     args = parser.parse_args(argv)
 
+    from keras_transformer.datasets.corpora import resolve_dir
     from keras_transformer.serving.ctranslate2_engine import CTranslate2Translator
 
-    lines = pathlib.Path(args.source).read_text(encoding="utf-8").splitlines()[-args.sentences :]
+    source = pathlib.Path(args.source) if args.source else resolve_dir("multi30k-en-de") / "train.en"
+    lines = source.read_text(encoding="utf-8").splitlines()[-args.sentences :]
     batches = [lines[i : i + args.batch_size] for i in range(0, len(lines), args.batch_size)]
     engine = CTranslate2Translator(args.model, beam_size=1, inter_threads=1, intra_threads=args.threads)
     pieces = [engine.source_pieces(batch) for batch in batches]  # what the engine hands CTranslate2

@@ -55,7 +55,6 @@ HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent
 RESULTS = REPO / "benchmarks" / "results" / "real_size"
 TORCH_SIDE = HERE / "real_size_torch.py"
-DATA = pathlib.Path("/work/shared/data/multi30k_task1")
 
 
 def peak_rss_mb():
@@ -298,8 +297,8 @@ def worker_train(args):
     tokenizers = run_dir.load_tokenizers(run)
     source_tokenizer, target_tokenizer = tokenizers.source, tokenizers.target
     rows, width = args.token_budget // args.width, args.width
-    english = read_lines(DATA / "train.en", 4000)
-    german = read_lines(DATA / "train.de", 4000)
+    english = read_lines(pathlib.Path(args.data) / "train.en", 4000)
+    german = read_lines(pathlib.Path(args.data) / "train.de", 4000)
     sources = source_tokenizer.tokenize(tf.constant(english)).to_list()
     targets = target_tokenizer.tokenize(tf.constant(german)).to_list()
     end, start = int(target_tokenizer.end_id), int(target_tokenizer.start_id)
@@ -365,8 +364,16 @@ def worker_train(args):
 # ---------------------------------------------------------------- the benchmarks
 
 
+def multi30k_folder(data):
+    """multi30k task 1: `data` (or its `multi30k_task1`), else `$KERAS_TRANSFORMER_DATA_DIR`, else downloaded."""
+    from keras_transformer.datasets.corpora import resolve_dir
+
+    return resolve_dir("multi30k-en-de", data)
+
+
 def prepare(args, scratch):
     """The checkpoint (built by `--torch-python` if absent), its import as a run, and the exports."""
+    args.data = str(multi30k_folder(args.data))
     checkpoint, run = pathlib.Path(args.checkpoint), pathlib.Path(args.run)
     log = scratch / "log.txt"
     if not (checkpoint / "config.json").is_file():
@@ -519,8 +526,8 @@ def train(args):
     batches_file = scratch / "train_batches.json"
     common = ["--steps", args.steps, "--warmup", args.warmup, "--repeats", args.repeats]
     ours = spawn(
-        [sys.executable, __file__, "worker-train", run, "--batches-file", batches_file, "--token-budget",
-         args.token_budget, "--width", args.width, *common],
+        [sys.executable, __file__, "worker-train", run, "--batches-file", batches_file, "--data", args.data,
+         "--token-budget", args.token_budget, "--width", args.width, *common],
         log,
     )  # fmt: skip
     torch = spawn(
@@ -582,7 +589,11 @@ def parse_args(argv=None):
     for name in ("decode", "train"):
         p = commands.add_parser(name)
         p.add_argument("--torch-python", required=True, help="an interpreter with torch and transformers")
-        p.add_argument("--data", default=str(DATA), help="multi30k task 1 (train.en/.de, test_2016_flickr.en)")
+        p.add_argument(
+            "--data",
+            help="multi30k task 1, train.en/.de and test_2016_flickr.en (default: $KERAS_TRANSFORMER_DATA_DIR, "
+            "else downloaded once)",
+        )
         p.add_argument("--checkpoint", default="/tmp/real_size/marian", help="the Marian folder (built if absent)")
         p.add_argument("--run", default="/tmp/real_size/run", help="its import (imported if absent)")
         p.add_argument("--scratch", default="/tmp/real_size/work", help="exports, batches and the log")
@@ -632,6 +643,7 @@ def parse_args(argv=None):
     w = commands.add_parser("worker-train")
     w.add_argument("path")
     w.add_argument("--batches-file", required=True)
+    w.add_argument("--data", required=True, help="the multi30k task 1 folder")
     w.add_argument("--token-budget", type=int, default=1024)
     w.add_argument("--width", type=int, default=32)
     w.add_argument("--batches", type=int, default=4)
