@@ -10,7 +10,8 @@ each as its own XLA program, compiled first and then the median of
   (`decoding.cache.initial_state`);
 - `step`: one cached decoder step (`cached_step`) at position `--position`,
   for `batch` rows (greedy) and `batch * beam` rows (beam search), logits
-  over the whole vocabulary included;
+  over the whole vocabulary included; and the greedy step's decoder layers
+  alone, without the output head;
 - `logits`: only the output projection, `(rows, d_model) @ (d_model, vocab)`
   plus the bias, and the same with a log-softmax and top-k (what a beam
   step adds on top), the rest of the step being the difference.
@@ -37,14 +38,13 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from keras_transformer.datasets.corpora import resolve_dir  # noqa: E402
 from keras_transformer.decoding import cache  # noqa: E402
 from keras_transformer.training import run_dir  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from machine import describe_machine, machine_line  # noqa: E402
-
-DATA = pathlib.Path("/work/shared/data/multi30k_task1")
 
 
 def timed(function, *inputs, repeats=10):
@@ -65,10 +65,26 @@ def timed(function, *inputs, repeats=10):
     return first, statistics.median(runs)
 
 
+def decoder_layers_only(model, tokens, index, state):
+    """The cached greedy step's decoder layers, without the output head: what the step costs besides the logits."""
+    caches, _, (cross_caches, source_mask) = state
+    x = model.decoder_embedding(tf.reshape(tokens, (-1, 1)), start_index=index, training=False)
+    for layer, self_cache, cross_cache in zip(model.decoder_layers, caches, cross_caches):
+        x, _, _ = layer(
+            x,
+            encoder_padding_mask=source_mask,
+            self_attention_cache=self_cache,
+            self_attention_cache_update_index=index,
+            cross_attention_cache=cross_cache,
+            training=False,
+        )
+    return x
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", default="/tmp/real_size/run")
-    parser.add_argument("--data", default=str(DATA))
+    parser.add_argument("--data", help="multi30k task 1 (default: $KERAS_TRANSFORMER_DATA_DIR, else downloaded once)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--max-length", type=int, default=64)
@@ -79,7 +95,8 @@ def main(argv=None):
     run = pathlib.Path(args.run)
     model = keras.saving.load_model(run / run_dir.MODEL, compile=False)
     tokenizers = run_dir.load_tokenizers(run)
-    sentences = (pathlib.Path(args.data) / "test_2016_flickr.en").read_text(encoding="utf-8").splitlines()
+    test_file = resolve_dir("multi30k-en-de", args.data) / "test_2016_flickr.en"
+    sentences = test_file.read_text(encoding="utf-8").splitlines()
     rows = tokenizers.source.tokenize(tf.constant(sentences[: args.batch_size])).to_list()
     end, pad = int(tokenizers.source.end_id), int(tokenizers.source.pad_id)
     width = -(-max(len(r) + 1 for r in rows) // 16) * 16
@@ -109,6 +126,10 @@ def main(argv=None):
         index = tf.constant(args.position)
         add(f"one cached step at position {args.position} (beam {beams})", args.batch_size * beams,
             *timed(step, tokens, index, state, repeats=args.repeats))  # fmt: skip
+        if beams == 1:
+            layers = tf.function(lambda t, i, s: decoder_layers_only(model, t, i, s), jit_compile=True)
+            add(f"the same step without the output head (beam {beams})", args.batch_size,
+                *timed(layers, tokens, index, state, repeats=args.repeats))  # fmt: skip
     embedding = model.config.tie_output_embedding
     weights = [w for w in model.weights if tuple(w.shape) in ((vocab, d_model), (d_model, vocab))][0]
     matrix = tf.constant(weights.numpy() if tuple(weights.shape) == (d_model, vocab) else weights.numpy().T)
