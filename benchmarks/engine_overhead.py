@@ -28,6 +28,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from corpus import multi30k_folder  # noqa: E402
 from machine import describe_machine, machine_line  # noqa: E402
 
 
@@ -42,10 +43,9 @@ def main(argv=None):
     parser.add_argument("--output", default="benchmarks/results/decoding/engine_overhead.json")
     args = parser.parse_args(argv)
 
-    from keras_transformer.datasets.corpora import resolve_dir
     from keras_transformer.serving.ctranslate2_engine import CTranslate2Translator
 
-    source = pathlib.Path(args.source) if args.source else resolve_dir("multi30k-en-de") / "train.en"
+    source = pathlib.Path(args.source) if args.source else multi30k_folder() / "train.en"
     lines = source.read_text(encoding="utf-8").splitlines()[-args.sentences :]
     batches = [lines[i : i + args.batch_size] for i in range(0, len(lines), args.batch_size)]
     engine = CTranslate2Translator(args.model, beam_size=1, inter_threads=1, intra_threads=args.threads)

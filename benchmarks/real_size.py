@@ -364,15 +364,10 @@ def worker_train(args):
 # ---------------------------------------------------------------- the benchmarks
 
 
-def multi30k_folder(data):
-    """multi30k task 1: `data` (or its `multi30k_task1`), else `$KERAS_TRANSFORMER_DATA_DIR`, else downloaded."""
-    from keras_transformer.datasets.corpora import resolve_dir
-
-    return resolve_dir("multi30k-en-de", data)
-
-
 def prepare(args, scratch):
     """The checkpoint (built by `--torch-python` if absent), its import as a run, and the exports."""
+    from corpus import multi30k_folder
+
     args.data = str(multi30k_folder(args.data))
     checkpoint, run = pathlib.Path(args.checkpoint), pathlib.Path(args.run)
     log = scratch / "log.txt"
@@ -591,7 +586,7 @@ def parse_args(argv=None):
         p.add_argument("--torch-python", required=True, help="an interpreter with torch and transformers")
         p.add_argument(
             "--data",
-            help="multi30k task 1, train.en/.de and test_2016_flickr.en (default: $KERAS_TRANSFORMER_DATA_DIR, "
+            help="multi30k task 1, train.en/.de and test_2016_flickr.en (default: found as corpus.py says, "
             "else downloaded once)",
         )
         p.add_argument("--checkpoint", default="/tmp/real_size/marian", help="the Marian folder (built if absent)")

@@ -38,12 +38,12 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_transformer.datasets.corpora import resolve_dir  # noqa: E402
 from keras_transformer.decoding import cache  # noqa: E402
 from keras_transformer.training import run_dir  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from corpus import multi30k_folder  # noqa: E402
 from machine import describe_machine, machine_line  # noqa: E402
 
 
@@ -84,7 +84,7 @@ def decoder_layers_only(model, tokens, index, state):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", default="/tmp/real_size/run")
-    parser.add_argument("--data", help="multi30k task 1 (default: $KERAS_TRANSFORMER_DATA_DIR, else downloaded once)")
+    parser.add_argument("--data", help="multi30k task 1 (default: found as corpus.py says, else downloaded once)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--max-length", type=int, default=64)
@@ -95,7 +95,7 @@ def main(argv=None):
     run = pathlib.Path(args.run)
     model = keras.saving.load_model(run / run_dir.MODEL, compile=False)
     tokenizers = run_dir.load_tokenizers(run)
-    test_file = resolve_dir("multi30k-en-de", args.data) / "test_2016_flickr.en"
+    test_file = multi30k_folder(args.data) / "test_2016_flickr.en"
     sentences = test_file.read_text(encoding="utf-8").splitlines()
     rows = tokenizers.source.tokenize(tf.constant(sentences[: args.batch_size])).to_list()
     end, pad = int(tokenizers.source.end_id), int(tokenizers.source.pad_id)
