@@ -67,25 +67,30 @@ SECOND_PROCESS_MODULES = {
 }
 
 
-# The modules that took longest (a minute or more of one worker, 2026-11-26), longest first. pytest-xdist
-# hands whole modules to the workers in test order (setup.cfg: --dist loadfile --no-loadscope-reorder):
-# these go out first, so that no long module starts while the other worker has nothing left to do.
+# The modules that take longest, longest first: seconds of one worker (the second process's from a timeline of
+# its two workers, 2026-11-28; the first's from --durations=0). pytest-xdist hands whole modules to the workers
+# in test order (setup.cfg: --dist loadfile --no-loadscope-reorder): these go out first, so that no long module
+# starts while the other worker has nothing left to do (test_serving.py, unlisted, ran last: a 70 s tail).
 LONGEST_MODULES = (
-    "test_decoding.py",
-    "test_training.py",
-    "test_model.py",
-    "test_serving_inputs.py",
-    "test_cli_inference.py",
-    "test_data_safety.py",
-    "test_compaction.py",
-    "test_serving_model.py",
+    "test_decoding.py",  # 257 s
+    "test_cli_inference.py",  # 242
+    "test_export.py",  # 199
+    "test_training.py",  # 188
+    "test_marian_decoding.py",  # 187
+    "test_model.py",  # 167
+    "test_serving_model.py",  # 159
+    "test_serving.py",  # 138
+    "test_litert.py",  # 122
+    "test_data_safety.py",  # 117
+    "test_model_interface.py",  # 102
+    "test_signatures.py",  # 93
+    "test_compaction.py",  # 90
+    "test_properties.py",  # 80
+    "test_faults.py",  # 79
+    "test_serving_inputs.py",  # 75
+    "test_load.py",  # 62
     "test_ensembles.py",
-    "test_export.py",
-    "test_signatures.py",
     "test_strategies.py",
-    "test_faults.py",
-    "test_load.py",
-    "test_properties.py",
 )
 
 
