@@ -67,10 +67,10 @@ SECOND_PROCESS_MODULES = {
 }
 
 
-# The modules that take longest, longest first: seconds of one worker (the second process's from a timeline of
-# its two workers, 2026-11-28; the first's from --durations=0). pytest-xdist hands whole modules to the workers
+# The modules that take longest, longest first: seconds of one worker (from timelines of both processes' two
+# workers, 2026-11-28). pytest-xdist hands whole modules to the workers
 # in test order (setup.cfg: --dist loadfile --no-loadscope-reorder): these go out first, so that no long module
-# starts while the other worker has nothing left to do (test_serving.py, unlisted, ran last: a 70 s tail).
+# starts while the other worker has nothing left to do (unlisted modules that ran last left 70 s tails).
 LONGEST_MODULES = (
     "test_decoding.py",  # 257 s
     "test_cli_inference.py",  # 242
@@ -87,8 +87,17 @@ LONGEST_MODULES = (
     "test_compaction.py",  # 90
     "test_properties.py",  # 80
     "test_faults.py",  # 79
+    "test_saved_outputs.py",  # 84
+    "test_layers.py",  # 77
     "test_serving_inputs.py",  # 75
+    "test_own_corpora.py",  # 74
+    "test_fine_tuning.py",  # 71
+    "test_downloads.py",  # 71
+    "test_marian_serving.py",  # 67
+    "test_ctranslate2_engine.py",  # 64
     "test_load.py",  # 62
+    "test_determinism.py",  # 57
+    "test_cli_quiet.py",  # 54
     "test_ensembles.py",
     "test_strategies.py",
 )
