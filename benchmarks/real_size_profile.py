@@ -68,17 +68,7 @@ def timed(function, *inputs, repeats=10):
 def decoder_layers_only(model, tokens, index, state):
     """The cached greedy step's decoder layers, without the output head: what the step costs besides the logits."""
     caches, _, (cross_caches, source_mask) = state
-    x = model.decoder_embedding(tf.reshape(tokens, (-1, 1)), start_index=index, training=False)
-    for layer, self_cache, cross_cache in zip(model.decoder_layers, caches, cross_caches):
-        x, _, _ = layer(
-            x,
-            encoder_padding_mask=source_mask,
-            self_attention_cache=self_cache,
-            self_attention_cache_update_index=index,
-            cross_attention_cache=cross_cache,
-            training=False,
-        )
-    return x
+    return model.decoder_states(tf.reshape(tokens, (-1, 1)), index, caches, cross_caches, source_mask)[0]
 
 
 def main(argv=None):

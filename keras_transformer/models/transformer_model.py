@@ -242,6 +242,28 @@ class TransformerModel(keras.Model):
         which cache entries each query sees; without it the causal mask over
         the cache positions alone applies.
         """
+        states, caches = self.decoder_states(
+            token_ids,
+            index,
+            self_attention_caches,
+            cross_attention_caches,
+            encoder_padding_mask,
+            cache_update_index=cache_update_index,
+            attention_mask=attention_mask,
+        )
+        return self.logits(states), caches
+
+    def decoder_states(
+        self,
+        token_ids,
+        index,
+        self_attention_caches,
+        cross_attention_caches,
+        encoder_padding_mask,
+        cache_update_index=None,
+        attention_mask=None,
+    ):
+        """`decoder_step` before the output head (`logits`): `(states (batch, queries, d_model), caches)`."""
         cache_update_index = index if cache_update_index is None else cache_update_index
         queries = token_ids.shape[1]
         x = self.decoder_embedding(ops.reshape(token_ids, (-1, 1)), start_index=index, training=False)
@@ -258,7 +280,7 @@ class TransformerModel(keras.Model):
                 training=False,
             )
             new_caches.append(cache)
-        return self.logits(x), tuple(new_caches)
+        return x, tuple(new_caches)
 
 
 class _Parts(typing.NamedTuple):
