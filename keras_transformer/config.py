@@ -26,6 +26,8 @@ ValueError: `d_model` must be divisible by `num_heads`. Received: d_model=510, n
 """
 
 import dataclasses
+import math
+import numbers
 
 from keras_transformer.layers.arguments import check_positive_int, check_positive_number, check_rate
 
@@ -33,6 +35,16 @@ PAD_ID = 0
 UNK_ID = 1
 START_ID = 2
 END_ID = 3
+
+# The largest `max_length` (positions) a model may have: above every checkpoint family this package imports
+# (512-1024), and small enough that the position table and a decoding cache of it fit in memory.
+MAX_LENGTH = 65536
+# The largest beam: far above what beam search gains from (4-12), small enough that its cache fits in memory.
+MAX_BEAM_SIZE = 128
+NORMALIZATIONS = ("gnmt", "length")
+STOPPING_RULES = ("beams_ended", "cannot_improve")
+SOFTMAX_OVER = ("allowed", "vocabulary")
+_BOOLEAN_FIELDS = ("share_embeddings", "tie_output_embedding", "norm_first", "scale_embeddings", "output_bias")
 
 # Names earlier versions wrote in config.json and `.keras` files, and today's name for each.
 LEGACY_NAMES = {"input_vocab_size": "source_vocab_size", "length_penalty": "alpha"}
@@ -164,7 +176,11 @@ class ModelConfig(_Config):
         """
         for name in ("source_vocab_size", "target_vocab_size", "num_layers", "d_model", "num_heads", "d_ff"):
             check_positive_int(name, getattr(self, name))
-        check_positive_int("max_length", self.max_length)
+        check_int_in_range("max_length", self.max_length, 1, MAX_LENGTH)
+        for name in _BOOLEAN_FIELDS:
+            check_bool(name, getattr(self, name))
+        if not isinstance(self.activation, str):
+            raise ValueError(f"`activation` must be a Keras activation name. Received: activation={self.activation!r}")
         if self.num_decoder_layers is not None:
             check_positive_int("num_decoder_layers", self.num_decoder_layers)
         for name in ("dropout", "attention_dropout", "activation_dropout"):
@@ -238,6 +254,45 @@ class DecodingConfig(_Config):
     softmax_over: str = "allowed"
     tuned_on: str = None  # the split `alpha` was chosen on, where it was (`benchmarks/multi30k.py`)
 
+    @classmethod
+    def from_dict(cls, data, where="decoding"):
+        """The settings `to_dict` wrote, checked (`check`): a `ValueError` names `where` and the field."""
+        return super().from_dict(data, where).check(where=where)
+
+    def check(self, vocab_size=None, model_max_length=None, where=None):
+        """`ValueError` naming the field (after `where`, e.g. a file) for a setting of the wrong kind or range.
+
+        `beam_size` is an int in [1, MAX_BEAM_SIZE]; `alpha` a finite number
+        >= 0; `max_length` None or an int in [1, `model_max_length`, else
+        MAX_LENGTH]; `banned_ids` ids in [0, `vocab_size`) where it is given;
+        the choices one of theirs. Returns the config itself.
+
+        Example:
+
+        >>> DecodingConfig(beam_size=10**9).check(where="generation_config.json")
+        Traceback (most recent call last):
+        ...
+        ValueError: generation_config.json: `beam_size` must be an int in [1, 128]. Received: beam_size=1000000000
+        """
+        try:
+            check_int_in_range("beam_size", self.beam_size, 1, MAX_BEAM_SIZE)
+            check_finite_number("alpha", self.alpha, low=0)
+            if self.max_length is not None:
+                check_int_in_range("max_length", self.max_length, 1, model_max_length or MAX_LENGTH)
+            for name, choices in (
+                ("normalization", NORMALIZATIONS),
+                ("stopping", STOPPING_RULES),
+                ("softmax_over", SOFTMAX_OVER),
+            ):
+                check_choice(name, getattr(self, name), choices)
+            check_bool("force_end", self.force_end)
+            check_ids("banned_ids", self.banned_ids, vocab_size)
+            if self.tuned_on is not None and not isinstance(self.tuned_on, str):
+                raise ValueError(f"`tuned_on` must be a split's name. Received: tuned_on={self.tuned_on!r}")
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}" if where else str(error)) from None
+        return self
+
     def search_options(self):
         """The keyword arguments of `decoding.search_for` that these settings name, besides the beam and alpha.
 
@@ -303,3 +358,63 @@ class TrainingConfig(_Config):
     max_minutes: float = 0.0
     average_last: int = 1
     ensemble: int = 1
+
+
+def check_int_in_range(name, value, low, high):
+    """`value` as an int if it is an integer in `[low, high]` (not a bool), else a `ValueError` naming `name`.
+
+    Example:
+
+    >>> check_int_in_range("beam_size", "4", 1, 128)
+    Traceback (most recent call last):
+    ...
+    ValueError: `beam_size` must be an int in [1, 128]. Received: beam_size='4'
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+        raise ValueError(f"`{name}` must be an int in [{low}, {high}]. Received: {name}={_short(value)}")
+    return int(value)
+
+
+def check_finite_number(name, value, low=-math.inf):
+    """`value` as a float if it is a finite number >= `low` (not a bool or a string), else a `ValueError`."""
+    try:
+        valid = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+    except OverflowError:  # an int past the float range
+        valid = False
+    if not valid or value < low:
+        bound = f" >= {low:g}" if low > -math.inf else ""
+        raise ValueError(f"`{name}` must be a finite number{bound}. Received: {name}={_short(value)}")
+    return float(value)
+
+
+def check_bool(name, value):
+    """`value` if it is True or False (a JSON boolean: not "false", not 0), else a `ValueError` naming `name`."""
+    if not isinstance(value, bool):
+        raise ValueError(f"`{name}` must be true or false. Received: {name}={_short(value)}")
+    return value
+
+
+def check_choice(name, value, choices):
+    """`value` if it is one of `choices`, else a `ValueError` naming `name` and the choices."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"`{name}` must be one of {choices}. Received: {name}={_short(value)}")
+    return value
+
+
+def check_ids(name, ids, vocab_size=None):
+    """`ids` if it is a sequence of token ids (ints in [0, `vocab_size`) where given), else a `ValueError`."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)):
+        raise ValueError(f"`{name}` must be a list of token ids. Received: {name}={_short(ids)}")
+    high = vocab_size if vocab_size is not None else 2**31
+    for index in ids:
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not 0 <= index < high:
+            raise ValueError(f"`{name}` must hold ids in [0, {high}). Received: {_short(index)} in {name}")
+    return ids
+
+
+def _short(value, limit=80):
+    """`repr(value)`, cut to `limit` characters; a huge int described by its digits, never printed whole."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
+        return f"an int of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

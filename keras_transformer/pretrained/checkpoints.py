@@ -1,4 +1,16 @@
-"""Reading a Hugging Face checkpoint's files: its config, its generation settings, its weights.
+"""Reading a Hugging Face checkpoint's files: its JSON files, its tensors' shapes, then its tensors one by one.
+
+A checkpoint is untrusted input, so each file is checked before anything is
+built from it, and a file that is not what it claims is a `ValueError`
+naming it:
+
+- JSON files are read only up to a size (`MAX_JSON_BYTES`), and must hold
+  an object; nesting too deep for the parser is refused, not a crash.
+- Tensors are listed from the weights file's header first (`tensors()`:
+  names, shapes, dtypes; nothing is read), so that a config can be checked
+  against the shapes the file holds before a model is built; then they are
+  read one at a time (`tensor(name)`), each as float32 of the shape the
+  header gave, with no NaN or infinite value.
 
 Weights are read from `model.safetensors`, else `tf_model.h5` (h5py; its
 TensorFlow names are turned into PyTorch's as transformers names them), else
@@ -6,25 +18,42 @@ TensorFlow names are turned into PyTorch's as transformers names them), else
 tensors and nothing else; never through a plain unpickle, which runs whatever
 code the file holds. Without torch, a pickle-only checkpoint is an error that
 says how to convert it. Every file read is recorded with its sha256.
+
+Example:
+
+>>> checkpoint = Checkpoint("opus-mt-en-de")  # doctest: +SKIP
+>>> checkpoint.tensors()["model.shared.weight"]  # doctest: +SKIP
+TensorInfo(shape=(58101, 512), dtype='F32')
 """
 
 import json
 import pathlib
 import re
+from typing import NamedTuple
 
 import numpy as np
 
 from keras_transformer.files.ownership import sha256
 
 WEIGHT_FILES = ("model.safetensors", "tf_model.h5", "pytorch_model.bin")
+FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
+MAX_JSON_BYTES = 4 * 2**20  # config.json and generation_config.json are a few kB
+
+
+class TensorInfo(NamedTuple):
+    """A tensor as a weights file's header describes it: its shape and its dtype (safetensors' names)."""
+
+    shape: tuple
+    dtype: str
 
 
 class Checkpoint:
-    """A checkpoint folder's files, read once each; `read` records the sha256 of each (`files`)."""
+    """A checkpoint folder's files; each file read is recorded with its sha256 (`files`)."""
 
     def __init__(self, folder):
         self.folder = pathlib.Path(folder)
         self.files = {}
+        self._reader = None
 
     def path(self, name):
         """The path of file `name`, recorded; a missing file is a `ValueError` naming it."""
@@ -34,49 +63,135 @@ class Checkpoint:
         self.files[name] = sha256(path)
         return path
 
-    def json(self, name, required=True):
-        """The JSON object in file `name`, or {} when it is absent and not `required`."""
-        if not required and not (self.folder / name).is_file():
-            return {}
-        path = self.path(name)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as error:
-            raise ValueError(f"{path} is not JSON: {error}") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"{path} must hold a JSON object")
-        return data
+    def has(self, name):
+        """Whether the checkpoint holds file `name`."""
+        return (self.folder / name).is_file()
 
-    def weights(self):
-        """`{PyTorch name: float32 array}` from the first weights file present (see the module docstring)."""
+    def json(self, name, required=True, max_bytes=MAX_JSON_BYTES):
+        """The JSON object in file `name`, or {} when it is absent and not `required`.
+
+        A file over `max_bytes`, not UTF-8 JSON, nested too deeply or not an
+        object is a `ValueError` naming it.
+        """
+        if not required and not self.has(name):
+            return {}
+        return read_json_object(self.path(name), max_bytes)
+
+    @property
+    def weights_file(self):
+        """The name of the weights file an import reads: the first of `WEIGHT_FILES` present."""
         for name in WEIGHT_FILES:
-            if (self.folder / name).is_file():
-                return {key: np.asarray(value, np.float32) for key, value in _READERS[name](self.path(name)).items()}
+            if self.has(name):
+                return name
         raise ValueError(f"{self.folder} holds no weights: expected one of {', '.join(WEIGHT_FILES)}")
 
+    def tensors(self):
+        """`{PyTorch name: TensorInfo}` of the weights file, from its header; a tensor not of floats is refused."""
+        reader = self._open()
+        for name, info in reader.infos.items():
+            if info.dtype not in FLOAT_DTYPES:
+                raise ValueError(
+                    f"{reader.path}: tensor `{name}` has dtype {info.dtype}; weights must be floats "
+                    f"({', '.join(FLOAT_DTYPES)})"
+                )
+        return dict(reader.infos)
 
-def _safetensors(path):
+    def tensor(self, name):
+        """Tensor `name` as float32, of the shape `tensors()` gives it; NaN or infinity is a `ValueError`."""
+        reader = self._open()
+        try:
+            value = np.asarray(reader.read(name), np.float32)
+        except Exception as error:  # noqa: BLE001  (each format's reader has its own errors for a damaged file)
+            raise ValueError(f"{reader.path}: tensor `{name}` cannot be read: {_first_line(error)}") from None
+        if value.shape != reader.infos[name].shape:
+            raise ValueError(
+                f"{reader.path}: tensor `{name}` holds shape {value.shape}, not the {reader.infos[name].shape} "
+                "its header gives"
+            )
+        if not np.isfinite(value).all():
+            raise ValueError(f"{reader.path}: tensor `{name}` holds NaN or infinite values")
+        return value
+
+    def _open(self):
+        if self._reader is None:
+            name = self.weights_file
+            self._reader = _READERS[name](self.path(name))
+        return self._reader
+
+
+def read_json_object(path, max_bytes=MAX_JSON_BYTES):
+    """The JSON object in file `path`; a `ValueError` naming it for a file too large, not JSON, or not an object."""
+    path = pathlib.Path(path)
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ValueError(f"{path} is {size:,} bytes, more than the {max_bytes:,} such a file can need")
     try:
-        from safetensors.numpy import load_file
-    except ModuleNotFoundError:
-        raise ValueError(f"{path} needs the safetensors package: pip install 'keras-transformer[pretrained]'") from None
-    return load_file(str(path))
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except RecursionError:
+        raise ValueError(f"{path} is not JSON that can be read: nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is not JSON: {_first_line(error)}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must hold a JSON object. Received: {type(data).__name__}")
+    return data
 
 
-def _h5(path):
-    import h5py
+class _Safetensors:
+    """The tensors of a `model.safetensors`, read through the safetensors package (memory-mapped)."""
 
-    weights = {}
+    def __init__(self, path):
+        try:
+            from safetensors import safe_open
+        except ModuleNotFoundError:
+            raise ValueError(
+                f"{path} needs the safetensors package: pip install 'keras-transformer[pretrained]'"
+            ) from None
+        self.path = path
+        try:
+            self._file = safe_open(str(path), framework="np")
+            self.infos = {}
+            for name in self._file.keys():
+                part = self._file.get_slice(name)
+                self.infos[name] = TensorInfo(tuple(part.get_shape()), part.get_dtype())
+        except Exception as error:  # noqa: BLE001  (safetensors' SafetensorError for a damaged header)
+            raise ValueError(f"{path} is not a readable safetensors file: {_first_line(error)}") from None
 
-    def visit(name, item):
-        if isinstance(item, h5py.Dataset):
-            key, transpose = _torch_name(name)
-            value = item[()]
-            weights[key] = value.T if transpose else value
+    def read(self, name):
+        if self.infos[name].dtype == "BF16":  # NumPy has no bfloat16: TensorFlow reads it
+            from safetensors import safe_open
 
-    with h5py.File(path, "r") as handle:
+            return safe_open(str(self.path), framework="tf").get_tensor(name).numpy().astype(np.float32)
+        return self._file.get_tensor(name)
+
+
+class _H5:
+    """The tensors of a transformers `tf_model.h5`, under their PyTorch names (kernels transposed)."""
+
+    def __init__(self, path):
+        import h5py
+
+        self.path, self.infos, self._datasets = path, {}, {}
+        try:
+            handle = h5py.File(path, "r")
+        except OSError as error:
+            raise ValueError(f"{path} is not a readable HDF5 file: {_first_line(error)}") from None
+
+        def visit(name, item):
+            if isinstance(item, h5py.Dataset):
+                key, transpose = _torch_name(name)
+                shape = tuple(reversed(item.shape)) if transpose else tuple(item.shape)
+                self.infos[key] = TensorInfo(shape, _DTYPES.get(item.dtype.str.lstrip("<>="), str(item.dtype)))
+                self._datasets[key] = (item, transpose)
+
         handle.visititems(visit)
-    return weights
+
+    def read(self, name):
+        item, transpose = self._datasets[name]
+        value = item[()]
+        return value.T if transpose else value
+
+
+_DTYPES = {"f2": "F16", "f4": "F32", "f8": "F64"}
 
 
 def _torch_name(tf_name):
@@ -93,20 +208,37 @@ def _torch_name(tf_name):
     return ".".join(parts), transpose
 
 
-def _torch_bin(path):
-    try:
-        import torch
-    except ModuleNotFoundError:
-        raise ValueError(
-            f"{path} is a pickled PyTorch checkpoint, which keras-transformer reads only with torch's safe "
-            "loader: pip install torch, or convert it first (transformers' model.save_pretrained(..., "
-            "safe_serialization=True) writes model.safetensors)"
-        ) from None
-    try:
-        state = torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as error:  # noqa: BLE001  (torch's unpickler: anything it refuses is "not plain tensors")
-        raise ValueError(f"{path} holds more than tensors; torch's safe loader refused it: {error}") from None
-    return {key: value.float().numpy() for key, value in state.items()}
+class _TorchBin:
+    """The tensors of a `pytorch_model.bin`, through torch's `weights_only` loader only."""
+
+    def __init__(self, path):
+        try:
+            import torch
+        except ModuleNotFoundError:
+            raise ValueError(
+                f"{path} is a pickled PyTorch checkpoint, which keras-transformer reads only with torch's safe "
+                "loader: pip install torch, or convert it first (transformers' model.save_pretrained(..., "
+                "safe_serialization=True) writes model.safetensors)"
+            ) from None
+        try:
+            self._state = torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
+        except Exception as error:  # noqa: BLE001  (torch's unpickler: anything it refuses is "not plain tensors")
+            raise ValueError(f"{path} holds more than tensors; torch's safe loader refused it: {error}") from None
+        if not isinstance(self._state, dict) or not all(isinstance(v, torch.Tensor) for v in self._state.values()):
+            raise ValueError(f"{path} must hold a dictionary of tensors")
+        names = {torch.float16: "F16", torch.bfloat16: "BF16", torch.float32: "F32", torch.float64: "F64"}
+        self.path = path
+        self.infos = {
+            key: TensorInfo(tuple(value.shape), names.get(value.dtype, str(value.dtype)))
+            for key, value in self._state.items()
+        }
+
+    def read(self, name):
+        return self._state[name].float().numpy()
 
 
-_READERS = {"model.safetensors": _safetensors, "tf_model.h5": _h5, "pytorch_model.bin": _torch_bin}
+def _first_line(error):
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+
+
+_READERS = {"model.safetensors": _Safetensors, "tf_model.h5": _H5, "pytorch_model.bin": _TorchBin}

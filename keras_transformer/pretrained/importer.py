@@ -56,15 +56,21 @@ def import_pretrained(source, output, *, overwrite=False):
         raise destinations.DestinationInUseError(output, "a run", ["overwrite"])
     origin = resolve(source)
     checkpoint = Checkpoint(origin.folder)
+    config_path = origin.folder / "config.json"
     hf_config = checkpoint.json("config.json")
-    family = _family(hf_config, origin.folder / "config.json")
-    config = family.model_config(hf_config, str(origin.folder / "config.json"))
+    family = _family(hf_config, config_path)
+    tensors = checkpoint.tensors()  # the header's shapes: nothing is allocated from the config's numbers alone
+    weights = origin.folder / checkpoint.weights_file
+    config = family.model_config(hf_config, tensors, str(config_path), str(weights))
+    family.check_tensors(config, tensors, str(weights))
     (source_side, target_side) = family.tokenizers(checkpoint, config)
     if target_side[0].pad_id != config.pad_id:
         config = config.replace(target_pad_id=target_side[0].pad_id).check()
-    decoding = family.decoding_config(checkpoint.json("generation_config.json", required=False), config)
+    generation_path = origin.folder / "generation_config.json"
+    generation = checkpoint.json("generation_config.json", required=False)
+    decoding = family.decoding_config(generation, config, str(generation_path))
     model = build_transformer(config=config)
-    family.assign_weights(model, checkpoint.weights())
+    family.assign_weights(model, checkpoint)
     name = origin.uri.rstrip("/").rsplit("/", 1)[-1]
     record = dict(source=origin.uri, revision=origin.revision, model_type=family.MODEL_TYPE, files=checkpoint.files)
     run_config = run_dir.RunConfig(
@@ -88,6 +94,10 @@ def import_pretrained(source, output, *, overwrite=False):
 
 def _family(hf_config, path):
     model_type = hf_config.get("model_type")
+    if not isinstance(model_type, str):
+        raise ValueError(
+            f"{path}: `model_type` must be a string naming the family of the checkpoint. Received: {model_type!r}"[:300]
+        )
     if model_type not in FAMILIES:
         raise ValueError(
             f"{path}: model_type {model_type!r} is not one keras-transformer imports. Supported: {sorted(FAMILIES)}"

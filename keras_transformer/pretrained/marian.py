@@ -10,70 +10,96 @@ positions (as `[sin | cos]` halves), embeddings scaled by √d_model and tied
 to the output, whose logits get a bias of their own (`final_logits_bias`).
 It pads with its last id and starts decoding from that padding id; its
 outputs end with `</s>`, id 0, and its sources too.
+
+Every field is read with its kind and range, and the sizes are held against
+the weights file's tensors before anything is built (`shapes`).
 """
 
 import numpy as np
 
-from keras_transformer.config import DecodingConfig, ModelConfig
+from keras_transformer.config import MAX_BEAM_SIZE, MAX_LENGTH, DecodingConfig, ModelConfig
+from keras_transformer.pretrained import shapes
+from keras_transformer.pretrained.fields import Fields
 from keras_transformer.tokenizers.marian import MarianTokenizer
 
 MODEL_TYPE = "marian"
+FAMILY = "Marian"
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu", "tanh": "tanh"}
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, which Marian's layers use
-# Checkpoint weights that hold nothing the model needs: the fixed position tables, and copies of a shared matrix.
-_REDUNDANT = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
+_RATES = ("dropout", "attention_dropout", "activation_dropout")
 
 
-def model_config(hf_config, where="config.json"):
-    """The `ModelConfig` of a Marian `config.json` (a dict); what this package cannot build is a `ValueError`."""
-    get = _getter(hf_config, where)
-    for encoder_key, decoder_key in (
-        ("encoder_attention_heads", "decoder_attention_heads"),
-        ("encoder_ffn_dim", "decoder_ffn_dim"),
-    ):
-        if get(encoder_key) != get(decoder_key):
-            raise ValueError(
-                f"{where}: {encoder_key}={get(encoder_key)} and {decoder_key}={get(decoder_key)} differ; "
-                "keras-transformer's encoder and decoder layers share one size"
-            )
-    activation = get("activation_function", "swish")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"{where}: activation_function={activation!r} is not one of {sorted(ACTIVATIONS)}")
-    source_vocab = get("vocab_size")
-    target_vocab = hf_config.get("decoder_vocab_size") or source_vocab
-    share = bool(get("share_encoder_decoder_embeddings", True))
+def model_config(hf_config, tensors, where="config.json", weights="the weights file"):
+    """The `ModelConfig` of a Marian `config.json` (a dict) whose weights file holds `tensors` (`TensorInfo`s).
+
+    A field of the wrong kind, or one the tensors contradict, is a
+    `ValueError` naming `where` and the field; what this package cannot
+    build (encoder and decoder of other sizes) too.
+    """
+    fields = Fields(hf_config, where, FAMILY)
+    embedding = _embedding_name(tensors, fields)
+    if embedding is None:
+        raise ValueError(f"{weights} has no token embedding (`model.shared.weight`), which a Marian model holds")
+    rows, width = _matrix(tensors[embedding], embedding, weights)
+    d_model = fields.int("d_model", low=1, high=2**20)
+    shapes.check_field(where, "d_model", d_model, width, f"columns in `{embedding}`", weights)
+    source_vocab = fields.int("vocab_size", low=1)
+    shapes.check_field(where, "vocab_size", source_vocab, rows, f"rows in `{embedding}`", weights)
+    target_vocab = fields.int("decoder_vocab_size", source_vocab, low=1)
+    share = fields.bool("share_encoder_decoder_embeddings", True)
     if share and source_vocab != target_vocab:
         raise ValueError(
             f"{where}: shared embeddings with vocab_size={source_vocab}, decoder_vocab_size={target_vocab}"
         )
-    tie = bool(get("tie_word_embeddings", True))
-    encoder_layers, decoder_layers = get("encoder_layers"), get("decoder_layers")
+    sizes = {}
+    for side in ("encoder", "decoder"):
+        layers = fields.int(f"{side}_layers", low=1)
+        found = shapes.layer_count(tensors, f"model.{side}.layers")
+        shapes.check_field(where, f"{side}_layers", layers, found, f"{side} layers", weights)
+        ffn = fields.int(f"{side}_ffn_dim", low=1)
+        fc1 = f"model.{side}.layers.0.fc1.bias"
+        if fc1 in tensors and len(tensors[fc1].shape) == 1:
+            shapes.check_field(where, f"{side}_ffn_dim", ffn, tensors[fc1].shape[0], f"values in `{fc1}`", weights)
+        sizes[side] = (layers, fields.int(f"{side}_attention_heads", low=1, high=d_model), ffn)
+    for name, position in (("encoder_attention_heads", 1), ("encoder_ffn_dim", 2)):
+        if sizes["encoder"][position] != sizes["decoder"][position]:
+            other = name.replace("encoder", "decoder")
+            raise ValueError(
+                f"{where}: {name}={sizes['encoder'][position]} and {other}={sizes['decoder'][position]} "
+                "differ; keras-transformer's encoder and decoder layers share one size"
+            )
+    tie = fields.bool("tie_word_embeddings", True)
+    encoder_layers, decoder_layers = sizes["encoder"][0], sizes["decoder"][0]
     return ModelConfig(
         source_vocab_size=source_vocab,
         target_vocab_size=target_vocab,
         num_layers=encoder_layers,
         num_decoder_layers=None if decoder_layers == encoder_layers else decoder_layers,
-        d_model=get("d_model"),
-        num_heads=get("encoder_attention_heads"),
-        d_ff=get("encoder_ffn_dim"),
-        dropout=get("dropout", 0.1),
-        attention_dropout=get("attention_dropout", 0.0),
-        activation_dropout=get("activation_dropout", 0.0),
-        max_length=get("max_position_embeddings"),
+        d_model=d_model,
+        num_heads=sizes["encoder"][1],
+        d_ff=sizes["encoder"][2],
+        **{name: _rate(fields, name, default) for name, default in zip(_RATES, (0.1, 0.0, 0.0))},
+        max_length=fields.int("max_position_embeddings", low=2, high=MAX_LENGTH),
         share_embeddings=share,
         tie_output_embedding=tie,
-        activation=ACTIVATIONS[activation],
+        activation=ACTIVATIONS[fields.choice("activation_function", sorted(ACTIVATIONS), "swish")],
         layer_norm_epsilon=LAYER_NORM_EPSILON,
         position_layout="concatenated",
-        scale_embeddings=bool(get("scale_embedding", False)),
+        scale_embeddings=fields.bool("scale_embedding", False),
         output_bias=tie,
-        pad_id=get("pad_token_id"),
-        start_id=get("decoder_start_token_id"),
-        end_id=_single(get("eos_token_id"), "eos_token_id", where),
+        pad_id=fields.single_id("pad_token_id", vocab_size=source_vocab),
+        start_id=fields.single_id("decoder_start_token_id", vocab_size=target_vocab),
+        end_id=fields.single_id("eos_token_id", vocab_size=target_vocab),
     ).check()
 
 
-def decoding_config(generation, config):
+def check_tensors(config, tensors, weights):
+    """Every tensor a Marian model of `config` needs is in `tensors`, of its shape, and nothing else is."""
+    required, optional = _tensor_shapes(config, tensors)
+    shapes.check_shapes(required, optional, tensors, weights, FAMILY)
+
+
+def decoding_config(generation, config, where="generation_config.json"):
     """The checkpoint's generation settings (`generation_config.json`, a dict) as a `DecodingConfig`.
 
     transformers' beam search: scores normalized by `length ** length_penalty`,
@@ -82,41 +108,63 @@ def decoding_config(generation, config):
     last step (`forced_eos_token_id`), the `bad_words_ids` of one token never
     generated, and log-probabilities over the whole vocabulary.
     `max_length` counts the decoder's start token there: here it counts the
-    output tokens, END included, so it is one less.
+    output tokens, END included, so it is one less. Every setting is checked
+    (`DecodingConfig.check`): a `ValueError` names `where` and the field.
     """
-    banned = []
-    for ids in generation.get("bad_words_ids") or []:
-        if not (isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], int)):
+    fields = Fields(generation, where, FAMILY)
+    banned, bad_words = [], fields.raw("bad_words_ids", [])
+    if not isinstance(bad_words, list):
+        raise ValueError(f"{where}: `bad_words_ids` must be a list of lists of ids. Received: {bad_words!r}"[:300])
+    for ids in bad_words:
+        if not (isinstance(ids, list) and len(ids) == 1):
             raise ValueError(
-                f"generation_config.json: bad_words_ids {ids!r} is a sequence of tokens; keras-transformer "
-                "bans single tokens only"
+                f"{where}: bad_words_ids {ids!r}"[:200] + " is a sequence of tokens; keras-transformer bans "
+                "single tokens only"
             )
-        banned.append(ids[0])
-    early_stopping = generation.get("early_stopping", False)
-    if early_stopping not in (True, False):
-        raise ValueError(f"generation_config.json: early_stopping={early_stopping!r} is not supported (True or False)")
-    forced_end = generation.get("forced_eos_token_id")
-    max_length = generation.get("max_length") or config.max_length
+        banned.append(
+            Fields({"bad_words_ids": ids}, where).single_id("bad_words_ids", vocab_size=config.target_vocab_size)
+        )
+    early_stopping = fields.raw("early_stopping", False)
+    if early_stopping not in (True, False) or not isinstance(early_stopping, bool):
+        raise ValueError(f"{where}: early_stopping={early_stopping!r} is not supported (true or false)"[:300])
+    _check_special_ids(fields, config)
+    forced_end = fields.single_id("forced_eos_token_id", None, vocab_size=config.target_vocab_size)
+    max_length = fields.int("max_length", config.max_length + 1, low=2)
     return DecodingConfig(
-        beam_size=int(generation.get("num_beams") or 1),
-        alpha=float(generation.get("length_penalty", 1.0)),
-        max_length=max(1, min(int(max_length) - 1, config.max_length)),
+        beam_size=fields.int("num_beams", 1, low=1, high=MAX_BEAM_SIZE),
+        alpha=fields.number("length_penalty", 1.0),
+        max_length=min(max_length - 1, config.max_length),
         normalization="length",
         stopping="beams_ended" if early_stopping else "cannot_improve",
-        force_end=forced_end is not None and _single(forced_end, "forced_eos_token_id", "") == config.end_id,
+        force_end=forced_end == config.end_id,
         banned_ids=tuple(banned),
         softmax_over="vocabulary",
-    )
+    ).check(vocab_size=config.target_vocab_size, model_max_length=config.max_length, where=where)
+
+
+def _check_special_ids(fields, config):
+    """The ids `generate` takes from generation_config.json: ids, and config.json's where both name one."""
+    fields.single_id("bos_token_id", None, vocab_size=config.target_vocab_size)
+    for key, ours in (("decoder_start_token_id", config.start_id), ("eos_token_id", config.end_id)):
+        value = fields.single_id(key, None, vocab_size=config.target_vocab_size)
+        if value is not None and value != ours:
+            raise ValueError(
+                f"{fields.where}: `{key}` is {value}, but config.json's is {ours}; keras-transformer decodes with one"
+            )
+    pad = fields.single_id("pad_token_id", None, vocab_size=config.source_vocab_size)
+    if pad is not None and pad != config.pad_id:
+        raise ValueError(f"{fields.where}: `pad_token_id` is {pad}, but config.json's is {config.pad_id}")
 
 
 def tokenizers(checkpoint, config):
     """`(source, target)` `MarianTokenizer`s of the checkpoint, and the file names each was read from.
 
     A vocabulary that does not give every embedding row one piece (its ids
-    exactly 0 to size - 1) is a `ValueError` naming it.
+    exactly 0 to size - 1) is a `ValueError` naming it; so is one too large
+    for the embedding to hold, before it is parsed.
     """
     tokenizer_config = checkpoint.json("tokenizer_config.json", required=False)
-    separate = bool(tokenizer_config.get("separate_vocabs")) or (checkpoint.folder / "target_vocab.json").is_file()
+    separate = tokenizer_config.get("separate_vocabs") is True or checkpoint.has("target_vocab.json")
     target_vocab = "target_vocab.json" if separate else "vocab.json"
     sides = (
         ("source.spm", "vocab.json", config.source_vocab_size),
@@ -124,7 +172,9 @@ def tokenizers(checkpoint, config):
     )
     made = []
     for spm_name, vocab_name, size in sides:
-        tokenizer = MarianTokenizer.from_files(checkpoint.path(spm_name), checkpoint.path(vocab_name))
+        tokenizer = MarianTokenizer.from_files(
+            checkpoint.path(spm_name), checkpoint.path(vocab_name), max_vocab_size=size
+        )
         ids = sorted(tokenizer.vocab.values())
         if ids != list(range(size)):
             raise ValueError(
@@ -136,107 +186,143 @@ def tokenizers(checkpoint, config):
     return made
 
 
-def assign_weights(model, weights):
-    """Sets `model`'s weights from a Marian checkpoint's `weights` ({PyTorch name: array}).
+def assign_weights(model, checkpoint):
+    """Sets `model`'s weights from a Marian checkpoint, one tensor at a time (checked by `check_tensors`).
 
-    Every weight of the model is set exactly once; a weight the checkpoint
-    lacks, or a weight of the checkpoint that this mapping does not know, is a
-    `ValueError` naming it.
+    Every weight of the model is set exactly once; one that no tensor sets is
+    a `ValueError` naming it.
     """
-    config = model.config
-    used, values = set(), {}
-
-    def take(name):
-        if name not in weights:
-            raise ValueError(f"the checkpoint has no weight {name!r}, which a Marian model of this config holds")
-        used.add(name)
-        return weights[name]
-
-    _embeddings(model, config, weights, take, values)
-    for prefix, layers in (("model.encoder", model.encoder_layers), ("model.decoder", model.decoder_layers)):
-        for index, layer in enumerate(layers):
-            _layer(layer, f"{prefix}.layers.{index}", take, values, config)
-    unknown = sorted(set(weights) - used - set(_REDUNDANT) - _copies_of_shared(weights, config))
-    if unknown:
-        raise ValueError(f"the checkpoint holds weights this Marian mapping does not know: {unknown[:5]}")
-    missing = [w.path for w in model.weights if w.path not in values]
+    config, assigned = model.config, set()
+    for weight, name, transform in _weight_sources(model, config, checkpoint.tensors()):
+        value = np.zeros(weight.shape, np.float32) if name is None else transform(checkpoint.tensor(name))
+        weight.assign(value.reshape(weight.shape))
+        assigned.add(weight.path)
+    missing = [w.path for w in model.weights if w.path not in assigned]
     if missing:
         raise ValueError(f"no checkpoint weight was found for {missing[:5]}")
-    for weight in model.weights:
-        weight.assign(values[weight.path].reshape(weight.shape).astype(np.float32))
 
 
-def _embeddings(model, config, weights, take, values):
+def _embedding_name(tensors, fields):
+    share = fields.bool("share_encoder_decoder_embeddings", True)
+    names = (
+        ("model.shared.weight", "model.encoder.embed_tokens.weight")
+        if share
+        else ("model.encoder.embed_tokens.weight",)
+    )
+    return next((name for name in names if name in tensors), None)
+
+
+def _matrix(info, name, weights):
+    if len(info.shape) != 2:
+        raise ValueError(f"{weights}: tensor `{name}` has shape {tuple(info.shape)}; a matrix was expected")
+    return info.shape
+
+
+def _rate(fields, name, default):
+    rate = fields.number(name, default, low=0)
+    if rate >= 1:
+        raise ValueError(f"{fields.where}: `{name}` must be a number in [0, 1). Received: {name}={rate!r}")
+    return rate
+
+
+def _embedding_names(config, tensors):
+    """The tensors of the source embedding and of the target embedding (None where the two are shared)."""
     if config.share_embeddings:
-        shared = "model.shared.weight" if "model.shared.weight" in weights else "model.encoder.embed_tokens.weight"
-        values[model.encoder_embedding.embeddings.path] = take(shared)
-    else:
-        values[model.encoder_embedding.embeddings.path] = take("model.encoder.embed_tokens.weight")
-        decoder = "model.decoder.embed_tokens.weight" if "model.decoder.embed_tokens.weight" in weights else None
-        values[model.decoder_embedding.embeddings.path] = take(decoder or "lm_head.weight")
-    bias = take("final_logits_bias").reshape(-1) if "final_logits_bias" in weights else None
-    if config.tie_output_embedding:
-        values[model.decoder_embedding.logits_bias.path] = (
-            bias if bias is not None else np.zeros(config.target_vocab_size)
-        )
-    else:
-        output = model.output_layer
-        values[output.kernel.path] = take("lm_head.weight").T
-        values[output.bias.path] = bias if bias is not None else np.zeros(config.target_vocab_size)
+        shared = "model.shared.weight" if "model.shared.weight" in tensors else "model.encoder.embed_tokens.weight"
+        return shared, None
+    decoder = "model.decoder.embed_tokens.weight"
+    return "model.encoder.embed_tokens.weight", decoder if decoder in tensors else "lm_head.weight"
 
 
-def _copies_of_shared(weights, config):
-    """Names under which a checkpoint may repeat a tied matrix (transformers saves each tie once, older files not)."""
-    copies = {"model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "model.shared.weight"}
+def _tensor_shapes(config, tensors):
+    """`(required, optional)`: the tensors' names and shapes of a Marian model of `config`."""
+    d, source, target = config.d_model, config.source_vocab_size, config.target_vocab_size
+    encoder_embedding, decoder_embedding = _embedding_names(config, tensors)
+    required = {encoder_embedding: (source, d)}
+    if decoder_embedding:
+        required[decoder_embedding] = (target, d)
+    if not config.tie_output_embedding:
+        required["lm_head.weight"] = (target, d)
+    optional = {
+        "final_logits_bias": (1, target),
+        "model.shared.weight": (source, d),
+        "model.encoder.embed_tokens.weight": (source, d),
+        "model.decoder.embed_tokens.weight": (target, d),
+        "lm_head.weight": (target, d),
+        "model.encoder.embed_positions.weight": (config.max_length, d),
+        "model.decoder.embed_positions.weight": (config.max_length, d),
+    }
+    for side, count in (("encoder", config.num_layers), ("decoder", config.decoder_layers)):
+        for index in range(count):
+            required.update(_layer_shapes(f"model.{side}.layers.{index}", config, cross=side == "decoder"))
+    return required, optional
+
+
+def _layer_shapes(prefix, config, cross):
+    d, ffn = config.d_model, config.d_ff
+    blocks = [("self_attn", "self_attn_layer_norm")] + ([("encoder_attn", "encoder_attn_layer_norm")] if cross else [])
+    layer = {}
+    for attention, norm in blocks:
+        for projection in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            layer[f"{prefix}.{attention}.{projection}.weight"] = (d, d)
+            layer[f"{prefix}.{attention}.{projection}.bias"] = (d,)
+        layer[f"{prefix}.{norm}.weight"] = layer[f"{prefix}.{norm}.bias"] = (d,)
+    layer.update({f"{prefix}.fc1.weight": (ffn, d), f"{prefix}.fc1.bias": (ffn,)})
+    layer.update({f"{prefix}.fc2.weight": (d, ffn), f"{prefix}.fc2.bias": (d,)})
+    layer[f"{prefix}.final_layer_norm.weight"] = layer[f"{prefix}.final_layer_norm.bias"] = (d,)
+    return layer
+
+
+def _transposed(value):
+    return value.T
+
+
+def _as_is(value):
+    return value
+
+
+def _weight_sources(model, config, tensors):
+    """`(model weight, tensor name or None for zeros, transform)` for every weight of `model`."""
+    encoder_embedding, decoder_embedding = _embedding_names(config, tensors)
+    sources = [(model.encoder_embedding.embeddings, encoder_embedding, _as_is)]
+    if decoder_embedding:
+        sources.append((model.decoder_embedding.embeddings, decoder_embedding, _as_is))
+    bias = "final_logits_bias" if "final_logits_bias" in tensors else None
     if config.tie_output_embedding:
-        copies.add("lm_head.weight")
-    return copies & set(weights)
+        sources.append((model.decoder_embedding.logits_bias, bias, _as_is))
+    else:
+        sources.append((model.output_layer.kernel, "lm_head.weight", _transposed))
+        sources.append((model.output_layer.bias, bias, _as_is))
+    for prefix, layers in (("model.encoder", model.encoder_layers), ("model.decoder", model.decoder_layers)):
+        for index, layer in enumerate(layers):
+            sources += _layer_sources(layer, f"{prefix}.layers.{index}", config)
+    return sources
 
 
 _ATTENTION = {"query": "q_proj", "key": "k_proj", "value": "v_proj"}
 
 
-def _layer(layer, prefix, take, values, config):
-    heads, key_dim = config.num_heads, config.d_model // config.num_heads
+def _layer_sources(layer, prefix, config):
     blocks = [("self_attention", "self_attn", "self_attention_norm", "self_attn_layer_norm")]
     if hasattr(layer, "cross_attention"):
         blocks.append(("cross_attention", "encoder_attn", "cross_attention_norm", "encoder_attn_layer_norm"))
+    sources = []
     for ours, theirs, our_norm, their_norm in blocks:
         attention = getattr(layer, ours)
         for part, name in _ATTENTION.items():
             dense = getattr(attention, f"{part}_dense")
-            values[dense.kernel.path] = take(f"{prefix}.{theirs}.{name}.weight").T.reshape(-1, heads, key_dim)
-            values[dense.bias.path] = take(f"{prefix}.{theirs}.{name}.bias").reshape(heads, key_dim)
-        output = attention.output_dense
-        values[output.kernel.path] = take(f"{prefix}.{theirs}.out_proj.weight").T.reshape(heads, key_dim, -1)
-        values[output.bias.path] = take(f"{prefix}.{theirs}.out_proj.bias")
-        _norm(getattr(layer, our_norm), f"{prefix}.{their_norm}", take, values)
-    ffn = layer.ffn
+            sources.append((dense.kernel, f"{prefix}.{theirs}.{name}.weight", _transposed))
+            sources.append((dense.bias, f"{prefix}.{theirs}.{name}.bias", _as_is))
+        sources.append((attention.output_dense.kernel, f"{prefix}.{theirs}.out_proj.weight", _transposed))
+        sources.append((attention.output_dense.bias, f"{prefix}.{theirs}.out_proj.bias", _as_is))
+        sources += _norm_sources(getattr(layer, our_norm), f"{prefix}.{their_norm}")
     for ours, theirs in (("inner_dense", "fc1"), ("output_dense", "fc2")):
-        dense = getattr(ffn, ours)
-        values[dense.kernel.path] = take(f"{prefix}.{theirs}.weight").T
-        values[dense.bias.path] = take(f"{prefix}.{theirs}.bias")
-    _norm(layer.ffn_norm, f"{prefix}.final_layer_norm", take, values)
+        dense = getattr(layer.ffn, ours)
+        sources.append((dense.kernel, f"{prefix}.{theirs}.weight", _transposed))
+        sources.append((dense.bias, f"{prefix}.{theirs}.bias", _as_is))
+    sources += _norm_sources(layer.ffn_norm, f"{prefix}.final_layer_norm")
+    return sources
 
 
-def _norm(norm, prefix, take, values):
-    values[norm.gamma.path] = take(f"{prefix}.weight")
-    values[norm.beta.path] = take(f"{prefix}.bias")
-
-
-def _getter(hf_config, where):
-    def get(key, default=None):
-        value = hf_config.get(key, default)
-        if value is None:
-            raise ValueError(f"{where} has no `{key}`, which a Marian config holds")
-        return value
-
-    return get
-
-
-def _single(value, name, where):
-    if isinstance(value, list):
-        if len(value) != 1:
-            raise ValueError(f"{where}: {name}={value!r}: keras-transformer supports one id")
-        value = value[0]
-    return value
+def _norm_sources(norm, prefix):
+    return [(norm.gamma, f"{prefix}.weight", _as_is), (norm.beta, f"{prefix}.bias", _as_is)]

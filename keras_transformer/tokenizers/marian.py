@@ -20,6 +20,11 @@ import tensorflow_text as tf_text
 from keras_transformer.files import atomic
 
 CONFIG_FILENAME = "tokenizer.json"
+# A vocab.json entry is a piece (at most a few dozen bytes, escaped), its id and punctuation: well under this.
+BYTES_PER_PIECE = 256
+MAX_VOCAB_FILE_BYTES = 2**28
+MAX_VOCAB_SIZE = 2**24  # ids of a vocabulary whose embedding size is not known: far above any real one
+MAX_SENTENCEPIECE_BYTES = 2**28
 SPECIAL_PIECES = ("</s>", "<unk>", "<pad>")
 # A target-language token at the start of a text: `>>` up to the first `<<` (transformers' rule).
 _LANGUAGE_CODE = r"(?s)^(>>.*?<<)"
@@ -77,12 +82,23 @@ class MarianTokenizer(tf.Module):
         return dict(self._vocab)
 
     @classmethod
-    def from_files(cls, spm_file, vocab_file, name=None):
-        """The tokenizer of a checkpoint's SentencePiece model and vocabulary files."""
-        vocab = json.loads(pathlib.Path(vocab_file).read_text(encoding="utf-8"))
-        if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
-            raise ValueError(f"{vocab_file} must map each piece to an integer id")
-        return cls(pathlib.Path(spm_file).read_bytes(), vocab, name=name)
+    def from_files(cls, spm_file, vocab_file, name=None, max_vocab_size=None):
+        """The tokenizer of a checkpoint's SentencePiece model and vocabulary files.
+
+        Each file is checked before it is used, and a `ValueError` names the
+        one that is not what it should be: a SentencePiece model that does not
+        load, a vocabulary that is not a JSON object of pieces and integer
+        ids, lacks a special piece, or (with `max_vocab_size`, the embedding's
+        rows) is too large to be that model's, before it is parsed.
+        """
+        spm_file, vocab_file = pathlib.Path(spm_file), pathlib.Path(vocab_file)
+        max_bytes = MAX_VOCAB_FILE_BYTES if max_vocab_size is None else max_vocab_size * BYTES_PER_PIECE + 2**16
+        vocab = _read_vocab(vocab_file, max_bytes, max_vocab_size or MAX_VOCAB_SIZE)
+        model_proto = _read_sentencepiece(spm_file)
+        try:
+            return cls(model_proto, vocab, name=name)
+        except ValueError as error:
+            raise ValueError(f"{vocab_file}: {error}") from None
 
     @tf.function
     def tokenize(self, strings):
@@ -132,6 +148,43 @@ class MarianTokenizer(tf.Module):
         directory = pathlib.Path(directory)
         config = json.loads((directory / CONFIG_FILENAME).read_text(encoding="utf-8"))
         return cls.from_files(directory / config["spm_file"], directory / config["vocab_file"], name=name)
+
+
+def _read_vocab(path, max_bytes, id_limit):
+    """`{piece: id}` of a `vocab.json`; a `ValueError` naming it for a file too large, not JSON, or of other values."""
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ValueError(
+            f"{path} is {size:,} bytes: too large to be the vocabulary of this model's embedding "
+            f"(at most {max_bytes:,} bytes)"
+        )
+    try:
+        vocab = json.loads(path.read_bytes().decode("utf-8"))
+    except RecursionError:
+        raise ValueError(f"{path} is not JSON that can be read: nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is not a JSON vocabulary: {str(error)[:200]}") from None
+    valid = isinstance(vocab, dict) and all(
+        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < id_limit for i in vocab.values()
+    )
+    if not valid or not vocab:
+        raise ValueError(f"{path} must map each piece to an integer id in [0, {id_limit})")
+    return vocab
+
+
+def _read_sentencepiece(path):
+    """The bytes of a SentencePiece model file; a `ValueError` naming it when SentencePiece cannot load it."""
+    import sentencepiece
+
+    size = path.stat().st_size
+    if size > MAX_SENTENCEPIECE_BYTES:
+        raise ValueError(f"{path} is {size:,} bytes: too large to be a SentencePiece model")
+    model_proto = path.read_bytes()
+    try:
+        sentencepiece.SentencePieceProcessor(model_proto=model_proto)
+    except (RuntimeError, ValueError, TypeError) as error:
+        raise ValueError(f"{path} is not a SentencePiece model: {str(error).strip()[:200]}") from None
+    return model_proto
 
 
 def pieces_by_id(vocab):
