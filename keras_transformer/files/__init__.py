@@ -5,8 +5,9 @@ temporary path and a rename (`atomic`). A run and an export each keep a record
 of the files they wrote (`run_files`, `manifest`), and a command deletes or
 replaces only those (`ownership`), in folders it may write (`destinations`);
 result files never land on what a job reads (`output_files`). Text files are
-read with errors that name the file and the line (`text_files`). This wing
+read with errors that name the file and the line (`text_files`), JSON files from
+elsewhere bounded and checked (`json_files`). This wing
 imports nothing else of the package but `errors`.
 """
 
-__all__ = ["atomic", "destinations", "manifest", "output_files", "ownership", "run_files", "text_files"]
+__all__ = ["atomic", "destinations", "json_files", "manifest", "output_files", "ownership", "run_files", "text_files"]

@@ -198,6 +198,12 @@ def is_own(path, kind):
     return record is not None and ownership.first_foreign(path, record) is None
 
 
+def is_whole(path, kind):
+    """Whether `path` is a `kind` of this package holding exactly its record's files: none foreign, none missing."""
+    record = files_record(path, kind)
+    return is_own(path, kind) and ownership.first_missing(path, record) is None
+
+
 def is_own_run(path):
     """Whether `path` is a training run of this package holding only recorded files (see `is_own`)."""
     return is_own(path, RUN)

@@ -159,6 +159,12 @@ def check_recorded(folder, record):
         raise ForeignPathError(folder, *found)
 
 
+def first_missing(folder, record):
+    """The first file `record` lists that is not under `folder` (a relative POSIX path), or None."""
+    folder = pathlib.Path(folder)
+    return next((relative for relative in sorted(record.files) if not (folder / relative).is_file()), None)
+
+
 def remove_recorded(folder, record):
     """Deletes every file under `folder`, then its folders, once `check_recorded` has found nothing foreign.
 

@@ -33,6 +33,7 @@ from keras_transformer.config import DecodingConfig
 from keras_transformer.errors import ArgumentError, KerasTransformerWarning, first_line, literal
 from keras_transformer.files import atomic, destinations, manifest
 from keras_transformer.litert import fast_text
+from keras_transformer.models.loading import load_model
 from keras_transformer.training import run_dir
 
 FORMAT = "litert"
@@ -89,7 +90,7 @@ def export_run(run, output, *, quantization=None, overwrite=False, beam_size=Non
     run_dir.warn_if_unfinished(run)
     config = run_dir.RunConfig.read(run)
     decoding = config.decoding or DecodingConfig()
-    model = _load_model(run / run_dir.MODEL)
+    model = load_model(run / run_dir.MODEL)
     cache_length = _cache_length(run, model, max_length if max_length is not None else decoding.max_length)
     tokenizer_dirs = _tokenizer_dirs(run)
     protos, reasons = zip(
@@ -237,12 +238,3 @@ def _tokenizer_dirs(run):
     source = run / run_dir.SOURCE_TOKENIZER
     target = run / run_dir.TARGET_TOKENIZER
     return source, (target if target.is_dir() else source)
-
-
-def _load_model(path):
-    import keras
-
-    try:
-        return keras.saving.load_model(path, compile=False)
-    except Exception as error:  # noqa: BLE001  (zip, JSON, Keras: all mean "corrupt")
-        raise ValueError(f"{path}: could not load the model (corrupt or incompatible?): {first_line(error)}") from None

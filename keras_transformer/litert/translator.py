@@ -19,17 +19,17 @@ Example:
 >>> translator.greedy_with_status(["오늘 너무 힘들었어"])["finished"]
 """
 
-import json
 import pathlib
 import threading
 import warnings
 
 import numpy as np
 
+from keras_transformer.files.json_files import read_json_object
 from keras_transformer.litert import fast_text, search
 from keras_transformer.litert import text as host_text
+from keras_transformer.litert.info import INFO_FILE, check_model, read_info
 
-INFO_FILE = "litert.json"
 _ASCII_SPACE = " \t\n\r\x0b\x0c"
 
 
@@ -47,8 +47,8 @@ def _array(values, dtype=None):
 def is_export(path):
     """Whether `path` is a folder holding a LiteRT export's `litert.json`."""
     try:
-        info = json.loads((pathlib.Path(path) / INFO_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        info = read_json_object(pathlib.Path(path) / INFO_FILE)
+    except (OSError, ValueError):
         return False
     return isinstance(info, dict) and info.get("format") == "litert"
 
@@ -76,13 +76,13 @@ class Translator:
         if not is_export(path):
             raise ValueError(f"{path} is not a LiteRT export (no {INFO_FILE} of format 'litert')")
         manifest.verify_manifest(path)
-        info = json.loads((path / INFO_FILE).read_text(encoding="utf-8"))
+        info = read_info(path)
         self.info, self.path = info, path
         decoding = info["decoding"]
-        beams = decoding["beam_size"] if beam_size is None else beam_size
+        beams = decoding.beam_size if beam_size is None else beam_size
         if isinstance(beams, bool) or not isinstance(beams, int) or beams < 1:
             raise ValueError(f"`beam_size` must be a positive int. Received: beam_size={beam_size!r}")
-        self._alpha = float(decoding["alpha"] if alpha is None else alpha)
+        self._alpha = float(decoding.alpha if alpha is None else alpha)
         if not 0 <= self._alpha < float("inf"):
             raise ValueError(f"`alpha` must be a finite number >= 0. Received: alpha={alpha!r}")
         self.beam_size = _array(beams, np.int32)
@@ -91,6 +91,7 @@ class Translator:
         self._target_text = host_text.load_text(path / info["tokenizer"]["target"])
         text_ops = bool({"tokenize", "detokenize"} & set(info["signatures"]))
         self._interpreter = _interpreter(path / info["model_file"], text_ops, num_threads)
+        check_model(info, self._interpreter, path)
         self._runners = {name: self._interpreter.get_signature_runner(name) for name in info["signatures"]}
         self._banned = np.array(info["banned_ids"], np.int64)
         self._lock = threading.Lock()  # one interpreter: one call at a time
@@ -119,7 +120,7 @@ class Translator:
                 self._session(source, 1), done, self.info["max_length"], *self._ids(), self._force_end()
             )
         lengths = np.array([len(output) for output in outputs])
-        scores = log_probs / search.length_penalty(lengths, self._alpha, self.info["decoding"]["normalization"])
+        scores = log_probs / search.length_penalty(lengths, self._alpha, self.info["decoding"].normalization)
         return {
             "translations": _array(self.detokenize(outputs), object),
             "scores": _array(np.where(done, 0.0, scores), np.float32),
@@ -141,9 +142,9 @@ class Translator:
                 self.info["max_length"],
                 *self._ids(),
                 self._alpha,
-                self.info["decoding"]["normalization"],
+                self.info["decoding"].normalization,
                 self._force_end(),
-                self.info["decoding"].get("stopping", "beams_ended"),
+                self.info["decoding"].stopping,
             )
         rows = [self._cut(row) for row in ids.reshape(-1, ids.shape[-1])]
         strings = np.array(self.detokenize(rows), object).reshape(len(texts), beams)
@@ -233,7 +234,7 @@ class Translator:
         return self.info["start_id"], self.info["end_id"]
 
     def _force_end(self):
-        return self.info["decoding"]["force_end"]
+        return self.info["decoding"].force_end
 
     def _cut(self, ids):
         """The generated ids up to and including the first END."""
@@ -305,9 +306,15 @@ def _interpreter(model_path, text_ops, num_threads):
         from tensorflow_text.core.pybinds import tflite_registrar
 
         registerers = list(tflite_registrar.SELECT_TFTEXT_OPS)
-    return InterpreterWithCustomOps(
-        model_path=str(model_path), custom_op_registerers=registerers, num_threads=num_threads
-    )
+    try:
+        interpreter = InterpreterWithCustomOps(
+            model_path=str(model_path), custom_op_registerers=registerers, num_threads=num_threads
+        )
+        interpreter.get_signature_list()
+    except (RuntimeError, ValueError) as error:  # LiteRT's own words for a file it cannot read
+        message = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        raise ValueError(f"{model_path} is not a LiteRT model this export can run: {message}") from None
+    return interpreter
 
 
 def _checked(sentences, name="sentences"):

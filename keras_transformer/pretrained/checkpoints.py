@@ -26,18 +26,17 @@ Example:
 TensorInfo(shape=(58101, 512), dtype='F32')
 """
 
-import json
 import pathlib
 import re
 from typing import NamedTuple
 
 import numpy as np
 
+from keras_transformer.files.json_files import MAX_JSON_BYTES, read_json_object
 from keras_transformer.files.ownership import sha256
 
 WEIGHT_FILES = ("model.safetensors", "tf_model.h5", "pytorch_model.bin")
 FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
-MAX_JSON_BYTES = 4 * 2**20  # config.json and generation_config.json are a few kB
 
 
 class TensorInfo(NamedTuple):
@@ -117,23 +116,6 @@ class Checkpoint:
             name = self.weights_file
             self._reader = _READERS[name](self.path(name))
         return self._reader
-
-
-def read_json_object(path, max_bytes=MAX_JSON_BYTES):
-    """The JSON object in file `path`; a `ValueError` naming it for a file too large, not JSON, or not an object."""
-    path = pathlib.Path(path)
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise ValueError(f"{path} is {size:,} bytes, more than the {max_bytes:,} such a file can need")
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except RecursionError:
-        raise ValueError(f"{path} is not JSON that can be read: nested too deeply") from None
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path} is not JSON: {_first_line(error)}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path} must hold a JSON object. Received: {type(data).__name__}")
-    return data
 
 
 class _Safetensors:

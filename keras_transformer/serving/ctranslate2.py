@@ -48,6 +48,7 @@ import numpy as np
 
 from keras_transformer.errors import literal
 from keras_transformer.files import atomic, destinations, manifest
+from keras_transformer.models.loading import load_model
 from keras_transformer.training import run_dir
 
 PROVENANCE = destinations.CTRANSLATE2_PROVENANCE
@@ -96,7 +97,7 @@ def convert_run(run, output, *, quantization=None, overwrite=False, record=None)
 
     run_dir.warn_if_unfinished(run)
     config = run_dir.RunConfig.read(run)
-    model = _load_model(run / run_dir.MODEL)
+    model = load_model(run / run_dir.MODEL)
     source_pieces = read_pieces(run / run_dir.SOURCE_TOKENIZER)
     target_dir = run / run_dir.TARGET_TOKENIZER
     target_pieces = read_pieces(target_dir) if target_dir.is_dir() else source_pieces
@@ -257,17 +258,6 @@ def _check_run(run):
             "convert one member (e.g. its member-0/ folder) instead"
         )
     return path
-
-
-def _load_model(path):
-    import keras
-
-    try:
-        return keras.saving.load_model(path, compile=False)
-    except Exception as error:  # noqa: BLE001  (zip, JSON, Keras: all mean "corrupt")
-        from keras_transformer.errors import first_line
-
-        raise ValueError(f"{path}: could not load the model (corrupt or incompatible?): {first_line(error)}") from None
 
 
 def _check_vocabulary(name, pieces, size):

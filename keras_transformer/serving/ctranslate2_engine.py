@@ -116,8 +116,9 @@ def cached_model(run, cache_dir=None):
 
     The folder is `cache_dir` (default `cache_root()`)`/ctranslate2/NAME-HASH`,
     HASH of the run's absolute path. A conversion is reused while its
-    recorded `run_sha256` is the run's `fingerprint`; otherwise it is
-    replaced (only a CTranslate2 export of this package, file by file).
+    recorded `run_sha256` is the run's `fingerprint` and every file its
+    manifest lists is there; otherwise it is replaced (only a CTranslate2
+    export of this package, file by file).
 
     Example:
 
@@ -131,7 +132,9 @@ def cached_model(run, cache_dir=None):
     with _lock:
         destinations.recover(folder)
         expected = fingerprint(run)
-        if _recorded(folder).get("run_sha256") != expected or not destinations.is_own_ctranslate2(folder):
+        if _recorded(folder).get("run_sha256") != expected or not destinations.is_whole(
+            folder, destinations.CTRANSLATE2
+        ):
             folder.parent.mkdir(parents=True, exist_ok=True)
             writer.convert_run(run, folder, overwrite=True, record={"run_sha256": expected})
     return folder

@@ -23,6 +23,7 @@ from keras_transformer import decoding, litert
 from keras_transformer.config import DecodingConfig
 from keras_transformer.errors import ArgumentError, first_line, literal
 from keras_transformer.files import destinations, manifest
+from keras_transformer.models.loading import load_model
 from keras_transformer.serving.translator import SIGNATURES, Translator, check_export_destination
 from keras_transformer.serving.translator_methods import TranslatorMethods
 from keras_transformer.training import run_dir
@@ -193,15 +194,10 @@ def _load_saved_model(path, beam_size, alpha, max_length, compact):
 
 
 def _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact):
-    import keras
-
     from keras_transformer.tokenizers import load_tokenizer
 
     config = run_dir.RunConfig.read(path)
-    models = [
-        _guarded(model_path, "model", lambda p=model_path: keras.saving.load_model(p, compile=False))
-        for model_path in run_dir.model_paths(path)
-    ]
+    models = [load_model(model_path) for model_path in run_dir.model_paths(path)]
     model = models[0] if len(models) == 1 else models  # a list: an ensemble
     source = _guarded(
         path / run_dir.SOURCE_TOKENIZER, "tokenizer", lambda: load_tokenizer(path / run_dir.SOURCE_TOKENIZER)

@@ -216,6 +216,104 @@ def test_a_max_length_beyond_the_fixed_cache_names_the_limit(exported, tmp_path,
     assert not (tmp_path / "out").exists()
 
 
+def _edited_export(exported, tmp_path, edit):
+    """A copy of the export whose litert.json `edit` changed, with its manifest written again to match."""
+    import shutil
+
+    from keras_transformer.files import manifest
+
+    folder = tmp_path / "edited"
+    shutil.copytree(exported[1], folder)
+    info = json.loads((folder / "litert.json").read_text(encoding="utf-8"))
+    edit(info)
+    (folder / "litert.json").write_text(json.dumps(info), encoding="utf-8")
+    manifest.write_manifest(folder)
+    return folder
+
+
+def _set(path, value):
+    def edit(info):
+        *parents, last = path.split(".")
+        target = info
+        for name in parents:
+            target = target[name]
+        target[last] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (_set("decoding.beam_size", 10**6), "`beam_size` must be an int in [1, 128]"),
+        (_set("max_length", 10**9), "`max_length` must be an int"),
+        (_set("max_length", -1), "`max_length` must be an int"),
+        (_set("max_length", 16), "give a decoder cache of"),  # in range, but not the .tflite's cache
+        (_set("layers", 7), "give a decoder cache of"),
+        (_set("start_id", -3), "`start_id` must be an int"),
+        (_set("end_id", "3"), "`end_id` must be an int"),
+        (_set("quantization", "int4"), "`quantization` must be one of"),
+        (_set("decoding.alpha", float("nan")), "`alpha` must be a finite number"),
+        (_set("decoding.force_end", "false"), "`force_end` must be true or false"),
+        (_set("banned_ids", [10**9]), "`banned_ids` must hold ids"),
+        (_set("target_vocab_size", 10), "`target_vocab_size`"),
+        (_set("model_file", "../../model.tflite"), "`model_file` must be a file name"),
+        (_set("tokenizer.source", "../../etc"), "`tokenizer.source` must be a folder inside the export"),
+        (lambda info: info.pop("signatures"), "no `signatures`"),
+        (_set("signatures", ["encode"]), "`signatures` must list"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_litert_json_values_are_checked_before_anything_is_allocated(exported, tmp_path, edit, words):
+    folder = _edited_export(exported, tmp_path, edit)
+    with pytest.raises(ValueError) as error:
+        litert.Translator(folder)
+    message = str(error.value)
+    assert "litert.json" in message and words in message and "\n" not in message, message
+
+
+def test_a_signature_litert_json_lists_but_the_model_lacks_is_named(exported, tmp_path):
+    folder = _edited_export(exported, tmp_path, lambda info: None)
+    tiny = tf.lite.TFLiteConverter.from_concrete_functions([_identity.get_concrete_function()], _identity).convert()
+    (folder / "model.tflite").write_bytes(tiny)
+    from keras_transformer.files import manifest
+
+    manifest.write_manifest(folder)
+    with pytest.raises(ValueError, match="model.tflite has no signature 'encode', which .*litert.json lists"):
+        litert.Translator(folder)
+
+
+@tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+def _identity(x):
+    return x + 1
+
+
+@pytest.mark.parametrize("content", [b"", b"TFL3" + b"\x00" * 64, b"not a flatbuffer" * 100])
+def test_a_damaged_tflite_is_named(exported, tmp_path, capsys, content):
+    folder = _edited_export(exported, tmp_path, lambda info: None)
+    (folder / "model.tflite").write_bytes(content)
+    from keras_transformer.files import manifest
+
+    manifest.write_manifest(folder)
+    with pytest.raises(ValueError, match="model.tflite is not a LiteRT model this export can run"):
+        litert.Translator(folder)
+    assert cli.main(["translate", "--model", str(folder), "hello"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "model.tflite" in err and "\n" not in err
+
+
+def test_a_truncated_model_keras_is_named_as_truncated_not_missing(exported, tmp_path, capsys):
+    import shutil
+
+    run = shutil.copytree(exported[0], tmp_path / "run")
+    data = (run / run_dir.MODEL).read_bytes()
+    (run / run_dir.MODEL).write_bytes(data[: len(data) // 2])
+    assert cli.main(["export", "--model", str(run), "--output", str(tmp_path / "out"), "--format", "litert"]) == 2
+    message = capsys.readouterr().err.strip()
+    assert f"{run / run_dir.MODEL} is not a whole .keras file" in message and "truncated" in message, message
+    assert "File not found" not in message and not (tmp_path / "out").exists()
+
+
 def test_without_ai_edge_litert_one_line_says_what_to_install(exported, monkeypatch):
     _, output, _, _ = exported
     monkeypatch.setitem(sys.modules, "ai_edge_litert", None)

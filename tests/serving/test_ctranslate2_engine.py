@@ -146,6 +146,17 @@ def test_converts_once_and_again_when_the_model_changes(run, tmp_path):
     assert destinations.is_own_ctranslate2(folder)
 
 
+@pytest.mark.parametrize("name", ["model.bin", "shared_vocabulary.json", "config.json"])
+def test_a_file_deleted_from_the_cache_is_converted_again(run, tmp_path, name):
+    folder = ctranslate2_engine.cached_model(run[0], tmp_path / "cache")
+    content = (folder / name).read_bytes()
+    (folder / name).unlink()
+    assert ctranslate2_engine.cached_model(run[0], tmp_path / "cache") == folder
+    assert (folder / name).read_bytes() == content and destinations.is_own_ctranslate2(folder)
+    translator = ctranslate2_engine.CTranslate2Translator(run[0], beam_size=1, cache_dir=tmp_path / "cache")
+    assert translator.greedy(run[1][:2]).shape == (2,)
+
+
 def test_never_touches_a_foreign_file_in_the_cache(run, tmp_path):
     folder = ctranslate2_engine.cached_model(run[0], tmp_path / "cache")
     (folder / "notes.txt").write_text("mine", encoding="utf-8")
