@@ -20,6 +20,7 @@ import tensorflow as tf
 from keras import ops
 
 import keras_transformer as kt
+from keras_transformer.config import MAX_LENGTH
 from keras_transformer.layers.attention import masked_softmax
 from keras_transformer.layers.masks import key_padding_to_attention_mask
 
@@ -317,7 +318,7 @@ LAYER_ARGS = {
 RATES = {"dropout", "attention_dropout", "activation_dropout"}
 
 
-def _bad_values(name):
+def _bad_values(name, constructor=None):
     if name in RATES:
         return [(-0.1, "a number in [0, 1)"), (1.0, "a number in [0, 1)"), ("0.1", "a number in [0, 1)")]
     if name == "layer_norm_epsilon":
@@ -325,6 +326,8 @@ def _bad_values(name):
     values = [0, -2, 4.0, True, None]
     if name == "num_decoder_layers":
         values.remove(None)  # None: as many as `num_layers`
+    if constructor is kt.build_transformer and name == "max_length":  # the model's positions: bounded
+        return [(value, f"an int in [1, {MAX_LENGTH}]") for value in values]
     return [(value, "a positive int") for value in values]
 
 
@@ -332,7 +335,7 @@ BAD_ARGUMENTS = [
     (constructor, name, value, expected)
     for constructor, kwargs in LAYER_ARGS.items()
     for name in kwargs
-    for value, expected in _bad_values(name)
+    for value, expected in _bad_values(name, constructor)
 ]
 
 
