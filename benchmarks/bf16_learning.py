@@ -150,8 +150,8 @@ def main(argv=None):
     if args.worker:
         return worker(args)
     from keras_transformer.plotting import read_history
+    from keras_transformer.runs import HISTORY
     from keras_transformer.training.precision import cpu_bf16_units
-    from keras_transformer.training.run_dir import HISTORY
 
     seeds = {"float32": args.seeds, "bfloat16": args.bf16_seeds or args.seeds}
     runs = run_all(args, [(precision, int(seed)) for precision in PRECISIONS for seed in seeds[precision].split(",")])

@@ -58,9 +58,11 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from machine import describe_machine, machine_line  # noqa: E402
 
-from keras_transformer import decoding
+from keras_transformer import (
+    decoding,
+    runs,  # noqa: E402
+)
 from keras_transformer.serving.ctranslate2 import convert_run, read_pieces  # noqa: E402
-from keras_transformer.training import run_dir  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "decoding"
@@ -108,7 +110,7 @@ def test_pairs(run, data_dir, count):
     """`(corpus, split, pairs)`: the first `count` pairs of the test split (validation where there is none)."""
     from keras_transformer.datasets.corpora import get_corpus, load_pairs
 
-    corpus = run_dir.RunConfig.read(run).preset.data.corpus
+    corpus = runs.RunConfig.read(run).preset.data.corpus
     split = "test" if "test" in get_corpus(corpus).splits else "validation"
     return corpus, split, load_pairs(corpus, data_dir, split)[:count]
 
@@ -117,8 +119,8 @@ def tokenize(run, sentences, max_length):
     """The source ids of `sentences` as the run's model reads them: END added where its preset adds it."""
     from keras_transformer.tokenizers import END_ID, SubwordTokenizer
 
-    add_source_end = run_dir.RunConfig.read(run).add_source_end
-    tokenizer = SubwordTokenizer.load(run / run_dir.SOURCE_TOKENIZER)
+    add_source_end = runs.RunConfig.read(run).add_source_end
+    tokenizer = SubwordTokenizer.load(run / runs.SOURCE_TOKENIZER)
     rows = tokenizer.tokenize(tf.constant(sentences)).to_list()
     return [(row + [END_ID] if add_source_end else row)[:max_length] for row in rows]
 
@@ -126,8 +128,8 @@ def tokenize(run, sentences, max_length):
 def detokenizer(run):
     from keras_transformer.tokenizers import SubwordTokenizer
 
-    path = run / run_dir.TARGET_TOKENIZER
-    tokenizer = SubwordTokenizer.load(path if path.is_dir() else run / run_dir.SOURCE_TOKENIZER)
+    path = run / runs.TARGET_TOKENIZER
+    tokenizer = SubwordTokenizer.load(path if path.is_dir() else run / runs.SOURCE_TOKENIZER)
     return lambda rows: [s.decode("utf-8") for s in tokenizer.detokenize(tf.ragged.constant(rows)).numpy()]
 
 
@@ -155,13 +157,13 @@ def ours(model, batches, search, beam, alpha, max_length, repeats, compact, work
     for _, batch in batches:
         decode(batch).numpy()
     compile_seconds = time.perf_counter() - start
-    runs = []
+    times = []
     for _ in range(repeats):
         start = time.perf_counter()
         ids = decode_all()
-        runs.append(time.perf_counter() - start)
+        times.append(time.perf_counter() - start)
     pool.shutdown()
-    return statistics.median(runs), runs, compile_seconds, [[int(i) for i in row if i != 0] for row in ids]
+    return statistics.median(times), times, compile_seconds, [[int(i) for i in row if i != 0] for row in ids]
 
 
 def ctranslate2_decode(path, compute_type, sources, pieces, batch_size, beam, beta, max_length, repeats):
@@ -180,13 +182,13 @@ def ctranslate2_decode(path, compute_type, sources, pieces, batch_size, beam, be
         return_end_token=True,
     )
     translator.translate_batch(tokens[:batch_size], **options)  # warm-up
-    runs = []
+    times = []
     for _ in range(repeats):
         start = time.perf_counter()
         results = translator.translate_batch(tokens, **options)
-        runs.append(time.perf_counter() - start)
+        times.append(time.perf_counter() - start)
     index = {piece: i for i, piece in enumerate(pieces)}
-    return statistics.median(runs), runs, [[index[p] for p in r.hypotheses[0]] for r in results]
+    return statistics.median(times), times, [[index[p] for p in r.hypotheses[0]] for r in results]
 
 
 def bleu(ids, references, detokenize):
@@ -213,9 +215,9 @@ def main(argv=None):
     print(machine_line(describe_machine()), flush=True)
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="ct2-bench-"))
     run = pathlib.Path(args.model) if args.model else train_tiny(args.data_dir, scratch)
-    config = run_dir.RunConfig.read(run)
+    config = runs.RunConfig.read(run)
     alpha = args.alpha if args.alpha is not None else config.decoding.alpha
-    model = keras.saving.load_model(run / run_dir.MODEL, compile=False)
+    model = keras.saving.load_model(run / runs.MODEL, compile=False)
     max_length = min(args.max_length, model.max_length)
 
     corpus, split, pairs = test_pairs(run, args.data_dir, args.sentences)
@@ -225,13 +227,13 @@ def main(argv=None):
     references = [pairs[i][1] for i in order]
     batches = batches_of(sources, args.batch_size)
     detokenize = detokenizer(run)
-    target = run / run_dir.TARGET_TOKENIZER
-    pieces = read_pieces(target if target.is_dir() else run / run_dir.SOURCE_TOKENIZER)
+    target = run / runs.TARGET_TOKENIZER
+    pieces = read_pieces(target if target.is_dir() else run / runs.SOURCE_TOKENIZER)
     export = pathlib.Path(convert_run(run, scratch / "ct2"))
 
     rows, reference_ids = [], {}
 
-    def add_row(system, search, seconds, runs, ids, **extra):
+    def add_row(system, search, seconds, times, ids, **extra):
         # The first of ours: float32, one program and one worker (with --only-best, compacting).
         reference_ids.setdefault(search, ids)
         rows.append(
@@ -239,7 +241,7 @@ def main(argv=None):
                 system=system,
                 search=search,
                 seconds=round(seconds, 3),
-                runs=[round(r, 3) for r in runs],
+                runs=[round(r, 3) for r in times],
                 **extra,
                 bleu=bleu(ids, references, detokenize),
                 same_ids_as_ours=sum(a == b for a, b in zip(ids, reference_ids[search])),
@@ -247,7 +249,7 @@ def main(argv=None):
         )
         print(rows[-1], flush=True)
 
-    quantized = keras.saving.load_model(run / run_dir.MODEL, compile=False)
+    quantized = keras.saving.load_model(run / runs.MODEL, compile=False)
     quantized.quantize("int8")
     for search in ("greedy", "beam"):
         for precision, weights in (("float32", model), ("int8", quantized)):
@@ -255,13 +257,13 @@ def main(argv=None):
                 for workers in sorted({1, args.workers}):
                     if (args.only_best or precision == "int8") and not (compact and workers == args.workers):
                         continue
-                    seconds, runs, first_pass, ids = ours(
+                    seconds, times, first_pass, ids = ours(
                         weights, batches, search, args.beam, alpha, max_length, args.repeats, compact, workers
                     )
                     kind = "compacting" if compact else "one program"
                     quantization = ", Keras int8" if precision == "int8" else ""
                     system = f"ours (XLA, cached{quantization}, {kind}, {workers} worker{'s' if workers > 1 else ''})"
-                    add_row(system, search, seconds, runs, ids, first_pass_seconds=round(first_pass, 1))
+                    add_row(system, search, seconds, times, ids, first_pass_seconds=round(first_pass, 1))
     mean_length = float(np.mean([len(row) for row in reference_ids["greedy"]]))
     beta = args.ct2_length_penalty
     if beta is None:
@@ -269,10 +271,10 @@ def main(argv=None):
     for compute_type in ("float32", "int8"):
         for search in ("greedy", "beam"):
             beam = 1 if search == "greedy" else args.beam
-            seconds, runs, ids = ctranslate2_decode(
+            seconds, times, ids = ctranslate2_decode(
                 export, compute_type, sources, pieces, args.batch_size, beam, beta, max_length, args.repeats
             )
-            add_row(f"CTranslate2 {compute_type}", search, seconds, runs, ids)
+            add_row(f"CTranslate2 {compute_type}", search, seconds, times, ids)
 
     report = dict(
         benchmark="ctranslate2_decode",
@@ -311,7 +313,7 @@ def main(argv=None):
 
 
 def _epochs(run):
-    history = run / run_dir.HISTORY
+    history = run / runs.HISTORY
     if not history.is_file():
         return None
     return max(0, len(history.read_text(encoding="utf-8").splitlines()) - 1)

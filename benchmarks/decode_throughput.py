@@ -43,10 +43,13 @@ import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 from machine import machine_line  # noqa: E402
 
-from keras_transformer import build_transformer, decoding
+from keras_transformer import (
+    build_transformer,
+    decoding,
+    runs,  # noqa: E402
+)
 from keras_transformer.datasets.corpora import resolve_dir  # noqa: E402
 from keras_transformer.tokenizers import SubwordTokenizer  # noqa: E402
-from keras_transformer.training import run_dir  # noqa: E402
 
 SPLITS = {"test": "test_2016_flickr.en", "val": "val.en"}
 
@@ -84,8 +87,8 @@ def parse_args():
 
 def model_and_tokenizer(args, sentences):
     if args.model:
-        model = keras.saving.load_model(pathlib.Path(args.model) / run_dir.MODEL, compile=False)
-        tokenizer = SubwordTokenizer.load(pathlib.Path(args.model) / run_dir.SOURCE_TOKENIZER)
+        model = keras.saving.load_model(pathlib.Path(args.model) / runs.MODEL, compile=False)
+        tokenizer = SubwordTokenizer.load(pathlib.Path(args.model) / runs.SOURCE_TOKENIZER)
         return model, tokenizer, f"trained run {args.model}"
     keras.utils.set_random_seed(0)  # before any tokenizer exists (tensorflow/text#570)
     train = (resolve_dir("multi30k-en-de", args.data_dir) / "train.en").read_text(encoding="utf-8").splitlines()

@@ -74,12 +74,12 @@ def decode(run, sentences, beam_size, alpha, batch_size, greedy=False):
 
 def training_record(run, config):
     """The run's training figures; an ensemble's per member, with the minutes of all."""
-    from keras_transformer.training import run_dir
+    from keras_transformer import runs
 
     keys = ("train_minutes", "completed_epochs", "best_val_loss", "best_epoch", "averaged")
     if not config.members:
         return {key: getattr(config, key) for key in keys}
-    members = [run_dir.RunConfig.read(run / member) for member in config.members]
+    members = [runs.RunConfig.read(run / member) for member in config.members]
     return {
         "train_minutes": config.train_minutes,
         "members": [{key: getattr(member, key) for key in keys} for member in members],
@@ -96,13 +96,12 @@ def main(argv=None):
     run = pathlib.Path(args.output or REPO / "runs" / preset)
     results_path = pathlib.Path(args.json or REPO / "benchmarks" / "results" / preset / "current.json")
 
-    from keras_transformer import evaluation
+    from keras_transformer import evaluation, runs, train
     from keras_transformer.datasets import hold_out_dev, load_pairs
-    from keras_transformer.training import run_dir, train
 
     summary = train(preset=preset, output=run, data_dir=data, resume=True)
     print(json.dumps(summary), flush=True)
-    config = run_dir.RunConfig.read(run)
+    config = runs.RunConfig.read(run)
     beam_size = config.decoding.beam_size
 
     def read(stem, language):
@@ -146,7 +145,7 @@ def main(argv=None):
 
     import keras
 
-    models = [keras.saving.load_model(path, compile=False) for path in run_dir.model_paths(run)]
+    models = [keras.saving.load_model(path, compile=False) for path in runs.model_paths(run)]
     report = {
         "command": " ".join(["python"] + sys.argv),
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -165,7 +164,7 @@ def main(argv=None):
         "test": tests,
     }
     results_path.parent.mkdir(parents=True, exist_ok=True)
-    run_dir.write_json_atomic(results_path, report)
+    runs.write_json_atomic(results_path, report)
     print(f"Wrote {results_path}")
     return 0
 

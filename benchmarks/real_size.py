@@ -180,12 +180,11 @@ def worker_ours_search(args):
     import keras
     import tensorflow as tf
 
-    from keras_transformer import decoding
-    from keras_transformer.training import run_dir
+    from keras_transformer import decoding, runs
 
     run = pathlib.Path(args.path)
-    model = keras.saving.load_model(run / run_dir.MODEL, compile=False)
-    tokenizers = run_dir.load_tokenizers(run)
+    model = keras.saving.load_model(run / runs.MODEL, compile=False)
+    tokenizers = runs.load_tokenizers(run)
     config = model.config
     end, pad = int(tokenizers.source.end_id), int(tokenizers.source.pad_id)
     sentences = read_lines(args.sources, args.sentences)
@@ -289,12 +288,12 @@ def worker_train(args):
     import numpy as np
     import tensorflow as tf
 
-    from keras_transformer.training import run_dir
+    from keras_transformer import runs
     from keras_transformer.training.recipe import compile_model
 
     run = pathlib.Path(args.path)
-    config = run_dir.RunConfig.read(run)
-    tokenizers = run_dir.load_tokenizers(run)
+    config = runs.RunConfig.read(run)
+    tokenizers = runs.load_tokenizers(run)
     source_tokenizer, target_tokenizer = tokenizers.source, tokenizers.target
     rows, width = args.token_budget // args.width, args.width
     english = read_lines(pathlib.Path(args.data) / "train.en", 4000)
@@ -324,7 +323,7 @@ def worker_train(args):
             ]
         )
     )
-    model = keras.saving.load_model(run / run_dir.MODEL, compile=False)
+    model = keras.saving.load_model(run / runs.MODEL, compile=False)
     compile_model(model, config.preset, jit_compile=True)
 
     def dataset(count):

@@ -38,8 +38,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from keras_transformer import runs  # noqa: E402
 from keras_transformer.decoding import cache  # noqa: E402
-from keras_transformer.training import run_dir  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -83,8 +83,8 @@ def main(argv=None):
     parser.add_argument("--output", default=str(HERE / "results" / "real_size" / "profile.json"))
     args = parser.parse_args(argv)
     run = pathlib.Path(args.run)
-    model = keras.saving.load_model(run / run_dir.MODEL, compile=False)
-    tokenizers = run_dir.load_tokenizers(run)
+    model = keras.saving.load_model(run / runs.MODEL, compile=False)
+    tokenizers = runs.load_tokenizers(run)
     test_file = multi30k_folder(args.data) / "test_2016_flickr.en"
     sentences = test_file.read_text(encoding="utf-8").splitlines()
     rows = tokenizers.source.tokenize(tf.constant(sentences[: args.batch_size])).to_list()

@@ -93,12 +93,12 @@ def saved_model(args, workdir):
 
 def run_corpus(path):
     """The built-in corpus the run directory `path` was trained on; None for a SavedModel or the user's files."""
+    from keras_transformer import runs
     from keras_transformer.datasets import CORPORA
-    from keras_transformer.training import run_dir
 
-    if not run_dir.is_run_dir(path):
+    if not runs.is_run_dir(path):
         return None
-    preset = run_dir.RunConfig.read(path).preset
+    preset = runs.RunConfig.read(path).preset
     corpus = preset.data.corpus if preset is not None else None
     return corpus if corpus in CORPORA else None
 

@@ -39,8 +39,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 from machine import machine_line  # noqa: E402
 
+from keras_transformer import runs  # noqa: E402
 from keras_transformer.serving.export import load  # noqa: E402
-from keras_transformer.training import run_dir  # noqa: E402
 
 
 def parse_args():
@@ -56,7 +56,7 @@ def parse_args():
 
 def saved_model(args, workdir):
     """(path of a SavedModel, description)."""
-    if args.model and run_dir.is_saved_model(args.model):
+    if args.model and runs.is_saved_model(args.model):
         return pathlib.Path(args.model), f"SavedModel {args.model}"
     if args.model:
         path = load(args.model).save(workdir / "export")

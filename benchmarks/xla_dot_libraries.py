@@ -145,9 +145,9 @@ def measure_one(args):
 
     model = None
     if args.model:
-        from keras_transformer.training import run_dir
+        from keras_transformer import runs
 
-        model = keras.saving.load_model(pathlib.Path(args.model) / run_dir.MODEL, compile=False)
+        model = keras.saving.load_model(pathlib.Path(args.model) / runs.MODEL, compile=False)
         args.vocab, args.d_model = model.decoder_embedding.weights[0].shape
     parts = []
     if keras.backend.backend() == "tensorflow":

@@ -4,7 +4,7 @@
 (`model.config`) and a `.keras` file stores it. A `Preset`
 (`keras_transformer.presets`) is a `ModelConfig` plus its data, training and
 decoding parts, and a run's `config.json` records them
-(`keras_transformer.training.run_dir.RunConfig`). Every setting has one name
+(`keras_transformer.runs.RunConfig`). Every setting has one name
 in all of them, on the command line too (`--alpha` is `alpha`). Names used by
 earlier versions' files (`input_vocab_size`, `length_penalty`) are read as
 today's (`LEGACY_NAMES`).

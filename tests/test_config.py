@@ -8,9 +8,9 @@ import keras
 import pytest
 
 import keras_transformer as kt
+from keras_transformer import runs
 from keras_transformer.config import DecodingConfig, ModelConfig
 from keras_transformer.presets import PRESETS, Preset, get_preset
-from keras_transformer.training import run_dir
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
 SMALL = dict(source_vocab_size=40, target_vocab_size=40, num_layers=1, d_model=16, num_heads=2, d_ff=32, max_length=8)
@@ -32,7 +32,7 @@ def test_an_earlier_versions_keras_file_gets_its_config_from_its_layers():
     assert model.config == ModelConfig(
         30, 30, num_layers=1, d_model=8, num_heads=2, d_ff=16, max_length=8, norm_first=True
     )
-    run_model = keras.saving.load_model(DATA / "run_11d2bb5" / run_dir.MODEL)
+    run_model = keras.saving.load_model(DATA / "run_11d2bb5" / runs.MODEL)
     assert run_model.config.share_embeddings and run_model.config.tie_output_embedding
 
 
@@ -90,7 +90,7 @@ def test_a_preset_sets_every_option_of_the_builder():
 
 
 def test_an_earlier_versions_flat_preset_reads():
-    recorded = json.loads((DATA / "run_11d2bb5" / run_dir.CONFIG).read_text(encoding="utf-8"))["preset"]
+    recorded = json.loads((DATA / "run_11d2bb5" / runs.CONFIG).read_text(encoding="utf-8"))["preset"]
     assert "length_penalty" in recorded and "alpha" not in recorded
     preset = Preset.from_dict(recorded)
     assert preset == PRESETS["tiny"].replace(max_examples=300)  # trained on 300 pairs
@@ -98,24 +98,24 @@ def test_an_earlier_versions_flat_preset_reads():
 
 def test_a_run_config_reads_types_and_writes_back_what_it_does_not_know(tmp_path):
     run = pathlib.Path(shutil.copytree(DATA / "run_11d2bb5", tmp_path / "run"))
-    config = run_dir.RunConfig.read(run)
+    config = runs.RunConfig.read(run)
     assert config.preset == PRESETS["tiny"].replace(max_examples=300) and config.model.source_vocab_size == 976
     assert config.decoding == DecodingConfig(beam_size=4, alpha=0.6, max_length=32)
     assert config.finished is True and config.completed_epochs == 1
-    raw = run_dir.read_config(run)
-    run_dir.write_json_atomic(run / run_dir.CONFIG, {**raw, "written_by_a_later_version": {"x": 1}})
-    run_dir.update_config(run, finished=False)
-    written = run_dir.read_config(run)
+    raw = runs.read_config(run)
+    runs.write_json_atomic(run / runs.CONFIG, {**raw, "written_by_a_later_version": {"x": 1}})
+    runs.update_config(run, finished=False)
+    written = runs.read_config(run)
     assert written["written_by_a_later_version"] == {"x": 1} and written["finished"] is False
     assert written["decoding"]["alpha"] == 0.6 and written["model"]["source_vocab_size"] == 976
-    assert run_dir.RunConfig.read(run).replace(finished=True) == config.replace(
+    assert runs.RunConfig.read(run).replace(finished=True) == config.replace(
         extra={"written_by_a_later_version": {"x": 1}}
     )
 
 
 def test_a_malformed_run_config_names_the_file_and_the_field(tmp_path):
     run = pathlib.Path(shutil.copytree(DATA / "run_11d2bb5", tmp_path / "run"))
-    raw = run_dir.read_config(run)
-    run_dir.write_json_atomic(run / run_dir.CONFIG, {**raw, "preset": {**raw["preset"], "epoch": 3}})
+    raw = runs.read_config(run)
+    runs.write_json_atomic(run / runs.CONFIG, {**raw, "preset": {**raw["preset"], "epoch": 3}})
     with pytest.raises(ValueError, match=r"config.json: `preset`: .*has no field 'epoch'"):
-        run_dir.RunConfig.read(run)
+        runs.RunConfig.read(run)

@@ -48,7 +48,7 @@ MODULES = [
     "keras_transformer.files.atomic",
     "keras_transformer.files.output_files",
     "keras_transformer.errors",
-    "keras_transformer.training.run_dir",
+    "keras_transformer.runs",
     "keras_transformer.datasets.splits",
     "keras_transformer.commands.cli",
     "keras_transformer.commands.arguments",

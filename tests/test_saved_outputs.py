@@ -14,10 +14,10 @@ import keras
 import numpy as np
 import pytest
 
+from keras_transformer import runs
 from keras_transformer.commands import cli
 from keras_transformer.files import destinations
 from keras_transformer.serving.export import load
-from keras_transformer.training import run_dir
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
 RUN = DATA / "run_11d2bb5"
@@ -33,7 +33,7 @@ def _strings(tensor):
 
 
 def test_its_model_gives_the_same_logits(expected):
-    model = keras.saving.load_model(RUN / run_dir.MODEL, compile=False)
+    model = keras.saving.load_model(RUN / runs.MODEL, compile=False)
     logits = model({"encoder_inputs": expected["source"], "decoder_inputs": expected["target"]})
     # The same weights and graph; the last bits differ with the CPU's kernels (AVX2 vs AVX-512).
     np.testing.assert_allclose(keras.ops.convert_to_numpy(logits), expected["logits"], rtol=0, atol=1e-5)
@@ -60,10 +60,10 @@ def test_it_resumes_and_is_replaced_as_a_run_of_this_package(tmp_path):
     run = pathlib.Path(shutil.copytree(RUN, tmp_path / "run"))
     assert destinations.check_destination(run, "run") == "ours"  # an earlier version's run: its files by name
     assert train("tiny", output=run, resume=True, max_examples=300, verbose=0)["message"].startswith("a finished run")
-    config = run_dir.read_config(run)
-    run_dir.write_json_atomic(run / run_dir.CONFIG, {**config, "finished": False})  # as if interrupted
+    config = runs.read_config(run)
+    runs.write_json_atomic(run / runs.CONFIG, {**config, "finished": False})  # as if interrupted
     summary = train("tiny", output=run, resume=True, epochs=2, max_examples=300, verbose=0)
-    assert summary["completed_epochs"] == 2 and run_dir.read_config(run)["finished"]
+    assert summary["completed_epochs"] == 2 and runs.read_config(run)["finished"]
     assert destinations.is_own_run(run)  # recorded now
     (run / "logs" / "my_notes.txt").write_text("mine", encoding="utf-8")
     with pytest.raises(destinations.UnsafeDestinationError, match="my_notes.txt was not written"):

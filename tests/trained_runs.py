@@ -16,8 +16,7 @@ import keras
 import pytest
 import tensorflow as tf
 
-from keras_transformer import MaskedSparseCategoricalCrossentropy, build_transformer
-from keras_transformer.training import run_dir
+from keras_transformer import MaskedSparseCategoricalCrossentropy, build_transformer, runs
 
 import run_cache
 
@@ -45,9 +44,9 @@ def _build_trained_export(root):
 
     run = root / "run"
     summary = train("tiny", output=run, epochs=1, max_examples=300, verbose=0)
-    assert summary["completed_epochs"] == 1 and run_dir.is_run_dir(run)
+    assert summary["completed_epochs"] == 1 and runs.is_run_dir(run)
     export = pathlib.Path(load(run).save(root / "export"))
-    assert run_dir.is_saved_model(export)
+    assert runs.is_saved_model(export)
     return export.name
 
 
@@ -99,11 +98,11 @@ def _build_tiny_run(root):
 
     path = root / "run"
     path.mkdir()
-    model.save(path / run_dir.MODEL)
-    tokenizer.save(path / run_dir.SOURCE_TOKENIZER)
-    tokenizer.save(path / run_dir.TARGET_TOKENIZER)
-    run_dir.write_json_atomic(
-        path / run_dir.CONFIG,
+    model.save(path / runs.MODEL)
+    tokenizer.save(path / runs.SOURCE_TOKENIZER)
+    tokenizer.save(path / runs.TARGET_TOKENIZER)
+    runs.write_json_atomic(
+        path / runs.CONFIG,
         {
             "model": model_config,
             "decoding": {"beam_size": 4, "length_penalty": 0.6, "max_length": MAX_LENGTH},

@@ -94,18 +94,18 @@ def run(args):
 
 
 def _plot_attention(args, plotting):
+    from keras_transformer import runs
     from keras_transformer.plotting import attention_maps
-    from keras_transformer.training import run_dir
 
     path = pathlib.Path(args.model)
-    if run_dir.is_saved_model(path) and not run_dir.is_run_dir(path):
+    if runs.is_saved_model(path) and not runs.is_run_dir(path):
         raise ValueError(
             f"{path} is an exported SavedModel; `plot attention` needs the training run directory "
             "(config.json, model.keras, tokenizers/) that it was exported from"
         )
-    if not run_dir.is_run_dir(path):
+    if not runs.is_run_dir(path):
         raise FileNotFoundError(f"{path} is not a training run directory (config.json and model.keras)")
-    config = run_dir.RunConfig.read(path)
+    config = runs.RunConfig.read(path)
     if config.members:
         raise ValueError(
             f"{path} is an ensemble; `plot attention` shows one model's heads: pass one "
@@ -144,11 +144,7 @@ def _plot_attention(args, plotting):
 
 def load_run(path):
     """`(model, source_tokenizer, target_tokenizer)` of a training run directory."""
-    import keras
+    from keras_transformer import runs
 
-    import keras_transformer  # noqa: F401  (registers the custom objects)
-    from keras_transformer.training import run_dir
-
-    path = pathlib.Path(path)
-    model = keras.saving.load_model(path / run_dir.MODEL, compile=False)
-    return (model, *run_dir.load_tokenizers(path))
+    run = runs.open_run(path)
+    return (run.models[0], *run.tokenizers)

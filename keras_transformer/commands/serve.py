@@ -142,10 +142,9 @@ def run(args):
         raise ValueError(
             f"serving needs the `serve` extra ({error.name} is not installed): pip install keras-transformer[serve]"
         ) from None
-    from keras_transformer import litert
+    from keras_transformer import litert, runs
     from keras_transformer.serving import connections
     from keras_transformer.serving.signatures import ServedModel
-    from keras_transformer.training import run_dir
 
     name = _model_name(rest, args)
     connection_limits = connections.budget(
@@ -158,7 +157,7 @@ def run(args):
         if args.engine != "xla" or litert.is_export(path):
             model = _served_translator(args)
         else:
-            if not run_dir.is_saved_model(path):
+            if not runs.is_saved_model(path):
                 workdir = pathlib.Path(tempfile.mkdtemp(prefix="kt-serve-"))
                 path = _exported(path, workdir)
             model = ServedModel(path, max_instances=args.max_instances)
@@ -193,10 +192,10 @@ def _served_translator(args):
 
 def _exported(path, workdir):
     """The run directory `path` exported to a SavedModel under `workdir`."""
+    from keras_transformer import runs
     from keras_transformer.serving.export import export_run
-    from keras_transformer.training import run_dir
 
-    if not (run_dir.is_run_dir(path) or (path / run_dir.CONFIG).is_file()):  # export_run says what is wrong
+    if not (runs.is_run_dir(path) or (path / runs.CONFIG).is_file()):  # export_run says what is wrong
         raise ValueError(
             f"{path} is neither a SavedModel (no saved_model.pb) nor a training run (no config.json) nor a LiteRT "
             "export (no litert.json): --model takes an export (`keras-transformer export`) or a run directory"

@@ -22,6 +22,7 @@ import dataclasses
 import keras  # noqa: F401  (the examples)
 from keras import ops
 
+from keras_transformer.decoding import rules
 from keras_transformer.decoding.search import (
     NEG_INF,
     Search,
@@ -33,7 +34,6 @@ from keras_transformer.decoding.search import (
 )
 
 BLOCK = 128
-STOPPING = ("beams_ended", "cannot_improve")  # `BeamSearch.stopping`
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +79,7 @@ class BeamSearch(Search):
     def __post_init__(self):
         super().__post_init__()
         check_beam_size(self.beam_size)
-        check_choice("stopping", self.stopping, STOPPING)
+        check_choice("stopping", self.stopping, rules.STOPPING_RULES)
 
     def initial_rows(self, batch_size, max_length, finished=None):
         """Sources flagged in `finished` are done from the start, with empty hypotheses."""
@@ -100,10 +100,8 @@ class BeamSearch(Search):
 
     def stops(self, log_probs, fin_scores, length):
         """Boolean `(batch,)`: the sources that `stopping` ends, live beams `length` tokens long."""
-        full = fin_scores[:, -1] > NEG_INF  # the k-th best finished hypothesis exists
-        if self.stopping == "beams_ended":
-            return full
-        return ops.logical_and(full, self.normalise(log_probs[:, 0], length) <= fin_scores[:, -1])
+        penalty = rules.length_penalty(ops.cast(length, "float32"), self.alpha, self.normalization, ops)
+        return rules.stops(self.stopping, log_probs[:, 0], fin_scores[:, -1], penalty, ops)
 
     def update(self, index, rows, logits):
         k = self.beam_size

@@ -30,7 +30,7 @@ from typing import NamedTuple
 import keras
 from keras import ops
 
-from keras_transformer.config import END_ID, PAD_ID, START_ID
+from keras_transformer.config import PAD_ID
 from keras_transformer.decoding.beam_search import BeamSearch  # noqa: F401  (the examples)
 from keras_transformer.decoding.cache import (
     check_max_length,
@@ -113,6 +113,8 @@ def bind(model, search, max_length=None, *, cached=True):
             f"settings to one). Received: search={search!r}"
         )
     max_length = resolve_max_length(model, max_length)
+    first = as_transformer(ensemble_members(model)[0])  # the members share vocabularies and ids
+    search = search.with_ids(**first.config.special_ids())
     beams = search.beam_size
     if not cached:
         as_transformer(model)  # one model: a `ValueError` for an ensemble
@@ -123,7 +125,7 @@ def bind(model, search, max_length=None, *, cached=True):
     else:
         step, initial = model_step(model, beams), lambda ids: initial_state(model, ids, max_length, beams)
 
-    source_pad = as_transformer(ensemble_members(model)[0]).config.pad_id  # the source's (an import's own)
+    source_pad = first.config.pad_id  # the source's (an import's own)
 
     def init(search, source_ids, *inputs):
         ids = check_source_ids(source_ids)
@@ -222,7 +224,7 @@ def _compacting(bound, jit_compile):
     return tf.function(decode, reduce_retracing=True, autograph=False)
 
 
-def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=START_ID, end_id=END_ID, *, search=None):
+def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=None, end_id=None, *, search=None):
     """Teacher-forced score of decoded `output_ids` `(batch, length)` (PAD after END).
 
     The sum of the log-probabilities of the tokens up to and including END,
@@ -230,9 +232,10 @@ def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=START_ID,
     log-probability), under the decoding distribution (the searches' banned
     ids excluded; for an ensemble, the mean of its members' distributions).
     Comparable with the searches' scores. `search` (default
-    `Search(alpha=alpha, start_id=start_id, end_id=end_id)`) gives the ids,
-    the banned ids, the log-softmax and the normalization (its `force_end`
-    is not applied: a forced END scores as the model gives it).
+    `Search(alpha=alpha, start_id=start_id, end_id=end_id)`) gives the ids
+    (those it leaves None are the model's), the banned ids, the log-softmax
+    and the normalization (its `force_end` is not applied: a forced END
+    scores as the model gives it).
 
     Example:
 
@@ -242,6 +245,7 @@ def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=START_ID,
     True
     """
     search = Search(alpha=alpha, start_id=start_id, end_id=end_id) if search is None else search
+    search = search.with_ids(**as_transformer(ensemble_members(model)[0]).config.special_ids())
     source_ids, output_ids = check_source_ids(source_ids), check_source_ids(output_ids, "output_ids")
     start = ops.full((ops.shape(output_ids)[0], 1), search.start_id, "int32")
     decoder_inputs = ops.concatenate([start, output_ids[:, :-1]], axis=1)
@@ -260,7 +264,7 @@ def sequence_scores(model, source_ids, output_ids, alpha=0.0, start_id=START_ID,
     return search.normalise(total, ops.sum(ops.cast(real, "int32"), axis=1))
 
 
-def compile_scores(model, alpha=0.0, start_id=START_ID, end_id=END_ID, *, search=None, jit_compile=True):
+def compile_scores(model, alpha=0.0, start_id=None, end_id=None, *, search=None, jit_compile=True):
     """`score(source_ids, output_ids) -> scores (batch,)`: `sequence_scores` of `model`, compiled as searches are.
 
     Example:

@@ -33,16 +33,16 @@ Example (a step whose next token is always END):
 """
 
 import dataclasses
-import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
 import keras
 from keras import ops
 
-from keras_transformer.config import END_ID, PAD_ID, START_ID
+from keras_transformer.config import END_ID, MAX_BEAM_SIZE, PAD_ID, START_ID, check_choice, check_int_in_range
+from keras_transformer.decoding import rules
 
-NEG_INF = float("-inf")
+NEG_INF = rules.NEG_INF
 
 
 class TruncatedOutputWarning(UserWarning):
@@ -121,27 +121,14 @@ def as_step(step):
     return step if isinstance(step, Step) else Step(step)
 
 
-NORMALIZATIONS = ("gnmt", "length")  # `Search.normalization`
-SOFTMAX_OVER = ("allowed", "vocabulary")  # `Search.softmax_over`
-
-
-def length_penalty(length, alpha=0.6):
-    """GNMT length penalty `((5 + length) / 6) ** alpha`; scores are `log p / lp`."""
-    return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
-
-
-def check_choice(name, value, choices):
-    """`value` if it is one of `choices`, else a `ValueError` naming `name`."""
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"`{name}` must be one of {choices}. Received: {name}={value!r}")
-    return value
+def length_penalty(length, alpha=0.6, normalization="gnmt"):
+    """`rules.length_penalty` of an int or float `length` as a float32 tensor; scores are `log p / penalty`."""
+    return rules.length_penalty(ops.cast(length, "float32"), alpha, normalization, ops)
 
 
 def check_beam_size(beam_size):
-    """`beam_size`, a positive int, or a `ValueError` naming it."""
-    if not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"`beam_size` must be a positive int. Received: beam_size={beam_size!r}")
-    return beam_size
+    """`beam_size`, an int in [1, MAX_BEAM_SIZE], or a `ValueError` naming it."""
+    return check_int_in_range("beam_size", beam_size, 1, MAX_BEAM_SIZE)
 
 
 def phases(max_length, resize_state):
@@ -179,6 +166,10 @@ class Search:
         start_id: the token the outputs start from (not returned).
         end_id: the token that ends an output.
         pad_id: the token after END in the outputs, and of empty sources.
+            The three ids default to None: a search bound to a model
+            (`bind`, `compile_search`, the one-call decoders) takes that
+            model's (`model.config.special_ids()`), and one run over a bare
+            step function the package's (`with_ids`).
         normalization: `"gnmt"`, `log p / ((5 + len) / 6) ** alpha`, or
             `"length"`, `log p / len ** alpha` (transformers'
             `length_penalty`); `len` counts the generated tokens, END
@@ -192,9 +183,9 @@ class Search:
     """
 
     alpha: float = 0.6
-    start_id: int = START_ID
-    end_id: int = END_ID
-    pad_id: int = PAD_ID
+    start_id: int = None
+    end_id: int = None
+    pad_id: int = None
     normalization: str = "gnmt"
     banned_ids: tuple = None
     force_end: bool = False
@@ -203,8 +194,8 @@ class Search:
     beam_size = 1  # hypotheses per source (`BeamSearch` sets it)
 
     def __post_init__(self):
-        check_choice("normalization", self.normalization, NORMALIZATIONS)
-        check_choice("softmax_over", self.softmax_over, SOFTMAX_OVER)
+        check_choice("normalization", self.normalization, rules.NORMALIZATIONS)
+        check_choice("softmax_over", self.softmax_over, rules.SOFTMAX_OVER)
         if self.banned_ids is not None:
             if isinstance(self.banned_ids, int) or not all(isinstance(i, int) for i in self.banned_ids):
                 raise ValueError(f"`banned_ids` must be a tuple of ints or None. Received: {self.banned_ids!r}")
@@ -214,10 +205,15 @@ class Search:
         """A copy with `settings` changed."""
         return dataclasses.replace(self, **settings)
 
+    def with_ids(self, start_id=START_ID, end_id=END_ID, pad_id=PAD_ID):
+        """A copy whose ids left None take these: a model's (`bind` passes `model.config`'s), else the package's."""
+        given = dict(start_id=start_id, end_id=end_id, pad_id=pad_id)
+        return self.replace(**{name: value for name, value in given.items() if getattr(self, name) is None})
+
     @property
     def never_generated(self):
-        """The ids set to -inf at every step: `banned_ids`, or PAD and START when it is None."""
-        return (self.pad_id, self.start_id) if self.banned_ids is None else self.banned_ids
+        """The ids set to -inf at every step (`rules.never_generated`: `banned_ids`, START, PAD where allowed)."""
+        return rules.never_generated(self.start_id, self.end_id, self.pad_id, self.banned_ids or (), self.softmax_over)
 
     @property
     def normalized(self):
@@ -236,20 +232,17 @@ class Search:
         logits = ops.cast(logits, "float32")
         if self.normalized:
             logits = ops.log_softmax(logits, axis=-1)
-        vocab = ops.arange(ops.shape(logits)[-1])
+        vocab_size = ops.shape(logits)[-1]
         if self.never_generated:
-            banned = functools.reduce(ops.logical_or, [ops.equal(vocab, token) for token in self.never_generated])
-            logits = ops.where(banned, NEG_INF, logits)
+            logits = ops.where(rules.banned_mask(vocab_size, self.never_generated, ops), NEG_INF, logits)
         if self.force_end and index is not None and max_length is not None:
-            only_end = ops.where(ops.equal(vocab, self.end_id), 0.0, NEG_INF)
-            logits = ops.where(ops.equal(index, max_length - 1), only_end, logits)
+            forced = rules.forced_end_scores(vocab_size, self.end_id, ops)
+            logits = ops.where(rules.is_forced_step(index, max_length), forced, logits)
         return logits
 
     def normalise(self, log_probs, length):
         """Scores: `log_probs` over the length penalty of `length` tokens (END included); see `normalization`."""
-        if self.normalization == "length":
-            return log_probs / ops.power(ops.maximum(ops.cast(length, "float32"), 1.0), self.alpha)
-        return log_probs / length_penalty(length, self.alpha)
+        return rules.normalise(log_probs, ops.cast(length, "float32"), self.alpha, self.normalization, ops)
 
     def run(self, step, state, batch_size, max_length, *inputs, finished=None):
         """The search over `step` (a `Step`, or a bare `step_fn`) from its first token; a `SearchResult`.
@@ -266,8 +259,9 @@ class Search:
 
         The loop stops once every source is done, or after `max_length` steps.
         """
-        rows = self.initial_rows(batch_size, max_length, finished, *inputs)
-        return self.loop(as_step(step), rows, state, max_length)
+        search = self.with_ids()  # a bare step has no model to take ids from: the package's, where not given
+        rows = search.initial_rows(batch_size, max_length, finished, *inputs)
+        return search.loop(as_step(step), rows, state, max_length)
 
     def loop(self, step, rows, state, max_length):
         """The steps from `rows` and `state` until every source is done or `max_length` steps; the result.

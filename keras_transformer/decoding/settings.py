@@ -14,7 +14,6 @@ True
 True
 """
 
-from keras_transformer.config import END_ID, PAD_ID, START_ID
 from keras_transformer.decoding.beam_search import BeamSearch
 from keras_transformer.decoding.greedy_search import GreedySearch
 from keras_transformer.decoding.sampling_search import SamplingSearch
@@ -29,9 +28,9 @@ def search_for(
     top_k=0,
     top_p=1.0,
     seed=None,
-    start_id=START_ID,
-    end_id=END_ID,
-    pad_id=PAD_ID,
+    start_id=None,
+    end_id=None,
+    pad_id=None,
     normalization="gnmt",
     stopping="beams_ended",
     force_end=False,
@@ -54,7 +53,8 @@ def search_for(
         alpha: the length penalty's exponent (`Search.normalise`) of every
             search's scores, and of beam search's ranking.
         temperature, top_k, top_p, seed: sampling (`SamplingSearch`).
-        start_id, end_id, pad_id: the START, END and PAD token ids.
+        start_id, end_id, pad_id: the START, END and PAD token ids; None:
+            the model's, once the search is bound to one (`bind`).
         normalization, banned_ids, force_end, softmax_over: passed on to
             the search (see `Search`).
         stopping: beam search's (`BeamSearch`); greedy search and sampling

@@ -2,7 +2,7 @@
 
 Every folder this package writes keeps a record of its own files: a training
 run in its `config.json` (`"files"`: each file's path, size and sha256; see
-`run_dir`), an export in its `MANIFEST.sha256` (see `manifest`). A `Record`
+`keras_transformer.runs`), an export in its `MANIFEST.sha256` (see `manifest`). A `Record`
 is what such a record says. `first_foreign` walks the folder, never following
 a link, and names the first entry the record does not account for:
 

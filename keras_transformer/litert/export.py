@@ -29,12 +29,13 @@ import shutil
 import tempfile
 import warnings
 
+from keras_transformer import runs
 from keras_transformer.config import DecodingConfig
+from keras_transformer.decoding import rules
 from keras_transformer.errors import ArgumentError, KerasTransformerWarning, first_line, literal
 from keras_transformer.files import atomic, destinations, manifest
 from keras_transformer.litert import fast_text
 from keras_transformer.models.loading import load_model
-from keras_transformer.training import run_dir
 
 FORMAT = "litert"
 MODEL_FILE = "model.tflite"
@@ -87,10 +88,10 @@ def export_run(run, output, *, quantization=None, overwrite=False, beam_size=Non
     destinations.check_separate(run, output, what="the export")
     if destinations.check_destination(output, destinations.LITERT) == "ours" and not overwrite:
         raise destinations.DestinationInUseError(output, "a LiteRT export", ["overwrite"])
-    run_dir.warn_if_unfinished(run)
-    config = run_dir.RunConfig.read(run)
+    runs.warn_if_unfinished(run)
+    config = runs.RunConfig.read(run)
     decoding = config.decoding or DecodingConfig()
-    model = load_model(run / run_dir.MODEL)
+    model = load_model(run / runs.MODEL)
     cache_length = _cache_length(run, model, max_length if max_length is not None else decoding.max_length)
     tokenizer_dirs = _tokenizer_dirs(run)
     protos, reasons = zip(
@@ -160,9 +161,9 @@ def int8_scales(model):
 def _info(run, model, config, decoding, cache_length, quantization, beam_size, alpha, reasons):
     model_config = model.config
     start_id, target_pad = model_config.start_id, model_config.target_pad
-    banned = {start_id, *decoding.banned_ids}
-    if decoding.softmax_over == "allowed":
-        banned.add(target_pad)
+    banned = rules.never_generated(
+        start_id, model_config.end_id, target_pad, decoding.banned_ids, decoding.softmax_over
+    )
     layer = model.decoder_layers[0]
     return {
         "created_by": destinations.CREATOR,
@@ -182,7 +183,7 @@ def _info(run, model, config, decoding, cache_length, quantization, beam_size, a
         "target_pad_id": target_pad,
         "start_id": start_id,
         "end_id": model_config.end_id,
-        "banned_ids": sorted(banned),
+        "banned_ids": list(banned),
         "add_source_end": bool(config.add_source_end),
         "decoding": {
             "beam_size": _positive(beam_size, "beam_size") or decoding.beam_size,
@@ -226,15 +227,15 @@ def _cache_length(run, model, max_length):
 
 def _check_run(run):
     path = pathlib.Path(run)
-    if not run_dir.is_run_dir(path):
-        kind = "a SavedModel" if run_dir.is_saved_model(path) else "not a training run"
+    if not runs.is_run_dir(path):
+        kind = "a SavedModel" if runs.is_saved_model(path) else "not a training run"
         raise ValueError(f"{literal(run)} is {kind}: `run` must be a run directory (config.json + model.keras)")
-    if run_dir.RunConfig.read(path).members:
+    if runs.RunConfig.read(path).members:
         raise ValueError(f"{run} is an ensemble: a LiteRT export holds one model; export one member instead")
     return path
 
 
 def _tokenizer_dirs(run):
-    source = run / run_dir.SOURCE_TOKENIZER
-    target = run / run_dir.TARGET_TOKENIZER
+    source = run / runs.SOURCE_TOKENIZER
+    target = run / runs.TARGET_TOKENIZER
     return source, (target if target.is_dir() else source)

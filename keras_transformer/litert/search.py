@@ -3,7 +3,8 @@
 A `session` has `step(tokens, index) -> log_probs (rows, vocab)` (the
 banned ids at `-inf`) and `reorder(rows)` (the self-attention cache of each
 new row taken from row `rows[i]`). The searches rank as the package's
-(`keras_transformer.decoding.searches`) do: greedy takes the first most
+(`keras_transformer.decoding`) do, by the same rules (`keras_transformer.decoding.rules`: the length
+penalty, the forced END, the stopping rule): greedy takes the first most
 likely token; beam search keeps the `2k` best continuations (equal scores in
 index order), moves those among the `k` best that end to the finished list,
 scored `log p / penalty(len)` with `len` counting END, keeps the `k` best
@@ -26,27 +27,22 @@ Example (a step whose next token is always END, id 3):
 
 import numpy as np
 
-_NINF = -np.inf
-STOPPING = ("beams_ended", "cannot_improve")  # as keras_transformer.decoding.beam_search's
+from keras_transformer.config import check_choice
+from keras_transformer.decoding import rules
+
+_NINF = rules.NEG_INF
 
 
 def length_penalty(length, alpha, normalization="gnmt"):
-    """GNMT's `((5 + length) / 6) ** alpha`, or `length ** alpha` (`normalization="length"`)."""
-    length = np.asarray(length, np.float32)
-    base = length if normalization == "length" else (5.0 + length) / 6.0
-    return np.power(base, np.float32(alpha)).astype(np.float32)
+    """`rules.length_penalty` of `length` (ints), as float32."""
+    return rules.length_penalty(np.asarray(length, np.float32), np.float32(alpha), normalization).astype(np.float32)
 
 
 def _forced(log_probs, index, max_length, end_id, force_end):
-    """`log_probs` with END the only token, at log-probability 0, at the last step, when `force_end`.
-
-    As the package's searches and transformers' `forced_eos_token_id` do: the
-    forced END adds nothing to a hypothesis's score.
-    """
-    if force_end and index == max_length - 1:
-        forced = np.full_like(log_probs, _NINF)
-        forced[:, end_id] = 0.0
-        return forced
+    """`log_probs` with END the only token, at log-probability 0, at the last step, when `force_end`."""
+    if force_end and rules.is_forced_step(index, max_length):
+        forced = rules.forced_end_scores(log_probs.shape[1], end_id).astype(log_probs.dtype)
+        return np.broadcast_to(forced, log_probs.shape).copy()
     return log_probs
 
 
@@ -96,8 +92,7 @@ def beam(
     the generated ids, 0 after END. `stopping`: `"beams_ended"` or
     `"cannot_improve"` (see the module's docstring).
     """
-    if stopping not in STOPPING:
-        raise ValueError(f"`stopping` must be one of {STOPPING}. Received: stopping={stopping!r}")
+    check_choice("stopping", stopping, rules.STOPPING_RULES)
     batch, k = len(done), beam_size
     seqs = np.zeros((batch, k, max_length + 1), np.int32)
     seqs[:, :, 0] = start_id
@@ -140,10 +135,7 @@ def beam(
 
 def _stops(stopping, log_probs, fin_scores, penalty):
     """The sources that `stopping` ends, given the live beams' `log_probs` and their length's `penalty`."""
-    full = fin_scores[:, -1] > _NINF  # the k-th best ended hypothesis exists
-    if stopping == "beams_ended":
-        return full
-    return full & (log_probs[:, 0] / penalty <= fin_scores[:, -1])
+    return rules.stops(stopping, log_probs[:, 0], fin_scores[:, -1], penalty)
 
 
 def _best(scores, count):

@@ -25,6 +25,7 @@ import warnings
 
 import numpy as np
 
+from keras_transformer.decoding import rules
 from keras_transformer.files.json_files import read_json_object
 from keras_transformer.litert import fast_text, search
 from keras_transformer.litert import text as host_text
@@ -93,7 +94,7 @@ class Translator:
         self._interpreter = _interpreter(path / info["model_file"], text_ops, num_threads)
         check_model(info, self._interpreter, path)
         self._runners = {name: self._interpreter.get_signature_runner(name) for name in info["signatures"]}
-        self._banned = np.array(info["banned_ids"], np.int64)
+        self._banned = np.array(self._never_generated(), np.int64)
         self._lock = threading.Lock()  # one interpreter: one call at a time
 
     # -- translation ------------------------------------------------------------
@@ -232,6 +233,12 @@ class Translator:
 
     def _ids(self):
         return self.info["start_id"], self.info["end_id"]
+
+    def _never_generated(self):
+        """The export's banned ids, and what `rules.never_generated` bans for its ids and settings."""
+        info = self.info
+        ids = (info["start_id"], info["end_id"], info["target_pad_id"], info["banned_ids"])
+        return sorted({*info["banned_ids"], *rules.never_generated(*ids, info["decoding"].softmax_over)})
 
     def _force_end(self):
         return self.info["decoding"].force_end

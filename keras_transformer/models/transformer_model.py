@@ -6,7 +6,7 @@ import typing
 import keras
 from keras import ops
 
-from keras_transformer.config import ModelConfig
+from keras_transformer.config import DecodingConfig, ModelConfig
 from keras_transformer.layers.decoder import decoder_forward
 from keras_transformer.layers.embedding import check_token_ids
 from keras_transformer.layers.encoder import encoder_forward
@@ -31,6 +31,9 @@ class TransformerModel(keras.Model):
     in a `.keras` file) beside the functional model's layers and graph; a
     `.keras` file of an earlier version, which has only those, loads as it
     is, its `ModelConfig` read off its layers (`config_of`).
+    `model.decoding_config` is the `DecodingConfig` it decodes with by
+    default where it has one of its own (an imported checkpoint's generation
+    settings), stored likewise; None otherwise.
 
     Example (the cached decoding step, one token per source):
 
@@ -49,6 +52,7 @@ class TransformerModel(keras.Model):
     def __init__(self, *args, config=None, **kwargs):
         super().__init__(*args, **kwargs)
         self._model_config = config
+        self.decoding_config = None
 
     @property
     def config(self):
@@ -58,15 +62,21 @@ class TransformerModel(keras.Model):
         return self._model_config
 
     def get_config(self):
-        return {**super().get_config(), "model_config": self.config.to_dict()}
+        config = {**super().get_config(), "model_config": self.config.to_dict()}
+        if self.decoding_config is not None:
+            config["decoding_config"] = self.decoding_config.to_dict()
+        return config
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
         config = dict(config)
         model_config = config.pop("model_config", None)
+        decoding_config = config.pop("decoding_config", None)
         model = super().from_config(config, custom_objects=custom_objects)
         if model_config is not None:
             model._model_config = ModelConfig.from_dict(model_config, "the model's `model_config`")
+        if decoding_config is not None:
+            model.decoding_config = DecodingConfig.from_dict(decoding_config, "the model's `decoding_config`")
         return model
 
     def call(self, inputs, training=None, mask=None):

@@ -3,15 +3,14 @@
 import math
 import pathlib
 
-from keras_transformer import __version__
+from keras_transformer import __version__, runs
 from keras_transformer.config import DataConfig, TrainingConfig
-from keras_transformer.files import atomic, destinations, run_files
+from keras_transformer.files import atomic, destinations
 from keras_transformer.models import build_transformer
 from keras_transformer.presets import Preset
 from keras_transformer.pretrained import marian
 from keras_transformer.pretrained.checkpoints import Checkpoint
 from keras_transformer.pretrained.sources import resolve
-from keras_transformer.training import run_dir
 
 # The mapping module of each checkpoint family, by config.json's `model_type`.
 FAMILIES = {marian.MODEL_TYPE: marian}
@@ -63,17 +62,18 @@ def import_pretrained(source, output, *, overwrite=False):
     weights = origin.folder / checkpoint.weights_file
     config = family.model_config(hf_config, tensors, str(config_path), str(weights))
     family.check_tensors(config, tensors, str(weights))
-    (source_side, target_side) = family.tokenizers(checkpoint, config)
-    if target_side[0].pad_id != config.pad_id:
-        config = config.replace(target_pad_id=target_side[0].pad_id).check()
+    tokenizers = family.tokenizers(checkpoint, config)
+    if tokenizers.target.pad_id != config.pad_id:
+        config = config.replace(target_pad_id=tokenizers.target.pad_id).check()
     generation_path = origin.folder / "generation_config.json"
     generation = checkpoint.json("generation_config.json", required=False)
     decoding = family.decoding_config(generation, config, str(generation_path))
     model = build_transformer(config=config)
+    model.decoding_config = decoding  # the checkpoint's generation settings travel with its model.keras
     family.assign_weights(model, checkpoint)
     name = origin.uri.rstrip("/").rsplit("/", 1)[-1]
     record = dict(source=origin.uri, revision=origin.revision, model_type=family.MODEL_TYPE, files=checkpoint.files)
-    run_config = run_dir.RunConfig(
+    run_config = runs.RunConfig(
         created_by=destinations.CREATOR,
         version=__version__,
         preset=_preset(name, config, decoding),
@@ -86,7 +86,7 @@ def import_pretrained(source, output, *, overwrite=False):
     )
 
     def write(folder):
-        _write_run(pathlib.Path(folder), model, run_config, (source_side, target_side))
+        runs.write_run(folder, model, run_config, tokenizers)
 
     atomic.replace_dir(write, output, destinations.remove_previous)
     return run_config
@@ -115,12 +115,3 @@ def _preset(name, config, decoding):
         training=FINE_TUNING.replace(learning_rate_scale=scale),
         decoding=decoding,
     )
-
-
-def _write_run(folder, model, run_config, sides):
-    """The run directory's files in `folder`: the model, the tokenizers, config.json and its record of them."""
-    model.save(folder / run_dir.MODEL)
-    for (tokenizer, spm_name, vocab_name), relative in zip(sides, (run_dir.SOURCE_TOKENIZER, run_dir.TARGET_TOKENIZER)):
-        tokenizer.save(folder / relative, spm_name, vocab_name)
-    run_config.write(folder)
-    run_files.FileRecorder(folder).record()

@@ -20,6 +20,7 @@ import numpy as np
 from keras_transformer.config import MAX_BEAM_SIZE, MAX_LENGTH, DecodingConfig, ModelConfig
 from keras_transformer.pretrained import shapes
 from keras_transformer.pretrained.fields import Fields
+from keras_transformer.runs import Tokenizers
 from keras_transformer.tokenizers.marian import MarianTokenizer
 
 MODEL_TYPE = "marian"
@@ -157,7 +158,7 @@ def _check_special_ids(fields, config):
 
 
 def tokenizers(checkpoint, config):
-    """`(source, target)` `MarianTokenizer`s of the checkpoint, and the file names each was read from.
+    """The checkpoint's source and target `MarianTokenizer`s (`runs.Tokenizers`), each keeping its files' names.
 
     A vocabulary that does not give every embedding row one piece (its ids
     exactly 0 to size - 1) is a `ValueError` naming it; so is one too large
@@ -182,8 +183,8 @@ def tokenizers(checkpoint, config):
                 f"{len(ids)} ids run from {ids[0]} to {ids[-1]}"
                 + (" with gaps or repeats" if len(set(ids)) != len(ids) or ids[-1] - ids[0] + 1 != len(ids) else "")
             )
-        made.append((tokenizer, spm_name, vocab_name))
-    return made
+        made.append(tokenizer)
+    return Tokenizers(*made)
 
 
 def assign_weights(model, checkpoint):

@@ -46,10 +46,10 @@ import pathlib
 
 import numpy as np
 
+from keras_transformer import runs
 from keras_transformer.errors import literal
 from keras_transformer.files import atomic, destinations, manifest
 from keras_transformer.models.loading import load_model
-from keras_transformer.training import run_dir
 
 PROVENANCE = destinations.CTRANSLATE2_PROVENANCE
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16", "int8_bfloat16")
@@ -95,11 +95,11 @@ def convert_run(run, output, *, quantization=None, overwrite=False, record=None)
     if destinations.check_destination(output, destinations.CTRANSLATE2) == "ours" and not overwrite:
         raise destinations.DestinationInUseError(output, "a CTranslate2 export", ["overwrite"])
 
-    run_dir.warn_if_unfinished(run)
-    config = run_dir.RunConfig.read(run)
-    model = load_model(run / run_dir.MODEL)
-    source_pieces = read_pieces(run / run_dir.SOURCE_TOKENIZER)
-    target_dir = run / run_dir.TARGET_TOKENIZER
+    runs.warn_if_unfinished(run)
+    config = runs.RunConfig.read(run)
+    model = load_model(run / runs.MODEL)
+    source_pieces = read_pieces(run / runs.SOURCE_TOKENIZER)
+    target_dir = run / runs.TARGET_TOKENIZER
     target_pieces = read_pieces(target_dir) if target_dir.is_dir() else source_pieces
     add_source_end = config.add_source_end
     spec = transformer_spec(model, source_pieces, target_pieces, add_source_end=add_source_end)
@@ -249,10 +249,10 @@ def _require_ctranslate2():
 
 def _check_run(run):
     path = pathlib.Path(run)
-    if not run_dir.is_run_dir(path):
-        kind = "a SavedModel" if run_dir.is_saved_model(path) else "not a training run"
+    if not runs.is_run_dir(path):
+        kind = "a SavedModel" if runs.is_saved_model(path) else "not a training run"
         raise ValueError(f"{literal(run)} is {kind}: `run` must be a run directory (config.json + model.keras)")
-    if run_dir.RunConfig.read(path).members:
+    if runs.RunConfig.read(path).members:
         raise ValueError(
             f"{run} is an ensemble: CTranslate2 models hold one Transformer. Received: run={str(run)!r}; "
             "convert one member (e.g. its member-0/ folder) instead"

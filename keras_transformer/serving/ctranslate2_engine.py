@@ -32,14 +32,15 @@ import threading
 
 import tensorflow as tf
 
-from keras_transformer.config import DecodingConfig
+from keras_transformer import runs
+from keras_transformer.config import END_ID, PAD_ID, START_ID, DecodingConfig
+from keras_transformer.decoding import rules
 from keras_transformer.files import destinations, ownership
 from keras_transformer.serving import ctranslate2 as writer
 from keras_transformer.serving.inputs import pairs as checked_pairs
 from keras_transformer.serving.inputs import sampling as checked_sampling
 from keras_transformer.serving.inputs import sentences as checked_sentences
 from keras_transformer.serving.translator_methods import _warn_cut_off
-from keras_transformer.training import run_dir
 
 ENGINES = ("xla", "ctranslate2")
 INSTALL = 'pip install "keras-transformer[ctranslate2]"'
@@ -90,9 +91,9 @@ def cache_root():
 def check_run(path):
     """`path` as a `pathlib.Path` if it is a run directory; a one-line `ValueError` for anything else."""
     path = pathlib.Path(path)
-    if run_dir.is_run_dir(path):
+    if runs.is_run_dir(path):
         return path
-    kind = "a SavedModel" if run_dir.is_saved_model(path) else None
+    kind = "a SavedModel" if runs.is_saved_model(path) else None
     if kind is None and (path / "litert.json").is_file():
         kind = "a LiteRT export"
     kind = kind or ("not a model" if path.exists() else "missing")
@@ -105,8 +106,8 @@ def check_run(path):
 def fingerprint(run):
     """The sha256 of what a conversion reads: `model.keras`, every tokenizer file, and `add_source_end`."""
     run = pathlib.Path(run)
-    files = [run / run_dir.MODEL, *sorted(p for p in (run / "tokenizers").rglob("*") if p.is_file())]
-    lines = [f"add_source_end={run_dir.RunConfig.read(run).add_source_end}"]
+    files = [run / runs.MODEL, *sorted(p for p in (run / "tokenizers").rglob("*") if p.is_file())]
+    lines = [f"add_source_end={runs.RunConfig.read(run).add_source_end}"]
     lines += [f"{ownership.sha256(file)}  {file.relative_to(run).as_posix()}" for file in files]
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
@@ -192,12 +193,11 @@ class CTranslate2Translator:
         self, path, *, beam_size=None, alpha=None, max_length=None, cache_dir=None, inter_threads=1, intra_threads=0
     ):
         from keras_transformer import decoding
-        from keras_transformer.tokenizers import load_tokenizer
 
         ctranslate2 = require_ctranslate2()
         path = check_run(path)
         self.model_path = cached_model(path, cache_dir)
-        config = run_dir.RunConfig.read(path)
+        config = runs.RunConfig.read(path)
         defaults = config.decoding or DecodingConfig()
         model_max = int(_recorded(self.model_path)["max_length"])
         beam_size = decoding.check_beam_size(defaults.beam_size if beam_size is None else beam_size)
@@ -205,17 +205,19 @@ class CTranslate2Translator:
         limit = max_length or defaults.max_length or model_max
         self._decode_length = min(int(limit), model_max)
         self._normalization = defaults.normalization
-        self.source_tokenizer = load_tokenizer(path / run_dir.SOURCE_TOKENIZER)
-        target = path / run_dir.TARGET_TOKENIZER
-        self.target_tokenizer = load_tokenizer(target) if target.is_dir() else self.source_tokenizer
-        self._source_pieces = writer.read_pieces(path / run_dir.SOURCE_TOKENIZER)
+        self.source_tokenizer, self.target_tokenizer = runs.load_tokenizers(path)
+        target = path / runs.TARGET_TOKENIZER
+        self._source_pieces = writer.read_pieces(path / runs.SOURCE_TOKENIZER)
         self._target_pieces = target_pieces = writer.read_pieces(target) if target.is_dir() else self._source_pieces
         self._target_ids = {piece: i for i, piece in enumerate(target_pieces)}
-        self._end = target_pieces[int(getattr(self.target_tokenizer, "end_id", decoding.END_ID))]
+        self._end = target_pieces[int(getattr(self.target_tokenizer, "end_id", END_ID))]
         special = config.model.special_ids() if config.model else {}
-        banned = {special.get("start_id", decoding.START_ID), special.get("pad_id", decoding.PAD_ID)}
-        banned |= set(defaults.banned_ids)
-        self._suppress = [[target_pieces[i]] for i in sorted(banned)]
+        ids = [
+            special.get(name, default)
+            for name, default in (("start_id", START_ID), ("end_id", END_ID), ("pad_id", PAD_ID))
+        ]
+        banned = rules.never_generated(*ids, defaults.banned_ids, defaults.softmax_over)
+        self._suppress = [[target_pieces[i]] for i in banned]
         self._add_source_end = bool(config.add_source_end)
         self._source_limit = model_max - int(self._add_source_end)
         self.beam_size = tf.constant(beam_size)
@@ -336,9 +338,7 @@ class CTranslate2Translator:
         return rows
 
     def _penalty(self, length):
-        if self._normalization == "length":
-            return max(length, 1) ** self.alpha
-        return ((5 + length) / 6) ** self.alpha
+        return float(rules.length_penalty(float(length), self.alpha, self._normalization))
 
     def _warned(self, result):
         _warn_cut_off(result["finished"].numpy())

@@ -19,14 +19,12 @@ import pathlib
 
 import tensorflow as tf
 
-from keras_transformer import decoding, litert
+from keras_transformer import decoding, litert, runs
 from keras_transformer.config import DecodingConfig
 from keras_transformer.errors import ArgumentError, first_line, literal
 from keras_transformer.files import destinations, manifest
-from keras_transformer.models.loading import load_model
 from keras_transformer.serving.translator import SIGNATURES, Translator, check_export_destination
 from keras_transformer.serving.translator_methods import TranslatorMethods
-from keras_transformer.training import run_dir
 
 __all__ = ["SIGNATURES", "LoadedTranslator", "Translator", "export_run", "load"]
 
@@ -47,14 +45,14 @@ def export_run(model, output, *, overwrite=False, **options):
 
     >>> export_run("saved_models/chatbot-ko", "saved_models/chatbot-ko-export", beam_size=4)
     """
-    if not run_dir.is_run_dir(model):
-        kind = "a SavedModel already" if run_dir.is_saved_model(model) else "not a training run"
+    if not runs.is_run_dir(model):
+        kind = "a SavedModel already" if runs.is_saved_model(model) else "not a training run"
         raise ValueError(
             f"{model} is {kind}: `model` must be a run directory (config.json + model.keras + tokenizers/)"
         )
     destinations.check_separate(model, output, what="the export")
     check_export_destination(output, overwrite)
-    run_dir.warn_if_unfinished(model)
+    runs.warn_if_unfinished(model)
     translator = load(model, **options)
     translator.save(output, overwrite=overwrite)
     return translator
@@ -146,11 +144,11 @@ def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True,
     destinations.recover(path)
     if not path.exists():
         raise ValueError(f"{path} does not exist: pass a training run directory or a SavedModel")
-    if run_dir.is_run_dir(path):
+    if runs.is_run_dir(path):
         return _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact)
     if litert.is_export(path):
         return _load_litert(path, beam_size, alpha, max_length, compact)
-    if run_dir.is_saved_model(path):
+    if runs.is_saved_model(path):
         return _load_saved_model(path, beam_size, alpha, max_length, compact)
     raise ValueError(
         f"{path} is not a model: expected a training run directory (config.json + model.keras), "
@@ -194,16 +192,8 @@ def _load_saved_model(path, beam_size, alpha, max_length, compact):
 
 
 def _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact):
-    from keras_transformer.tokenizers import load_tokenizer
-
-    config = run_dir.RunConfig.read(path)
-    models = [load_model(model_path) for model_path in run_dir.model_paths(path)]
-    model = models[0] if len(models) == 1 else models  # a list: an ensemble
-    source = _guarded(
-        path / run_dir.SOURCE_TOKENIZER, "tokenizer", lambda: load_tokenizer(path / run_dir.SOURCE_TOKENIZER)
-    )
-    target_path = path / run_dir.TARGET_TOKENIZER
-    target = _guarded(target_path, "tokenizer", lambda: load_tokenizer(target_path)) if target_path.is_dir() else source
+    run = runs.open_run(path)
+    config, model, (source, target) = run.config, run.model, run.tokenizers
     defaults = config.decoding or DecodingConfig()  # written by `keras-transformer train`
     beam_size = defaults.beam_size if beam_size is None else beam_size
     alpha = defaults.alpha if alpha is None else alpha

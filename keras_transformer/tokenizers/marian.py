@@ -52,9 +52,11 @@ class MarianTokenizer(tf.Module):
     >>> tokenizer.tokenize(tf.constant(["A dog runs."]))  # doctest: +SKIP
     """
 
-    def __init__(self, model_proto, vocab, name=None):
+    def __init__(self, model_proto, vocab, name=None, file_names=("sentencepiece.spm", "vocab.json"), vocab_bytes=None):
         super().__init__(name=name)
         self._model_proto, self._vocab = bytes(model_proto), dict(vocab)
+        self.file_names = tuple(file_names)  # (SentencePiece model, vocabulary), as `save` names them
+        self._vocab_bytes = vocab_bytes  # the vocabulary file as it was read, which `save` writes back
         missing = [piece for piece in SPECIAL_PIECES if piece not in self._vocab]
         if missing:
             raise ValueError(f"`vocab` must hold the pieces {SPECIAL_PIECES}. Missing: {missing}")
@@ -93,10 +95,11 @@ class MarianTokenizer(tf.Module):
         """
         spm_file, vocab_file = pathlib.Path(spm_file), pathlib.Path(vocab_file)
         max_bytes = MAX_VOCAB_FILE_BYTES if max_vocab_size is None else max_vocab_size * BYTES_PER_PIECE + 2**16
-        vocab = _read_vocab(vocab_file, max_bytes, max_vocab_size or MAX_VOCAB_SIZE)
+        vocab, vocab_bytes = _read_vocab(vocab_file, max_bytes, max_vocab_size or MAX_VOCAB_SIZE)
         model_proto = _read_sentencepiece(spm_file)
+        names = (spm_file.name, vocab_file.name)
         try:
-            return cls(model_proto, vocab, name=name)
+            return cls(model_proto, vocab, name=name, file_names=names, vocab_bytes=vocab_bytes)
         except ValueError as error:
             raise ValueError(f"{vocab_file}: {error}") from None
 
@@ -125,9 +128,14 @@ class MarianTokenizer(tf.Module):
         """The pieces of int `ids` (any shape), as `vocab.json` names them."""
         return tf.gather(self._pieces_by_id, tf.cast(ids, tf.int32))
 
-    def save(self, directory, spm_name, vocab_name):
-        """Writes the SentencePiece model, the vocabulary and `tokenizer.json` to `directory`, atomically."""
+    def save(self, directory):
+        """Writes the SentencePiece model, the vocabulary and `tokenizer.json` to `directory`, atomically.
+
+        The files keep the names (`file_names`) and, for a tokenizer read by
+        `from_files`, the bytes they were read from.
+        """
         directory = pathlib.Path(directory)
+        spm_name, vocab_name = self.file_names
         config = {
             "format": "marian",
             "spm_file": spm_name,
@@ -139,7 +147,10 @@ class MarianTokenizer(tf.Module):
             "end_id": self.end_id,
         }
         atomic.write_bytes(directory / spm_name, self._model_proto)
-        atomic.write_json(directory / vocab_name, self._vocab)
+        if self._vocab_bytes is None:
+            atomic.write_json(directory / vocab_name, self._vocab)
+        else:
+            atomic.write_bytes(directory / vocab_name, self._vocab_bytes)
         atomic.write_bytes(directory / CONFIG_FILENAME, (json.dumps(config, indent=2) + "\n").encode("utf-8"))
 
     @classmethod
@@ -151,15 +162,20 @@ class MarianTokenizer(tf.Module):
 
 
 def _read_vocab(path, max_bytes, id_limit):
-    """`{piece: id}` of a `vocab.json`; a `ValueError` naming it for a file too large, not JSON, or of other values."""
+    """`({piece: id}, the file's bytes)` of a `vocab.json`; a `ValueError` naming a file that is not one.
+
+    Too large for `max_bytes`, not UTF-8 JSON, not an object of pieces and
+    ids in `[0, id_limit)`.
+    """
     size = path.stat().st_size
     if size > max_bytes:
         raise ValueError(
             f"{path} is {size:,} bytes: too large to be the vocabulary of this model's embedding "
             f"(at most {max_bytes:,} bytes)"
         )
+    data = path.read_bytes()
     try:
-        vocab = json.loads(path.read_bytes().decode("utf-8"))
+        vocab = json.loads(data.decode("utf-8"))
     except RecursionError:
         raise ValueError(f"{path} is not JSON that can be read: nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as error:
@@ -169,7 +185,7 @@ def _read_vocab(path, max_bytes, id_limit):
     )
     if not valid or not vocab:
         raise ValueError(f"{path} must map each piece to an integer id in [0, {id_limit})")
-    return vocab
+    return vocab, data
 
 
 def _read_sentencepiece(path):

@@ -6,7 +6,7 @@ checks them and the destination (`destination`), loads the splits
 (`model_run`: the tokenizer and batches of `data`, the paper's recipe of
 `recipe`, the `callbacks`, the strategy of `distribution`) or an ensemble's
 members (`ensembles`), from scratch or from another run (`fine_tuning`), into
-a run directory (`run_dir`); every Keras workaround is in `keras_workarounds`,
+a run directory (`keras_transformer.runs`); every Keras workaround is in `keras_workarounds`,
 and the bfloat16 routes in `precision`.
 """
 
@@ -36,7 +36,7 @@ _SPLITS = ("hold_out_dev", "load_splits")  # in `keras_transformer.datasets.spli
 
 def __getattr__(name):
     # Imported on first use: `keras_transformer.datasets` loads tensorflow-text, which
-    # `from keras_transformer.training import run_dir` (the commands, serving) does not need.
+    # `from keras_transformer import runs` (the commands, serving) does not need.
     if name in _SPLITS:
         from keras_transformer.datasets import splits
 

@@ -11,8 +11,8 @@ import time
 import keras
 import numpy as np
 
+from keras_transformer import runs
 from keras_transformer.files import atomic
-from keras_transformer.training import run_dir
 from keras_transformer.training.keras_workarounds import BackupAndRestore  # the guarded backup
 
 
@@ -214,18 +214,18 @@ def run_callbacks(run, schedule, budget):
 
     callbacks = [
         AtomicBestCheckpoint(
-            run.output / run_dir.MODEL,
+            run.output / runs.MODEL,
             best=float("inf") if run.config.best_val_loss is None else run.config.best_val_loss,
             on_improvement=lambda epoch, value: run.record(best_val_loss=value, best_epoch=epoch + 1),
             enabled=run.is_chief,
         ),
-        EpochSnapshots(run.output / run_dir.SNAPSHOTS, keep=run.preset.training.average_last, enabled=run.is_chief),
+        EpochSnapshots(run.output / runs.SNAPSHOTS, keep=run.preset.training.average_last, enabled=run.is_chief),
         EpochCounter(),
     ]
     if run.is_chief:
         callbacks += [
-            keras.callbacks.CSVLogger(str(run.output / run_dir.HISTORY), append=True),
-            keras.callbacks.TensorBoard(str(run.output / run_dir.LOGS), write_graph=False),
+            keras.callbacks.CSVLogger(str(run.output / runs.HISTORY), append=True),
+            keras.callbacks.TensorBoard(str(run.output / runs.LOGS), write_graph=False),
         ]
     schedule_callbacks, epoch_limit = _schedule_callbacks(run, schedule, budget)
     # Last: an epoch counts as done for resuming only once its checkpoint, status

@@ -6,8 +6,8 @@ The splits themselves come from `keras_transformer.datasets.splits`.
 import hashlib
 import pathlib
 
+from keras_transformer import runs
 from keras_transformer.errors import ArgumentError, first_line, literal
-from keras_transformer.training import run_dir
 
 
 def training_data_sha256(pairs):
@@ -35,7 +35,7 @@ def train_tokenizer(preset, pairs):
 
 
 def run_tokenizers(preset, output, pairs, state, is_chief, shared_from=None):
-    """The `run_dir.Tokenizers` of the run in `output`: the resumed run's, `shared_from`'s (a run directory), or new.
+    """The `runs.Tokenizers` of the run in `output`: the resumed run's, `shared_from`'s (a run directory), or new.
 
     `state` is what the run does with `output` (`destination.check_output`).
     A new run learns one shared vocabulary from `pairs`; a run that starts
@@ -48,27 +48,27 @@ def run_tokenizers(preset, output, pairs, state, is_chief, shared_from=None):
     not load is an `ArgumentError` naming it.
     """
     output = pathlib.Path(output)
-    if state == "resume" and (output / run_dir.SOURCE_TOKENIZER).is_dir():
+    if state == "resume" and (output / runs.SOURCE_TOKENIZER).is_dir():
         return _resumed_tokenizers(output)
     if shared_from is None:
         tokenizer = train_tokenizer(preset, pairs)
         if is_chief:
-            for relative in (run_dir.SOURCE_TOKENIZER, run_dir.TARGET_TOKENIZER):
+            for relative in (runs.SOURCE_TOKENIZER, runs.TARGET_TOKENIZER):
                 tokenizer.save(output / relative)
-        return run_dir.Tokenizers(tokenizer, tokenizer)
-    tokenizers = run_dir.load_tokenizers(shared_from)
+        return runs.Tokenizers(tokenizer, tokenizer)
+    tokenizers = runs.load_tokenizers(shared_from)
     if is_chief:
-        for relative in (run_dir.SOURCE_TOKENIZER, run_dir.TARGET_TOKENIZER):
+        for relative in (runs.SOURCE_TOKENIZER, runs.TARGET_TOKENIZER):
             _copy_folder(pathlib.Path(shared_from) / relative, output / relative)
     return tokenizers
 
 
 def _resumed_tokenizers(output):
     try:
-        return run_dir.load_tokenizers(output)
+        return runs.load_tokenizers(output)
     except Exception as error:  # noqa: BLE001  (SentencePiece, JSON, I/O: all mean "corrupt")
         raise ArgumentError(
-            f"{output / run_dir.SOURCE_TOKENIZER}: cannot resume, the tokenizer does not load: "
+            f"{output / runs.SOURCE_TOKENIZER}: cannot resume, the tokenizer does not load: "
             f"{literal(first_line(error))}. Pass {{overwrite=True}} to start again."
         ) from None
 
@@ -86,7 +86,7 @@ def _copy_folder(source, destination):
 def make_datasets(preset, splits, tokenizers, seed, distributed=False, add_source_end=False):
     """`(train, validation)` batches of `splits` for `preset`: bucketed by length, padded to a token budget.
 
-    `tokenizers` are the run's `run_dir.Tokenizers`. The training batches are
+    `tokenizers` are the run's `runs.Tokenizers`. The training batches are
     shuffled with `seed` and tokenized with subword sampling where the preset
     asks for it (this package's own tokenizers); `distributed` shards them by
     data; `add_source_end` ends each source with END (imported models).

@@ -7,8 +7,8 @@ writing anything else there, and deletes, file by file, only what it wrote.
 
 import pathlib
 
+from keras_transformer import runs
 from keras_transformer.files import destinations, ownership
-from keras_transformer.training import run_dir
 from keras_transformer.training.data import training_data_sha256
 
 
@@ -62,9 +62,9 @@ def check_output(output, resume, overwrite):
         return "fresh"
     if overwrite and not resume:
         return "replace"
-    config = run_dir.RunConfig.read(output)
+    config = runs.RunConfig.read(output)
     unfinished_ensemble = bool(config.members) and not config.finished
-    interrupted = (output / run_dir.BACKUP).exists() or unfinished_ensemble
+    interrupted = (output / runs.BACKUP).exists() or unfinished_ensemble
     if resume:
         if config.finished and not interrupted:
             return "finished"
@@ -87,7 +87,7 @@ def _refuse_hard_links(output):
 
 def check_same_data(output, splits, data_dir):
     """Refuses to resume `output` on training data other than the data it started on."""
-    recorded = run_dir.RunConfig.read(output).train_data_sha256
+    recorded = runs.RunConfig.read(output).train_data_sha256
     if recorded is not None and recorded != training_data_sha256(splits["train"]):
         holds = f"a run started on other training data than data_dir={data_dir!r} gives (resume it on that data)"
         raise destinations.DestinationInUseError(output, holds, ["overwrite"])
@@ -103,7 +103,7 @@ def claim(output, state, splits, is_chief=True):
     """
     output.mkdir(parents=True, exist_ok=True)
     if is_chief and state != "resume":
-        claimed = run_dir.RunConfig(
+        claimed = runs.RunConfig(
             created_by=destinations.CREATOR, train_data_sha256=training_data_sha256(splits["train"])
         )
         claimed.write(output)
@@ -115,6 +115,6 @@ def remove_rewritten(output, folders):
         path.relative_to(output).as_posix()
         for folder in folders
         for path in folder.rglob("*")
-        if run_dir.REWRITTEN.fullmatch(path.relative_to(output).as_posix())
+        if runs.REWRITTEN.fullmatch(path.relative_to(output).as_posix())
     }
     ownership.remove_files(output, sorted(written))

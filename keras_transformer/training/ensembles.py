@@ -8,8 +8,9 @@ time budget. An interrupted ensemble resumes at its first unfinished member.
 
 import time
 
+from keras_transformer import runs
 from keras_transformer.files import run_files
-from keras_transformer.training import data, destination, model_run, run_dir
+from keras_transformer.training import data, destination, model_run
 from keras_transformer.training.data import training_data_sha256
 
 
@@ -62,7 +63,7 @@ def train_ensemble(preset, output, state, splits, options, *, recorded):
 
 def _finish(output, config, members, recorder, started):
     """Marks the ensemble finished with its members' epochs, losses and minutes, and the files it wrote."""
-    member_configs = [run_dir.RunConfig.read(output / member) for member in members]
+    member_configs = [runs.RunConfig.read(output / member) for member in members]
     config = config.replace(
         finished=True,
         train_minutes=round(sum(member.train_minutes or 0.0 for member in member_configs), 2),

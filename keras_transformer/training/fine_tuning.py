@@ -8,7 +8,7 @@ config.json records it (`record`).
 import hashlib
 import pathlib
 
-from keras_transformer.training import run_dir
+from keras_transformer import runs
 
 # What must match between a preset and the run it fine-tunes: the model's shape, and the vocabulary.
 SHAPE_FIELDS = (
@@ -28,20 +28,20 @@ SHAPE_FIELDS = (
 def init_run_config(init_from):
     """The `RunConfig` of the run that `init_from` names; a run it cannot start from is a ValueError."""
     path = pathlib.Path(init_from)
-    if not run_dir.is_run_dir(path):
+    if not runs.is_run_dir(path):
         raise ValueError(
-            f"`init_from` must be a run directory of this package (with {run_dir.CONFIG} and "
-            f"{run_dir.MODEL}). Received: init_from={str(init_from)!r}"
+            f"`init_from` must be a run directory of this package (with {runs.CONFIG} and "
+            f"{runs.MODEL}). Received: init_from={str(init_from)!r}"
         )
-    config = run_dir.RunConfig.read(path)
+    config = runs.RunConfig.read(path)
     if config.members:
         raise ValueError(
             f"`init_from` must be one model's run, not an ensemble. Received: init_from={str(init_from)!r}"
         )
-    if not (path / run_dir.MODEL).is_file() or config.preset is None:
+    if not (path / runs.MODEL).is_file() or config.preset is None:
         raise ValueError(
-            f"`init_from` must be a run with a trained {run_dir.MODEL} and its preset in "
-            f"{run_dir.CONFIG}. Received: init_from={str(init_from)!r}"
+            f"`init_from` must be a run with a trained {runs.MODEL} and its preset in "
+            f"{runs.CONFIG}. Received: init_from={str(init_from)!r}"
         )
     return config
 
@@ -70,7 +70,7 @@ def initial_weights(init_from):
     """The weights of `init_from`'s model (its best or averaged epoch); a model that does not load is a ValueError."""
     import keras
 
-    path = pathlib.Path(init_from) / run_dir.MODEL
+    path = pathlib.Path(init_from) / runs.MODEL
     try:
         return keras.saving.load_model(path, compile=False).get_weights()
     except Exception as error:  # noqa: BLE001  (zip, HDF5, JSON, Keras: all mean "corrupt")
@@ -83,7 +83,7 @@ def set_initial_weights(model, weights, init_from):
     shapes = [tuple(w.shape) for w in weights], [tuple(w.shape) for w in model.get_weights()]
     if shapes[0] != shapes[1]:
         raise ValueError(
-            f"`init_from`'s {run_dir.MODEL} does not fit the model its {run_dir.CONFIG} describes. "
+            f"`init_from`'s {runs.MODEL} does not fit the model its {runs.CONFIG} describes. "
             f"Received: init_from={str(init_from)!r}"
         )
     model.set_weights(weights)
@@ -93,13 +93,13 @@ def record(init_from):
     """What config.json records of the run fine-tuned from: its absolute path and its model's sha256."""
     return {
         "run": str(pathlib.Path(init_from).resolve()),
-        "model_sha256": _file_sha256(pathlib.Path(init_from) / run_dir.MODEL),
+        "model_sha256": _file_sha256(pathlib.Path(init_from) / runs.MODEL),
     }
 
 
 def inherited_fields(init_from):
     """What a fine-tuned run keeps of `init_from`'s config.json: how sources end, and the checkpoint it came from."""
-    config = run_dir.RunConfig.read(init_from)
+    config = runs.RunConfig.read(init_from)
     fields = {"add_source_end": config.add_source_end}
     if config.pretrained is not None:
         fields["pretrained"] = config.pretrained

@@ -9,9 +9,9 @@ import contextlib
 import sys
 import time
 
-from keras_transformer import __version__
+from keras_transformer import __version__, runs
 from keras_transformer.files import destinations, run_files
-from keras_transformer.training import callbacks, data, destination, distribution, fine_tuning, precision, run_dir
+from keras_transformer.training import callbacks, data, destination, distribution, fine_tuning, precision
 from keras_transformer.training.data import training_data_sha256
 from keras_transformer.training.keras_workarounds import unknown_length_warnings_ignored
 from keras_transformer.training.recipe import compile_model
@@ -49,7 +49,7 @@ class ModelRun:
         self.recorded, self.initial_weights = recorded, initial_weights
         self.init_from = recorded.get("init_from", {}).get("run")
         self.tokenizer_from = tokenizer_from or self.init_from
-        self.config, self.prior_minutes = run_dir.RunConfig(), 0.0
+        self.config, self.prior_minutes = runs.RunConfig(), 0.0
         self.recorder = run_files.FileRecorder(output)
         self.is_chief, self.worker_index = distribution.worker_role(self.strategy)
 
@@ -150,18 +150,18 @@ class ModelRun:
     def finish(self):
         """Averages the last epochs' weights if the preset asks, marks the run finished, removes its backups."""
         average_last, output = self.preset.training.average_last, self.output
-        config = run_dir.RunConfig.read(output) if self.is_chief else self.config
-        snapshots = callbacks.snapshot_paths(output / run_dir.SNAPSHOTS)[-average_last:]
+        config = runs.RunConfig.read(output) if self.is_chief else self.config
+        snapshots = callbacks.snapshot_paths(output / runs.SNAPSHOTS)[-average_last:]
         if self.is_chief and average_last > 1 and len(snapshots) > 1:
             averaged = callbacks.average_snapshots(self.model, snapshots)
             with unknown_length_warnings_ignored():
                 loss = averaged.evaluate(self.validation_batches, verbose=0, return_dict=True)["loss"]
             config = config.replace(averaged={"epochs": len(snapshots), "val_loss": loss})
             if config.best_val_loss is None or loss < config.best_val_loss:
-                callbacks.save_model_atomic(averaged, output / run_dir.MODEL)
+                callbacks.save_model_atomic(averaged, output / runs.MODEL)
                 config = config.replace(best_val_loss=loss, best_epoch="averaged")
         minutes_used = self.minutes()
-        chief_folders = [output / run_dir.SNAPSHOTS, output / run_dir.BACKUP] if self.is_chief else []
+        chief_folders = [output / runs.SNAPSHOTS, output / runs.BACKUP] if self.is_chief else []
         destination.remove_rewritten(output, [self.backup] + chief_folders)
         if self.is_chief:
             # One write: the run is finished exactly when its record holds its final files.
@@ -178,7 +178,7 @@ class ModelRun:
     def record(self, **fields):
         """Updates config.json (the chief's only)."""
         if self.is_chief:
-            run_dir.update_config(self.output, **fields)
+            runs.update_config(self.output, **fields)
 
     def record_files(self):
         """Records in config.json what the run has written (the chief's only; see `run_files.FileRecorder`)."""
@@ -188,7 +188,7 @@ class ModelRun:
     @property
     def backup(self):
         """The resume backup's folder: one per worker in a multi-worker run."""
-        backup = self.output / run_dir.BACKUP
+        backup = self.output / runs.BACKUP
         return backup / f"worker-{self.worker_index}" if self.strategy == "multi-worker" else backup
 
 
@@ -198,7 +198,7 @@ def start_config(preset, output, state, tokenizers, **fields):
     `tokenizers` are the run's `data.Tokenizers`; `fields` the other fields
     to record (the sources, the seed, `add_source_end` of a fine-tuned import...).
     """
-    config = run_dir.RunConfig.read(output) if state == "resume" else run_dir.RunConfig()
+    config = runs.RunConfig.read(output) if state == "resume" else runs.RunConfig()
     return config.replace(
         created_by=destinations.CREATOR,
         version=__version__,

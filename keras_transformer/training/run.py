@@ -8,9 +8,10 @@ members (`ensembles`).
 
 import pathlib
 
+from keras_transformer import runs
 from keras_transformer.files import destinations
 from keras_transformer.presets import get_preset
-from keras_transformer.training import destination, ensembles, fine_tuning, model_run, run_dir
+from keras_transformer.training import destination, ensembles, fine_tuning, model_run
 from keras_transformer.training.options import Budget, Devices, Options, Sources, is_int
 
 
@@ -62,7 +63,7 @@ class TrainingRun:
         """Takes the steps in turn; returns the summary of `train`."""
         self.check()
         if self.state == "finished":
-            config = run_dir.RunConfig.read(self.output)
+            config = runs.RunConfig.read(self.output)
             return {**model_run.summary(self.output, config, 0.0), "message": "a finished run: nothing to resume"}
         self.load_data()
         self.load_initial_weights()
@@ -176,7 +177,7 @@ def train(
     verbose="auto",
     **overrides,
 ):
-    """Trains preset `preset` and writes a run directory (see `run_dir`) to `output`.
+    """Trains preset `preset` and writes a run directory (see `keras_transformer.runs`) to `output`.
 
     The arguments, grouped (`options.Sources`, `options.Budget`,
     `options.Devices`, `options.Options`), make a `TrainingRun`, which trains.

@@ -25,10 +25,9 @@ import time
 
 import pytest
 
-from keras_transformer import training
+from keras_transformer import runs, training
 from keras_transformer.commands import cli
 from keras_transformer.datasets import corpora, download_progress, downloads
-from keras_transformer.training import run_dir
 
 MULTI30K_GZ = [download.url.rsplit("/", 1)[1] for download in downloads.DOWNLOADS["multi30k_task1"]]
 
@@ -117,7 +116,7 @@ def test_multi30k_downloads_through_a_mirror_then_reads_the_cache_offline(
         verbose=0,
     )
     assert summary["completed_epochs"] == 1 and summary["best_val_loss"] > 0
-    assert run_dir.read_config(tmp_path / "run")["train_data_sha256"] == training.training_data_sha256(
+    assert runs.read_config(tmp_path / "run")["train_data_sha256"] == training.training_data_sha256(
         splits["train"][:300]
     )
 

@@ -62,7 +62,8 @@ def forced_lengths_decoder(model, method, beam_size=1):
         rows = search.initial_rows(batch, MAX_LENGTH, empty, *extras)
         return rows, (decoding.initial_state(model, source_ids, MAX_LENGTH, beam_size), lengths)
 
-    return decoding.BoundSearch(search, decoding.Step(step_fn, resize_state, reorder_state), init, MAX_LENGTH)
+    steps = decoding.Step(step_fn, resize_state, reorder_state)
+    return decoding.BoundSearch(search.with_ids(), steps, init, MAX_LENGTH)  # the package's ids, as `bind` gives
 
 
 def _numpy(outputs):

@@ -210,7 +210,7 @@ SOFTMAX_TABLE[B] = [0.1, 0, 0, 0.9, 0, 0]
     ],
 )
 def test_softmax_over_the_vocabulary_comes_before_the_bans(softmax_over, expected):
-    search = decoding.BeamSearch(2, alpha=0.0, softmax_over=softmax_over)
+    search = decoding.BeamSearch(2, alpha=0.0, softmax_over=softmax_over, banned_ids=(0,))  # PAD, as imports ban it
     ids, scores, _ = _numpy(search.run(_bigram_step(SOFTMAX_TABLE), (), 1, 2))
     np.testing.assert_array_equal(ids[0], expected[0])
     np.testing.assert_allclose(scores[0], expected[1], rtol=1e-4)
@@ -234,7 +234,9 @@ def test_search_for_passes_the_options_on():
     )
     sampling = decoding.search_for(temperature=0.7, **options)
     assert sampling == decoding.SamplingSearch(0.7, alpha=0.6, **options)
-    defaults = decoding.BeamSearch(4)
+    unbound = decoding.BeamSearch(4)
+    assert (unbound.pad_id, unbound.start_id, unbound.end_id) == (None, None, None)  # the model's, once bound
+    defaults = unbound.with_ids()
     assert (defaults.pad_id, defaults.start_id, defaults.end_id) == (0, 2, 3)
     assert (defaults.normalization, defaults.stopping, defaults.force_end) == ("gnmt", "beams_ended", False)
     assert (defaults.banned_ids, defaults.never_generated, defaults.softmax_over) == (None, (0, 2), "allowed")

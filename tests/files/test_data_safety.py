@@ -15,13 +15,12 @@ import sys
 
 import pytest
 
-from keras_transformer import training
+from keras_transformer import runs, training
 from keras_transformer.commands import cli
 from keras_transformer.files import destinations, manifest
 from keras_transformer.presets import get_preset
 from keras_transformer.serving.export import load
 from keras_transformer.training import data as training_data
-from keras_transformer.training import run_dir
 
 from trained_runs import trained_export
 
@@ -130,7 +129,7 @@ def test_overwrite_checks_the_data_and_arguments_before_deleting_the_run(trained
 def test_a_run_whose_config_does_not_parse_is_not_replaced(trained, tmp_path, capsys):
     """config.json is written atomically, so one that does not parse is not this package's: no overwrite."""
     run = pathlib.Path(shutil.copytree(trained[0], tmp_path / "run"))
-    (run / run_dir.CONFIG).write_text('{"preset": ', encoding="utf-8")
+    (run / runs.CONFIG).write_text('{"preset": ', encoding="utf-8")
     before = snapshot(run)
     code, err = run_cli(capsys, "train", "--preset", "tiny", "--output", run, "--overwrite")
     assert_refused(code, err, run)
@@ -167,12 +166,12 @@ def test_overwrite_refuses_a_run_holding_a_users_file_in_a_subfolder(trained, tm
 
 def test_overwrite_refuses_a_run_whose_recorded_file_was_changed(trained, tmp_path, capsys):
     run = pathlib.Path(shutil.copytree(trained[0], tmp_path / "run"))
-    with open(run / run_dir.HISTORY, "a", encoding="utf-8") as history:
+    with open(run / runs.HISTORY, "a", encoding="utf-8") as history:
         history.write("my comparison with the paper: ...\n")
     before = snapshot(run)
     code, err = run_cli(capsys, "train", "--preset", "tiny", "--output", run, "--overwrite")
     assert_refused(code, err, run)
-    assert f"{run / run_dir.HISTORY} has changed since keras-transformer wrote it" in err
+    assert f"{run / runs.HISTORY} has changed since keras-transformer wrote it" in err
     assert snapshot(run) == before
 
 
@@ -180,19 +179,19 @@ def test_overwrite_refuses_a_run_whose_recorded_file_was_changed(trained, tmp_pa
 def test_resume_never_writes_through_a_link_in_the_run(trained, home, capsys, link):
     """An interrupted run's history.csv replaced by a link to the user's thesis: --resume refuses, names it."""
     run = pathlib.Path(shutil.copytree(trained[0], home / "run"))
-    config = run_dir.read_config(run)
-    run_dir.write_json_atomic(run / run_dir.CONFIG, {**config, "finished": False})  # interrupted
+    config = runs.read_config(run)
+    runs.write_json_atomic(run / runs.CONFIG, {**config, "finished": False})  # interrupted
     thesis = home / "projects" / "thesis" / "thesis.txt"
-    (run / run_dir.HISTORY).unlink()
+    (run / runs.HISTORY).unlink()
     if link == "symbolic":
-        (run / run_dir.HISTORY).symlink_to(thesis)
+        (run / runs.HISTORY).symlink_to(thesis)
     else:
-        os.link(thesis, run / run_dir.HISTORY)
+        os.link(thesis, run / runs.HISTORY)
     before = snapshot(home)
     code, err = run_cli(capsys, "train", "--preset", "tiny", "--output", run, "--resume")
     assert_refused(code, err, run)
     reason = "is a symbolic link" if link == "symbolic" else "has another name (a hard link)"
-    assert f"{run / run_dir.HISTORY} {reason}" in err
+    assert f"{run / runs.HISTORY} {reason}" in err
     assert snapshot(home) == before
 
 
@@ -231,23 +230,23 @@ def test_a_run_that_failed_before_its_first_epoch_is_claimed_and_restarts(tmp_pa
         training.train("tiny", output=output, epochs=1, max_examples=30, verbose=0)
     monkeypatch.undo()
     assert destinations.is_own_run(output)
-    small_tokenizer = (output / run_dir.SOURCE_TOKENIZER / "tokenizer.model").read_bytes()
+    small_tokenizer = (output / runs.SOURCE_TOKENIZER / "tokenizer.model").read_bytes()
 
     code, err = run_cli(capsys, "train", "--preset", "tiny", "--epochs", "1", "--output", output)
     assert_refused(code, err, output)
     assert "interrupted run" in err and "--resume" in err and "--overwrite" in err
 
     training.train("tiny", output=output, epochs=1, max_examples=300, verbose=0, resume=True)
-    config = run_dir.read_config(output)
+    config = runs.read_config(output)
     splits = training.load_splits(get_preset("tiny").replace(max_examples=300), None)
     assert config["finished"] and config["train_data_sha256"] == training.training_data_sha256(splits["train"])
-    assert (output / run_dir.SOURCE_TOKENIZER / "tokenizer.model").read_bytes() != small_tokenizer
+    assert (output / runs.SOURCE_TOKENIZER / "tokenizer.model").read_bytes() != small_tokenizer
 
 
 def test_resuming_on_other_data_is_refused(trained, tmp_path, capsys):
     run = pathlib.Path(shutil.copytree(trained[0], tmp_path / "run"))
-    config = run_dir.read_config(run)
-    run_dir.write_json_atomic(run / run_dir.CONFIG, {**config, "finished": False})
+    config = runs.read_config(run)
+    runs.write_json_atomic(run / runs.CONFIG, {**config, "finished": False})
     before = snapshot(run)
     with pytest.raises(destinations.DestinationInUseError, match="other training data"):
         training.train("tiny", output=run, resume=True, epochs=2, max_examples=200, verbose=0)
@@ -294,7 +293,7 @@ def test_export_replaces_an_earlier_export_only_with_overwrite(trained, tmp_path
         assert run_cli(capsys, "export", "--model", trained[0], "--output", export, "--overwrite")[0] == 0
     finally:
         os.umask(previous_umask)
-    assert (export / destinations.MANIFEST).is_file() and run_dir.is_saved_model(empty)
+    assert (export / destinations.MANIFEST).is_file() and runs.is_saved_model(empty)
     assert snapshot(export) != before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "export"]  # no stray temporary folders
     # An ordinary mkdir's permissions under the umask, so a server running as another user can read it.
@@ -383,8 +382,8 @@ def test_export_overwrite_refuses_an_export_holding_a_users_file(trained, tmp_pa
 
 def test_exporting_an_unfinished_run_says_so(trained, tmp_path, capsys):
     run = pathlib.Path(shutil.copytree(trained[0], tmp_path / "run"))
-    config = run_dir.read_config(run)
-    run_dir.write_json_atomic(run / run_dir.CONFIG, {**config, "finished": False, "completed_epochs": 1})
+    config = runs.read_config(run)
+    runs.write_json_atomic(run / runs.CONFIG, {**config, "finished": False, "completed_epochs": 1})
     code, err = run_cli(capsys, "export", "--model", run, "--output", tmp_path / "export")
     assert code == 0, err
     warning = [line for line in err.splitlines() if "warning" in line]

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from keras_transformer import runs
 from keras_transformer.files import atomic, destinations, manifest, ownership, run_files
-from keras_transformer.training import run_dir
 
 SETTINGS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
@@ -58,7 +58,7 @@ def make_run(folder, files=RUN_FILES, finished=True):
     for index, relative in enumerate(files):
         (folder / relative).parent.mkdir(parents=True, exist_ok=True)
         (folder / relative).write_bytes(os.urandom(64 + index))
-    run_dir.write_json_atomic(folder / run_dir.CONFIG, {"created_by": "keras-transformer", "finished": finished})
+    runs.write_json_atomic(folder / runs.CONFIG, {"created_by": "keras-transformer", "finished": finished})
     run_files.FileRecorder(folder).record()
     return folder
 
@@ -216,9 +216,9 @@ def test_a_finished_run_owns_its_files_only_as_recorded(tmp_path):
 
 def test_a_run_of_an_earlier_version_owns_the_files_a_run_writes_by_name(tmp_path):
     run = make_run(tmp_path / "run")
-    config = run_dir.read_config(run)
+    config = runs.read_config(run)
     del config["files"]
-    run_dir.write_json_atomic(run / run_dir.CONFIG, config)
+    runs.write_json_atomic(run / runs.CONFIG, config)
     assert destinations.check_destination(run, "run") == "ours"
     (run / "logs" / "my_notes.txt").write_text("mine", encoding="utf-8")
     with pytest.raises(destinations.UnsafeDestinationError, match="logs/my_notes.txt was not written"):
@@ -232,7 +232,7 @@ def test_the_recorder_never_adopts_a_users_file_or_a_link(tmp_path, outside):
     (run / "history.csv").unlink()
     (run / "history.csv").symlink_to(outside / "thesis.txt")
     run_files.FileRecorder(run).record()
-    files = run_dir.read_config(run)["files"]
+    files = runs.read_config(run)["files"]
     assert "logs/my_notes.txt" not in files and "tokenizers/NOTES.txt" not in files and "history.csv" not in files
     assert set(files) == set(RUN_FILES) - {"history.csv"}
 

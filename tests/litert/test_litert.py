@@ -17,14 +17,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import litert
+from keras_transformer import litert, runs
 from keras_transformer.commands import cli
 from keras_transformer.files import destinations
 from keras_transformer.litert import export as litert_export
 from keras_transformer.litert import fast_text
 from keras_transformer.litert.ops import check_operators, operators
 from keras_transformer.tokenizers import load_tokenizer
-from keras_transformer.training import run_dir
 
 from trained_runs import DATA, tiny_run_dir
 
@@ -79,7 +78,7 @@ def test_a_flex_op_is_named_in_one_line(tmp_path):
 
 def test_tokenize_gives_the_run_tokenizers_ids(exported, sentences):
     run, _, translator, _ = exported
-    tokenizer = load_tokenizer(run / run_dir.SOURCE_TOKENIZER)
+    tokenizer = load_tokenizer(run / runs.SOURCE_TOKENIZER)
     hard = ["日本語 and a dog 😀", "", "  two  spaces  "]
     texts = sentences + hard
     assert translator.tokenize(texts) == tokenizer.tokenize(tf.constant(texts)).to_list()
@@ -87,8 +86,8 @@ def test_tokenize_gives_the_run_tokenizers_ids(exported, sentences):
 
 def test_detokenize_gives_the_run_tokenizers_strings(exported, sentences, monkeypatch):
     run, _, translator, _ = exported
-    folder = run / run_dir.TARGET_TOKENIZER
-    tokenizer = load_tokenizer(folder if folder.is_dir() else run / run_dir.SOURCE_TOKENIZER)
+    folder = run / runs.TARGET_TOKENIZER
+    tokenizer = load_tokenizer(folder if folder.is_dir() else run / runs.SOURCE_TOKENIZER)
     german = (DATA / "val.de").read_text(encoding="utf-8").splitlines()[:500]
     rows = tokenizer.tokenize(tf.constant(german + ["日本語 😀", ""])).to_list()
     rows = [row + [3, 0, 0] for row in rows]  # END and padding, dropped as the run drops them
@@ -306,11 +305,11 @@ def test_a_truncated_model_keras_is_named_as_truncated_not_missing(exported, tmp
     import shutil
 
     run = shutil.copytree(exported[0], tmp_path / "run")
-    data = (run / run_dir.MODEL).read_bytes()
-    (run / run_dir.MODEL).write_bytes(data[: len(data) // 2])
+    data = (run / runs.MODEL).read_bytes()
+    (run / runs.MODEL).write_bytes(data[: len(data) // 2])
     assert cli.main(["export", "--model", str(run), "--output", str(tmp_path / "out"), "--format", "litert"]) == 2
     message = capsys.readouterr().err.strip()
-    assert f"{run / run_dir.MODEL} is not a whole .keras file" in message and "truncated" in message, message
+    assert f"{run / runs.MODEL} is not a whole .keras file" in message and "truncated" in message, message
     assert "File not found" not in message and not (tmp_path / "out").exists()
 
 

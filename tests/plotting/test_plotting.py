@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from keras_transformer import build_transformer, plotting
+from keras_transformer import build_transformer, plotting, runs
 from keras_transformer.commands.cli import main
 from keras_transformer.plotting import attention_maps
-from keras_transformer.training import run_dir
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 TINY_MODEL = dict(num_layers=2, d_model=16, num_heads=2, d_ff=32, dropout=0.0, max_length=16)
@@ -46,7 +45,7 @@ def history_csv(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def run_directory(tmp_path_factory):
-    """A training run directory (run_dir layout) holding an untrained tiny model."""
+    """A training run directory (the `runs` layout) holding an untrained tiny model."""
     from keras_transformer.tokenizers import SubwordTokenizer
 
     path = tmp_path_factory.mktemp("run")
@@ -58,12 +57,12 @@ def run_directory(tmp_path_factory):
         "a dog is riding in a car",
     ] * 20
     tokenizer = SubwordTokenizer.train(lines, vocab_size=60, byte_fallback=False)
-    tokenizer.save(str(path / run_dir.SOURCE_TOKENIZER))
-    tokenizer.save(str(path / run_dir.TARGET_TOKENIZER))
+    tokenizer.save(str(path / runs.SOURCE_TOKENIZER))
+    tokenizer.save(str(path / runs.TARGET_TOKENIZER))
     model_kwargs = dict(source_vocab_size=tokenizer.vocab_size, target_vocab_size=tokenizer.vocab_size, **TINY_MODEL)
     keras.utils.set_random_seed(0)
-    build_transformer(**model_kwargs).save(path / run_dir.MODEL)
-    run_dir.write_json_atomic(path / run_dir.CONFIG, {"model": model_kwargs})
+    build_transformer(**model_kwargs).save(path / runs.MODEL)
+    runs.write_json_atomic(path / runs.CONFIG, {"model": model_kwargs})
     return path
 
 

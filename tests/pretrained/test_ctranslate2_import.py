@@ -5,9 +5,9 @@ import pathlib
 
 import pytest
 
+from keras_transformer import runs
 from keras_transformer.pretrained import import_pretrained
 from keras_transformer.serving.ctranslate2 import convert_run, read_pieces
-from keras_transformer.training import run_dir
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "marian"
@@ -19,8 +19,8 @@ def test_greedy_ids_equal_transformers(tmp_path, kind):
     import_pretrained(FIXTURES / kind, run)
     convert_run(run, tmp_path / "ct2")
     reference = json.loads((FIXTURES / kind / "reference.json").read_text(encoding="utf-8"))
-    source_pieces = read_pieces(run / run_dir.SOURCE_TOKENIZER)
-    target_pieces = read_pieces(run / run_dir.TARGET_TOKENIZER)
+    source_pieces = read_pieces(run / runs.SOURCE_TOKENIZER)
+    target_pieces = read_pieces(run / runs.TARGET_TOKENIZER)
     # The reference source ids end with </s>: CTranslate2 appends it itself (add_source_eos).
     batch = [[source_pieces[i] for i in ids[:-1]] for ids in reference["source_ids"]]
     translator = ctranslate2.Translator(str(tmp_path / "ct2"), intra_threads=1)

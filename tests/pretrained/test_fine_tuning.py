@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_transformer import runs
 from keras_transformer.commands import cli
 from keras_transformer.datasets import make_eval_batches
 from keras_transformer.losses import MaskedSparseCategoricalCrossentropy
 from keras_transformer.pretrained import import_pretrained
-from keras_transformer.training import run_dir
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "marian"
 CHATBOT = pathlib.Path(__file__).resolve().parents[2] / "keras_transformer" / "data" / "korean_chatbot"
@@ -26,8 +26,8 @@ def chatbot_pairs(count, skip=3000):
 
 def mean_loss(run, pairs):
     """The model's mean token loss on `pairs` (no label smoothing), framed as training frames them."""
-    model = keras.saving.load_model(run / run_dir.MODEL, compile=False)
-    tokenizers = run_dir.load_tokenizers(run)
+    model = keras.saving.load_model(run / runs.MODEL, compile=False)
+    tokenizers = runs.load_tokenizers(run)
     sources, targets = zip(*pairs)
     data = tf.data.Dataset.from_tensor_slices({"source": list(sources), "target": list(targets)})
     batches = make_eval_batches(data, *tokenizers, add_source_end=True, max_length=model.config.max_length)
@@ -59,10 +59,10 @@ def test_one_epoch_on_200_pairs_lowers_their_loss_and_keeps_the_tokenizers(tmp_p
     )
     assert status == 0, capsys.readouterr().err[-2000:]
 
-    for side in (run_dir.SOURCE_TOKENIZER, run_dir.TARGET_TOKENIZER):
+    for side in (runs.SOURCE_TOKENIZER, runs.TARGET_TOKENIZER):
         before = {path.name: path.read_bytes() for path in (imported / side).iterdir()}
         assert {path.name: path.read_bytes() for path in (tuned / side).iterdir()} == before
-    config = run_dir.RunConfig.read(tuned)
-    assert config.model == run_dir.RunConfig.read(imported).model
+    config = runs.RunConfig.read(tuned)
+    assert config.model == runs.RunConfig.read(imported).model
     assert config.add_source_end and config.pretrained["source"] == str(FIXTURES / kind)
     assert mean_loss(tuned, pairs) < mean_loss(imported, pairs) - 0.01

@@ -15,9 +15,9 @@ import sys
 
 import pytest
 
+from keras_transformer import runs
 from keras_transformer.commands import cli
 from keras_transformer.files.ownership import sha256
-from keras_transformer.training import run_dir
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "marian"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -39,7 +39,7 @@ def test_a_local_checkpoint_imports_as_a_run_that_records_each_file(tmp_path, ca
     status, message = run_import(capsys, folder, "--output", tmp_path / "run")
     assert status == 0, message
     assert "Imported" in message and "translate --model" in message
-    recorded = run_dir.RunConfig.read(tmp_path / "run").pretrained
+    recorded = runs.RunConfig.read(tmp_path / "run").pretrained
     assert recorded["files"]["model.safetensors"] == sha256(folder / "model.safetensors")
     assert recorded["files"]["vocab.json"] == sha256(folder / "vocab.json")
 
@@ -99,10 +99,10 @@ def test_an_output_that_is_not_new_is_refused_as_train_refuses_it(tmp_path, caps
 
     status, _ = run_import(capsys, folder, "--output", tmp_path / "run")
     assert status == 0
-    model_before = (tmp_path / "run" / run_dir.MODEL).read_bytes()
+    model_before = (tmp_path / "run" / runs.MODEL).read_bytes()
     message = _one_line_refusal(capsys, tmp_path / "run", folder)
     assert "--overwrite" in message
-    assert (tmp_path / "run" / run_dir.MODEL).read_bytes() == model_before
+    assert (tmp_path / "run" / runs.MODEL).read_bytes() == model_before
 
 
 def hf_cache(tmp_path, repo, kind="shared"):
@@ -136,7 +136,7 @@ def test_an_hf_source_resolves_through_huggingface_hub_offline(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    recorded = run_dir.RunConfig.read(tmp_path / "run").pretrained
+    recorded = runs.RunConfig.read(tmp_path / "run").pretrained
     assert recorded["source"] == "hf://Helsinki-NLP/opus-mt-tiny-ko-ko" and recorded["revision"] == COMMIT
     assert recorded["files"]["model.safetensors"] == sha256(FIXTURES / "shared" / "model.safetensors")
 

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_transformer import runs
 from keras_transformer.decoding import TruncatedOutputWarning
 from keras_transformer.pretrained import import_pretrained
 from keras_transformer.serving import export
-from keras_transformer.training import run_dir
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "marian"
 
@@ -46,6 +46,29 @@ def test_greedy_strings_equal_transformers(imported):
     assert strings(quietly(translator, reference["sentences"])) == reference["greedy"]
 
 
+def test_the_one_call_decoders_take_the_models_ids(imported):
+    """`greedy_decode(model, ids)` without ids decodes from Marian's start (its PAD) and stops at its END (0)."""
+    import keras
+
+    from keras_transformer.decoding import beam_decode, greedy_decode
+
+    run, reference = imported
+    model = keras.saving.load_model(run / runs.MODEL, compile=False)
+    pad = model.config.pad_id
+    width = max(len(row) for row in reference["source_ids"])
+    source = np.array([row + [pad] * (width - len(row)) for row in reference["source_ids"]], np.int32)
+    length = reference["max_new_tokens"]
+    ids = keras.ops.convert_to_numpy(greedy_decode(model, source, max_length=length))
+    for row, expected in zip(ids.tolist(), reference["greedy_ids"]):
+        assert row[: len(expected)] == expected
+    beams = keras.ops.convert_to_numpy(beam_decode(model, source[:4], beam_size=1, max_length=length)[0])
+    np.testing.assert_array_equal(beams[:, 0], ids[:4])
+    # Without a length either: the model's own (its generation settings), as its translator decodes.
+    target = runs.load_tokenizers(run).target
+    ours = strings(target.detokenize(keras.ops.convert_to_numpy(greedy_decode(model, source))))
+    assert ours == strings(quietly(export.load(run, beam_size=1).greedy, reference["sentences"]))
+
+
 def test_beam_4_best_strings_equal_transformers_but_for_ties(imported):
     run, reference = imported
     translator = export.load(run, beam_size=4, alpha=1.0, max_length=reference["max_new_tokens"])
@@ -63,7 +86,7 @@ def test_beam_4_best_strings_equal_transformers_but_for_ties(imported):
 def test_scores_of_the_greedy_outputs_equal_transformers_log_probabilities(imported):
     run, reference = imported
     translator = export.load(run, beam_size=1, max_length=reference["max_new_tokens"])
-    target = run_dir.load_tokenizers(run).target
+    target = runs.load_tokenizers(run).target
     retokenized = [ids + [target.end_id] for ids in target.tokenize(tf.constant(reference["greedy"])).to_list()]
     same = [ids == expected for ids, expected in zip(retokenized, reference["greedy_ids"])]
     scored = translator.score(reference["sentences"], reference["greedy"])

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_transformer import runs
 from keras_transformer.files import destinations
 from keras_transformer.pretrained import import_pretrained
 from keras_transformer.tokenizers import load_tokenizer
-from keras_transformer.training import run_dir
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "marian"
 KINDS = ("shared", "separate")
@@ -37,15 +37,15 @@ def imported(request, tmp_path_factory):
 def test_teacher_forced_logits_equal_transformers(imported):
     folder, run, _ = imported
     expected = np.load(folder / "reference_logits.npz")
-    model = keras.saving.load_model(run / run_dir.MODEL, compile=False)
+    model = keras.saving.load_model(run / runs.MODEL, compile=False)
     logits = model({"encoder_inputs": expected["input_ids"], "decoder_inputs": expected["decoder_input_ids"]})
     np.testing.assert_allclose(keras.ops.convert_to_numpy(logits), expected["logits"], rtol=0, atol=1e-4)
 
 
 def test_source_and_target_ids_equal_marian_tokenizers(imported):
     _, run, reference = imported
-    source = load_tokenizer(run / run_dir.SOURCE_TOKENIZER)
-    target = load_tokenizer(run / run_dir.TARGET_TOKENIZER)
+    source = load_tokenizer(run / runs.SOURCE_TOKENIZER)
+    target = load_tokenizer(run / runs.TARGET_TOKENIZER)
     sentences = tf.constant(reference["sentences"])
     source_ids = [ids + [source.end_id] for ids in source.tokenize(sentences).to_list()]
     target_ids = [ids + [target.end_id] for ids in target.tokenize(sentences).to_list()]
@@ -55,14 +55,14 @@ def test_source_and_target_ids_equal_marian_tokenizers(imported):
 
 def test_detokenize_gives_transformers_strings(imported):
     _, run, reference = imported
-    target = load_tokenizer(run / run_dir.TARGET_TOKENIZER)
+    target = load_tokenizer(run / runs.TARGET_TOKENIZER)
     ids = tf.ragged.constant(reference["greedy_ids"], dtype=tf.int32)
     assert [s.decode("utf-8") for s in target.detokenize(ids).numpy()] == reference["greedy"]
 
 
 def test_the_run_records_its_source_and_the_files_it_read(imported):
     folder, run, _ = imported
-    config = run_dir.RunConfig.read(run)
+    config = runs.RunConfig.read(run)
     assert config.pretrained["source"] == str(folder) and config.pretrained["model_type"] == "marian"
     assert {"config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json"} <= set(
         config.pretrained["files"]

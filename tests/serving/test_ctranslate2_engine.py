@@ -9,11 +9,11 @@ import keras
 import numpy as np
 import pytest
 
+from keras_transformer import runs
 from keras_transformer.commands import cli
 from keras_transformer.files import destinations
 from keras_transformer.pretrained import import_pretrained
 from keras_transformer.serving import ctranslate2_engine
-from keras_transformer.training import run_dir
 
 from serving_fixtures import Server, post
 from trained_runs import DATA, MAX_LENGTH, tiny_run_dir
@@ -136,9 +136,9 @@ def test_converts_once_and_again_when_the_model_changes(run, tmp_path):
     first = model_bin(folder)
     assert ctranslate2_engine.cached_model(copy, tmp_path / "cache") == folder
     assert model_bin(folder) == first  # reused: not written again
-    model = keras.saving.load_model(copy / run_dir.MODEL, compile=False)
+    model = keras.saving.load_model(copy / runs.MODEL, compile=False)
     model.weights[0].assign(model.weights[0] + 0.01)
-    model.save(copy / run_dir.MODEL)
+    model.save(copy / runs.MODEL)
     assert ctranslate2_engine.cached_model(copy, tmp_path / "cache") == folder
     assert model_bin(folder) != first
     recorded = json.loads((folder / "keras_transformer.json").read_text(encoding="utf-8"))

@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import build_transformer, decoding
+from keras_transformer import build_transformer, decoding, runs
 from keras_transformer.commands import cli
 from keras_transformer.files import destinations, manifest
 from keras_transformer.serving.ctranslate2 import convert_run, read_pieces, transformer_spec
-from keras_transformer.training import run_dir
 
 from trained_runs import DATA, MAX_LENGTH, tiny_run_dir
 
@@ -30,7 +29,7 @@ def run():
 
 @pytest.fixture(scope="module")
 def pieces(run):
-    return read_pieces(run[0] / run_dir.SOURCE_TOKENIZER)
+    return read_pieces(run[0] / runs.SOURCE_TOKENIZER)
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +42,14 @@ def source_ids(run):
     """The 20 overfitted training pairs' sources, then unseen Multi30k sentences: a few dozen, all <= MAX_LENGTH."""
     from keras_transformer.tokenizers import SubwordTokenizer
 
-    tokenizer = SubwordTokenizer.load(run[0] / run_dir.SOURCE_TOKENIZER)
+    tokenizer = SubwordTokenizer.load(run[0] / runs.SOURCE_TOKENIZER)
     unseen = (DATA / "train.en").read_text(encoding="utf-8").splitlines()[1000:1040]
     rows = tokenizer.tokenize(tf.constant([s for s, _ in run[1]] + unseen)).to_list()
     return [row for row in rows if 0 < len(row) <= MAX_LENGTH]
 
 
 def ours_greedy(run, source_ids):
-    model = keras.saving.load_model(run[0] / run_dir.MODEL, compile=False)
+    model = keras.saving.load_model(run[0] / runs.MODEL, compile=False)
     dense = tf.ragged.constant(source_ids).to_tensor(0)
     ids = np.asarray(decoding.greedy_decode(model, dense, max_length=MAX_LENGTH))
     return [[int(i) for i in row if i != 0] for row in ids]
@@ -189,9 +188,9 @@ def test_refuses_a_folder_that_is_not_a_run(run, tmp_path, converted):
 def test_refuses_an_ensemble(run, tmp_path):
     ensemble = tmp_path / "ensemble"
     (ensemble / "member-0").mkdir(parents=True)
-    shutil.copy(run[0] / run_dir.MODEL, ensemble / "member-0" / run_dir.MODEL)
+    shutil.copy(run[0] / runs.MODEL, ensemble / "member-0" / runs.MODEL)
     shutil.copytree(run[0] / "tokenizers", ensemble / "tokenizers")
-    (ensemble / run_dir.CONFIG).write_text(json.dumps({"members": ["member-0"]}), encoding="utf-8")
+    (ensemble / runs.CONFIG).write_text(json.dumps({"members": ["member-0"]}), encoding="utf-8")
     with pytest.raises(ValueError, match="is an ensemble.*member-0"):
         convert_run(ensemble, tmp_path / "out")
 

@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import build_transformer
+from keras_transformer import build_transformer, runs
 from keras_transformer.serving.export import Translator, load
-from keras_transformer.training import run_dir
 
 from trained_runs import DATA, MAX_LENGTH, tiny_run_dir  # noqa: F401
 
@@ -114,7 +113,7 @@ def test_failed_save_leaves_the_previous_export_intact(translator, exported, mon
 
 
 def test_bare_keras_model_export(run, tmp_path):
-    model = keras.saving.load_model(run[0] / run_dir.MODEL, compile=False)
+    model = keras.saving.load_model(run[0] / runs.MODEL, compile=False)
     model.export(tmp_path / "bare")  # Keras's own SavedModel export: ids in, logits out
     reloaded = tf.saved_model.load(str(tmp_path / "bare"))
     inputs = {"encoder_inputs": tf.constant([[5, 6, 7, 0]]), "decoder_inputs": tf.constant([[2, 9, 0]])}
@@ -133,7 +132,7 @@ def test_load_errors_are_one_line(run, exported, tmp_path):
             load(exported, **{option: 1})
     corrupt = tmp_path / "corrupt"
     shutil.copytree(run[0], corrupt)
-    (corrupt / run_dir.MODEL).write_bytes(b"not a zip file")
+    (corrupt / runs.MODEL).write_bytes(b"not a zip file")
     with pytest.raises(ValueError, match=r"model.keras is not a whole .keras file \(a zip archive\)") as error:
         load(corrupt)
     assert "\n" not in str(error.value)

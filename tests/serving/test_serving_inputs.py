@@ -21,12 +21,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import build_transformer, decoding
+from keras_transformer import build_transformer, decoding, runs
 from keras_transformer.commands import cli
 from keras_transformer.serving import signatures
 from keras_transformer.serving.export import LoadedTranslator, Translator, load
 from keras_transformer.serving.inputs import utf8_error
-from keras_transformer.training import run_dir
 
 from trained_runs import trained_export  # the tiny preset trained once per session, and its export
 
@@ -235,7 +234,7 @@ def never_ends(tmp_path_factory):
     run, _ = trained_export()
     from keras_transformer.tokenizers import SubwordTokenizer
 
-    vocab = SubwordTokenizer.load(run / run_dir.SOURCE_TOKENIZER).vocab_size
+    vocab = SubwordTokenizer.load(run / runs.SOURCE_TOKENIZER).vocab_size
     keras.utils.set_random_seed(4)
     config = dict(
         source_vocab_size=vocab,
@@ -253,11 +252,11 @@ def never_ends(tmp_path_factory):
     model.get_layer("logits").set_weights([kernel, bias])
     path = tmp_path_factory.mktemp("never-ends") / "run"
     path.mkdir()
-    model.save(path / run_dir.MODEL)
-    for tokenizer in (run_dir.SOURCE_TOKENIZER, run_dir.TARGET_TOKENIZER):
+    model.save(path / runs.MODEL)
+    for tokenizer in (runs.SOURCE_TOKENIZER, runs.TARGET_TOKENIZER):
         SubwordTokenizer.load(run / tokenizer).save(path / tokenizer)
-    run_dir.write_json_atomic(
-        path / run_dir.CONFIG,
+    runs.write_json_atomic(
+        path / runs.CONFIG,
         {"model": config, "decoding": {"beam_size": 2, "length_penalty": 0.6, "max_length": 4}, "finished": True},
     )
     return path

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_transformer import runs, train
 from keras_transformer.commands.cli import main
-from keras_transformer.training import run_dir, train
 
 from test_training import SMALL
 
@@ -29,20 +29,20 @@ def test_an_ensemble_trains_its_members_in_turn_resumes_and_translates(tmp_path,
     monkeypatch.setattr(model_run, "train_model", interrupted_in_the_second_member)
     with pytest.raises(KeyboardInterrupt):
         train("tiny", **options)
-    assert run_dir.read_config(output / "member-0")["finished"]
+    assert runs.read_config(output / "member-0")["finished"]
     with pytest.raises(ValueError, match="member-1 has no model.keras yet"):
         export.load(output)
     assert main(["train", "--preset", "tiny", "--epochs", "1", "--output", str(output)]) == 2
     assert "interrupted run" in capsys.readouterr().err
 
     monkeypatch.setattr(model_run, "train_model", train_run)
-    first_member = (output / "member-0" / run_dir.MODEL).stat().st_mtime_ns
+    first_member = (output / "member-0" / runs.MODEL).stat().st_mtime_ns
     summary = train("tiny", resume=True, **options)
-    assert (output / "member-0" / run_dir.MODEL).stat().st_mtime_ns == first_member  # not trained again
-    config = run_dir.read_config(output)
+    assert (output / "member-0" / runs.MODEL).stat().st_mtime_ns == first_member  # not trained again
+    config = runs.read_config(output)
     assert config["finished"] and config["members"] == ["member-0", "member-1"]
     assert summary["completed_epochs"] == [1, 1] and len(summary["best_val_loss"]) == 2
-    members = [run_dir.read_config(output / member) for member in config["members"]]
+    members = [runs.read_config(output / member) for member in config["members"]]
     assert [member["seed"] for member in members] == [0, 1]
     assert [member["preset"]["max_minutes"] for member in members] == [15.0, 15.0]  # half the budget each
     tokenizer = "tokenizers/source/tokenizer.model"

@@ -31,10 +31,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_transformer import runs
 from keras_transformer.commands import cli
 from keras_transformer.files import atomic
 from keras_transformer.serving.export import load
-from keras_transformer.training import run_dir
 
 from trained_runs import trained_export
 
@@ -100,15 +100,15 @@ def _enospc(path=None):
 # -- Corrupt or truncated models: `load` and `keras-transformer translate` -------------------------
 
 RUN_DIR_FAULTS = {
-    "truncated model.keras": lambda d: _truncate(d / run_dir.MODEL),
-    "empty model.keras": lambda d: (d / run_dir.MODEL).write_bytes(b""),
-    "missing model.keras": lambda d: (d / run_dir.MODEL).unlink(),
-    "truncated config.json": lambda d: _truncate(d / run_dir.CONFIG),
-    "config.json not an object": lambda d: (d / run_dir.CONFIG).write_text("[]"),
-    "config.json not UTF-8": lambda d: (d / run_dir.CONFIG).write_bytes(b"\xff\xfe{\x00}"),
-    "missing tokenizer.model": lambda d: (d / run_dir.SOURCE_TOKENIZER / "tokenizer.model").unlink(),
-    "truncated tokenizer.model": lambda d: _truncate(d / run_dir.SOURCE_TOKENIZER / "tokenizer.model"),
-    "truncated tokenizer.json": lambda d: _truncate(d / run_dir.SOURCE_TOKENIZER / "tokenizer.json"),
+    "truncated model.keras": lambda d: _truncate(d / runs.MODEL),
+    "empty model.keras": lambda d: (d / runs.MODEL).write_bytes(b""),
+    "missing model.keras": lambda d: (d / runs.MODEL).unlink(),
+    "truncated config.json": lambda d: _truncate(d / runs.CONFIG),
+    "config.json not an object": lambda d: (d / runs.CONFIG).write_text("[]"),
+    "config.json not UTF-8": lambda d: (d / runs.CONFIG).write_bytes(b"\xff\xfe{\x00}"),
+    "missing tokenizer.model": lambda d: (d / runs.SOURCE_TOKENIZER / "tokenizer.model").unlink(),
+    "truncated tokenizer.model": lambda d: _truncate(d / runs.SOURCE_TOKENIZER / "tokenizer.model"),
+    "truncated tokenizer.json": lambda d: _truncate(d / runs.SOURCE_TOKENIZER / "tokenizer.json"),
     "missing tokenizers": lambda d: shutil.rmtree(d / "tokenizers"),
 }
 
@@ -169,7 +169,7 @@ def test_broken_model_on_the_real_command_line(trained, tmp_path):
 
 def _garbage_backup(run, weights=b"\x89HDF\r\n\x1a\n not really", metadata='{"epoch": 1, "batch": 0}', copies=False):
     """A `backup/` as Keras's BackupAndRestore writes it (with `double_checkpoint`), but broken."""
-    backup = run / run_dir.BACKUP
+    backup = run / runs.BACKUP
     backup.mkdir()
     names = ["latest.weights.h5", "training_metadata.json"]
     for suffix in [""] + ([".bkp"] if copies else []):
@@ -189,19 +189,19 @@ def _interrupted_copy(run, tmp_path, name="model", full_corpus=False):
     from keras_transformer.presets import get_preset
 
     copy = _copy(run, tmp_path, name)
-    config = {**run_dir.read_config(copy), "finished": False}
+    config = {**runs.read_config(copy), "finished": False}
     if full_corpus:
         pairs = training.load_splits(get_preset("tiny"), None)["train"]
         config["train_data_sha256"] = training.training_data_sha256(pairs)
-    run_dir.write_json_atomic(copy / run_dir.CONFIG, config)
+    runs.write_json_atomic(copy / runs.CONFIG, config)
     return copy
 
 
 RESUME_FAULTS = {  # fault -> (break the run, the path the error must name)
-    "truncated config.json": lambda d: (_truncate(d / run_dir.CONFIG), d / run_dir.CONFIG)[1],
+    "truncated config.json": lambda d: (_truncate(d / runs.CONFIG), d / runs.CONFIG)[1],
     "truncated tokenizer.model": lambda d: (
-        _truncate(d / run_dir.SOURCE_TOKENIZER / "tokenizer.model"),
-        d / run_dir.SOURCE_TOKENIZER,
+        _truncate(d / runs.SOURCE_TOKENIZER / "tokenizer.model"),
+        d / runs.SOURCE_TOKENIZER,
     )[1],
     "garbage backup weights": lambda d: _garbage_backup(d),
     "truncated backup metadata": lambda d: _garbage_backup(d, weights=None, metadata='{"epoch": '),
@@ -310,7 +310,7 @@ def test_disk_full_while_saving_the_best_checkpoint_keeps_the_previous_one(train
     from keras_transformer.training.callbacks import AtomicBestCheckpoint
 
     run = _copy(trained[0], tmp_path)
-    path = run / run_dir.MODEL
+    path = run / runs.MODEL
     before = path.read_bytes()
     inputs = {"encoder_inputs": np.array([[5, 6, 7, 0]]), "decoder_inputs": np.array([[2, 9, 0]])}
     model = keras.saving.load_model(path, compile=False)
@@ -372,13 +372,13 @@ def _finish(process, timeout=900):
 
 
 def _history_epochs(output):
-    with open(pathlib.Path(output) / run_dir.HISTORY, newline="") as handle:
+    with open(pathlib.Path(output) / runs.HISTORY, newline="") as handle:
         return [int(row["epoch"]) for row in csv.DictReader(handle)]
 
 
 def _completed_epochs(output):
     try:
-        return json.loads((pathlib.Path(output) / run_dir.CONFIG).read_text()).get("completed_epochs", 0)
+        return json.loads((pathlib.Path(output) / runs.CONFIG).read_text()).get("completed_epochs", 0)
     except (OSError, ValueError):
         return 0
 
@@ -387,7 +387,7 @@ def _assert_valid_final_model(output):
     translator = load(output, beam_size=1)
     outputs = translator.greedy(tf.constant(SENTENCES)).numpy()
     assert outputs.shape == (len(SENTENCES),)
-    model = keras.saving.load_model(pathlib.Path(output) / run_dir.MODEL, compile=False)
+    model = keras.saving.load_model(pathlib.Path(output) / runs.MODEL, compile=False)
     logits = model.predict(
         {"encoder_inputs": np.array([[5, 6, 7, 0]]), "decoder_inputs": np.array([[2, 9, 0]])}, verbose=0
     )
@@ -442,9 +442,9 @@ def test_three_random_kills_then_resume_match_an_uninterrupted_run(tmp_path):
     )
 
     for run in (reference, output):
-        config = run_dir.read_config(run)
-        assert config["finished"] and not (run / run_dir.BACKUP).exists()
-    completed = [run_dir.read_config(run)["completed_epochs"] for run in (output, reference)]
+        config = runs.read_config(run)
+        assert config["finished"] and not (run / runs.BACKUP).exists()
+    completed = [runs.read_config(run)["completed_epochs"] for run in (output, reference)]
     assert completed == [EPOCHS, EPOCHS]
     for run in (output, reference):
         assert sorted(set(_history_epochs(run))) == list(range(EPOCHS))
@@ -468,7 +468,7 @@ def interrupted_run(tmp_path_factory):
     output = tmp_path_factory.mktemp("interrupted") / "run"
     code, log = _finish(_train_process(output, 3, prelude=_KILL_AFTER_THE_SECOND_BACKUP))
     assert code == -signal.SIGKILL, log[-3000:]
-    backup = output / run_dir.BACKUP
+    backup = output / runs.BACKUP
     assert (backup / "latest.weights.h5").is_file() and (backup / "latest.weights.h5.bkp").is_file()
     return output
 
@@ -478,10 +478,10 @@ def interrupted_run(tmp_path_factory):
 def test_resume_falls_back_to_the_previous_backup_copy(interrupted_run, tmp_path, broken):
     """Half-written backup files (a kill during the epoch-end backup): resume from the copy."""
     output = _copy(interrupted_run, tmp_path, "run")
-    _truncate(output / run_dir.BACKUP / broken)
+    _truncate(output / runs.BACKUP / broken)
     code, log = _finish(_train_process(output, 3))
     assert code == 0, log[-3000:]
-    assert run_dir.read_config(output)["completed_epochs"] == 3
+    assert runs.read_config(output)["completed_epochs"] == 3
     assert sorted(set(_history_epochs(output))) == [0, 1, 2]
     _assert_valid_final_model(output)
 
@@ -509,17 +509,17 @@ def test_disk_full_during_training_keeps_the_best_model_and_resumes(tmp_path):
     code, log = _finish(_train_process(output, 3, prelude=_DISK_FULL_AT_SECOND_CHECKPOINT, cli_args=argv))
     assert code == 2, log[-3000:]
     assert "Traceback" not in log and "No space left on device" in log.strip().splitlines()[-1]
-    config = run_dir.read_config(output)
+    config = runs.read_config(output)
     assert config["best_epoch"] == 1 and not config["finished"]
     assert _hidden(output) == []
-    keras.saving.load_model(output / run_dir.MODEL, compile=False)  # epoch 1's model, intact
+    keras.saving.load_model(output / runs.MODEL, compile=False)  # epoch 1's model, intact
 
     code, log = _finish(_train_process(output, 3))
     assert code == 0, log[-3000:]
-    config = run_dir.read_config(output)
+    config = runs.read_config(output)
     assert config["finished"] and config["completed_epochs"] == 3
     history = {}
-    with open(output / run_dir.HISTORY, newline="") as handle:
+    with open(output / runs.HISTORY, newline="") as handle:
         for row in csv.DictReader(handle):
             history.setdefault(int(row["epoch"]), float(row["val_loss"]))
     assert sorted(history) == [0, 1, 2]

@@ -9,11 +9,10 @@ import shutil
 
 import pytest
 
-from keras_transformer import training
+from keras_transformer import runs, training
 from keras_transformer.commands import cli
 from keras_transformer.datasets import corpora
 from keras_transformer.presets import get_preset
-from keras_transformer.training import run_dir
 
 WORDS = [
     "red",
@@ -73,7 +72,7 @@ def write_tsv(path, pairs):
 
 
 def first_epoch_loss(run):
-    with open(pathlib.Path(run) / run_dir.HISTORY, newline="") as file:
+    with open(pathlib.Path(run) / runs.HISTORY, newline="") as file:
         return float(next(csv.DictReader(file))["loss"])
 
 
@@ -94,7 +93,7 @@ def base_run(tmp_path_factory):
 
 def test_a_run_on_own_files_records_them_and_holds_out_a_seeded_validation_split(base_run):
     output, source, target = base_run
-    config = run_dir.read_config(output)
+    config = runs.read_config(output)
     assert config["preset"]["corpus"] == corpora.OWN_FILES and config["finished"]
     recorded = config["corpus_files"]["train"]
     assert [entry["path"] for entry in recorded] == [str(source.resolve()), str(target.resolve())]
@@ -139,9 +138,9 @@ def test_fine_tuning_reuses_the_vocabulary_and_starts_below_a_fresh_model(base_r
         **SMALL,
     )
     assert tree_bytes(tuned / "tokenizers") == tree_bytes(base / "tokenizers")
-    config = run_dir.read_config(tuned)
+    config = runs.read_config(tuned)
     assert config["init_from"]["run"] == str(base.resolve())
-    assert config["model"] == run_dir.read_config(base)["model"]
+    assert config["model"] == runs.read_config(base)["model"]
     assert first_epoch_loss(tuned) < first_epoch_loss(fresh), (first_epoch_loss(tuned), first_epoch_loss(fresh))
 
 
@@ -169,11 +168,11 @@ def test_a_preset_of_another_shape_is_refused_naming_the_fields(base_run, tmp_pa
     assert not (tmp_path / "run").exists()
     with pytest.raises(ValueError, match="`output` must be another folder than `init_from`"):
         training.train(init_from=base, output=base, overwrite=True, corpus_files={"train": (source, target)})
-    assert run_dir.read_config(base)["finished"]
+    assert runs.read_config(base)["finished"]
     with pytest.raises(ValueError, match=r"`init_from` must be a run directory .*init_from='.*nowhere'"):
         training.train(init_from=tmp_path / "nowhere", output=tmp_path / "run")
     corrupt = pathlib.Path(shutil.copytree(base, tmp_path / "corrupt"))
-    (corrupt / run_dir.MODEL).write_bytes(b"not a zip")
+    (corrupt / runs.MODEL).write_bytes(b"not a zip")
     code = cli.main(
         [
             "train",
@@ -189,7 +188,7 @@ def test_a_preset_of_another_shape_is_refused_naming_the_fields(base_run, tmp_pa
     )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
-    assert f"{corrupt / run_dir.MODEL}: cannot fine-tune from it, the model does not load" in err
+    assert f"{corrupt / runs.MODEL}: cannot fine-tune from it, the model does not load" in err
     assert not (tmp_path / "run").exists()
 
 

@@ -6,7 +6,7 @@ import socket
 import numpy as np
 import pytest
 
-from keras_transformer.training import run_dir
+from keras_transformer import runs
 
 from test_training import _history, _train_in_subprocess
 
@@ -43,4 +43,4 @@ def test_multi_worker_strategy_with_two_local_workers(tmp_path):
         assert process.returncode == 0, log[-3000:]
     losses = [float(row["loss"]) for row in _history(tmp_path / "run")]
     assert len(losses) == 2 and all(np.isfinite(losses)) and losses[1] < losses[0]
-    assert run_dir.is_run_dir(tmp_path / "run")
+    assert runs.is_run_dir(tmp_path / "run")

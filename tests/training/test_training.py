@@ -11,15 +11,15 @@ import keras
 import numpy as np
 import pytest
 
+from keras_transformer import runs, train
 from keras_transformer.commands.cli import main
-from keras_transformer.training import run_dir, train
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SMALL = dict(max_examples=300)  # the tiny preset on 300 chatbot pairs
 
 
 def _history(output):
-    with open(pathlib.Path(output) / run_dir.HISTORY, newline="") as handle:
+    with open(pathlib.Path(output) / runs.HISTORY, newline="") as handle:
         return list(csv.DictReader(handle))
 
 
@@ -45,16 +45,16 @@ def tiny_run(tmp_path_factory):
 
 
 def test_train_writes_a_complete_run_directory(tiny_run):
-    config = run_dir.read_config(tiny_run)
+    config = runs.read_config(tiny_run)
     assert config["finished"] and config["completed_epochs"] == 2
-    assert run_dir.is_run_dir(tiny_run)
-    assert (tiny_run / run_dir.SOURCE_TOKENIZER / "tokenizer.model").is_file()
-    assert any((tiny_run / run_dir.LOGS).rglob("events.out.tfevents.*"))
-    assert not (tiny_run / run_dir.BACKUP).exists()
+    assert runs.is_run_dir(tiny_run)
+    assert (tiny_run / runs.SOURCE_TOKENIZER / "tokenizer.model").is_file()
+    assert any((tiny_run / runs.LOGS).rglob("events.out.tfevents.*"))
+    assert not (tiny_run / runs.BACKUP).exists()
     history = _history(tiny_run)
     losses = [float(row["val_loss"]) for row in history]
     assert len(history) == 2 and all(np.isfinite(losses)) and losses[1] < losses[0]
-    model = keras.models.load_model(tiny_run / run_dir.MODEL)
+    model = keras.models.load_model(tiny_run / runs.MODEL)
     assert model.count_params() > 0
 
 
@@ -69,7 +69,7 @@ def test_a_preset_time_budget_stops_the_run_and_is_recorded(tmp_path):
     output = tmp_path / "run"
     # The tiny preset has 2 epochs; a budget spent before the first batch ends stops it there.
     summary = train("tiny", output=output, verbose=0, max_minutes=1e-4, **SMALL)
-    config = run_dir.read_config(output)
+    config = runs.read_config(output)
     assert summary["completed_epochs"] == 1 and config["finished"]
     assert config["preset"]["max_minutes"] == 1e-4 and config["train_minutes"] > 0
     assert len(_history(output)) == 1
@@ -78,7 +78,7 @@ def test_a_preset_time_budget_stops_the_run_and_is_recorded(tmp_path):
 def test_the_last_epochs_are_averaged_without_a_spurious_warning(tmp_path, recwarn):
     output = tmp_path / "run"
     train("tiny", output=output, verbose=0, average_last=2, **SMALL)
-    config = run_dir.read_config(output)
+    config = runs.read_config(output)
     assert config["averaged"]["epochs"] == 2 and np.isfinite(config["averaged"]["val_loss"])
     assert config["best_val_loss"] == min(
         config["averaged"]["val_loss"], *(float(row["val_loss"]) for row in _history(output))
@@ -91,7 +91,7 @@ def test_the_last_epochs_are_averaged_without_a_spurious_warning(tmp_path, recwa
 def test_cooldown_anneals_the_rate_to_zero_at_the_last_epoch(tmp_path):
     output = tmp_path / "run"
     train("tiny", output=output, epochs=4, verbose=0, cooldown_fraction=0.5, **SMALL)
-    config = run_dir.read_config(output)
+    config = runs.read_config(output)
     start, end = config["cooldown"]  # set at the end of epoch 2, renewed at the end of epoch 3
     assert config["completed_epochs"] == 4 and 0 < start < end
     steps_per_epoch = start / 2
@@ -116,13 +116,13 @@ def test_killed_training_resumes_without_losing_an_epoch(tmp_path):
     killed = _train_in_subprocess(output, epochs=3, prelude=_KILL_INSIDE_THE_SECOND_EPOCH)
     log = killed.communicate(timeout=600)[0]
     assert killed.returncode == -signal.SIGKILL, log[-3000:]  # after the second epoch's first batch
-    assert (output / run_dir.BACKUP).exists() and run_dir.read_config(output)["completed_epochs"] == 1
+    assert (output / runs.BACKUP).exists() and runs.read_config(output)["completed_epochs"] == 1
 
     resumed = _train_in_subprocess(output, epochs=3, resume=True)
     log = resumed.communicate(timeout=600)[0]
     assert resumed.returncode == 0, log[-3000:]
-    config = run_dir.read_config(output)
+    config = runs.read_config(output)
     assert config["finished"] and config["completed_epochs"] == 3
     epochs = [int(row["epoch"]) for row in _history(output)]
     assert sorted(set(epochs)) == [0, 1, 2], epochs
-    keras.models.load_model(output / run_dir.MODEL)
+    keras.models.load_model(output / runs.MODEL)

@@ -1,0 +1,92 @@
+"""The decoding rules every engine follows, written once: the length penalty, the ids never generated, the forced END,
+the stopping rule.
+
+The XLA searches (`Search`, `BeamSearch`), the LiteRT export's host search
+(`keras_transformer.litert.search`) and the CTranslate2 engine's option
+mapping (`keras_transformer.serving.ctranslate2_engine`) all read these
+functions, so a rule changed here changes every engine. The array functions
+take `xp`, the array library they compute with: `keras.ops` inside the
+compiled searches, NumPy (the default) on the host; each is written with
+what both have.
+
+Example:
+
+>>> float(length_penalty(5.0, alpha=1.0))  # GNMT's ((5 + 5) / 6) ** 1
+1.6666666666666667
+>>> float(length_penalty(5.0, alpha=1.0, normalization="length"))  # transformers': 5 ** 1
+5.0
+>>> never_generated(start_id=2, end_id=3, pad_id=0)  # this package's runs: START and PAD
+(0, 2)
+>>> never_generated(start_id=58100, end_id=0, pad_id=58100, banned_ids=(58100,), softmax_over="vocabulary")
+(58100,)
+"""
+
+import functools
+
+import numpy as np
+
+from keras_transformer.config import NORMALIZATIONS, SOFTMAX_OVER, STOPPING_RULES  # noqa: F401  (the choices)
+
+NEG_INF = float("-inf")
+
+
+def length_penalty(length, alpha, normalization="gnmt", xp=np):
+    """What a hypothesis's log-probability is divided by: `length` counts its tokens, END included (a float).
+
+    `"gnmt"`: `((5 + length) / 6) ** alpha` (Wu et al., 2016; this
+    package's runs). `"length"`: `length ** alpha`, at least 1 (transformers'
+    `length_penalty`; imported checkpoints).
+    """
+    if normalization == "length":
+        return xp.power(xp.maximum(length, 1.0), alpha)
+    return xp.power((5.0 + length) / 6.0, alpha)
+
+
+def normalise(log_probs, length, alpha, normalization="gnmt", xp=np):
+    """A hypothesis's score: `log_probs / length_penalty(length, ...)`, what beam search ranks by."""
+    return log_probs / length_penalty(length, alpha, normalization, xp)
+
+
+def never_generated(start_id, end_id, pad_id, banned_ids=(), softmax_over="allowed"):
+    """The ids no search ever produces, sorted: the `banned_ids`, START, and PAD where the softmax is taken
+    over the tokens that may be generated (`softmax_over="allowed"`, this package's runs); never END.
+
+    With `softmax_over="vocabulary"` (transformers' order, imported
+    checkpoints) PAD is banned only where the checkpoint's `bad_words_ids`
+    say so, as `generate` does.
+    """
+    ids = {*banned_ids, start_id} | ({pad_id} if softmax_over == "allowed" else set())
+    return tuple(sorted(int(i) for i in ids - {end_id}))
+
+
+def banned_mask(vocab_size, ids, xp=np):
+    """Boolean `(vocab_size,)`: True at each of `ids` (all False for none)."""
+    vocab = xp.arange(vocab_size)
+    return functools.reduce(xp.logical_or, [xp.equal(vocab, i) for i in ids], xp.equal(vocab, -1))
+
+
+def is_forced_step(index, max_length):
+    """Whether step `index` is the last of `max_length`, where `force_end` leaves END the only token."""
+    return index == max_length - 1
+
+
+def forced_end_scores(vocab_size, end_id, xp=np):
+    """A step's scores when END is forced: 0 (log-probability 1) at END, -inf elsewhere, so it adds nothing."""
+    return xp.where(xp.equal(xp.arange(vocab_size), end_id), 0.0, NEG_INF)
+
+
+def stops(stopping, best_live_log_probs, worst_ended_scores, penalty, xp=np):
+    """Boolean per source: whether beam search is done with it after this step.
+
+    `worst_ended_scores` is the score of its `beam_size`-th best ended
+    hypothesis (-inf while fewer have ended); `best_live_log_probs` the
+    log-probability of its best live beam, whose length gives `penalty`.
+    `"beams_ended"`: once `beam_size` hypotheses ended (fairseq's rule,
+    transformers' `early_stopping=True`). `"cannot_improve"`: besides, the
+    best live beam scored at its current length does not beat the worst of
+    them (transformers' `early_stopping=False`).
+    """
+    full = worst_ended_scores > NEG_INF
+    if stopping == "beams_ended":
+        return full
+    return xp.logical_and(full, best_live_log_probs / penalty <= worst_ended_scores)
