@@ -10,6 +10,7 @@ import pytest
 import keras_transformer as kt
 from keras_transformer import runs
 from keras_transformer.config import DecodingConfig, ModelConfig
+from keras_transformer.files import atomic
 from keras_transformer.presets import PRESETS, Preset, get_preset
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
@@ -103,7 +104,7 @@ def test_a_run_config_reads_types_and_writes_back_what_it_does_not_know(tmp_path
     assert config.decoding == DecodingConfig(beam_size=4, alpha=0.6, max_length=32)
     assert config.finished is True and config.completed_epochs == 1
     raw = runs.read_config(run)
-    runs.write_json_atomic(run / runs.CONFIG, {**raw, "written_by_a_later_version": {"x": 1}})
+    atomic.write_json(run / runs.CONFIG, {**raw, "written_by_a_later_version": {"x": 1}})
     runs.update_config(run, finished=False)
     written = runs.read_config(run)
     assert written["written_by_a_later_version"] == {"x": 1} and written["finished"] is False
@@ -116,6 +117,6 @@ def test_a_run_config_reads_types_and_writes_back_what_it_does_not_know(tmp_path
 def test_a_malformed_run_config_names_the_file_and_the_field(tmp_path):
     run = pathlib.Path(shutil.copytree(DATA / "run_11d2bb5", tmp_path / "run"))
     raw = runs.read_config(run)
-    runs.write_json_atomic(run / runs.CONFIG, {**raw, "preset": {**raw["preset"], "epoch": 3}})
+    atomic.write_json(run / runs.CONFIG, {**raw, "preset": {**raw["preset"], "epoch": 3}})
     with pytest.raises(ValueError, match=r"config.json: `preset`: .*has no field 'epoch'"):
         runs.RunConfig.read(run)

@@ -56,6 +56,13 @@ MODULES = [
     "keras_transformer.serving.connections",
     "keras_transformer.serving.logs",
     "keras_transformer.serving.page",
+    "keras_transformer.config",
+    "keras_transformer.input_rules",
+    "keras_transformer.decoding.rules",
+    "keras_transformer.files.json_files",
+    "keras_transformer.pretrained.fields",
+    "keras_transformer.pretrained.shapes",
+    "keras_transformer.pretrained.sources",
 ]
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from keras_transformer import runs
 from keras_transformer.commands import cli
-from keras_transformer.files import destinations
+from keras_transformer.files import atomic, destinations
 from keras_transformer.serving.export import load
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
@@ -61,7 +61,7 @@ def test_it_resumes_and_is_replaced_as_a_run_of_this_package(tmp_path):
     assert destinations.check_destination(run, "run") == "ours"  # an earlier version's run: its files by name
     assert train("tiny", output=run, resume=True, max_examples=300, verbose=0)["message"].startswith("a finished run")
     config = runs.read_config(run)
-    runs.write_json_atomic(run / runs.CONFIG, {**config, "finished": False})  # as if interrupted
+    atomic.write_json(run / runs.CONFIG, {**config, "finished": False})  # as if interrupted
     summary = train("tiny", output=run, resume=True, epochs=2, max_examples=300, verbose=0)
     assert summary["completed_epochs"] == 2 and runs.read_config(run)["finished"]
     assert destinations.is_own_run(run)  # recorded now

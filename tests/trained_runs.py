@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import MaskedSparseCategoricalCrossentropy, build_transformer, runs
+from keras_transformer.files import atomic
 
 import run_cache
 
@@ -101,7 +102,7 @@ def _build_tiny_run(root):
     model.save(path / runs.MODEL)
     tokenizer.save(path / runs.SOURCE_TOKENIZER)
     tokenizer.save(path / runs.TARGET_TOKENIZER)
-    runs.write_json_atomic(
+    atomic.write_json(
         path / runs.CONFIG,
         {
             "model": model_config,

@@ -18,6 +18,7 @@ from keras_transformer.commands.arguments import (
     positive_int,
     probability,
 )
+from keras_transformer.input_rules import check_sentence
 
 
 def add_parser(subparsers):
@@ -70,14 +71,9 @@ def run(args):
             print("> ", end="", file=sys.stderr, flush=True)
         line = sys.stdin.buffer.readline()
         turn += 1
-        try:
-            text = line.decode("utf-8").strip()
-        except UnicodeDecodeError:
-            raise ValueError(f"input line {turn} is not valid UTF-8 text") from None
+        text = check_sentence(line, f"input line {turn}").decode("utf-8").strip()
         if not text:
             return 0
-        if "\0" in text:
-            raise ValueError(f"input line {turn} contains a NUL byte, which the model cannot translate; remove it")
         if args.beam is not None:
             reply = translate_lines(translator, [text], greedy=asks_greedy(args.beam))[0]
         else:

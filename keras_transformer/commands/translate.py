@@ -30,6 +30,7 @@ from keras_transformer.commands.arguments import (
     non_negative_finite_float,
     positive_int,
 )
+from keras_transformer.input_rules import check_sentence
 from keras_transformer.serving.translation import (
     Progress,
     nbest_lines,
@@ -87,7 +88,7 @@ def run(args):
     from keras_transformer.files import output_files
 
     output_files.check_outputs([("output", args.output)], [("input", args.input)], [("model", args.model)])
-    sentences = [check_utf8(s, f"argument {i}") for i, s in enumerate(args.sentences, 1)]
+    sentences = [check_sentence(s, f"argument {i}") for i, s in enumerate(args.sentences, 1)]
     from_file = not sentences
     if from_file:
         sentences = read_lines(args.input)
@@ -126,17 +127,6 @@ def asks_greedy(beam):
     from keras_transformer.decoding import GreedySearch, search_for
 
     return isinstance(search_for(beam), GreedySearch)
-
-
-def check_utf8(text, where):
-    """`text` as it is, or a `ValueError` if it holds bytes that were not UTF-8 or a NUL byte."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{where} is not valid UTF-8 text") from None
-    if "\0" in text:
-        raise ValueError(f"{where} contains a NUL byte, which the model cannot translate; remove it")
-    return text
 
 
 def read_lines(path=None):

@@ -7,7 +7,7 @@ replaces only those (`ownership`), in folders it may write (`destinations`);
 result files never land on what a job reads (`output_files`). Text files are
 read with errors that name the file and the line (`text_files`), JSON files from
 elsewhere bounded and checked (`json_files`). This wing
-imports nothing else of the package but `errors`.
+imports nothing else of the package but `errors` and `input_rules`.
 """
 
 __all__ = ["atomic", "destinations", "json_files", "manifest", "output_files", "ownership", "run_files", "text_files"]

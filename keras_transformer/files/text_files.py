@@ -16,6 +16,8 @@ Convert the file to UTF-8, e.g. with `iconv -t UTF-8`.
 import codecs
 import pathlib
 
+from keras_transformer.input_rules import check_sentence
+
 UTF16_HINT = "is it UTF-16? save it as UTF-8"
 
 
@@ -66,7 +68,9 @@ def read_lines(path):
 
 
 def reject_nul(lines, name):
-    """`lines` as they are, or a `ValueError` naming `name` and the first line with a NUL byte.
+    """`lines` as they are, or a `ValueError` naming `name` and the first line that breaks the input rule.
+
+    Each line is a sentence to translate (`keras_transformer.input_rules`).
 
     Example:
 
@@ -76,8 +80,7 @@ def reject_nul(lines, name):
     ValueError: input.txt, line 2: contains a NUL byte, which the model cannot translate; remove it
     """
     for number, line in enumerate(lines, 1):
-        if "\0" in line:
-            raise ValueError(f"{name}, line {number}: contains a NUL byte, which the model cannot translate; remove it")
+        check_sentence(line, f"{name}, line {number}:")
     return lines
 
 

@@ -21,15 +21,16 @@ Example:
 
 import pathlib
 import threading
-import warnings
 
 import numpy as np
 
 from keras_transformer.decoding import rules
 from keras_transformer.files.json_files import read_json_object
-from keras_transformer.litert import fast_text, search
+from keras_transformer.litert import fast_text
+from keras_transformer.litert import search as host_search
 from keras_transformer.litert import text as host_text
 from keras_transformer.litert.info import INFO_FILE, check_model, read_info
+from keras_transformer.translators import TranslatorInterface, decoding_defaults
 
 _ASCII_SPACE = " \t\n\r\x0b\x0c"
 
@@ -54,7 +55,7 @@ def is_export(path):
     return isinstance(info, dict) and info.get("format") == "litert"
 
 
-class Translator:
+class Translator(TranslatorInterface):
     """A LiteRT export (`keras_transformer.litert.export_run`) as a translator.
 
     Args:
@@ -79,13 +80,7 @@ class Translator:
         manifest.verify_manifest(path)
         info = read_info(path)
         self.info, self.path = info, path
-        decoding = info["decoding"]
-        beams = decoding.beam_size if beam_size is None else beam_size
-        if isinstance(beams, bool) or not isinstance(beams, int) or beams < 1:
-            raise ValueError(f"`beam_size` must be a positive int. Received: beam_size={beam_size!r}")
-        self._alpha = float(decoding.alpha if alpha is None else alpha)
-        if not 0 <= self._alpha < float("inf"):
-            raise ValueError(f"`alpha` must be a finite number >= 0. Received: alpha={alpha!r}")
+        beams, self._alpha = decoding_defaults(info["decoding"], beam_size, alpha)
         self.beam_size = _array(beams, np.int32)
         self.max_source_length = _array(info["max_source_length"], np.int32)
         self._source_text = host_text.load_text(path / info["tokenizer"]["source"])
@@ -97,67 +92,55 @@ class Translator:
         self._banned = np.array(self._never_generated(), np.int64)
         self._lock = threading.Lock()  # one interpreter: one call at a time
 
-    # -- translation ------------------------------------------------------------
+    # -- the engine's hooks (`TranslatorInterface`), given checked inputs -------------
 
-    def __call__(self, sentences):
-        """Beam search (greedy when `beam_size=1`): strings `(batch,)` -> translations (bytes) `(batch,)`."""
-        return _warned(self.call_with_status(sentences))["translations"]
+    supports_sampling = False  # `serve` leaves its `sample` signature out
 
-    def greedy(self, sentences):
-        """Greedy decoding: strings `(batch,)` -> translations (bytes) `(batch,)`."""
-        return _warned(self.greedy_with_status(sentences))["translations"]
+    def sample_with_status(self, sentences, temperature, top_k, top_p, seed):
+        """Not offered by LiteRT exports: a `ValueError`."""
+        raise ValueError("A LiteRT export does not sample: use the run directory or its SavedModel export")
 
-    def call_with_status(self, sentences):
-        """`{"translations", "scores", "finished"}`, each `(batch,)`: the best beam (see `nbest`)."""
-        result = self.nbest(sentences)
-        return {name: _array(value[:, 0]) for name, value in result.items()}
-
-    def greedy_with_status(self, sentences):
-        """`greedy` without the warning; scores are log-probabilities over `penalty(length)`."""
-        texts = _checked(sentences)
-        source, done = self._sources(texts)
+    def _decode(self, search, sentences, *sampling):
+        if search == "best":
+            return {name: _array(value[:, 0]) for name, value in self._nbest(sentences).items()}
+        source, done = self._sources(_texts(sentences))
         with self._lock:
-            outputs, log_probs, finished = search.greedy(
+            outputs, log_probs, finished = host_search.greedy(
                 self._session(source, 1), done, self.info["max_length"], *self._ids(), self._force_end()
             )
-        lengths = np.array([len(output) for output in outputs])
-        scores = log_probs / search.length_penalty(lengths, self._alpha, self.info["decoding"].normalization)
+        lengths = np.array([len(output) for output in outputs], np.float32)
+        scores = rules.normalise(log_probs, lengths, self._alpha, self.info["decoding"].normalization)
         return {
             "translations": _array(self.detokenize(outputs), object),
             "scores": _array(np.where(done, 0.0, scores), np.float32),
             "finished": _array(finished, bool),
         }
 
-    def nbest(self, sentences):
-        """Every beam, best first: `{"translations", "scores", "finished"}`, each `(batch, beam_size)`."""
+    def _nbest(self, sentences):
         beams = int(self.beam_size)
         if beams == 1:
-            return {name: _array(value[:, None]) for name, value in self.greedy_with_status(sentences).items()}
-        texts = _checked(sentences)
+            return {name: _array(value[:, None]) for name, value in self._decode("greedy", sentences).items()}
+        texts = _texts(sentences)
         source, done = self._sources(texts)
+        decoding = self.info["decoding"]
         with self._lock:
-            ids, scores, finished = search.beam(
+            ids, scores, finished = host_search.beam(
                 self._session(source, beams),
                 done,
                 beams,
                 self.info["max_length"],
                 *self._ids(),
                 self._alpha,
-                self.info["decoding"].normalization,
+                decoding.normalization,
                 self._force_end(),
-                self.info["decoding"].stopping,
+                decoding.stopping,
             )
         rows = [self._cut(row) for row in ids.reshape(-1, ids.shape[-1])]
         strings = np.array(self.detokenize(rows), object).reshape(len(texts), beams)
         return {"translations": _array(strings), "scores": _array(scores), "finished": _array(finished)}
 
-    def score(self, sources, targets):
-        """Teacher-forced `{"log_probs", "target_lengths"}` of `targets` given `sources` (END counted)."""
-        sources, targets = _checked(sources, "sources"), _checked(targets, "targets")
-        if len(sources) != len(targets):
-            raise ValueError(
-                f"`sources` and `targets` must hold as many sentences. Received: {len(sources)} and {len(targets)}"
-            )
+    def _score(self, sources, targets):
+        sources, targets = _texts(sources), _texts(targets)
         end, length = self.info["end_id"], self.info["max_length"]
         rows = [(row + [end])[:length] for row in self._target_text.tokenize([_strip(t) for t in targets])]
         source, _ = self._sources(sources)
@@ -174,16 +157,8 @@ class Translator:
                 previous = current
         return {"log_probs": _array(totals), "target_lengths": _array([len(r) for r in rows], np.int32)}
 
-    def sample(self, sentences, temperature, top_k, top_p, seed):
-        """Not offered by LiteRT exports: a `ValueError`."""
-        raise ValueError("A LiteRT export does not sample: use the run directory or its SavedModel export")
-
-    sample_with_status = sample
-    supports_sampling = False  # `serve` leaves its `sample` signature out
-
-    def source_lengths(self, sentences):
-        """Source tokens per sentence before truncation (END included where the run adds it)."""
-        rows = self.tokenize([_strip(t) for t in _checked(sentences)])
+    def _source_lengths(self, sentences):
+        rows = self.tokenize([_strip(t) for t in _texts(sentences)])
         return _array([len(row) + int(self.info["add_source_end"]) for row in rows], np.int32)
 
     # -- tokenizers -------------------------------------------------------------
@@ -324,27 +299,10 @@ def _interpreter(model_path, text_ops, num_threads):
     return interpreter
 
 
-def _checked(sentences, name="sentences"):
-    """`sentences` as a list of str, checked as `export.load`'s translators check them."""
-    from keras_transformer.serving.inputs import sentences as checked_sentences
-
-    return [s.decode("utf-8") for s in checked_sentences(sentences, name).numpy().tolist()]
+def _texts(sentences):
+    """Checked sentences (a 1-D string tensor) as a list of str."""
+    return [s.decode("utf-8") for s in sentences.numpy().tolist()]
 
 
 def _strip(text):
     return text.strip(_ASCII_SPACE)
-
-
-def _warned(result):
-    cut = np.flatnonzero(~np.asarray(result["finished"], bool))
-    if cut.size:
-        from keras_transformer.decoding import TruncatedOutputWarning
-
-        names = ", ".join(f"sentences[{i}]" for i in cut[:5]) + (", ..." if cut.size > 5 else "")
-        warnings.warn(
-            f"{cut.size} of {len(result['finished'])} translations reached the maximum output length before END "
-            f"and are cut off: {names}",
-            TruncatedOutputWarning,
-            stacklevel=3,
-        )
-    return result

@@ -2,9 +2,9 @@
 
 - `translator`: `Translator`, strings in and strings out, a `tf.Module` that
   saves as a SavedModel with serving signatures, over the searches that
-  `decoding.compile_search` compiles; `translator_methods` (with `inputs`)
-  checks its inputs in Python before any TensorFlow call; `translation`
-  translates and scores many lines in length-sorted batches.
+  `decoding.compile_search` compiles (a `translators.TranslatorInterface`,
+  which checks its inputs in Python before any TensorFlow call);
+  `translation` translates and scores many lines in length-sorted batches.
 - `export`: `load` (a run directory or a SavedModel) and `export_run`;
   `ctranslate2`: a run as a CTranslate2 model; `saved_model_cli`:
   TensorFlow's tool with the tokenizer ops registered.

@@ -37,10 +37,7 @@ from keras_transformer.config import END_ID, PAD_ID, START_ID, DecodingConfig
 from keras_transformer.decoding import rules
 from keras_transformer.files import destinations, ownership
 from keras_transformer.serving import ctranslate2 as writer
-from keras_transformer.serving.inputs import pairs as checked_pairs
-from keras_transformer.serving.inputs import sampling as checked_sampling
-from keras_transformer.serving.inputs import sentences as checked_sentences
-from keras_transformer.serving.translator_methods import _warn_cut_off
+from keras_transformer.translators import TranslatorInterface, decoding_defaults
 
 ENGINES = ("xla", "ctranslate2")
 INSTALL = 'pip install "keras-transformer[ctranslate2]"'
@@ -148,7 +145,7 @@ def _recorded(folder):
         return {}
 
 
-class CTranslate2Translator:
+class CTranslate2Translator(TranslatorInterface):
     """A run directory's translator decoded by CTranslate2: the methods of `export.load`'s translators.
 
     `__call__`, `greedy`, `nbest` and the `*_with_status` methods translate
@@ -200,8 +197,8 @@ class CTranslate2Translator:
         config = runs.RunConfig.read(path)
         defaults = config.decoding or DecodingConfig()
         model_max = int(_recorded(self.model_path)["max_length"])
-        beam_size = decoding.check_beam_size(defaults.beam_size if beam_size is None else beam_size)
-        self.alpha = float(defaults.alpha if alpha is None else alpha)
+        beam_size, alpha = decoding_defaults(config.decoding, beam_size, alpha)
+        beam_size, self.alpha = decoding.check_beam_size(beam_size), float(alpha)
         limit = max_length or defaults.max_length or model_max
         self._decode_length = min(int(limit), model_max)
         self._normalization = defaults.normalization
@@ -227,51 +224,29 @@ class CTranslate2Translator:
         )
         self._ctranslate2 = ctranslate2
 
-    # -- the methods of `export.load`'s translators ------------------------------------------------
+    # -- the engine's hooks (`TranslatorInterface`), given checked inputs ---------------------------
 
-    def __call__(self, sentences):
-        """Beam search (greedy when `beam_size=1`): strings `(batch,)` -> strings."""
-        return self._warned(self.call_with_status(sentences))
+    def _decode(self, search, sentences, *sampling):
+        if search == "best":
+            return _first(self._nbest(sentences, hypotheses=1))
+        if search == "sample":
+            temperature, top_k, top_p, seed = (t.numpy().item() for t in sampling)
+            if temperature != 0:
+                if seed >= 0:
+                    self._ctranslate2.set_random_seed(seed)
+                options = dict(sampling_temperature=temperature, sampling_topk=top_k, sampling_topp=top_p)
+                return _first(self._translate(sentences, beam_size=1, num_hypotheses=1, **options))
+        return _first(self._translate(sentences, beam_size=1, num_hypotheses=1))
 
-    def greedy(self, sentences):
-        """Greedy decoding: strings `(batch,)` -> strings."""
-        return self._warned(self.greedy_with_status(sentences))
-
-    def sample(self, sentences, temperature, top_k, top_p, seed):
-        """Sampling: `temperature` (0 = greedy), `top_k` (0 = off), `top_p` (1 = off), `seed` (-1 = random)."""
-        return self._warned(self.sample_with_status(sentences, temperature, top_k, top_p, seed))
-
-    def call_with_status(self, sentences):
-        """`__call__` without the warning: `{"translations", "scores", "finished"}`, each `(batch,)`."""
-        return _first(self.nbest(sentences, hypotheses=1))
-
-    def greedy_with_status(self, sentences):
-        """`greedy` without the warning; see `call_with_status`."""
-        return _first(self._decode(sentences, beam_size=1, num_hypotheses=1))
-
-    def sample_with_status(self, sentences, temperature, top_k, top_p, seed):
-        """`sample` without the warning; `scores` are the model's log-probabilities, normalised."""
-        temperature, top_k, top_p, seed = (t.numpy().item() for t in checked_sampling(temperature, top_k, top_p, seed))
-        if temperature == 0:
-            return self.greedy_with_status(sentences)
-        if seed >= 0:
-            self._ctranslate2.set_random_seed(seed)
-        options = dict(sampling_temperature=temperature, sampling_topk=top_k, sampling_topp=top_p)
-        return _first(self._decode(sentences, beam_size=1, num_hypotheses=1, **options))
-
-    def nbest(self, sentences, hypotheses=None):
-        """Every beam, best first: `{"translations", "scores", "finished"}`, each `(batch, beam_size)`."""
+    def _nbest(self, sentences, hypotheses=None):
         beam_size = int(self.beam_size.numpy())
-        return self._decode(sentences, beam_size=beam_size, num_hypotheses=hypotheses or beam_size)
+        return self._translate(sentences, beam_size=beam_size, num_hypotheses=hypotheses or beam_size)
 
-    def source_lengths(self, sentences):
-        """Source tokens per sentence before truncation (END included if added)."""
-        ids = self.source_tokenizer.tokenize(tf.strings.strip(checked_sentences(sentences)))
+    def _source_lengths(self, sentences):
+        ids = self.source_tokenizer.tokenize(tf.strings.strip(sentences))
         return tf.cast(ids.row_lengths(), tf.int32) + int(self._add_source_end)
 
-    def score(self, sources, targets):
-        """Teacher-forced `{"log_probs", "target_lengths"}` of `targets` given `sources`, as `export.load`'s."""
-        sources, targets = checked_pairs(sources, targets)
+    def _score(self, sources, targets):
         target_ids = self.target_tokenizer.tokenize(tf.strings.strip(targets)).to_list()
         limit = self._decode_length
         # CTranslate2 appends END, and cuts a longer target to `limit - 1` tokens and END (class docstring).
@@ -308,9 +283,9 @@ class CTranslate2Translator:
         ids = self.source_tokenizer.tokenize(tf.strings.strip(sentences)).to_list()
         return [[self._source_pieces[i] for i in row[: self._source_limit]] for row in ids]
 
-    def _decode(self, sentences, beam_size, num_hypotheses, **options):
+    def _translate(self, sentences, beam_size, num_hypotheses, **options):
         """`{"translations", "scores", "finished"}` `(batch, num_hypotheses)` from `translate_batch`."""
-        batch = self.source_pieces(checked_sentences(sentences))
+        batch = self.source_pieces(sentences)
         options = self.translate_options(beam_size, num_hypotheses, **options)
         results = self.translator.translate_batch(batch, **options)
         rows = [self._hypotheses(source, result, num_hypotheses, options) for source, result in zip(batch, results)]
@@ -339,10 +314,6 @@ class CTranslate2Translator:
 
     def _penalty(self, length):
         return float(rules.length_penalty(float(length), self.alpha, self._normalization))
-
-    def _warned(self, result):
-        _warn_cut_off(result["finished"].numpy())
-        return result["translations"]
 
 
 def _first(result):

@@ -24,7 +24,7 @@ from keras_transformer.config import DecodingConfig
 from keras_transformer.errors import ArgumentError, first_line, literal
 from keras_transformer.files import destinations, manifest
 from keras_transformer.serving.translator import SIGNATURES, Translator, check_export_destination
-from keras_transformer.serving.translator_methods import TranslatorMethods
+from keras_transformer.translators import TranslatorInterface, decoding_defaults
 
 __all__ = ["SIGNATURES", "LoadedTranslator", "Translator", "export_run", "load"]
 
@@ -58,16 +58,16 @@ def export_run(model, output, *, overwrite=False, **options):
     return translator
 
 
-class LoadedTranslator(TranslatorMethods):
+class LoadedTranslator(TranslatorInterface):
     """A `Translator` SavedModel loaded by `tf.saved_model.load`, which checks its inputs first.
 
-    `load` returns one for a SavedModel. It answers what a `Translator`
-    answers (`translator(strings)`, `greedy`, `sample`, `nbest`, `score`,
-    `source_lengths`, the `*_with_status` methods, `beam_size`,
-    `max_source_length`),
-    checking the inputs in Python and warning about cut-off translations,
-    then calls the loaded module's function; any other attribute is the
-    loaded module's (`module`).
+    `load` returns one for a SavedModel. It answers what every translator
+    answers (`TranslatorInterface`), checking the inputs in Python and
+    warning about cut-off translations, then calls the loaded module's
+    function; any other attribute is the loaded module's (`module`). A
+    SavedModel exported before a function existed answers without it:
+    `scores` and `finished` None, or a `ValueError` that says to export
+    again (`nbest`, `score`).
 
     Args:
         module: what `tf.saved_model.load` returned for a `Translator` export.
@@ -95,8 +95,28 @@ class LoadedTranslator(TranslatorMethods):
             raise AttributeError(name)
         return getattr(self.module, name)
 
-    def _function(self, name):
-        return self.module if name == "__call__" else getattr(self.module, name, None)
+    def _decode(self, search, sentences, *sampling):
+        name = {"best": "call", "greedy": "greedy", "sample": "sample"}[search]
+        function = getattr(self.module, f"{name}_with_status", None)
+        if function is None:  # exported before the status existed
+            plain = self.module if search == "best" else getattr(self.module, name)
+            return {"translations": plain(sentences, *sampling), "scores": None, "finished": None}
+        return {"scores": None, **function(sentences, *sampling)}
+
+    def _nbest(self, sentences):
+        return self._required("nbest")(sentences)
+
+    def _score(self, sources, targets):
+        return self._required("score")(sources, targets)
+
+    def _source_lengths(self, sentences):
+        return self.module.source_lengths(sentences)
+
+    def _required(self, name):
+        function = getattr(self.module, name, None)
+        if function is None:
+            raise ValueError(f"This SavedModel was exported before `{name}` existed: export it again to use it")
+        return function
 
 
 def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True, compact=False):
@@ -195,8 +215,7 @@ def _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact):
     run = runs.open_run(path)
     config, model, (source, target) = run.config, run.model, run.tokenizers
     defaults = config.decoding or DecodingConfig()  # written by `keras-transformer train`
-    beam_size = defaults.beam_size if beam_size is None else beam_size
-    alpha = defaults.alpha if alpha is None else alpha
+    beam_size, alpha = decoding_defaults(config.decoding, beam_size, alpha)
     if max_length is None and defaults.max_length:
         max_length = min(int(defaults.max_length), decoding.resolve_max_length(model))
     return _guarded(

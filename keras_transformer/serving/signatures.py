@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.files import destinations, manifest
-from keras_transformer.serving.inputs import utf8_error  # the Python API's rule, shared
+from keras_transformer.input_rules import sentence_error  # the one rule of every way in
 
 DEFAULT_SIGNATURE = "serving_default"
 WARMED_SIGNATURES = ("serving_default", "greedy", "nbest")  # XLA decoders: one program per shape
@@ -282,18 +282,16 @@ def _string(value, where):
             data = base64.b64decode(value["b64"], validate=True)
         except (ValueError, TypeError):
             raise RequestError(f"{where}: 'b64' is not valid base64. Received: {_short(value['b64'])}") from None
-        reason = utf8_error(data)
+        reason = sentence_error(data)
         if reason is not None:
-            raise RequestError(f"{where}: the decoded bytes are not valid UTF-8 ({reason})")
+            raise RequestError(f"{where}: the decoded bytes {reason}")
     elif isinstance(value, str):
-        reason = utf8_error(value)
+        reason = sentence_error(value)
         if reason is not None:
-            raise RequestError(f"{where} is not valid UTF-8 text ({reason}). Received: {_short(value)}")
+            raise RequestError(f"{where} {reason}. Received: {_short(value)}")
         data = value.encode("utf-8")
     else:
         raise RequestError(f"{where} must be a string (DT_STRING). Received: {_short(value)}")
-    if b"\0" in data:
-        raise RequestError(f"{where} contains a NUL byte, which the tokenizer would turn into an unknown token")
     return data
 
 

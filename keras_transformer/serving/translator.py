@@ -40,7 +40,7 @@ return `finished=False` for it, and the Python side (`Translator`, `load`)
 warns with `keras_transformer.decoding.TruncatedOutputWarning`.
 
 Inputs are checked in Python before any TensorFlow call
-(`keras_transformer.serving.translator_methods`), by the `Translator` and by
+(`keras_transformer.translators.TranslatorInterface`), by the `Translator` and by
 what `load` returns (for a SavedModel, a `LoadedTranslator` around the
 loaded module). `sentences` must be a 1-D string tensor or a list of str
 without NUL bytes (the tokenizer would turn a NUL into an unknown token, so it
@@ -57,15 +57,13 @@ an `InvalidArgumentError` that names it (they are not clamped).
 """
 
 import functools
-import math
-import numbers
 
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for loading)
 
 from keras_transformer import decoding
 from keras_transformer.files import atomic, destinations, manifest
-from keras_transformer.serving.translator_methods import TranslatorMethods
+from keras_transformer.translators import TranslatorInterface, decoding_defaults
 
 SOURCE_BUCKET = 16  # sources are padded to a multiple of this (few XLA programs)
 _STRINGS = tf.TensorSpec([None], tf.string)
@@ -99,7 +97,7 @@ SIGNATURES = {
 }
 
 
-class Translator(TranslatorMethods, tf.Module):
+class Translator(TranslatorInterface, tf.Module):
     """A Transformer with its tokenizers and decoder: `translator(strings) -> strings`.
 
     Args:
@@ -181,10 +179,9 @@ class Translator(TranslatorMethods, tf.Module):
                 f"`max_source_length` must be an int in [1, {model_max}]. "
                 f"Received: max_source_length={max_source_length!r}"
             )
-        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 <= alpha < math.inf:
-            raise ValueError(f"`alpha` must be a finite number >= 0. Received: alpha={alpha!r}")
+        beam_size, alpha = decoding_defaults(None, beam_size, alpha)  # checked
         options = {**first.config.special_ids(), **(search_options or {})}
-        search = decoding.search_for(decoding.check_beam_size(beam_size), alpha, **options)  # a beam of 1: greedy
+        search = decoding.search_for(beam_size, alpha, **options)  # a beam of 1: greedy
         self.model = model
         # The tf.Variables under the Keras variables, tracked directly: a Session-based
         # loader (TF Serving, `saved_model_cli run`) restores only the variables it reaches so.
@@ -206,8 +203,21 @@ class Translator(TranslatorMethods, tf.Module):
         self.beam_size = tf.Variable(beam_size, trainable=False, name="beam_size")
         self.max_source_length = tf.Variable(max_source_length, trainable=False, name="max_source_length")
 
-    def _function(self, name):
-        return getattr(self, _EXPORTED[name])
+    # The engine's hooks (`TranslatorInterface`): its compiled functions, given checked inputs.
+
+    def _decode(self, search, sentences, *sampling):
+        if search == "sample":
+            return self._tf_sample_with_status(sentences, *sampling)
+        return (self._tf_greedy_with_status if search == "greedy" else self._tf_call_with_status)(sentences)
+
+    def _nbest(self, sentences):
+        return self._tf_nbest(sentences)
+
+    def _score(self, sources, targets):
+        return self._tf_score(sources, targets)
+
+    def _source_lengths(self, sentences):
+        return self._tf_source_lengths(sentences)
 
     def _trackable_children(self, *args, **kwargs):
         """The SavedModel holds the `_tf_*` functions under their public names (`_EXPORTED`)."""
@@ -218,7 +228,7 @@ class Translator(TranslatorMethods, tf.Module):
         return children
 
     # The SavedModel's functions. The input signatures check nothing in
-    # Python's time: the methods of `TranslatorMethods` do, before calling these.
+    # Python's time: the methods of `TranslatorInterface` do, before calling these.
     # No autograph: their control flow is explicit (`tf.cond`, the searches' loops).
 
     @tf.function(input_signature=[_STRINGS], autograph=False)

@@ -17,7 +17,7 @@ import pytest
 
 from keras_transformer import runs, training
 from keras_transformer.commands import cli
-from keras_transformer.files import destinations, manifest
+from keras_transformer.files import atomic, destinations, manifest
 from keras_transformer.presets import get_preset
 from keras_transformer.serving.export import load
 from keras_transformer.training import data as training_data
@@ -180,7 +180,7 @@ def test_resume_never_writes_through_a_link_in_the_run(trained, home, capsys, li
     """An interrupted run's history.csv replaced by a link to the user's thesis: --resume refuses, names it."""
     run = pathlib.Path(shutil.copytree(trained[0], home / "run"))
     config = runs.read_config(run)
-    runs.write_json_atomic(run / runs.CONFIG, {**config, "finished": False})  # interrupted
+    atomic.write_json(run / runs.CONFIG, {**config, "finished": False})  # interrupted
     thesis = home / "projects" / "thesis" / "thesis.txt"
     (run / runs.HISTORY).unlink()
     if link == "symbolic":
@@ -246,7 +246,7 @@ def test_a_run_that_failed_before_its_first_epoch_is_claimed_and_restarts(tmp_pa
 def test_resuming_on_other_data_is_refused(trained, tmp_path, capsys):
     run = pathlib.Path(shutil.copytree(trained[0], tmp_path / "run"))
     config = runs.read_config(run)
-    runs.write_json_atomic(run / runs.CONFIG, {**config, "finished": False})
+    atomic.write_json(run / runs.CONFIG, {**config, "finished": False})
     before = snapshot(run)
     with pytest.raises(destinations.DestinationInUseError, match="other training data"):
         training.train("tiny", output=run, resume=True, epochs=2, max_examples=200, verbose=0)
@@ -383,7 +383,7 @@ def test_export_overwrite_refuses_an_export_holding_a_users_file(trained, tmp_pa
 def test_exporting_an_unfinished_run_says_so(trained, tmp_path, capsys):
     run = pathlib.Path(shutil.copytree(trained[0], tmp_path / "run"))
     config = runs.read_config(run)
-    runs.write_json_atomic(run / runs.CONFIG, {**config, "finished": False, "completed_epochs": 1})
+    atomic.write_json(run / runs.CONFIG, {**config, "finished": False, "completed_epochs": 1})
     code, err = run_cli(capsys, "export", "--model", run, "--output", tmp_path / "export")
     assert code == 0, err
     warning = [line for line in err.splitlines() if "warning" in line]
@@ -395,7 +395,6 @@ def test_exporting_an_unfinished_run_says_so(trained, tmp_path, capsys):
 
 KILL_BETWEEN_RENAMES = """
 import os, sys
-from keras_transformer.files import atomic
 from keras_transformer.serving.export import export_run
 replace, calls = os.replace, []
 def replace_then_die(source, destination):

@@ -58,7 +58,7 @@ def make_run(folder, files=RUN_FILES, finished=True):
     for index, relative in enumerate(files):
         (folder / relative).parent.mkdir(parents=True, exist_ok=True)
         (folder / relative).write_bytes(os.urandom(64 + index))
-    runs.write_json_atomic(folder / runs.CONFIG, {"created_by": "keras-transformer", "finished": finished})
+    atomic.write_json(folder / runs.CONFIG, {"created_by": "keras-transformer", "finished": finished})
     run_files.FileRecorder(folder).record()
     return folder
 
@@ -218,7 +218,7 @@ def test_a_run_of_an_earlier_version_owns_the_files_a_run_writes_by_name(tmp_pat
     run = make_run(tmp_path / "run")
     config = runs.read_config(run)
     del config["files"]
-    runs.write_json_atomic(run / runs.CONFIG, config)
+    atomic.write_json(run / runs.CONFIG, config)
     assert destinations.check_destination(run, "run") == "ours"
     (run / "logs" / "my_notes.txt").write_text("mine", encoding="utf-8")
     with pytest.raises(destinations.UnsafeDestinationError, match="logs/my_notes.txt was not written"):

@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 
 from keras_transformer import build_transformer, plotting, runs
 from keras_transformer.commands.cli import main
+from keras_transformer.files import atomic
 from keras_transformer.plotting import attention_maps
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -62,7 +63,7 @@ def run_directory(tmp_path_factory):
     model_kwargs = dict(source_vocab_size=tokenizer.vocab_size, target_vocab_size=tokenizer.vocab_size, **TINY_MODEL)
     keras.utils.set_random_seed(0)
     build_transformer(**model_kwargs).save(path / runs.MODEL)
-    runs.write_json_atomic(path / runs.CONFIG, {"model": model_kwargs})
+    atomic.write_json(path / runs.CONFIG, {"model": model_kwargs})
     return path
 
 

@@ -172,6 +172,21 @@ def test_never_touches_a_foreign_file_in_the_cache(run, tmp_path):
     assert (folder / "model.bin").read_bytes() == b"someone else's model"
 
 
+def test_the_engine_maps_the_decoding_rules(run, tmp_path, monkeypatch):
+    """`decoding.rules` changed: the ids CTranslate2 suppresses and the scores' normalisation follow."""
+    from keras_transformer.decoding import rules
+
+    original = rules.never_generated
+    monkeypatch.setattr(rules, "never_generated", lambda *args: (*original(*args), 7))
+    monkeypatch.setattr(rules, "length_penalty", lambda length, alpha, normalization="gnmt", xp=None: 2.0)
+    translator = ctranslate2_engine.CTranslate2Translator(run[0], beam_size=1, cache_dir=tmp_path / "cache")
+    assert [translator._target_pieces[7]] in translator._suppress
+    result = translator.greedy_with_status(run[1][:3])
+    raw = translator.translator.translate_batch(translator.source_pieces(run[1][:3]), **translator.translate_options(1))
+    expected = [r.scores[0] / 2.0 for r in raw]  # greedy: CTranslate2's plain sum, over the rule's penalty
+    np.testing.assert_allclose(result["scores"].numpy(), expected, rtol=1e-6)
+
+
 # -- refusals --------------------------------------------------------------------------------------
 
 

@@ -23,9 +23,10 @@ import tensorflow as tf
 
 from keras_transformer import build_transformer, decoding, runs
 from keras_transformer.commands import cli
+from keras_transformer.files import atomic
+from keras_transformer.input_rules import utf8_error
 from keras_transformer.serving import signatures
 from keras_transformer.serving.export import LoadedTranslator, Translator, load
-from keras_transformer.serving.inputs import utf8_error
 
 from trained_runs import trained_export  # the tiny preset trained once per session, and its export
 
@@ -255,7 +256,7 @@ def never_ends(tmp_path_factory):
     model.save(path / runs.MODEL)
     for tokenizer in (runs.SOURCE_TOKENIZER, runs.TARGET_TOKENIZER):
         SubwordTokenizer.load(run / tokenizer).save(path / tokenizer)
-    runs.write_json_atomic(
+    atomic.write_json(
         path / runs.CONFIG,
         {"model": config, "decoding": {"beam_size": 2, "length_penalty": 0.6, "max_length": 4}, "finished": True},
     )

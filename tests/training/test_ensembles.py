@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import runs, train
+from keras_transformer import runs
 from keras_transformer.commands.cli import main
+from keras_transformer.training import train
 
 from test_training import SMALL
 

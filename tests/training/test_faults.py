@@ -193,7 +193,7 @@ def _interrupted_copy(run, tmp_path, name="model", full_corpus=False):
     if full_corpus:
         pairs = training.load_splits(get_preset("tiny"), None)["train"]
         config["train_data_sha256"] = training.training_data_sha256(pairs)
-    runs.write_json_atomic(copy / runs.CONFIG, config)
+    atomic.write_json(copy / runs.CONFIG, config)
     return copy
 
 

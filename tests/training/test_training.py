@@ -11,8 +11,9 @@ import keras
 import numpy as np
 import pytest
 
-from keras_transformer import runs, train
+from keras_transformer import runs
 from keras_transformer.commands.cli import main
+from keras_transformer.training import train
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SMALL = dict(max_examples=300)  # the tiny preset on 300 chatbot pairs

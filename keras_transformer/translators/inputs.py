@@ -17,13 +17,15 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.input_rules import sentence_error
+
 
 def sentences(sentences, name="sentences"):
     """`sentences` as a 1-D `tf.string` tensor, checked in Python before any TensorFlow call.
 
     Takes a 1-D string tensor, a list (or tuple, or 1-D numpy array) of str or
-    bytes. Anything else, a sentence that is not valid UTF-8 (`utf8_error`:
-    the REST server's rule) or a sentence with a NUL byte is a one-line
+    bytes. Anything else, or a sentence that breaks the input rule
+    (`keras_transformer.input_rules`: UTF-8, no NUL byte) is a one-line
     `ValueError` naming the argument (`name`). A symbolic tensor (inside a
     `tf.function`) is checked for dtype and rank only.
     """
@@ -63,49 +65,12 @@ def _reject(name, received):
     raise ValueError(f"`{name}` must be a 1-D string tensor or a list of str. Received: {received}")
 
 
-def utf8_error(text):
-    """Why `text` (a str or bytes) is not valid UTF-8 text, in a few words; `None` when it is.
-
-    The one rule of the Python API (`sentences`) and the REST server
-    (`serving.signatures`): bytes must decode as strict UTF-8 (no stray
-    continuation bytes, overlong forms, encoded surrogates or code points past
-    U+10FFFF), and a str must encode as UTF-8 (no lone surrogates).
-
-    Example:
-
-    >>> utf8_error("café".encode()) is None
-    True
-    >>> utf8_error(b"caf\\xe9 au lait")
-    'invalid continuation byte at byte 3'
-    >>> utf8_error("\\ud800")
-    'a lone surrogate at character 0'
-    """
-    if isinstance(text, str):
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as error:
-            return f"a lone surrogate at character {error.start}"
-        return None
-    try:
-        bytes(text).decode("utf-8")
-    except UnicodeDecodeError as error:
-        return f"{error.reason} at byte {error.start}"
-    return None
-
-
 def _check_texts(sentences, name):
-    """A sentence that is not valid UTF-8 (`utf8_error`), or holds a NUL byte, is a `ValueError` naming it."""
+    """A sentence that breaks the input rule (`input_rules.sentence_error`) is a `ValueError` naming it."""
     for index, sentence in enumerate(sentences):
-        reason = utf8_error(sentence)
+        reason = sentence_error(sentence)
         if reason is not None:
-            raise ValueError(
-                f"`{name}[{index}]` is not valid UTF-8 text ({reason}). Received: {name}[{index}]={_short(sentence)}"
-            )
-        if ("\0" if isinstance(sentence, str) else b"\0") in sentence:
-            raise ValueError(
-                f"`{name}[{index}]` contains a NUL byte, which the tokenizer would turn into an "
-                f"unknown token; remove it. Received: {name}[{index}]={_short(sentence)}"
-            )
+            raise ValueError(f"`{name}[{index}]` {reason}. Received: {name}[{index}]={_short(sentence)}")
 
 
 def _describe(value):

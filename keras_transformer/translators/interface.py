@@ -1,0 +1,152 @@
+"""`TranslatorInterface`: what every translator answers, whichever engine decodes it.
+
+A run directory's `Translator` (the XLA decoder), a SavedModel's
+`LoadedTranslator`, the `CTranslate2Translator` and a LiteRT export's
+`litert.Translator` are all `TranslatorInterface`s, and
+`keras_transformer.open_translator` gives the one a folder and an engine
+name. This class is their contract, and the code they share: each public
+method checks its inputs in Python before anything runs (`inputs`: a bad
+input is one line naming the argument, and never blocks a later call), asks
+its engine (the hooks below), and the plain translating methods warn with
+`decoding.TruncatedOutputWarning` about translations cut off at the maximum
+output length before END (`warn_cut_off`, the one place that words it).
+
+Every method takes strings `(batch,)`: a list (or tuple, or 1-D NumPy
+array) of str or bytes, or a 1-D `tf.string` tensor. Results are tensors or
+arrays with `.numpy()`:
+
+- `translator(sentences)`: beam search (greedy for a beam of 1), strings `(batch,)`;
+- `greedy(sentences)`, `sample(sentences, temperature, top_k, top_p, seed)`;
+- `call_with_status`, `greedy_with_status`, `sample_with_status`: the same
+  without the warning, as `{"translations", "scores", "finished"}`, each
+  `(batch,)`: `scores` the log-probability over the length penalty that beam
+  search ranks by (`decoding.rules`), `finished` False for a translation
+  cut off before END;
+- `nbest(sentences)`: every beam, best first, each `(batch, beam_size)`;
+- `score(sources, targets)`: `{"log_probs", "target_lengths"}`, teacher-forced;
+- `source_lengths(sentences)`: source tokens before truncation;
+- `beam_size`, `max_source_length`, and `supports_sampling` (a LiteRT export does not sample).
+
+A subclass implements `_decode(search, sentences, *sampling)` for `search`
+in `"best"`, `"greedy"`, `"sample"`, `_nbest(sentences)`, `_score(sources,
+targets)` and `_source_lengths(sentences)`, each given checked inputs.
+
+Example:
+
+>>> from keras_transformer import open_translator
+>>> translator = open_translator("saved_models/multi30k-en-de")  # doctest: +SKIP
+>>> isinstance(translator, TranslatorInterface)  # doctest: +SKIP
+True
+>>> decoding_defaults(None)  # a run without decoding settings: beam 4, alpha 0.6
+(4, 0.6)
+"""
+
+import warnings
+
+import numpy as np
+
+from keras_transformer.config import MAX_BEAM_SIZE, DecodingConfig, check_finite_number, check_int_in_range
+from keras_transformer.decoding.search import TruncatedOutputWarning
+from keras_transformer.translators.inputs import pairs, sampling
+from keras_transformer.translators.inputs import sentences as checked_sentences
+
+
+class TranslatorInterface:
+    """The methods every translator answers (see the module docstring); a subclass gives the hooks."""
+
+    supports_sampling = True
+
+    def __call__(self, sentences):
+        """Beam search (greedy when `beam_size=1`): strings `(batch,)` -> strings."""
+        return _warned(self.call_with_status(sentences))
+
+    def greedy(self, sentences):
+        """Greedy decoding: strings `(batch,)` -> strings."""
+        return _warned(self.greedy_with_status(sentences))
+
+    def sample(self, sentences, temperature, top_k, top_p, seed):
+        """Sampling: `temperature` (0 = greedy), `top_k` (0 = off), `top_p` (1 = off), `seed` (-1 = random)."""
+        return _warned(self.sample_with_status(sentences, temperature, top_k, top_p, seed))
+
+    def call_with_status(self, sentences):
+        """`__call__` without the warning: `{"translations", "scores", "finished"}`, each `(batch,)`."""
+        return self._decode("best", checked_sentences(sentences))
+
+    def greedy_with_status(self, sentences):
+        """`greedy` without the warning; see `call_with_status`."""
+        return self._decode("greedy", checked_sentences(sentences))
+
+    def sample_with_status(self, sentences, temperature, top_k, top_p, seed):
+        """`sample` without the warning; `scores` are the model's log-probabilities (before temperature), normalised."""
+        return self._decode("sample", checked_sentences(sentences), *sampling(temperature, top_k, top_p, seed))
+
+    def nbest(self, sentences):
+        """Every beam, best first: `{"translations", "scores", "finished"}`, each `(batch, beam_size)`.
+
+        Row 0 is `__call__`'s translation; ended hypotheses rank before cut-off ones.
+        """
+        return self._nbest(checked_sentences(sentences))
+
+    def score(self, sources, targets):
+        """Teacher-forced `{"log_probs", "target_lengths"}` of `targets` given `sources`, each `(batch,)`.
+
+        The sum of the log-probabilities of the target's tokens, END included
+        (not length-normalised), and that token count; a target longer than
+        the maximum output length is scored on its first tokens.
+        """
+        return self._score(*pairs(sources, targets))
+
+    def source_lengths(self, sentences):
+        """Source tokens per sentence before truncation (END included where the model adds it)."""
+        return self._source_lengths(checked_sentences(sentences))
+
+    # -- what each engine gives ----------------------------------------------------------------------
+
+    def _decode(self, search, sentences, *sampling_numbers):
+        raise NotImplementedError
+
+    def _nbest(self, sentences):
+        raise NotImplementedError
+
+    def _score(self, sources, targets):
+        raise NotImplementedError
+
+    def _source_lengths(self, sentences):
+        raise NotImplementedError
+
+
+def _warned(result):
+    warn_cut_off(result["finished"], stacklevel=3)  # the user's call of `__call__`, `greedy` or `sample`
+    return result["translations"]
+
+
+def warn_cut_off(finished, stacklevel=1):
+    """A `TruncatedOutputWarning` naming the sentences whose translation `finished` flags as cut off (False).
+
+    `stacklevel` 1 points the warning at the caller of this function, 2 at its caller, and so on.
+    """
+    if finished is None:
+        return
+    finished = finished.numpy() if hasattr(finished, "numpy") else finished
+    cut = np.flatnonzero(~np.asarray(finished, bool))
+    if cut.size:
+        names = ", ".join(f"sentences[{i}]" for i in cut[:5]) + (", ..." if cut.size > 5 else "")
+        warnings.warn(
+            f"{cut.size} of {len(finished)} translations reached the maximum output length before END "
+            f"and are cut off: {names}",
+            TruncatedOutputWarning,
+            stacklevel=stacklevel + 1,
+        )
+
+
+def decoding_defaults(decoding_config, beam_size=None, alpha=None):
+    """`(beam_size, alpha)`, checked: those given, else the run's `decoding_config`'s, else `DecodingConfig`'s.
+
+    A beam that is not an int in [1, MAX_BEAM_SIZE], or an `alpha` that is not
+    a finite number >= 0, is a `ValueError` naming it.
+    """
+    defaults = decoding_config or DecodingConfig()
+    beam_size = check_int_in_range(
+        "beam_size", defaults.beam_size if beam_size is None else beam_size, 1, MAX_BEAM_SIZE
+    )
+    return beam_size, check_finite_number("alpha", defaults.alpha if alpha is None else alpha, low=0)
