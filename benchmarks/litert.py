@@ -42,7 +42,7 @@ def main(argv=None):
     import sacrebleu
 
     from keras_transformer import litert
-    from keras_transformer.serving.export import load
+    from keras_transformer.export import load
 
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # cut-off translations: the same in every export

@@ -61,14 +61,14 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def decode(run, sentences, beam_size, alpha, batch_size, greedy=False):
-    """(translations, seconds) of a run directory's model on `sentences`."""
-    from keras_transformer.serving.export import load
+def decode(run, sentences, beam_size, alpha, batch_size):
+    """(translations, seconds) of a run directory's model on `sentences` (greedy for a beam of 1)."""
+    from keras_transformer.export import load
     from keras_transformer.serving.translation import translate_lines
 
     translator = load(run, beam_size=beam_size, alpha=alpha)
     started = time.perf_counter()
-    hypotheses = translate_lines(translator, sentences, batch_size, greedy=greedy)
+    hypotheses = translate_lines(translator, sentences, batch_size)
     return hypotheses, time.perf_counter() - started
 
 
@@ -131,7 +131,7 @@ def main(argv=None):
             continue
         sources, references = read(stem, source), read(stem, target)
         hypotheses, seconds = decode(run, sources, beam_size, alpha, args.batch_size)
-        greedy, greedy_seconds = decode(run, sources, 1, None, args.batch_size, greedy=True)
+        greedy, greedy_seconds = decode(run, sources, 1, None, args.batch_size)
         out = results_path.parent / f"{results_path.stem}.{stem}.hyp.{target}"  # beside the JSON
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")

@@ -12,7 +12,7 @@ written by transformers' `save_pretrained`, and imported with
   `test_2016_flickr`, greedy and beam `--beam`, at most `--max-length` tokens
   (END included), strings in and strings out, in batches of `--batch-size`
   (sorted by length), each system in a process of its own (its peak RSS is
-  that process's): ours from the run (`serving.export.load`) and from its
+  that process's): ours from the run (`export.load`) and from its
   SavedModel (`keras-transformer export`), both timed after a first pass that
   compiles every shape; ours with `compact=True` (system `ours-compact`:
   finished sentences leave the batch); ours with `--engine ctranslate2`
@@ -133,7 +133,7 @@ def worker_ours(args):
         os.environ["CT2_USE_MKL"] = "1"
     import tensorflow as tf
 
-    from keras_transformer.serving.ctranslate2_engine import load_engine
+    from keras_transformer.opener import open_translator
 
     warnings.simplefilter("ignore")
     sentences = read_lines(args.sources, args.sentences)
@@ -143,9 +143,9 @@ def worker_ours(args):
     if args.compact:  # finished sentences leave the batch between segments of steps
         options.update(compact=True)
     if args.engine == "ctranslate2":  # the engine's translate_batch threads, as the direct CTranslate2 rows'
-        options.update(inter_threads=args.inter_threads, intra_threads=args.intra_threads)
+        options.update(threads=args.inter_threads, intra_threads=args.intra_threads)
     start = time.perf_counter()
-    translator = load_engine(args.path, args.engine, **options)
+    translator = open_translator(args.path, args.engine, **options)
     load_seconds = time.perf_counter() - start
     results = {}
     for search in ("greedy", "beam"):
@@ -431,9 +431,7 @@ def decode(args):
             )  # fmt: skip
             systems.setdefault("transformers generate (PyTorch)", {})[search] = result
     if "ours" in wanted:
-        systems["ours, run (serving.export.load)"] = spawn(
-            [*me, "worker-ours", run, sources, *common], log, keep("ours-run")
-        )
+        systems["ours, run (export.load)"] = spawn([*me, "worker-ours", run, sources, *common], log, keep("ours-run"))
     if "ours-compact" in wanted:
         systems["ours, run, compact=True"] = spawn(
             [*me, "worker-ours", run, sources, *common, "--compact"], log, keep("ours-compact")

@@ -40,7 +40,7 @@ import tensorflow as tf  # noqa: E402
 from machine import machine_line  # noqa: E402
 
 from keras_transformer import runs  # noqa: E402
-from keras_transformer.serving.export import load  # noqa: E402
+from keras_transformer.export import load  # noqa: E402
 
 
 def parse_args():

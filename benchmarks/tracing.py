@@ -42,7 +42,7 @@ TRAINING = dict(epochs=1, verbose=0, max_minutes=30.0, max_examples=300)
 MEASURE = """
 import json, pathlib, sys, time, tempfile
 import tensorflow as tf
-from keras_transformer.serving import export
+from keras_transformer import export
 run, beam_size, max_length, members = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[5])
 if members:
     from keras_transformer.training import train

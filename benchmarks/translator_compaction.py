@@ -23,8 +23,8 @@ import time
 
 from machine import describe_machine, machine_line
 
-from keras_transformer import decoding
-from keras_transformer.serving import export, translation
+from keras_transformer import export
+from keras_transformer.serving import translation
 
 
 def parse_args():
@@ -41,8 +41,7 @@ def parse_args():
 
 def timed(translator, sentences, batch_size, beam):
     start = time.perf_counter()
-    greedy = isinstance(decoding.search_for(beam), decoding.GreedySearch)  # a beam of 1
-    outputs = translation.translate_lines(translator, sentences, batch_size, greedy=greedy)
+    outputs = translation.translate_lines(translator, sentences, batch_size)  # a beam of 1 is greedy
     return time.perf_counter() - start, outputs
 
 

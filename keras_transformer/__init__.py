@@ -35,14 +35,20 @@ __all__ = list(_layers_all) + [
 # `from keras_transformer.training import train`, so that the layers and
 # decoding also import on Keras's JAX backend.
 
-# Modules that moved into a folder, under the names the README and the notebooks import them by.
-_MOVED = {"export": "keras_transformer.serving.export", "attention_maps": "keras_transformer.plotting.attention_maps"}
+# Imported on first use (they need TensorFlow): a module that moved into a folder, under the name the README
+# and the notebooks import it by, and the one opener of model folders.
+_LAZY = {
+    "attention_maps": ("keras_transformer.plotting.attention_maps", None),
+    "open_translator": ("keras_transformer.opener", "open_translator"),
+}
 
 
 def __getattr__(name):
-    """`from keras_transformer import export` (and `attention_maps`): the module, imported on first use."""
-    if name in _MOVED:
+    """`from keras_transformer import attention_maps` (or `open_translator`): imported on first use."""
+    if name in _LAZY:
         import importlib
 
-        return importlib.import_module(_MOVED[name])
+        module, attribute = _LAZY[name]
+        module = importlib.import_module(module)
+        return module if attribute is None else getattr(module, attribute)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

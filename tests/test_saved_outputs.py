@@ -16,8 +16,8 @@ import pytest
 
 from keras_transformer import runs
 from keras_transformer.commands import cli
+from keras_transformer.export import load
 from keras_transformer.files import atomic, destinations
-from keras_transformer.serving.export import load
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
 RUN = DATA / "run_11d2bb5"

@@ -40,7 +40,7 @@ def trained_export():
 
 
 def _build_trained_export(root):
-    from keras_transformer.serving.export import load
+    from keras_transformer.export import load
     from keras_transformer.training import train
 
     run = root / "run"

@@ -25,6 +25,8 @@ argparse.ArgumentTypeError: must be a positive finite number, got 'nan'
 import argparse
 import math
 
+from keras_transformer.opener import ENGINES
+
 SEED_MAX = 2**32 - 1  # NumPy's seeds, which `keras.utils.set_random_seed` sets, stop there
 INT32_MAX = 2**31 - 1
 # In the --help of the commands that load a model.
@@ -121,23 +123,14 @@ def add_loadable_model_argument(parser):
 
 
 def add_engine_argument(parser):
-    """`--engine`: the XLA decoder (the default) or CTranslate2 (`serving.ctranslate2_engine`)."""
+    """`--engine`: what decodes `--model` (`keras_transformer.opener`: the folder's default when not given)."""
     parser.add_argument(
         "--engine",
-        choices=("xla", "ctranslate2"),
-        default="xla",
-        help="the decoder: xla (the default; runs and exports) or ctranslate2 (a run directory, converted once "
-        "and cached; needs the ctranslate2 extra)",
+        choices=ENGINES,
+        default=None,
+        help="the decoder: xla (the default for runs and SavedModels), ctranslate2 (a run directory, converted "
+        "once and cached; needs the ctranslate2 extra) or litert (a LiteRT export's own, its default)",
     )
-
-
-def load_translator(model, engine="xla", workers=1, **options):
-    """`--model`'s translator for `--engine`: `ctranslate2_engine.load_engine`, CTranslate2 with `workers` threads."""
-    from keras_transformer.serving.ctranslate2_engine import load_engine
-
-    if engine == "ctranslate2":
-        options["inter_threads"] = workers
-    return load_engine(model, engine, **options)
 
 
 def add_workers_argument(parser):

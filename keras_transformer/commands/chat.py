@@ -57,11 +57,10 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from keras_transformer.commands.arguments import load_translator
-    from keras_transformer.commands.translate import asks_greedy
+    from keras_transformer.opener import open_translator
     from keras_transformer.serving.translation import translate_lines
 
-    translator = load_translator(args.model, args.engine, beam_size=args.beam)
+    translator = open_translator(args.model, args.engine, beam_size=args.beam)
     interactive = sys.stdin.isatty()
     if interactive:
         print("Type a sentence; an empty line or Ctrl-D ends the chat.", file=sys.stderr)
@@ -75,7 +74,7 @@ def run(args):
         if not text:
             return 0
         if args.beam is not None:
-            reply = translate_lines(translator, [text], greedy=asks_greedy(args.beam))[0]
+            reply = translate_lines(translator, [text])[0]
         else:
             seed = args.seed if args.seed < 0 else args.seed + turn
             sample = (args.temperature, args.top_k, args.top_p, seed)

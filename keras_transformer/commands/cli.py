@@ -46,6 +46,7 @@ from keras_transformer.errors import ArgumentError, KerasTransformerWarning, fir
 COMMANDS = ("train", "import", "translate", "score", "chat", "evaluate", "export", "serve", "plot")
 MODULES = {"import": "import_checkpoint"}  # commands whose module is not named as they are (a keyword)
 FLAGS = {"beam_size": "--beam"}  # Python arguments whose flag is not `--` + the name in kebab case
+NEGATED = {"jit_compile": "--no-xla"}  # Python arguments that a flag turns off
 DEBUG_ENV = "KERAS_TRANSFORMER_DEBUG"
 EXPECTED_ERRORS = (ValueError, OSError)  # the library's "this input is wrong"
 
@@ -122,9 +123,11 @@ def flag(argument, value):
 
     Example:
 
-    >>> flag("overwrite", "True"), flag("beam_size", "1"), flag("data_dir", "x")
-    ('--overwrite', '--beam 1', '--data-dir x')
+    >>> flag("overwrite", "True"), flag("beam_size", "1"), flag("data_dir", "x"), flag("jit_compile", "False")
+    ('--overwrite', '--beam 1', '--data-dir x', '--no-xla')
     """
+    if argument in NEGATED and value == "False":
+        return NEGATED[argument]
     name = FLAGS.get(argument, "--" + argument.replace("_", "-"))
     return name if value == "True" else f"{name} {value}"
 

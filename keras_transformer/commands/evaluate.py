@@ -39,9 +39,9 @@ def add_parser(subparsers):
 
 def run(args):
     from keras_transformer import evaluation
-    from keras_transformer.commands.arguments import load_translator
-    from keras_transformer.commands.translate import asks_greedy, warn_cut_off, warn_truncated
+    from keras_transformer.commands.translate import warn_cut_off, warn_truncated
     from keras_transformer.files import output_files, text_files
+    from keras_transformer.opener import open_translator
     from keras_transformer.serving.translation import Progress, translate_lines_with_status
 
     output_files.check_outputs(
@@ -55,16 +55,15 @@ def run(args):
         if len(refs) != len(sources):
             raise ValueError(f"{path} has {len(refs)} lines but {args.source} has {len(sources)}")
     options = dict(beam_size=args.beam, alpha=args.alpha, compact=args.compact)
-    translator = load_translator(args.model, args.engine, args.workers, **options)
+    translator = open_translator(args.model, args.engine, threads=args.workers, **options)
     warn_truncated(translator, sources)
     progress = None if args.quiet else Progress(len(sources))
-    greedy = asks_greedy(args.beam)
     hypotheses, finished = translate_lines_with_status(
-        translator, sources, args.batch_size, greedy=greedy, progress=progress, workers=args.workers
+        translator, sources, args.batch_size, progress=progress, workers=args.workers
     )
     warn_cut_off(finished)
     scores = evaluation.score(hypotheses, references)
-    beam = 1 if greedy else int(translator.beam_size.numpy())
+    beam = int(translator.beam_size.numpy())
     scores.update(
         model=str(args.model), source=str(args.source), reference=[str(p) for p in args.reference], beam_size=beam
     )

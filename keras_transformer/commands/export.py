@@ -18,10 +18,8 @@ Load it anywhere with TensorFlow and tensorflow-text only::
 import sys
 
 from keras_transformer.commands.arguments import non_empty, non_negative_finite_float, positive_int
+from keras_transformer.export_formats import FORMATS
 from keras_transformer.serving.ctranslate2 import QUANTIZATIONS
-
-FORMATS = ("savedmodel", "ctranslate2", "litert")
-SAVEDMODEL_ONLY = {"beam": "--beam", "alpha": "--alpha", "max_length": "--max-length", "no_xla": "--no-xla"}
 
 TRUST_RUN_DIR = (
     "Only export run directories you trust: a model is a program, and the SavedModel "
@@ -45,11 +43,9 @@ def add_parser(subparsers):
     )
     parser.add_argument(
         "--format",
-        choices=FORMATS,
+        choices=tuple(FORMATS),
         default="savedmodel",
-        help="savedmodel (default): strings in, strings out, TensorFlow only; ctranslate2: a CTranslate2 model "
-        "directory (pip install ctranslate2), which takes and returns SentencePiece pieces; litert: a .tflite "
-        "with encode, decode_step and tokenize signatures for on-device translation (docs/litert.md)",
+        help="; ".join(f"{name}: {each.description}" for name, each in FORMATS.items()) + " (default: savedmodel)",
     )
     parser.add_argument(
         "--quantization",
@@ -83,70 +79,14 @@ def add_parser(subparsers):
 
 
 def run(args):
-    if args.format == "ctranslate2":
-        return _run_ctranslate2(args)
-    if args.format == "litert":
-        return _run_litert(args)
-    if args.quantization is not None:
-        raise ValueError("--quantization applies to --format ctranslate2 or litert only")
-    from keras_transformer.serving.export import export_run
+    from keras_transformer.export_formats import export_run
 
-    translator = export_run(
-        args.model,
-        args.output,
-        overwrite=args.overwrite,
+    options = dict(
         beam_size=args.beam,
         alpha=args.alpha,
         max_length=args.max_length,
-        jit_compile=not args.no_xla,
-    )
-    print(
-        f"Exported {args.model} to {args.output} (beam {int(translator.beam_size.numpy())}). "
-        "Load it with `import tensorflow_text` then `tf.saved_model.load`.",
-        file=sys.stderr,
-    )
-    return 0
-
-
-def _run_ctranslate2(args):
-    given = [name for attribute, name in SAVEDMODEL_ONLY.items() if getattr(args, attribute) not in (None, False)]
-    if given:
-        raise ValueError(
-            f"{', '.join(given)} applies to --format savedmodel only: CTranslate2 chooses the search "
-            "when it translates (translate_batch(beam_size=..., length_penalty=..., max_decoding_length=...))"
-        )
-    from keras_transformer.serving.ctranslate2 import convert_run
-
-    convert_run(args.model, args.output, quantization=args.quantization, overwrite=args.overwrite)
-    print(
-        f"Exported {args.model} to {args.output} (CTranslate2, {args.quantization or 'float32'}). Load it with "
-        "`ctranslate2.Translator(path)` and pass SentencePiece pieces.",
-        file=sys.stderr,
-    )
-    return 0
-
-
-def _run_litert(args):
-    if args.no_xla:
-        raise ValueError("--no-xla applies to --format savedmodel only: a LiteRT export is not XLA-compiled")
-    if args.quantization not in (None, "int8"):
-        raise ValueError(f"--format litert takes --quantization int8 only. Received: {args.quantization}")
-    from keras_transformer.litert import export_run
-
-    info = export_run(
-        args.model,
-        args.output,
+        jit_compile=False if args.no_xla else None,
         quantization=args.quantization,
-        overwrite=args.overwrite,
-        beam_size=args.beam,
-        alpha=args.alpha,
-        max_length=args.max_length,
     )
-    text = [name for name in ("tokenize", "detokenize") if name in info["signatures"]]
-    where = f"{' and '.join(text)} in the .tflite" if text else "tokenizer outside the model (SentencePiece)"
-    print(
-        f"Exported {args.model} to {args.output} (LiteRT, {info['quantization']}, {where}). "
-        "Translate with `keras_transformer.litert.Translator(path)` (pip install 'keras-transformer[litert]').",
-        file=sys.stderr,
-    )
+    print(export_run(args.model, args.output, args.format, overwrite=args.overwrite, **options), file=sys.stderr)
     return 0

@@ -43,9 +43,9 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from keras_transformer.commands.arguments import load_translator
     from keras_transformer.commands.translate import read_lines
     from keras_transformer.files import output_files
+    from keras_transformer.opener import open_translator
     from keras_transformer.serving.translation import Progress, score_lines
 
     output_files.check_outputs(
@@ -54,7 +54,7 @@ def run(args):
     sources, targets = read_lines(args.source), read_lines(args.target)
     if len(sources) != len(targets):
         raise ValueError(f"{args.target} has {len(targets)} lines but {args.source} has {len(sources)}")
-    translator = load_translator(args.model, args.engine, args.workers)
+    translator = open_translator(args.model, args.engine, threads=args.workers)
     progress = None if args.quiet else Progress(len(sources), verb="scored")
     log_probs, lengths = score_lines(
         translator, sources, targets, args.batch_size, progress=progress, workers=args.workers

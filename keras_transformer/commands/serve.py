@@ -142,7 +142,7 @@ def run(args):
         raise ValueError(
             f"serving needs the `serve` extra ({error.name} is not installed): pip install keras-transformer[serve]"
         ) from None
-    from keras_transformer import litert, runs
+    from keras_transformer import opener
     from keras_transformer.serving import connections
     from keras_transformer.serving.signatures import ServedModel
 
@@ -153,14 +153,15 @@ def run(args):
     sock = _bind(args.host, args.port)  # first: a taken port fails now, not after minutes of export and warm-up
     workdir = None
     try:
-        path = pathlib.Path(args.model)
-        if args.engine != "xla" or litert.is_export(path):
-            model = _served_translator(args)
-        else:
-            if not runs.is_saved_model(path):
+        kind, engine = opener.engine_for(args.model, args.engine)
+        if engine == "xla":  # a run or a SavedModel: served by a SavedModel's own signatures
+            path = pathlib.Path(args.model)
+            if kind == opener.RUN:
                 workdir = pathlib.Path(tempfile.mkdtemp(prefix="kt-serve-"))
                 path = _exported(path, workdir)
             model = ServedModel(path, max_instances=args.max_instances)
+        else:
+            model = _served_translator(args, engine)
         if not args.no_warmup:
             _warm_up(model, 1 if args.no_batching else args.max_batch_size)
         batcher = rest.build_batcher(
@@ -181,25 +182,19 @@ def run(args):
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _served_translator(args):
-    """`--engine`'s translator of `--model` (a run, or a LiteRT export), as a `ServedTranslator`."""
-    from keras_transformer.commands.arguments import load_translator
+def _served_translator(args, engine):
+    """`engine`'s translator of `--model` (a run, or a LiteRT export), as a `ServedTranslator`."""
+    from keras_transformer.opener import open_translator
     from keras_transformer.serving.served_translator import ServedTranslator
 
-    translator = load_translator(args.model, args.engine, args.threads)
+    translator = open_translator(args.model, engine, threads=args.threads)
     return ServedTranslator(translator, args.model, max_instances=args.max_instances)
 
 
 def _exported(path, workdir):
     """The run directory `path` exported to a SavedModel under `workdir`."""
-    from keras_transformer import runs
     from keras_transformer.serving.export import export_run
 
-    if not (runs.is_run_dir(path) or (path / runs.CONFIG).is_file()):  # export_run says what is wrong
-        raise ValueError(
-            f"{path} is neither a SavedModel (no saved_model.pb) nor a training run (no config.json) nor a LiteRT "
-            "export (no litert.json): --model takes an export (`keras-transformer export`) or a run directory"
-        )
     print(f"Exporting the run {path} to a temporary SavedModel...", file=sys.stderr, flush=True)
     export_run(path, workdir / "export")
     return workdir / "export"

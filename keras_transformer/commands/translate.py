@@ -25,12 +25,12 @@ from keras_transformer.commands.arguments import (
     add_engine_argument,
     add_loadable_model_argument,
     add_workers_argument,
-    load_translator,
     non_empty,
     non_negative_finite_float,
     positive_int,
 )
 from keras_transformer.input_rules import check_sentence
+from keras_transformer.opener import open_translator
 from keras_transformer.serving.translation import (
     Progress,
     nbest_lines,
@@ -93,15 +93,14 @@ def run(args):
     if from_file:
         sentences = read_lines(args.input)
     options = dict(beam_size=args.beam, alpha=args.alpha, compact=args.compact)
-    translator = load_translator(args.model, args.engine, args.workers, **options)
+    translator = open_translator(args.model, args.engine, threads=args.workers, **options)
     warn_truncated(translator, sentences)
     progress = None if args.quiet or not from_file else Progress(len(sentences))
     if args.n_best:
         text = _nbest_text(translator, sentences, args, progress)
     else:
-        greedy = asks_greedy(args.beam)
         translations, finished = translate_lines_with_status(
-            translator, sentences, args.batch_size, greedy=greedy, progress=progress, workers=args.workers
+            translator, sentences, args.batch_size, progress=progress, workers=args.workers
         )
         warn_cut_off(finished)
         text = "".join(t + "\n" for t in translations)
@@ -120,13 +119,6 @@ def _nbest_text(translator, sentences, args, progress):
     return "".join(
         f"{index}\t{score:.6f}\t{text}\n" for index, hypotheses in enumerate(rows) for score, text, _ in hypotheses
     )
-
-
-def asks_greedy(beam):
-    """Whether `--beam` asks for greedy search: `decoding.search_for` decides (a beam of 1 is greedy)."""
-    from keras_transformer.decoding import GreedySearch, search_for
-
-    return isinstance(search_for(beam), GreedySearch)
 
 
 def read_lines(path=None):

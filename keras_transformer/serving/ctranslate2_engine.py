@@ -1,11 +1,12 @@
 """CTranslate2 as a decoding engine: a run directory translated by CTranslate2, with the run's own tokenizers.
 
-`load_engine(path, "ctranslate2")` converts the run once (`convert_run`) into
+`CTranslate2Translator(path)` (what `keras_transformer.open_translator(path,
+"ctranslate2")` gives) converts the run once (`convert_run`) into
 a cache folder (`cache_root()`), reuses that conversion while the run's model
 and tokenizers are unchanged (their sha256, recorded in the conversion's
-`keras_transformer.json`), converts again when they change, and returns a
-`CTranslate2Translator`: the methods of `export.load`'s translators, decoded
-by `ctranslate2.Translator`. Greedy search gives the XLA decoder's strings
+`keras_transformer.json`), converts again when they change, and answers
+every method of `translators.TranslatorInterface`, decoded by
+`ctranslate2.Translator`. Greedy search gives the XLA decoder's strings
 (the same pieces in, the decode of the module docstring of
 `keras_transformer.serving.ctranslate2`, the same tokenizer out).
 
@@ -18,7 +19,7 @@ else there is refused with `UnsafeDestinationError` and left as it is.
 
 Example:
 
->>> translator = load_engine("saved_models/multi30k-en-de", "ctranslate2", beam_size=1)
+>>> translator = CTranslate2Translator("saved_models/multi30k-en-de", beam_size=1)
 >>> translator.greedy(["A dog runs."]).numpy()
 array([b'Ein Hund rennt.'], dtype=object)
 >>> translator.score(["A dog runs."], ["Ein Hund rennt."])["log_probs"]
@@ -39,33 +40,10 @@ from keras_transformer.files import destinations, ownership
 from keras_transformer.serving import ctranslate2 as writer
 from keras_transformer.translators import TranslatorInterface, decoding_defaults
 
-ENGINES = ("xla", "ctranslate2")
 INSTALL = 'pip install "keras-transformer[ctranslate2]"'
 CACHE_ENV = "KERAS_TRANSFORMER_CACHE"
 TYPICAL_LENGTH = 20  # output tokens at which the beam's length penalty ranks as GNMT's (module docstring of writer)
 _lock = threading.Lock()  # one conversion at a time in this process
-
-
-def load_engine(path, engine="xla", **options):
-    """A translator of `path` decoded by `engine`: `"xla"` (`export.load`) or `"ctranslate2"`.
-
-    `options` are `export.load`'s (`beam_size`, `alpha`, `max_length`,
-    `compact`), or `CTranslate2Translator`'s for `"ctranslate2"` (`compact`
-    is then a `ValueError`).
-
-    Example:
-
-    >>> load_engine("saved_models/multi30k-en-de", "ctranslate2", beam_size=4)
-    """
-    if engine not in ENGINES:
-        raise ValueError(f"`engine` must be one of {ENGINES}. Received: engine={engine!r}")
-    if engine == "xla":
-        from keras_transformer.serving.export import load
-
-        return load(path, **options)
-    if options.pop("compact", False):
-        raise ValueError("`compact` applies to the xla engine only: CTranslate2 batches as it likes")
-    return CTranslate2Translator(path, **{k: v for k, v in options.items() if v is not None})
 
 
 def require_ctranslate2():
@@ -88,16 +66,12 @@ def cache_root():
 def check_run(path):
     """`path` as a `pathlib.Path` if it is a run directory; a one-line `ValueError` for anything else."""
     path = pathlib.Path(path)
-    if runs.is_run_dir(path):
-        return path
-    kind = "a SavedModel" if runs.is_saved_model(path) else None
-    if kind is None and (path / "litert.json").is_file():
-        kind = "a LiteRT export"
-    kind = kind or ("not a model" if path.exists() else "missing")
-    raise ValueError(
-        f"{path} is {kind}: the ctranslate2 engine converts run directories (`keras-transformer train` "
-        "or `import`); use the xla engine for exports"
-    )
+    if not runs.is_run_dir(path):
+        raise ValueError(
+            f"{path} is not a run directory: the ctranslate2 engine converts run directories (`keras-transformer "
+            "train` or `import`); open exports with `keras_transformer.open_translator`"
+        )
+    return path
 
 
 def fingerprint(run):

@@ -1,17 +1,17 @@
-"""Loading and exporting translators: `load` (a run directory, a SavedModel or a LiteRT export), `export_run`.
+"""The XLA engine's translators: a run directory's `Translator` (`open_run`), a SavedModel's (`open_saved_model`).
 
-`load` gives a `Translator` (`keras_transformer.serving.translator`) for a training
-run, a `LoadedTranslator` for an exported SavedModel, or a
-`keras_transformer.litert.Translator` for a LiteRT export folder; all answer
-the same methods and check their inputs before any TensorFlow call. `export_run`
-writes a run as a SavedModel with serving signatures (`SIGNATURES`).
+`export_run` writes a run as a SavedModel with serving signatures
+(`SIGNATURES`), which `open_saved_model` opens again as a
+`LoadedTranslator`. Both translators answer every method of
+`translators.TranslatorInterface`. `keras_transformer.open_translator` (and
+`keras_transformer.export.load`) picks the opener of a folder and an engine.
 
 Example::
 
-    from keras_transformer.serving.export import export_run, load
+    from keras_transformer.serving.export import export_run, open_saved_model
 
     export_run("saved_models/multi30k-en-de", "saved_models/multi30k-en-de-export")
-    translator = load("saved_models/multi30k-en-de-export")
+    translator = open_saved_model("saved_models/multi30k-en-de-export")
     translator(["A man is riding a bike."])
 """
 
@@ -19,14 +19,14 @@ import pathlib
 
 import tensorflow as tf
 
-from keras_transformer import decoding, litert, runs
+from keras_transformer import decoding, runs
 from keras_transformer.config import DecodingConfig
-from keras_transformer.errors import ArgumentError, first_line, literal
+from keras_transformer.errors import ArgumentError, first_line
 from keras_transformer.files import destinations, manifest
 from keras_transformer.serving.translator import SIGNATURES, Translator, check_export_destination
 from keras_transformer.translators import TranslatorInterface, decoding_defaults
 
-__all__ = ["SIGNATURES", "LoadedTranslator", "Translator", "export_run", "load"]
+__all__ = ["SIGNATURES", "LoadedTranslator", "Translator", "export_run", "open_run", "open_saved_model"]
 
 
 def export_run(model, output, *, overwrite=False, **options):
@@ -53,7 +53,7 @@ def export_run(model, output, *, overwrite=False, **options):
     destinations.check_separate(model, output, what="the export")
     check_export_destination(output, overwrite)
     runs.warn_if_unfinished(model)
-    translator = load(model, **options)
+    translator = open_run(model, **options)
     translator.save(output, overwrite=overwrite)
     return translator
 
@@ -79,12 +79,13 @@ class LoadedTranslator(TranslatorInterface):
     >>> translator(tf.constant([["A dog runs."]]))  # ValueError: `sentences` must be a 1-D ...
     """
 
-    def __init__(self, module):
+    def __init__(self, module, greedy=False):
         self.module = module
+        self._greedy = greedy  # opened with beam_size=1: its `greedy` signature answers the beam's methods
 
     @property
     def beam_size(self):
-        return self.module.beam_size
+        return tf.constant(1) if self._greedy else self.module.beam_size
 
     @property
     def max_source_length(self):
@@ -96,6 +97,7 @@ class LoadedTranslator(TranslatorInterface):
         return getattr(self.module, name)
 
     def _decode(self, search, sentences, *sampling):
+        search = "greedy" if self._greedy and search == "best" else search
         name = {"best": "call", "greedy": "greedy", "sample": "sample"}[search]
         function = getattr(self.module, f"{name}_with_status", None)
         if function is None:  # exported before the status existed
@@ -104,6 +106,8 @@ class LoadedTranslator(TranslatorInterface):
         return {"scores": None, **function(sentences, *sampling)}
 
     def _nbest(self, sentences):
+        if self._greedy:
+            return {name: value[:, None] for name, value in self._decode("greedy", sentences).items()}
         return self._required("nbest")(sentences)
 
     def _score(self, sources, targets):
@@ -119,99 +123,37 @@ class LoadedTranslator(TranslatorInterface):
         return function
 
 
-def load(path, *, beam_size=None, alpha=None, max_length=None, jit_compile=True, compact=False):
-    """A translator from a training run directory, an exported SavedModel or a LiteRT export.
+def open_saved_model(path, beam_size=None):
+    """A `LoadedTranslator` of the SavedModel export at `path`, its manifest checked first.
 
-    A run directory (`config.json` + `model.keras` + `tokenizers/`, or an
-    ensemble's `config.json` + `tokenizers/` + members) gives a
-    live `Translator` built with the given decoding options (defaults from
-    the config's `decoding` section: `beam_size`, `length_penalty`,
-    `max_length`; else beam 4 and alpha 0.6). A SavedModel gives the
-    loaded module in a `LoadedTranslator`, whose beam size was fixed at
-    export: `beam_size` may only be `None`, 1 (its `greedy` signature) or
-    the exported one. Anything else, or a corrupt model, is a one-line
-    `ValueError`, never a TensorFlow trace. An export's files are checked
-    against its `MANIFEST.sha256` first (`manifest.verify_manifest`): a file
-    missing, changed or added is a `ValueError`; an export without a
-    manifest loads with an `UnverifiedExportWarning`. A replacement of
-    `path` that a crash interrupted is put right first
-    (`destinations.recover`). `compact=True` gives a run directory's
-    `Translator` compaction (see `Translator`); for a SavedModel, as
-    `alpha` and `max_length`, it is a `ValueError`. A LiteRT export folder
-    (`keras_transformer.litert.is_export`) gives a
-    `keras_transformer.litert.Translator` (beam search on the host, any
-    `beam_size` and `alpha`); its `max_length` (the cache) was fixed at export,
-    it does not compact, and it does not `sample` (each a `ValueError`);
-    `jit_compile` does not apply to it.
-
-    Load only models you trust: a SavedModel is a program, and loading and
-    calling it runs whatever graph it holds.
-
-    Both kinds answer `translator(strings)`, `.greedy(strings)`,
-    `.sample(strings, temperature, top_k, top_p, seed)`, `.nbest(strings)`,
-    `.score(sources, targets)`, `.source_lengths`, the `*_with_status`
-    methods, `.beam_size` and `.max_source_length`, and
-    both check their inputs before any TensorFlow call (a bad input is a
-    `ValueError` naming the argument, and never blocks later calls) and warn
-    with `TruncatedOutputWarning` about translations cut off before END.
-
-    Example:
-
-    >>> translator = load("saved_models/multi30k-en-de", beam_size=4)
-    >>> translator(tf.constant(["A dog runs."]))
+    Its beam size was fixed at export: `beam_size` may be None, 1 (its
+    `greedy` signature) or the exported one. Load only exports you trust: a
+    SavedModel is a program (`keras_transformer.opener`).
     """
     path = pathlib.Path(path)
-    destinations.recover(path)
-    if not path.exists():
-        raise ValueError(f"{path} does not exist: pass a training run directory or a SavedModel")
-    if runs.is_run_dir(path):
-        return _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact)
-    if litert.is_export(path):
-        return _load_litert(path, beam_size, alpha, max_length, compact)
-    if runs.is_saved_model(path):
-        return _load_saved_model(path, beam_size, alpha, max_length, compact)
-    raise ValueError(
-        f"{path} is not a model: expected a training run directory (config.json + model.keras), "
-        "an exported SavedModel (saved_model.pb) or a LiteRT export (litert.json)"
-    )
-
-
-def _load_litert(path, beam_size, alpha, max_length, compact):
-    """`load` of a LiteRT export folder: a `keras_transformer.litert.Translator`."""
-    fixed = [("max_length", max_length), ("compact", compact or None)]
-    given = [f"{{{name}={value!r}}}" for name, value in fixed if value is not None]
-    if given:
-        raise ArgumentError(
-            f"{literal(path)} is a LiteRT export: its max length (the self-attention cache) was fixed at export "
-            f"and it does not compact; export again from the run directory, or drop {' and '.join(given)}"
-        )
-    return litert.Translator(path, beam_size=beam_size, alpha=alpha)
-
-
-def _load_saved_model(path, beam_size, alpha, max_length, compact):
-    """`load` of an exported SavedModel: a `LoadedTranslator`, its manifest checked first."""
     manifest.verify_or_warn(path)
     translator = _guarded(path, "SavedModel", lambda: tf.saved_model.load(str(path)))
     if not hasattr(translator, "greedy") or not hasattr(translator, "beam_size"):
         raise ValueError(
             f"{path} is a SavedModel but not a Translator export (`keras-transformer export` writes those)"
         )
-    if alpha is not None or max_length is not None or compact:
-        raise ValueError(
-            f"{path} is a SavedModel: its length penalty, max length and decoding were fixed "
-            "at export; pass the run directory to change them"
-        )
     exported = int(translator.beam_size.numpy())
-    search = None if beam_size is None else decoding.search_for(beam_size)  # greedy: its `greedy` signature
-    if search is not None and not isinstance(search, decoding.GreedySearch) and search.beam_size != exported:
+    if beam_size not in (None, 1, exported):
         raise ArgumentError(
             f"{path} was exported with beam_size={exported}: use {{beam_size=1}} (greedy) or "
             f"{{beam_size={exported}}}, or export again from the run directory. Received: beam_size={beam_size}"
         )
-    return LoadedTranslator(translator)
+    return LoadedTranslator(translator, greedy=beam_size == 1)
 
 
-def _load_run_dir(path, beam_size, alpha, max_length, jit_compile, compact):
+def open_run(path, beam_size=None, alpha=None, max_length=None, jit_compile=True, compact=False):
+    """The XLA `Translator` of the run directory at `path`, with its decoding settings unless given.
+
+    Defaults are the run's `decoding` section (`beam_size`, `alpha`,
+    `max_length`), else beam 4 and alpha 0.6; `compact=True` drops finished
+    sentences between segments (see `Translator`).
+    """
+    path = pathlib.Path(path)
     run = runs.open_run(path)
     config, model, (source, target) = run.config, run.model, run.tokenizers
     defaults = config.decoding or DecodingConfig()  # written by `keras-transformer train`

@@ -12,8 +12,8 @@ request for it is answered as for any unknown signature.
 
 Example:
 
->>> from keras_transformer.serving.ctranslate2_engine import load_engine
->>> model = ServedTranslator(load_engine("saved_models/multi30k-en-de", "ctranslate2"), "multi30k-en-de")
+>>> from keras_transformer import open_translator
+>>> model = ServedTranslator(open_translator("saved_models/multi30k-en-de", "ctranslate2"), "multi30k-en-de")
 >>> request = model.parse({"signature_name": "greedy", "instances": ["A dog runs."]})
 >>> model.render(request, model.run(request.signature, request.inputs, request.scalars))
 {'predictions': [{'finished': True, 'scores': -0.41, 'translations': 'Ein Hund rennt.'}]}
@@ -48,7 +48,7 @@ class ServedTranslator(ServedModel):
 
     Args:
         translator: what `serving.export.load` or
-            `ctranslate2_engine.load_engine` returns (any object with the
+            `keras_transformer.open_translator` returns (any object with the
             methods `SIGNATURES` names, taking lists of str).
         path: the model folder it was loaded from (its name is the default
             model name in URLs).

@@ -1,11 +1,11 @@
 """Translating and scoring many sentences with a loaded model: batched by length, with progress.
 
-`translator` is what `keras_transformer.serving.export.load` returns (a run
-directory's `Translator` or a loaded SavedModel).
+`translator` is what `keras_transformer.open_translator` returns (any
+`translators.TranslatorInterface`).
 
 Example:
 
->>> translator = export.load("saved_models/chatbot-ko")
+>>> translator = open_translator("saved_models/chatbot-ko")
 >>> translations, finished = translate_lines_with_status(translator, ["안녕", "오늘 너무 힘들었어"])
 """
 
@@ -16,21 +16,21 @@ from concurrent.futures import ThreadPoolExecutor
 from keras_transformer.errors import ArgumentError
 
 
-def translate_lines(translator, sentences, batch_size=32, greedy=False, sample=None, progress=None, workers=1):
+def translate_lines(translator, sentences, batch_size=32, sample=None, progress=None, workers=1):
     """Translations of `sentences` in input order, batched by similar length.
 
-    `translator` is what `keras_transformer.serving.export.load` returns. `sample` is
-    `(temperature, top_k, top_p, seed)` to sample instead. `workers` threads
+    `translator` is what `keras_transformer.open_translator` returns; it
+    decodes with its own search (greedy where it was opened with
+    `beam_size=1`). `sample` is `(temperature, top_k, top_p, seed)` to
+    sample instead. `workers` threads
     translate batches side by side, as CTranslate2's `inter_threads` does:
     each batch's program uses every core, but two may use them better
     (docs/performance.md). The translations are the same.
     """
-    return translate_lines_with_status(translator, sentences, batch_size, greedy, sample, progress, workers)[0]
+    return translate_lines_with_status(translator, sentences, batch_size, sample, progress, workers)[0]
 
 
-def translate_lines_with_status(
-    translator, sentences, batch_size=32, greedy=False, sample=None, progress=None, workers=1
-):
+def translate_lines_with_status(translator, sentences, batch_size=32, sample=None, progress=None, workers=1):
     """`(translations, finished)`: `translate_lines` and, per sentence, whether its translation ended.
 
     `finished[i]` is False where translation `i` reached the maximum output
@@ -42,7 +42,7 @@ def translate_lines_with_status(
         if sample is not None:
             result = translator.sample_with_status(strings, *sample)
         else:
-            result = (translator.greedy_with_status if greedy else translator.call_with_status)(strings)
+            result = translator.call_with_status(strings)
         flags = result["finished"]
         flags = [None] * len(strings) if flags is None else flags.numpy().tolist()
         return [(text(output), flag) for output, flag in zip(result["translations"].numpy(), flags)]

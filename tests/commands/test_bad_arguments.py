@@ -328,7 +328,7 @@ def test_config_fields_of_the_wrong_kind_name_the_file_and_the_field(
     out, err = capsys.readouterr()
     assert out == "" and message in err, err
     _assert_one_line(err, "keras-transformer translate: error: ")
-    from keras_transformer.serving.export import load
+    from keras_transformer.export import load
 
     with pytest.raises(ValueError, match=re.escape(message)):
         load(run)

@@ -20,7 +20,7 @@ import keras
 import numpy as np
 
 import keras_transformer
-from keras_transformer.serving.export import load
+from keras_transformer.export import load
 from keras_transformer.training import train
 
 HERE = pathlib.Path(__file__).resolve().parent

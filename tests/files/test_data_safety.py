@@ -17,9 +17,9 @@ import pytest
 
 from keras_transformer import runs, training
 from keras_transformer.commands import cli
+from keras_transformer.export import load
 from keras_transformer.files import atomic, destinations, manifest
 from keras_transformer.presets import get_preset
-from keras_transformer.serving.export import load
 from keras_transformer.training import data as training_data
 
 from trained_runs import trained_export
@@ -396,6 +396,7 @@ def test_exporting_an_unfinished_run_says_so(trained, tmp_path, capsys):
 KILL_BETWEEN_RENAMES = """
 import os, sys
 from keras_transformer.serving.export import export_run
+from keras_transformer.files import atomic
 replace, calls = os.replace, []
 def replace_then_die(source, destination):
     calls.append(destination)

@@ -34,7 +34,7 @@ MARIAN = pathlib.Path(__file__).resolve().parents[1] / "data" / "marian"
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """`(run, export folder, Translator, export.load(run))`."""
-    from keras_transformer.serving.export import load
+    from keras_transformer.export import load
 
     run, _ = tiny_run_dir()
     output = tmp_path_factory.mktemp("litert") / "export"
@@ -140,12 +140,12 @@ def test_translate_command_takes_the_folder(exported, capsys):
 
 
 def test_export_load_gives_the_litert_translator_and_refuses_what_is_fixed(exported):
-    from keras_transformer.serving.export import load
+    from keras_transformer.export import load
 
     _, output, translator, _ = exported
     loaded = load(output, beam_size=2, alpha=0.0)
     assert isinstance(loaded, litert.Translator) and int(loaded.beam_size) == 2 and loaded._alpha == 0.0
-    with pytest.raises(ValueError, match=r"LiteRT export: .* drop max_length=8 and compact=True$"):
+    with pytest.raises(ValueError, match=r"LiteRT export: max_length=8 and compact=True does not apply \(fixed"):
         load(output, max_length=8, compact=True)
     with pytest.raises(ValueError, match="does not sample"):
         loaded.sample(["a"], 1.0, 0, 1.0, 0)
@@ -363,8 +363,8 @@ def test_an_imported_marian_run_decodes_as_the_run_greedy_and_beam(tmp_path, kin
 
     The empty sentence decodes from END alone, and `force_end`'s END scores 0, as in the run and transformers.
     """
+    from keras_transformer.export import load
     from keras_transformer.pretrained import import_pretrained
-    from keras_transformer.serving.export import load
 
     run = tmp_path / "run"
     import_pretrained(MARIAN / kind, run)

@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import runs
+from keras_transformer import export, runs
 from keras_transformer.decoding import TruncatedOutputWarning
 from keras_transformer.pretrained import import_pretrained
-from keras_transformer.serving import export
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "marian"
 

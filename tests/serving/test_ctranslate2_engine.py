@@ -206,7 +206,7 @@ def test_refuses_exports(kind, tmp_path, capsys):
     else:
         (folder / "litert.json").write_text(json.dumps({"format": "litert"}), encoding="utf-8")
     err = one_line_error(capsys, "translate", "--model", folder, "--engine", "ctranslate2", "A dog runs.")
-    assert f"is a {kind}" in err and "converts run directories" in err
+    assert f"is a {kind}" in err and "the ctranslate2 engine opens run directories" in err
 
 
 def test_says_what_to_install(run, monkeypatch, capsys):

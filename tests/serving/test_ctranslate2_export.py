@@ -263,9 +263,9 @@ def test_cli_exports_ctranslate2(run, tmp_path, capsys):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--format", "ctranslate2", "--beam", "4"], "--beam applies to --format savedmodel only"),
-        (["--format", "ctranslate2", "--no-xla"], "--no-xla applies to --format savedmodel only"),
-        (["--quantization", "int8"], "--quantization applies to --format ctranslate2 or litert only"),
+        (["--format", "ctranslate2", "--beam", "4"], "--beam 4 does not apply to the ctranslate2 format"),
+        (["--format", "ctranslate2", "--no-xla"], "--no-xla does not apply to the ctranslate2 format"),
+        (["--quantization", "int8"], "--quantization int8 does not apply to the savedmodel format"),
     ],
 )
 def test_cli_refuses_options_of_the_other_format(run, tmp_path, capsys, extra, message):

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import build_transformer, runs
-from keras_transformer.serving.export import Translator, load
+from keras_transformer.export import Translator, load
 
 from trained_runs import DATA, MAX_LENGTH, tiny_run_dir  # noqa: F401
 

@@ -47,7 +47,7 @@ def mixed_inputs():
 @pytest.fixture(scope="module")
 def served():
     """(SavedModel path, inputs, {(method, input): output} computed alone, from one thread)."""
-    from keras_transformer.serving.export import load
+    from keras_transformer.export import load
 
     _, export = trained_export()
     inputs = mixed_inputs()
@@ -102,7 +102,7 @@ def _serve(translator, requests_per_thread, inputs, seed=0):
 
 
 def test_concurrent_requests_match_single_threaded(served):
-    from keras_transformer.serving.export import load
+    from keras_transformer.export import load
 
     export, inputs, reference = served
     translator = load(export)  # a fresh module: the threads also race through its first calls

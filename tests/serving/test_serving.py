@@ -422,7 +422,7 @@ def test_keep_alive_requests_are_not_held_by_delayed_acks(server):
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--model", "/nonexistent/export"], "is neither a SavedModel (no saved_model.pb) nor a training run"),
+        (["--model", "/nonexistent/export"], "/nonexistent/export does not exist: pass a training run directory"),
         (["--model", "MODEL", "--port", "99999"], "argument --port: must be a port number"),
         (["--model", "MODEL", "--max-batch-size", "0"], "argument --max-batch-size: must be"),
         (["--model", "MODEL", "--timeout", "nan"], "argument --timeout: must be"),

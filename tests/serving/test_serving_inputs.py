@@ -23,10 +23,10 @@ import tensorflow as tf
 
 from keras_transformer import build_transformer, decoding, runs
 from keras_transformer.commands import cli
+from keras_transformer.export import LoadedTranslator, Translator, load
 from keras_transformer.files import atomic
 from keras_transformer.input_rules import utf8_error
 from keras_transformer.serving import signatures
-from keras_transformer.serving.export import LoadedTranslator, Translator, load
 
 from trained_runs import trained_export  # the tiny preset trained once per session, and its export
 
@@ -351,7 +351,8 @@ def test_a_saved_model_without_the_flags_still_translates_and_checks_its_inputs(
     outputs, caught = _cut_off_warnings(lambda: translator(["a", "b"]))
     assert outputs.numpy().tolist() == [b"A", b"B"] and caught == []
     assert translator.greedy_with_status(["c"])["finished"] is None
-    assert translate_lines_with_status(translator, ["x", "yy"], greedy=True) == (["X", "YY"], [None, None])
+    greedy = LoadedTranslator(OldExport(), greedy=True)  # opened with beam_size=1
+    assert translate_lines_with_status(greedy, ["x", "yy"]) == (["X", "YY"], [None, None])
     assert translator.other == "passed through" and int(translator.beam_size.numpy()) == 4
     with pytest.raises(ValueError, match="`sentences` must be"):
         translator(tf.constant([[b"a"]]))

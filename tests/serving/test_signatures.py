@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import decoding
-from keras_transformer.serving.export import SIGNATURES, load
+from keras_transformer.export import SIGNATURES, load
 
 from trained_runs import tiny_run_dir  # the shared tiny run directory (built once per session)
 

@@ -15,7 +15,7 @@ from test_training import SMALL
 # tested in the default run (tests/decoding, tests/serving).
 @pytest.mark.slow
 def test_an_ensemble_trains_its_members_in_turn_resumes_and_translates(tmp_path, monkeypatch, capsys):
-    from keras_transformer.serving import export
+    from keras_transformer import export
     from keras_transformer.training import model_run
 
     output = tmp_path / "ensemble"

@@ -33,8 +33,8 @@ import tensorflow as tf
 
 from keras_transformer import runs
 from keras_transformer.commands import cli
+from keras_transformer.export import load
 from keras_transformer.files import atomic
-from keras_transformer.serving.export import load
 
 from trained_runs import trained_export
 
@@ -264,7 +264,7 @@ def test_disk_full_while_exporting_keeps_the_previous_export(trained, tmp_path, 
 @pytest.mark.parametrize("where", ["writer", "swap"])
 def test_disk_full_in_translator_save_keeps_the_previous_export(trained, tmp_path, monkeypatch, where):
     """`Translator.save`: ENOSPC from a writer that wrote part of its files, or from the final rename."""
-    from keras_transformer.serving import export
+    import tensorflow as tf
 
     previous = _copy(trained[1], tmp_path, "export")
     before = _digest(previous)
@@ -288,7 +288,7 @@ def test_disk_full_in_translator_save_keeps_the_previous_export(trained, tmp_pat
         return replace(source, destination)
 
     writer = partial_writer if where == "writer" else complete_writer
-    monkeypatch.setattr(export.tf.saved_model, "save", writer)
+    monkeypatch.setattr(tf.saved_model, "save", writer)
     if where == "swap":
         monkeypatch.setattr(atomic.os, "replace", failing_replace)
     with pytest.raises(OSError) as error:

@@ -1,0 +1,27 @@
+"""Translators from model folders, and exports of runs: the way in from Python.
+
+- `load(path, engine=None, **options)`: a run directory, a SavedModel or a
+  LiteRT export as a translator (`keras_transformer.opener.open_translator`,
+  the one opener every command uses too);
+- `export_run(run, output, format="savedmodel", **options)`: a run written
+  in one of the registered formats (`keras_transformer.export_formats`);
+- `Translator`: the XLA translator of a model and its tokenizers, to build
+  by hand; `SIGNATURES`, the SavedModel's signatures.
+
+Every translator answers the methods of `translators.TranslatorInterface`.
+
+Example:
+
+>>> from keras_transformer import export
+>>> translator = export.load("saved_models/chatbot-ko")  # doctest: +SKIP
+>>> translator(["오늘 너무 힘들었어"])  # doctest: +SKIP
+>>> export.export_run("saved_models/chatbot-ko", "saved_models/chatbot-ko-export")  # doctest: +SKIP
+"""
+
+from keras_transformer.export_formats import FORMATS, export_run
+from keras_transformer.opener import ENGINES
+from keras_transformer.opener import open_translator as load
+from keras_transformer.serving.export import LoadedTranslator
+from keras_transformer.serving.translator import SIGNATURES, Translator
+
+__all__ = ["ENGINES", "FORMATS", "SIGNATURES", "LoadedTranslator", "Translator", "export_run", "load"]

@@ -1,0 +1,56 @@
+"""The export registry: every format a run can be written in, registered by name with one interface.
+
+`export_run(run, output, format="savedmodel", **options)` writes the run
+directory `run` at `output` in `format`, the one way `keras-transformer
+export` and `keras_transformer.export.export_run` write one. Each format is
+an `ExportFormat` in a module of its own, registered in `FORMATS`:
+
+- `"savedmodel"`: strings in, strings out, with TF Serving signatures (`savedmodel`);
+- `"ctranslate2"`: a CTranslate2 model directory (`ctranslate2`);
+- `"litert"`: a `.tflite` for on-device translation (`litert`).
+
+A new format is one module with one `ExportFormat`, added to `FORMATS`.
+Every format writes atomically, replaces only an earlier export of its own
+kind (with `overwrite`), refuses foreign files, and writes a manifest.
+
+Example:
+
+>>> export_run("saved_models/chatbot-ko", "saved_models/chatbot-ko-ct2", "ctranslate2", quantization="int8")  # doctest: +SKIP
+'Exported saved_models/chatbot-ko to saved_models/chatbot-ko-ct2 (CTranslate2, int8). ...'
+>>> export_run("saved_models/chatbot-ko", "out", "onnx")  # doctest: +SKIP
+Traceback (most recent call last):
+...
+ValueError: `format` must be one of ('savedmodel', 'ctranslate2', 'litert'). Received: format='onnx'
+"""  # noqa: E501  (a doctest's line)
+
+from keras_transformer.errors import ArgumentError, literal
+from keras_transformer.export_formats import ctranslate2, litert, savedmodel
+from keras_transformer.export_formats.format import ExportFormat
+
+FORMATS = {module.FORMAT.name: module.FORMAT for module in (savedmodel, ctranslate2, litert)}
+
+
+def export_run(run, output, format="savedmodel", *, overwrite=False, **options):  # noqa: A002  (the format's name)
+    """Writes the run directory `run` as `format` at `output`; returns the line that says what was written.
+
+    `options` are the format's own (`FORMATS[format].options`): `beam_size`,
+    `alpha`, `max_length`, `jit_compile` for a SavedModel; `quantization`
+    for CTranslate2; `quantization`, `beam_size`, `alpha`, `max_length` for
+    LiteRT. Options left None are the format's defaults; one the format does
+    not take is a `ValueError` (`errors.ArgumentError`) naming it and the
+    formats that take it.
+    """
+    if format not in FORMATS:
+        raise ValueError(f"`format` must be one of {tuple(FORMATS)}. Received: format={format!r}")
+    chosen = FORMATS[format]
+    given = {name: value for name, value in options.items() if value is not None}
+    for name in given:
+        if name not in chosen.options:
+            takes = " and ".join(other.name for other in FORMATS.values() if name in other.options)
+            why = chosen.why_not.get(name, "it has no such setting")
+            setting = f"{{{name}={literal(given[name])}}}"
+            raise ArgumentError(f"{setting} does not apply to the {format} format ({why}): it applies to {takes}")
+    return chosen.write(run, output, overwrite=overwrite, **given)
+
+
+__all__ = ["FORMATS", "ExportFormat", "export_run"]

@@ -1,0 +1,22 @@
+"""The SavedModel format: strings in, strings out, with the signatures TF Serving calls (`serving.export`)."""
+
+from keras_transformer.export_formats.format import ExportFormat
+
+
+def write(run, output, overwrite=False, **options):
+    from keras_transformer.serving.export import export_run
+
+    translator = export_run(run, output, overwrite=overwrite, **options)
+    return (
+        f"Exported {run} to {output} (beam {int(translator.beam_size.numpy())}). "
+        "Load it with `import tensorflow_text` then `tf.saved_model.load`."
+    )
+
+
+FORMAT = ExportFormat(
+    name="savedmodel",
+    description="strings in, strings out, TensorFlow only, with TF Serving signatures",
+    options=("beam_size", "alpha", "max_length", "jit_compile"),
+    write=write,
+    why_not={"quantization": "its weights are the run's, float32 as trained"},
+)
