@@ -63,6 +63,8 @@ MODULES = [
     "keras_transformer.pretrained.fields",
     "keras_transformer.pretrained.shapes",
     "keras_transformer.pretrained.sources",
+    "keras_transformer.pretrained.families",
+    "keras_transformer.translators.interface",
 ]
 
 

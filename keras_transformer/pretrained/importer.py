@@ -8,12 +8,10 @@ from keras_transformer.config import DataConfig, TrainingConfig
 from keras_transformer.files import atomic, destinations
 from keras_transformer.models import build_transformer
 from keras_transformer.presets import Preset
-from keras_transformer.pretrained import marian
 from keras_transformer.pretrained.checkpoints import Checkpoint
+from keras_transformer.pretrained.families import family_of
 from keras_transformer.pretrained.sources import resolve
 
-# The mapping module of each checkpoint family, by config.json's `model_type`.
-FAMILIES = {marian.MODEL_TYPE: marian}
 # Fine-tuning an imported model (`train --init-from RUN`): the peak rate of 5e-5 at the first step (as
 # transformers fine-tunes without warmup), then the schedule's slow decay; small batches.
 FINE_TUNING_PEAK_RATE = 5e-5
@@ -57,7 +55,7 @@ def import_pretrained(source, output, *, overwrite=False):
     checkpoint = Checkpoint(origin.folder)
     config_path = origin.folder / "config.json"
     hf_config = checkpoint.json("config.json")
-    family = _family(hf_config, config_path)
+    family = family_of(hf_config, config_path)
     tensors = checkpoint.tensors()  # the header's shapes: nothing is allocated from the config's numbers alone
     weights = origin.folder / checkpoint.weights_file
     config = family.model_config(hf_config, tensors, str(config_path), str(weights))
@@ -79,7 +77,7 @@ def import_pretrained(source, output, *, overwrite=False):
         preset=_preset(name, config, decoding),
         model=config,
         decoding=decoding,
-        add_source_end=True,  # Marian's sources end with </s>
+        add_source_end=family.ADD_SOURCE_END,
         pretrained=record,
         finished=True,
         completed_epochs=0,
@@ -90,19 +88,6 @@ def import_pretrained(source, output, *, overwrite=False):
 
     atomic.replace_dir(write, output, destinations.remove_previous)
     return run_config
-
-
-def _family(hf_config, path):
-    model_type = hf_config.get("model_type")
-    if not isinstance(model_type, str):
-        raise ValueError(
-            f"{path}: `model_type` must be a string naming the family of the checkpoint. Received: {model_type!r}"[:300]
-        )
-    if model_type not in FAMILIES:
-        raise ValueError(
-            f"{path}: model_type {model_type!r} is not one keras-transformer imports. Supported: {sorted(FAMILIES)}"
-        )
-    return FAMILIES[model_type]
 
 
 def _preset(name, config, decoding):

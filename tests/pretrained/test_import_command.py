@@ -51,6 +51,15 @@ def _one_line_refusal(capsys, output, *arguments):
     return message
 
 
+def test_every_registered_family_has_the_four_parts():
+    from keras_transformer.pretrained.families import FAMILIES, PARTS
+
+    assert FAMILIES and all(name == family.MODEL_TYPE for name, family in FAMILIES.items())
+    for family in FAMILIES.values():
+        assert all(callable(getattr(family, part, None)) for part in PARTS), family.__name__
+        assert isinstance(family.FAMILY, str) and isinstance(family.ADD_SOURCE_END, bool)
+
+
 def test_a_model_type_other_than_marian_is_named_with_the_supported_ones(tmp_path, capsys):
     folder = checkpoint_copy(tmp_path)
     config = json.loads((folder / "config.json").read_text())

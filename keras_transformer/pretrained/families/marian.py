@@ -1,9 +1,8 @@
 """OPUS-MT (Marian) checkpoints in this package's terms: config, weights, tokenizers, generation settings.
 
-The mapping of one family of checkpoints, `model_type: "marian"`; another
-family (M2M100, NLLB: pre-norm, a final LayerNorm per stack, fairseq's
-position table, forced language tokens) is one more module like this one,
-registered in `importer.FAMILIES`.
+The module of one family of checkpoints, `model_type: "marian"`, in the four
+parts every family has (`keras_transformer.pretrained.families`): the model
+config, the weights, the tokenizers, the generation settings.
 
 A Marian model is the paper's Transformer: post-norm layers, sinusoidal
 positions (as `[sin | cos]` halves), embeddings scaled by √d_model and tied
@@ -25,6 +24,7 @@ from keras_transformer.tokenizers.marian import MarianTokenizer
 
 MODEL_TYPE = "marian"
 FAMILY = "Marian"
+ADD_SOURCE_END = True  # Marian's sources end with </s>
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu", "tanh": "tanh"}
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, which Marian's layers use
 _RATES = ("dropout", "attention_dropout", "activation_dropout")
