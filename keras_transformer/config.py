@@ -26,28 +26,28 @@ ValueError: `d_model` must be divisible by `num_heads`. Received: d_model=510, n
 """
 
 import dataclasses
-import math
-import numbers
 
-from keras_transformer.layers.arguments import check_positive_int, check_positive_number, check_rate
+from keras_transformer import kinds
+from keras_transformer.kinds import MAX_BEAM_SIZE, MAX_LENGTH, check_ids, check_int_in_range  # noqa: F401
 
 PAD_ID = 0
 UNK_ID = 1
 START_ID = 2
 END_ID = 3
 
-# The largest `max_length` (positions) a model may have: above every checkpoint family this package imports
-# (512-1024), and small enough that the position table and a decoding cache of it fit in memory.
-MAX_LENGTH = 65536
-# The largest beam: far above what beam search gains from (4-12), small enough that its cache fits in memory.
-MAX_BEAM_SIZE = 128
 NORMALIZATIONS = ("gnmt", "length")
 STOPPING_RULES = ("beams_ended", "cannot_improve")
 SOFTMAX_OVER = ("allowed", "vocabulary")
-_BOOLEAN_FIELDS = ("share_embeddings", "tie_output_embedding", "norm_first", "scale_embeddings", "output_bias")
+POSITION_LAYOUTS = ("interleaved", "concatenated")
 
 # Names earlier versions wrote in config.json and `.keras` files, and today's name for each.
 LEGACY_NAMES = {"input_vocab_size": "source_vocab_size", "length_penalty": "alpha"}
+
+
+def setting(default, kind):
+    """A field of the table: its default, and its `kinds.Kind` (what it must be; None is taken where it is the
+    default)."""
+    return dataclasses.field(default=default, metadata={"kind": kind})
 
 
 def _fields(cls):
@@ -74,9 +74,30 @@ class _Config:
         """
         if not isinstance(data, dict):
             raise ValueError(f"{where} must be a JSON object. Received: {data!r}"[:300])
-        data = {LEGACY_NAMES.get(name, name): value for name, value in data.items()}
+        legacy = {**LEGACY_NAMES, **getattr(cls, "_LEGACY_NAMES", {})}
+        data = {legacy.get(name, name): value for name, value in data.items()}
         _check_names(cls, data, where)
         return cls(**{name: tuple(v) if isinstance(v, list) else v for name, v in data.items()})
+
+    @classmethod
+    def field(cls, name):
+        """The `dataclasses.Field` of `name` (or of an earlier version's name for it), or None."""
+        name = {**LEGACY_NAMES, **getattr(cls, "_LEGACY_NAMES", {})}.get(name, name)
+        return next((field for field in dataclasses.fields(cls) if field.name == name), None)
+
+    @classmethod
+    def takes(cls, name, value):
+        """Whether field `name` takes `value`: its kind's check, or None where None is its default."""
+        field = cls.field(name)
+        return (value is None and field.default is None) or field.metadata["kind"].accepts(value)
+
+    def check_fields(self):
+        """Each field checked by its kind (None passes where it is the default); returns the config itself."""
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if not (value is None and field.default is None):
+                field.metadata["kind"].check(field.name, value)
+        return self
 
 
 def _check_names(cls, names, where=None):
@@ -124,29 +145,29 @@ class ModelConfig(_Config):
         end_id: the id that ends an output.
     """
 
-    source_vocab_size: int = None
-    target_vocab_size: int = None
-    num_layers: int = 6
-    num_decoder_layers: int = None
-    d_model: int = 512
-    num_heads: int = 8
-    d_ff: int = 2048
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    activation_dropout: float = 0.0
-    max_length: int = 256
-    share_embeddings: bool = False
-    tie_output_embedding: bool = False
-    norm_first: bool = False
-    activation: str = "relu"
-    layer_norm_epsilon: float = 1e-6
-    position_layout: str = "interleaved"
-    scale_embeddings: bool = True
-    output_bias: bool = False
-    pad_id: int = PAD_ID
-    target_pad_id: int = None
-    start_id: int = START_ID
-    end_id: int = END_ID
+    source_vocab_size: int = setting(None, kinds.POSITIVE_INT)
+    target_vocab_size: int = setting(None, kinds.POSITIVE_INT)
+    num_layers: int = setting(6, kinds.POSITIVE_INT)
+    num_decoder_layers: int = setting(None, kinds.POSITIVE_INT)
+    d_model: int = setting(512, kinds.POSITIVE_INT)
+    num_heads: int = setting(8, kinds.POSITIVE_INT)
+    d_ff: int = setting(2048, kinds.POSITIVE_INT)
+    dropout: float = setting(0.1, kinds.RATE)
+    attention_dropout: float = setting(0.0, kinds.RATE)
+    activation_dropout: float = setting(0.0, kinds.RATE)
+    max_length: int = setting(256, kinds.LENGTH)
+    share_embeddings: bool = setting(False, kinds.BOOL)
+    tie_output_embedding: bool = setting(False, kinds.BOOL)
+    norm_first: bool = setting(False, kinds.BOOL)
+    activation: str = setting("relu", kinds.TEXT)
+    layer_norm_epsilon: float = setting(1e-6, kinds.POSITIVE_NUMBER)
+    position_layout: str = setting("interleaved", kinds.choice(POSITION_LAYOUTS))
+    scale_embeddings: bool = setting(True, kinds.BOOL)
+    output_bias: bool = setting(False, kinds.BOOL)
+    pad_id: int = setting(PAD_ID, kinds.int_range(0, 2**31 - 1))
+    target_pad_id: int = setting(None, kinds.int_range(0, 2**31 - 1))
+    start_id: int = setting(START_ID, kinds.int_range(0, 2**31 - 1))
+    end_id: int = setting(END_ID, kinds.int_range(0, 2**31 - 1))
 
     @property
     def decoder_layers(self):
@@ -174,18 +195,9 @@ class ModelConfig(_Config):
 
         Returns the config itself.
         """
-        for name in ("source_vocab_size", "target_vocab_size", "num_layers", "d_model", "num_heads", "d_ff"):
-            check_positive_int(name, getattr(self, name))
-        check_int_in_range("max_length", self.max_length, 1, MAX_LENGTH)
-        for name in _BOOLEAN_FIELDS:
-            check_bool(name, getattr(self, name))
-        if not isinstance(self.activation, str):
-            raise ValueError(f"`activation` must be a Keras activation name. Received: activation={self.activation!r}")
-        if self.num_decoder_layers is not None:
-            check_positive_int("num_decoder_layers", self.num_decoder_layers)
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
-            check_rate(name, getattr(self, name))
-        check_positive_number("layer_norm_epsilon", self.layer_norm_epsilon)
+        for name in ("source_vocab_size", "target_vocab_size"):  # None until a tokenizer gives them: not here
+            kinds.POSITIVE_INT.check(name, getattr(self, name))
+        self.check_fields()
         if self.share_embeddings and self.source_vocab_size != self.target_vocab_size:
             raise ValueError(
                 "`share_embeddings=True` needs one shared vocabulary. Received: "
@@ -207,11 +219,6 @@ class ModelConfig(_Config):
                 "`output_bias=True` is the tied output projection's bias (an untied one has its own): "
                 "pass `tie_output_embedding=True`, or leave `output_bias` out"
             )
-        if self.position_layout not in ("interleaved", "concatenated"):
-            raise ValueError(
-                "`position_layout` must be 'interleaved' or 'concatenated'. "
-                f"Received: position_layout={self.position_layout!r}"
-            )
         if self.d_model % self.num_heads:
             raise ValueError(
                 f"`d_model` must be divisible by `num_heads`. Received: d_model={self.d_model}, "
@@ -226,7 +233,8 @@ class DecodingConfig(_Config):
 
     `alpha` is the exponent of the length penalty that beam scores are
     divided by (what transformers and CTranslate2 call `length_penalty`);
-    `max_length` (None: the model's) counts the output tokens, END included.
+    `max_new_tokens` (None: the model's `max_length`) counts the output
+    tokens, END included, as transformers' `max_new_tokens` does.
     This package's own runs decode with the defaults; an imported checkpoint
     records its own (`keras_transformer.pretrained`):
 
@@ -244,15 +252,17 @@ class DecodingConfig(_Config):
       banned ones then removed (transformers').
     """
 
-    beam_size: int = 4
-    alpha: float = 0.6
-    max_length: int = None
-    normalization: str = "gnmt"
-    stopping: str = "beams_ended"
-    force_end: bool = False
-    banned_ids: tuple = ()
-    softmax_over: str = "allowed"
-    tuned_on: str = None  # the split `alpha` was chosen on, where it was (`benchmarks/multi30k.py`)
+    beam_size: int = setting(4, kinds.BEAM_SIZE)
+    alpha: float = setting(0.6, kinds.NON_NEGATIVE_NUMBER)
+    max_new_tokens: int = setting(None, kinds.LENGTH)
+    normalization: str = setting("gnmt", kinds.choice(NORMALIZATIONS))
+    stopping: str = setting("beams_ended", kinds.choice(STOPPING_RULES))
+    force_end: bool = setting(False, kinds.BOOL)
+    banned_ids: tuple = setting((), kinds.IDS)
+    softmax_over: str = setting("allowed", kinds.choice(SOFTMAX_OVER))
+    tuned_on: str = setting(None, kinds.TEXT)  # the split `alpha` was chosen on (`benchmarks/multi30k.py`)
+
+    _LEGACY_NAMES = {"max_length": "max_new_tokens"}  # before, one name with the model's positions
 
     @classmethod
     def from_dict(cls, data, where="decoding"):
@@ -262,10 +272,9 @@ class DecodingConfig(_Config):
     def check(self, vocab_size=None, model_max_length=None, where=None):
         """`ValueError` naming the field (after `where`, e.g. a file) for a setting of the wrong kind or range.
 
-        `beam_size` is an int in [1, MAX_BEAM_SIZE]; `alpha` a finite number
-        >= 0; `max_length` None or an int in [1, `model_max_length`, else
-        MAX_LENGTH]; `banned_ids` ids in [0, `vocab_size`) where it is given;
-        the choices one of theirs. Returns the config itself.
+        Each field by its kind; besides, `max_new_tokens` at most
+        `model_max_length` and `banned_ids` in [0, `vocab_size`) where they
+        are given. Returns the config itself.
 
         Example:
 
@@ -275,20 +284,10 @@ class DecodingConfig(_Config):
         ValueError: generation_config.json: `beam_size` must be an int in [1, 128]. Received: beam_size=1000000000
         """
         try:
-            check_int_in_range("beam_size", self.beam_size, 1, MAX_BEAM_SIZE)
-            check_finite_number("alpha", self.alpha, low=0)
-            if self.max_length is not None:
-                check_int_in_range("max_length", self.max_length, 1, model_max_length or MAX_LENGTH)
-            for name, choices in (
-                ("normalization", NORMALIZATIONS),
-                ("stopping", STOPPING_RULES),
-                ("softmax_over", SOFTMAX_OVER),
-            ):
-                check_choice(name, getattr(self, name), choices)
-            check_bool("force_end", self.force_end)
+            self.check_fields()
+            if self.max_new_tokens is not None and model_max_length is not None:
+                check_int_in_range("max_new_tokens", self.max_new_tokens, 1, model_max_length)
             check_ids("banned_ids", self.banned_ids, vocab_size)
-            if self.tuned_on is not None and not isinstance(self.tuned_on, str):
-                raise ValueError(f"`tuned_on` must be a split's name. Received: tuned_on={self.tuned_on!r}")
         except ValueError as error:
             raise ValueError(f"{where}: {error}" if where else str(error)) from None
         return self
@@ -325,14 +324,14 @@ class DataConfig(_Config):
         dev_examples: hold out this many training pairs as a "dev" split.
     """
 
-    corpus: str = "chatbot-ko"
-    vocab_size: int = 8000
-    character_coverage: float = 0.9995
-    subword_sampling: float = 0.0
-    token_budget: int = 4096
-    bucket_boundaries: tuple = (16, 32, 48, 64)
-    max_examples: int = 0
-    dev_examples: int = 0
+    corpus: str = setting("chatbot-ko", kinds.TEXT)
+    vocab_size: int = setting(8000, kinds.POSITIVE_INT)
+    character_coverage: float = setting(0.9995, kinds.UNIT)
+    subword_sampling: float = setting(0.0, kinds.UNIT)
+    token_budget: int = setting(4096, kinds.POSITIVE_INT)
+    bucket_boundaries: tuple = setting((16, 32, 48, 64), kinds.POSITIVE_INTS)
+    max_examples: int = setting(0, kinds.NON_NEGATIVE_INT)
+    dev_examples: int = setting(0, kinds.NON_NEGATIVE_INT)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -350,71 +349,11 @@ class TrainingConfig(_Config):
         ensemble: train this many models one after the other; decode them together.
     """
 
-    warmup_steps: int = 4000
-    learning_rate_scale: float = 1.0
-    cooldown_fraction: float = 0.0
-    label_smoothing: float = 0.1
-    epochs: int = 20
-    max_minutes: float = 0.0
-    average_last: int = 1
-    ensemble: int = 1
-
-
-def check_int_in_range(name, value, low, high):
-    """`value` as an int if it is an integer in `[low, high]` (not a bool), else a `ValueError` naming `name`.
-
-    Example:
-
-    >>> check_int_in_range("beam_size", "4", 1, 128)
-    Traceback (most recent call last):
-    ...
-    ValueError: `beam_size` must be an int in [1, 128]. Received: beam_size='4'
-    """
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
-        raise ValueError(f"`{name}` must be an int in [{low}, {high}]. Received: {name}={_short(value)}")
-    return int(value)
-
-
-def check_finite_number(name, value, low=-math.inf):
-    """`value` as a float if it is a finite number >= `low` (not a bool or a string), else a `ValueError`."""
-    try:
-        valid = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
-    except OverflowError:  # an int past the float range
-        valid = False
-    if not valid or value < low:
-        bound = f" >= {low:g}" if low > -math.inf else ""
-        raise ValueError(f"`{name}` must be a finite number{bound}. Received: {name}={_short(value)}")
-    return float(value)
-
-
-def check_bool(name, value):
-    """`value` if it is True or False (a JSON boolean: not "false", not 0), else a `ValueError` naming `name`."""
-    if not isinstance(value, bool):
-        raise ValueError(f"`{name}` must be true or false. Received: {name}={_short(value)}")
-    return value
-
-
-def check_choice(name, value, choices):
-    """`value` if it is one of `choices`, else a `ValueError` naming `name` and the choices."""
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"`{name}` must be one of {choices}. Received: {name}={_short(value)}")
-    return value
-
-
-def check_ids(name, ids, vocab_size=None):
-    """`ids` if it is a sequence of token ids (ints in [0, `vocab_size`) where given), else a `ValueError`."""
-    if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)):
-        raise ValueError(f"`{name}` must be a list of token ids. Received: {name}={_short(ids)}")
-    high = vocab_size if vocab_size is not None else 2**31
-    for index in ids:
-        if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not 0 <= index < high:
-            raise ValueError(f"`{name}` must hold ids in [0, {high}). Received: {_short(index)} in {name}")
-    return ids
-
-
-def _short(value, limit=80):
-    """`repr(value)`, cut to `limit` characters; a huge int described by its digits, never printed whole."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**limit:
-        return f"an int of about {int(value.bit_length() * math.log10(2)) + 1} digits"
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    warmup_steps: int = setting(4000, kinds.POSITIVE_INT)
+    learning_rate_scale: float = setting(1.0, kinds.POSITIVE_NUMBER)
+    cooldown_fraction: float = setting(0.0, kinds.RATE)
+    label_smoothing: float = setting(0.1, kinds.RATE)
+    epochs: int = setting(20, kinds.POSITIVE_INT)
+    max_minutes: float = setting(0.0, kinds.NON_NEGATIVE_NUMBER)
+    average_last: int = setting(1, kinds.POSITIVE_INT)
+    ensemble: int = setting(1, kinds.POSITIVE_INT)

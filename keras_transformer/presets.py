@@ -101,8 +101,6 @@ class Preset:
             flat.update(getattr(self, part).to_dict())
         for per_run in ("source_vocab_size", "target_vocab_size"):
             flat.pop(per_run)
-        flat.pop("max_length", None)
-        flat["max_length"] = self.model.max_length  # the model's, not the decoding's default (None)
         return flat
 
     @classmethod

@@ -101,7 +101,7 @@ def test_a_run_config_reads_types_and_writes_back_what_it_does_not_know(tmp_path
     run = pathlib.Path(shutil.copytree(DATA / "run_11d2bb5", tmp_path / "run"))
     config = runs.RunConfig.read(run)
     assert config.preset == PRESETS["tiny"].replace(max_examples=300) and config.model.source_vocab_size == 976
-    assert config.decoding == DecodingConfig(beam_size=4, alpha=0.6, max_length=32)
+    assert config.decoding == DecodingConfig(beam_size=4, alpha=0.6, max_new_tokens=32)
     assert config.finished is True and config.completed_epochs == 1
     raw = runs.read_config(run)
     atomic.write_json(run / runs.CONFIG, {**raw, "written_by_a_later_version": {"x": 1}})

@@ -8,7 +8,7 @@ import pytest
 from keras_transformer import build_transformer, decoding
 
 MODULES = [
-    "keras_transformer.layers.arguments",
+    "keras_transformer.kinds",
     "keras_transformer.layers.attention",
     "keras_transformer.layers.decoder",
     "keras_transformer.layers.decoder_layer",

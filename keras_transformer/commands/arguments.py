@@ -68,6 +68,34 @@ def int_in_range(low, high, what=None):
     return parse
 
 
+def setting_type(part, name):
+    """The argparse type of the configuration field `name` of `part` (e.g. `DecodingConfig`): its kind's check.
+
+    The flag takes what the field takes, in the field's words: the table of
+    `keras_transformer.config` is the one place a setting's range is written.
+
+    Example:
+
+    >>> from keras_transformer.config import DecodingConfig
+    >>> setting_type(DecodingConfig, "beam_size")("4")
+    4
+    >>> setting_type(DecodingConfig, "beam_size")("500")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be an int in [1, 128], got '500'
+    """
+    kind = part.field(name).metadata["kind"]
+
+    def parse(text):
+        value = _int(text, kind.words) if kind.parse is int else _float(text, kind.words)
+        if not kind.accepts(value):
+            _refuse(kind.words, text)
+        return value
+
+    parse.__name__ = name
+    return parse
+
+
 def positive_int(text):
     """An integer >= 1: epochs, beams, batch sizes, lengths, devices."""
     value = _int(text, "a positive integer")

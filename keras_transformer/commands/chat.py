@@ -15,9 +15,10 @@ from keras_transformer.commands.arguments import (
     int_in_range,
     non_negative_finite_float,
     non_negative_int,
-    positive_int,
     probability,
+    setting_type,
 )
+from keras_transformer.config import DecodingConfig
 from keras_transformer.input_rules import check_sentence
 
 
@@ -51,7 +52,10 @@ def add_parser(subparsers):
         help=f"sampling seed, 0 to {SEED_MAX}; -1 = random (the default)",
     )
     parser.add_argument(
-        "--beam", type=positive_int, default=None, help="use beam search with this many beams instead of sampling"
+        "--beam",
+        type=setting_type(DecodingConfig, "beam_size"),
+        default=None,
+        help="use beam search with this many beams instead of sampling",
     )
     parser.set_defaults(run=run)
 

@@ -17,7 +17,8 @@ Load it anywhere with TensorFlow and tensorflow-text only::
 
 import sys
 
-from keras_transformer.commands.arguments import non_empty, non_negative_finite_float, positive_int
+from keras_transformer.commands.arguments import non_empty, setting_type
+from keras_transformer.config import DecodingConfig
 from keras_transformer.export_formats import FORMATS
 from keras_transformer.serving.ctranslate2 import QUANTIZATIONS
 
@@ -58,19 +59,19 @@ def add_parser(subparsers):
     )
     parser.add_argument(
         "--beam",
-        type=positive_int,
+        type=setting_type(DecodingConfig, "beam_size"),
         default=None,
         help="beam size of the default signature, 1 = greedy (default: the run's, else 4)",
     )
     parser.add_argument(
         "--alpha",
-        type=non_negative_finite_float,
+        type=setting_type(DecodingConfig, "alpha"),
         default=None,
         help="length-penalty exponent of the default signature's beam search (default: the run's, else 0.6)",
     )
     parser.add_argument(
         "--max-length",
-        type=positive_int,
+        type=setting_type(DecodingConfig, "max_new_tokens"),
         default=None,
         help="tokens generated at most (default: the model's max_length)",
     )

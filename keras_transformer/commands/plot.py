@@ -9,7 +9,8 @@
 
 import pathlib
 
-from keras_transformer.commands.arguments import non_empty, positive_finite_float, positive_int
+from keras_transformer.commands.arguments import non_empty, positive_finite_float, positive_int, setting_type
+from keras_transformer.config import DecodingConfig
 
 
 def add_parser(subparsers):
@@ -58,7 +59,9 @@ def add_parser(subparsers):
         help="which attention to draw (default: cross, target tokens over source tokens)",
     )
     sub.add_argument("--layer", type=int, default=-1, help="layer index, negative from the end (default -1)")
-    sub.add_argument("--max-length", type=positive_int, help="tokens to generate at most")
+    sub.add_argument(
+        "--max-length", type=setting_type(DecodingConfig, "max_new_tokens"), help="tokens to generate at most"
+    )
     sub.add_argument("--columns", type=positive_int, default=4, help="heads per row of panels (default 4)")
 
     sub = figure("history", "training curves (loss, accuracy) from a history CSV")

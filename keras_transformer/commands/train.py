@@ -8,7 +8,9 @@ from keras_transformer.commands.arguments import (
     non_empty,
     positive_finite_float,
     positive_int,
+    setting_type,
 )
+from keras_transformer.config import TrainingConfig
 from keras_transformer.presets import PRESETS
 
 
@@ -64,7 +66,9 @@ def _add_corpus_arguments(parser):
 def _add_run_arguments(parser):
     """How long, where, and on what devices and precision the run trains."""
     length = parser.add_mutually_exclusive_group()
-    length.add_argument("--epochs", type=positive_int, help="number of epochs (default: the preset's)")
+    length.add_argument(
+        "--epochs", type=setting_type(TrainingConfig, "epochs"), help="number of epochs (default: the preset's)"
+    )
     length.add_argument("--minutes", type=positive_finite_float, help="stop after this many minutes")
     parser.add_argument(
         "--output",

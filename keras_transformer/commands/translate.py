@@ -26,9 +26,10 @@ from keras_transformer.commands.arguments import (
     add_loadable_model_argument,
     add_workers_argument,
     non_empty,
-    non_negative_finite_float,
     positive_int,
+    setting_type,
 )
+from keras_transformer.config import DecodingConfig
 from keras_transformer.input_rules import check_sentence
 from keras_transformer.opener import open_translator
 from keras_transformer.serving.translation import (
@@ -66,11 +67,14 @@ def add_model_arguments(parser):
     add_loadable_model_argument(parser)
     add_engine_argument(parser)
     parser.add_argument(
-        "--beam", type=positive_int, default=None, help="beam size, 1 = greedy (default: the model's, else 4)"
+        "--beam",
+        type=setting_type(DecodingConfig, "beam_size"),
+        default=None,
+        help="beam size, 1 = greedy (default: the model's, else 4)",
     )
     parser.add_argument(
         "--alpha",
-        type=non_negative_finite_float,
+        type=setting_type(DecodingConfig, "alpha"),
         default=None,
         help="length-penalty exponent of the beam search (default: the model's, else 0.6)",
     )

@@ -44,7 +44,7 @@ def _model_settings(model, search_class):
 def _max_length(model, max_length):
     """`max_length`, else the model's own decoding length (an import's), else the model's `max_length`."""
     decoding_config = getattr(ensemble_members(model)[0], "decoding_config", None)
-    return max_length or (decoding_config and decoding_config.max_length) or None
+    return max_length or (decoding_config and decoding_config.max_new_tokens) or None
 
 
 def _flagged(result, return_scores, return_finished):

@@ -39,8 +39,9 @@ from typing import NamedTuple
 import keras
 from keras import ops
 
-from keras_transformer.config import END_ID, MAX_BEAM_SIZE, PAD_ID, START_ID, check_choice, check_int_in_range
+from keras_transformer.config import END_ID, PAD_ID, START_ID
 from keras_transformer.decoding import rules
+from keras_transformer.kinds import MAX_BEAM_SIZE, check_choice, check_int_in_range
 
 NEG_INF = rules.NEG_INF
 

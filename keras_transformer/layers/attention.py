@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_transformer.layers.arguments import check_positive_int, check_rate
+from keras_transformer.kinds import check_positive_int, check_rate
 from keras_transformer.layers.hash_dropout import HashDropout
 from keras_transformer.layers.masks import causal_mask, check_mask, check_mask_shape, large_negative, merge_masks
 from keras_transformer.layers.shapes import check_sequence, fits, static_shape

@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_transformer.layers.arguments import check_positive_int
+from keras_transformer.kinds import check_positive_int
 from keras_transformer.layers.embedding import TokenAndPositionEmbedding, check_token_ids_shape
 from keras_transformer.layers.encoder_layer import EncoderLayer
 from keras_transformer.layers.masks import padding_mask

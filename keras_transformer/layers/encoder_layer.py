@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_transformer.layers.arguments import (
+from keras_transformer.kinds import (
     check_positive_int,
     check_positive_number,
     check_rate,

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers.arguments import check_positive_int, check_rate
+from keras_transformer.kinds import check_positive_int, check_rate
 from keras_transformer.layers.attention import is_plain_dense, matmul_last_axis
 from keras_transformer.layers.hash_dropout import HashDropout
 from keras_transformer.layers.shapes import check_sequence

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_transformer.layers.arguments import check_positive_int
+from keras_transformer.kinds import check_positive_int
 from keras_transformer.layers.shapes import check_sequence
 
 LAYOUTS = ("interleaved", "concatenated")

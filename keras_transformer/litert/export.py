@@ -92,7 +92,7 @@ def export_run(run, output, *, quantization=None, overwrite=False, beam_size=Non
     config = runs.RunConfig.read(run)
     decoding = config.decoding or DecodingConfig()
     model = load_model(run / runs.MODEL)
-    cache_length = _cache_length(run, model, max_length if max_length is not None else decoding.max_length)
+    cache_length = _cache_length(run, model, max_length if max_length is not None else decoding.max_new_tokens)
     tokenizer_dirs = _tokenizer_dirs(run)
     protos, reasons = zip(
         fast_text.in_model_tokenizer(tokenizer_dirs[0]), fast_text.in_model_detokenizer(tokenizer_dirs[1])

@@ -19,8 +19,9 @@ Example:
 import pathlib
 import re
 
-from keras_transformer.config import MAX_LENGTH, DecodingConfig, check_bool, check_choice, check_ids, check_int_in_range
+from keras_transformer.config import DecodingConfig
 from keras_transformer.files.json_files import read_json_object
+from keras_transformer.kinds import MAX_LENGTH, check_bool, check_choice, check_ids, check_int_in_range
 
 INFO_FILE = "litert.json"
 SIGNATURES = ("encode", "decode_step", "tokenize", "detokenize")

@@ -27,8 +27,8 @@ Example (a step whose next token is always END, id 3):
 
 import numpy as np
 
-from keras_transformer.config import check_choice
 from keras_transformer.decoding import rules
+from keras_transformer.kinds import check_choice
 
 _NINF = rules.NEG_INF
 

@@ -18,7 +18,7 @@ ValueError: config.json: `scale_embedding` must be true or false. Received: scal
 
 import math
 
-from keras_transformer import config as checks
+from keras_transformer import kinds as checks
 
 _REQUIRED = object()
 

@@ -36,7 +36,7 @@ from keras_transformer.runs.layout import (
 )
 from keras_transformer.runs.opening import Run, open_run
 from keras_transformer.runs.run_config import (
-    CONFIG_FIELDS,
+    SECTIONS,
     RunConfig,
     UnfinishedRunWarning,
     check_config_fields,
@@ -51,7 +51,6 @@ from keras_transformer.runs.writing import write_run
 __all__ = [
     "BACKUP",
     "CONFIG",
-    "CONFIG_FIELDS",
     "FILES",
     "HISTORY",
     "LOGS",
@@ -62,6 +61,7 @@ __all__ = [
     "TARGET_TOKENIZER",
     "Run",
     "RunConfig",
+    "SECTIONS",
     "Tokenizers",
     "UnfinishedRunWarning",
     "check_config_fields",

@@ -9,11 +9,10 @@ Example:
 
 import dataclasses
 import json
-import math
 import pathlib
 import warnings
 
-from keras_transformer.config import DecodingConfig, ModelConfig
+from keras_transformer.config import DataConfig, DecodingConfig, ModelConfig, TrainingConfig
 from keras_transformer.errors import ArgumentError, KerasTransformerWarning
 from keras_transformer.files import atomic
 from keras_transformer.presets import Preset
@@ -149,79 +148,40 @@ def update_config(path, **changes):
     return config
 
 
-def _positive_int(value):
-    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**31
-
-
-def _rate(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1
-
-
-def _length_penalty(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(float(value)) and value >= 0
-    except OverflowError:  # an int past the float range
-        return False
-
-
-_POSITIVE_INT = ("a positive integer", _positive_int)
-_RATE = ("a number in [0, 1)", _rate)
-_BOOL = ("true or false", lambda value: isinstance(value, bool))
-_DECODING_FIELDS = {
-    "beam_size": _POSITIVE_INT,
-    "max_length": _POSITIVE_INT,
-    "alpha": ("a finite number >= 0", _length_penalty),
-    "length_penalty": ("a finite number >= 0", _length_penalty),  # an earlier version's name of `alpha`
-}
-_SHAPE_FIELDS = {
-    **{name: _POSITIVE_INT for name in ("num_layers", "d_model", "num_heads", "d_ff", "max_length")},
-    **{name: _RATE for name in ("dropout", "attention_dropout", "activation_dropout")},
-    "norm_first": _BOOL,
-}
-# The fields of config.json that the commands read, by section: (what they must be, the check).
-CONFIG_FIELDS = {
-    "decoding": _DECODING_FIELDS,
-    "model": {
-        **_SHAPE_FIELDS,
-        "source_vocab_size": _POSITIVE_INT,
-        "input_vocab_size": _POSITIVE_INT,  # an earlier version's name of `source_vocab_size`
-        "target_vocab_size": _POSITIVE_INT,
-        "share_embeddings": _BOOL,
-        "tie_output_embedding": _BOOL,
-    },
-    "preset": {
-        **_SHAPE_FIELDS,
-        "vocab_size": _POSITIVE_INT,
-        "beam_size": _POSITIVE_INT,
-        "alpha": _DECODING_FIELDS["alpha"],
-        "length_penalty": _DECODING_FIELDS["alpha"],
-    },
+# The sections of config.json the commands read, and the parts of the configuration that type them.
+SECTIONS = {
+    "model": (ModelConfig,),
+    "decoding": (DecodingConfig,),
+    "preset": (ModelConfig, DataConfig, TrainingConfig, DecodingConfig),
 }
 
 
 def check_config_fields(config, config_path):
-    """`ValueError` naming `config_path` and the field, for a field of `CONFIG_FIELDS` of the wrong kind.
+    """`ValueError` naming `config_path` and the field, for a field of a section that its kind refuses.
 
-    Fields that are absent pass (runs of earlier versions wrote fewer).
+    Each field is checked by the kind the configuration table gives it
+    (`keras_transformer.config`); absent fields pass (runs of earlier
+    versions wrote fewer), and so do fields no part knows (`from_dict` names
+    those).
 
     Example:
 
-    >>> check_config_fields({"decoding": {"max_length": "abc"}}, "runs/a/config.json")
+    >>> check_config_fields({"decoding": {"beam_size": "abc"}}, "runs/a/config.json")
     Traceback (most recent call last):
     ...
-    ValueError: runs/a/config.json: `decoding.max_length` must be a positive integer. Received: 'abc'
+    ValueError: runs/a/config.json: `decoding.beam_size` must be an int in [1, 128]. Received: 'abc'
     """
-    for section, fields in CONFIG_FIELDS.items():
+    for section, parts in SECTIONS.items():
         values = config.get(section)
         if not isinstance(values, dict):
             continue
-        for field, (expected, valid) in fields.items():
-            if field in values and not valid(values[field]):
-                received = repr(values[field])
+        for name, value in values.items():
+            part = next((part for part in parts if part.field(name) is not None), None)
+            if part is not None and not part.takes(name, value):
+                received = repr(value) if not isinstance(value, int) or abs(value) < 10**80 else "a huge int"
                 received = received if len(received) <= 80 else received[:77] + "..."
-                raise ValueError(f"{config_path}: `{section}.{field}` must be {expected}. Received: {received}")
+                words = part.field(name).metadata["kind"].words
+                raise ValueError(f"{config_path}: `{section}.{name}` must be {words}. Received: {received}")
 
 
 def read_config(path):

@@ -173,7 +173,7 @@ class CTranslate2Translator(TranslatorInterface):
         model_max = int(_recorded(self.model_path)["max_length"])
         beam_size, alpha = decoding_defaults(config.decoding, beam_size, alpha)
         beam_size, self.alpha = decoding.check_beam_size(beam_size), float(alpha)
-        limit = max_length or defaults.max_length or model_max
+        limit = max_length or defaults.max_new_tokens or model_max
         self._decode_length = min(int(limit), model_max)
         self._normalization = defaults.normalization
         self.source_tokenizer, self.target_tokenizer = runs.load_tokenizers(path)

@@ -158,8 +158,8 @@ def open_run(path, beam_size=None, alpha=None, max_length=None, jit_compile=True
     config, model, (source, target) = run.config, run.model, run.tokenizers
     defaults = config.decoding or DecodingConfig()  # written by `keras-transformer train`
     beam_size, alpha = decoding_defaults(config.decoding, beam_size, alpha)
-    if max_length is None and defaults.max_length:
-        max_length = min(int(defaults.max_length), decoding.resolve_max_length(model))
+    if max_length is None and defaults.max_new_tokens:
+        max_length = min(int(defaults.max_new_tokens), decoding.resolve_max_length(model))
     return _guarded(
         path,
         "run",

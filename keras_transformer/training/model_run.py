@@ -205,7 +205,7 @@ def start_config(preset, output, state, tokenizers, **fields):
         preset=preset,
         model=preset.model.with_vocabulary(tokenizers.source.vocab_size, tokenizers.target.vocab_size),
         **fields,
-        decoding=preset.decoding.replace(max_length=preset.decoding.max_length or preset.model.max_length),
+        decoding=preset.decoding.replace(max_new_tokens=preset.decoding.max_new_tokens or preset.model.max_length),
         finished=False,
     )
 

@@ -45,8 +45,9 @@ import warnings
 
 import numpy as np
 
-from keras_transformer.config import MAX_BEAM_SIZE, DecodingConfig, check_finite_number, check_int_in_range
+from keras_transformer.config import DecodingConfig
 from keras_transformer.decoding.search import TruncatedOutputWarning
+from keras_transformer.kinds import MAX_BEAM_SIZE, check_finite_number, check_int_in_range
 from keras_transformer.translators.inputs import pairs, sampling
 from keras_transformer.translators.inputs import sentences as checked_sentences
 

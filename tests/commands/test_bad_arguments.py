@@ -291,23 +291,25 @@ def test_config_sections_the_loader_reads_must_have_their_shape(trained_run, tmp
 
 
 WRONG_FIELDS = [  # (section, field, value as JSON text, what the field must be)
-    ("decoding", "max_length", '"abc"', "a positive integer"),
-    ("decoding", "max_length", "-4", "a positive integer"),
-    ("decoding", "max_length", "2.5", "a positive integer"),
-    ("decoding", "max_length", "true", "a positive integer"),
+    ("decoding", "max_length", '"abc"', "an int in [1, 65536]"),  # an earlier version's name of max_new_tokens
+    ("decoding", "max_length", "-4", "an int in [1, 65536]"),
+    ("decoding", "max_new_tokens", "2.5", "an int in [1, 65536]"),
+    ("decoding", "max_new_tokens", "true", "an int in [1, 65536]"),
     ("decoding", "length_penalty", '"nan"', "a finite number >= 0"),
     ("decoding", "length_penalty", "NaN", "a finite number >= 0"),
     ("decoding", "length_penalty", "Infinity", "a finite number >= 0"),
     ("decoding", "length_penalty", "-0.5", "a finite number >= 0"),
     ("decoding", "length_penalty", "1" + "0" * 400, "a finite number >= 0"),
-    ("decoding", "beam_size", '"x"', "a positive integer"),
-    ("decoding", "beam_size", "0", "a positive integer"),
-    ("decoding", "beam_size", "1e400", "a positive integer"),
-    ("model", "d_model", '"x"', "a positive integer"),
-    ("model", "num_heads", "0", "a positive integer"),
+    ("decoding", "beam_size", '"x"', "an int in [1, 128]"),
+    ("decoding", "beam_size", "0", "an int in [1, 128]"),
+    ("decoding", "beam_size", "1e400", "an int in [1, 128]"),
+    ("decoding", "beam_size", "1000000000", "an int in [1, 128]"),
+    ("model", "d_model", '"x"', "a positive int"),
+    ("model", "num_heads", "0", "a positive int"),
     ("model", "dropout", "1.5", "a number in [0, 1)"),
     ("model", "norm_first", '"yes"', "true or false"),
-    ("preset", "vocab_size", '"big"', "a positive integer"),
+    ("preset", "vocab_size", '"big"', "a positive int"),
+    ("preset", "token_budget", "-1", "a positive int"),
 ]
 
 

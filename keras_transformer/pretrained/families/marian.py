@@ -16,7 +16,8 @@ the weights file's tensors before anything is built (`shapes`).
 
 import numpy as np
 
-from keras_transformer.config import MAX_BEAM_SIZE, MAX_LENGTH, DecodingConfig, ModelConfig
+from keras_transformer.config import DecodingConfig, ModelConfig
+from keras_transformer.kinds import MAX_BEAM_SIZE, MAX_LENGTH
 from keras_transformer.pretrained import shapes
 from keras_transformer.pretrained.fields import Fields
 from keras_transformer.runs import Tokenizers
@@ -134,7 +135,7 @@ def decoding_config(generation, config, where="generation_config.json"):
     return DecodingConfig(
         beam_size=fields.int("num_beams", 1, low=1, high=MAX_BEAM_SIZE),
         alpha=fields.number("length_penalty", 1.0),
-        max_length=min(max_length - 1, config.max_length),
+        max_new_tokens=min(max_length - 1, config.max_length),
         normalization="length",
         stopping="beams_ended" if early_stopping else "cannot_improve",
         force_end=forced_end == config.end_id,
