@@ -3,8 +3,9 @@
 `cached(name, build, depends_on)` returns `(folder, value)`. On a miss it calls
 `build(folder)`, which writes files into an empty folder and returns a
 JSON-serialisable value, and keeps both under
-`$KERAS_TRANSFORMER_TEST_CACHE` (default: `keras-transformer-tests-<uid>` in
-the temporary folder). The key is a sha256 of everything the build depends
+`$KERAS_TRANSFORMER_TEST_CACHE` (default: `keras-transformer-tests-<uid>-<checkout>`
+in the temporary folder, one per checkout, so that test runs of two
+checkouts side by side never remove each other's entries). The key is a sha256 of everything the build depends
 on: every file of the `keras_transformer` package, the files in `depends_on`
 (the test module that defines the build, the corpus it reads), and the
 versions of Python, TensorFlow, Keras, NumPy and SentencePiece. A hit is
@@ -33,7 +34,8 @@ VERSIONED = ("tensorflow", "tensorflow-text", "keras", "numpy", "sentencepiece")
 
 
 def cache_root():
-    default = pathlib.Path(tempfile.gettempdir()) / f"keras-transformer-tests-{os.getuid()}"
+    checkout = hashlib.sha256(str(REPO).encode()).hexdigest()[:12]
+    default = pathlib.Path(tempfile.gettempdir()) / f"keras-transformer-tests-{os.getuid()}-{checkout}"
     return pathlib.Path(os.environ.get("KERAS_TRANSFORMER_TEST_CACHE") or default)
 
 

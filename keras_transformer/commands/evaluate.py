@@ -39,7 +39,7 @@ def add_parser(subparsers):
 
 def run(args):
     from keras_transformer import evaluation
-    from keras_transformer.commands.translate import warn_cut_off, warn_truncated
+    from keras_transformer.commands.translate import print_cut_off_lines, warn_truncated
     from keras_transformer.files import output_files, text_files
     from keras_transformer.opener import open_translator
     from keras_transformer.serving.translation import Progress, translate_lines_with_status
@@ -61,7 +61,7 @@ def run(args):
     hypotheses, finished = translate_lines_with_status(
         translator, sources, args.batch_size, progress=progress, workers=args.workers
     )
-    warn_cut_off(finished)
+    print_cut_off_lines(finished)
     scores = evaluation.score(hypotheses, references)
     beam = int(translator.beam_size.numpy())
     scores.update(

@@ -106,7 +106,7 @@ def run(args):
         translations, finished = translate_lines_with_status(
             translator, sentences, args.batch_size, progress=progress, workers=args.workers
         )
-        warn_cut_off(finished)
+        print_cut_off_lines(finished)
         text = "".join(t + "\n" for t in translations)
     if args.output:
         output_files.write_text(args.output, text)
@@ -119,7 +119,7 @@ def run(args):
 def _nbest_text(translator, sentences, args, progress):
     """`index<TAB>score<TAB>translation` lines, `args.n_best` per sentence, best first."""
     rows = nbest_lines(translator, sentences, args.n_best, args.batch_size, progress=progress, workers=args.workers)
-    warn_cut_off([hypotheses[0][2] for hypotheses in rows])
+    print_cut_off_lines([hypotheses[0][2] for hypotheses in rows])
     return "".join(
         f"{index}\t{score:.6f}\t{text}\n" for index, hypotheses in enumerate(rows) for score, text, _ in hypotheses
     )
@@ -142,7 +142,7 @@ def warn_truncated(translator, sentences):
         print(f"warning: sentence {number} has {length} tokens; truncated to {limit}", file=sys.stderr)
 
 
-def warn_cut_off(finished):
+def print_cut_off_lines(finished):
     """Warns on stderr for each sentence whose translation `finished` flags as cut off (False)."""
     for number, done in enumerate(finished, 1):
         if done is False:

@@ -14,6 +14,7 @@ and nothing of training or serving.
 """
 
 from keras_transformer.config import END_ID, PAD_ID, START_ID
+from keras_transformer.decoding import rules
 from keras_transformer.decoding.beam_search import BeamSearch
 from keras_transformer.decoding.cache import (
     cached_step,
@@ -41,7 +42,6 @@ from keras_transformer.decoding.search import (
     Step,
     TruncatedOutputWarning,
     check_beam_size,
-    length_penalty,
 )
 from keras_transformer.decoding.settings import search_for
 
@@ -68,7 +68,7 @@ __all__ = [
     "filter_logits",
     "greedy_decode",
     "initial_state",
-    "length_penalty",
+    "rules",
     "make_ensemble_step_fn",
     "make_step_fn",
     "reorder_beams",

@@ -75,7 +75,7 @@ class SearchResult(NamedTuple):
             included, PAD after END; all PAD for an empty source.
         scores: float32 `(batch, beams)`: the log-probability divided by the
             search's length penalty (`Search.normalise`: by default
-            `length_penalty(length, alpha)`), length counting END (`alpha=0`:
+            `rules.length_penalty(length, alpha)`), length counting END (`alpha=0`:
             the plain log-probability). Beam search ranks by it; greedy
             search and sampling only report it.
         finished: bool `(batch, beams)`: False for a hypothesis cut off at
@@ -120,11 +120,6 @@ class Step(NamedTuple):
 def as_step(step):
     """`step` as a `Step`: a bare step function is a `Step` with neither state function."""
     return step if isinstance(step, Step) else Step(step)
-
-
-def length_penalty(length, alpha=0.6, normalization="gnmt"):
-    """`rules.length_penalty` of an int or float `length` as a float32 tensor; scores are `log p / penalty`."""
-    return rules.length_penalty(ops.cast(length, "float32"), alpha, normalization, ops)
 
 
 def check_beam_size(beam_size):

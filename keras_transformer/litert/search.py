@@ -33,9 +33,9 @@ from keras_transformer.kinds import check_choice
 _NINF = rules.NEG_INF
 
 
-def length_penalty(length, alpha, normalization="gnmt"):
-    """`rules.length_penalty` of `length` (ints), as float32."""
-    return rules.length_penalty(np.asarray(length, np.float32), np.float32(alpha), normalization).astype(np.float32)
+def _penalty(length, alpha, normalization):
+    """`rules.length_penalty` of `length` tokens, as float32."""
+    return np.float32(rules.length_penalty(np.float32(length), np.float32(alpha), normalization))
 
 
 def _forced(log_probs, index, max_length, end_id, force_end):
@@ -122,15 +122,15 @@ def beam(
         session.reorder((np.take_along_axis(parent, alive, axis=1) + sources * k).reshape(-1))
 
         accept = ended & (np.arange(2 * k) < k)[None] & ~source_done[:, None]
-        penalty = length_penalty(index + 1, alpha, normalization)
+        penalty = _penalty(index + 1, alpha, normalization)
         new_scores = np.where(accept, top_scores / penalty, _NINF).astype(np.float32)
         merged = np.concatenate([fin_scores, new_scores], axis=1)
         order = _best(merged, k)
         fin_scores = np.take_along_axis(merged, order, axis=1)
         fin_seqs = np.take_along_axis(np.concatenate([fin_seqs, cand_seqs], axis=1), order[:, :, None], axis=1)
-        source_done |= _stops(stopping, log_probs, fin_scores, length_penalty(index + 1, alpha, normalization))
+        source_done |= _stops(stopping, log_probs, fin_scores, _penalty(index + 1, alpha, normalization))
         index += 1
-    return _finish(seqs, log_probs, fin_seqs, fin_scores, length_penalty(index, alpha, normalization))
+    return _finish(seqs, log_probs, fin_seqs, fin_scores, _penalty(index, alpha, normalization))
 
 
 def _stops(stopping, log_probs, fin_scores, penalty):

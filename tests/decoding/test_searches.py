@@ -30,7 +30,7 @@ def test_length_penalty_changes_the_ranking(alpha, expected):
     np.testing.assert_array_equal(ops.convert_to_numpy(ids[0, 0]), expected)
     short, long = np.log(0.4), np.log(0.6 * 0.6) / (7 / 6) ** alpha
     np.testing.assert_allclose(ops.convert_to_numpy(scores[0]), sorted([short, long])[::-1], rtol=1e-5)
-    assert float(ops.convert_to_numpy(decoding.length_penalty(1, alpha))) == pytest.approx(1.0)
+    assert float(decoding.rules.length_penalty(1.0, alpha)) == pytest.approx(1.0)
 
 
 # Step 0: "a" (4) 0.6, END 0.3, "b" (5) 0.1; then "a" 0.999, "b" 9e-4, END 1e-4. With 2 beams, [END]

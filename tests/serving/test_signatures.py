@@ -143,7 +143,7 @@ def test_score_of_the_greedy_output_equals_the_log_probability_greedy_summed(run
     np.testing.assert_allclose(scored["log_probs"].numpy(), summed.numpy(), atol=1e-4)
     lengths = np.count_nonzero(ids.numpy(), axis=1)
     np.testing.assert_array_equal(scored["target_lengths"].numpy(), lengths)
-    normalised = summed.numpy() / decoding.length_penalty(lengths, 0.6).numpy()
+    normalised = summed.numpy() / decoding.rules.length_penalty(np.float32(lengths), 0.6)
     np.testing.assert_allclose(greedy["scores"].numpy(), normalised, atol=1e-4)
 
 

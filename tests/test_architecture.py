@@ -1,0 +1,81 @@
+"""The picture of the house in docs/architecture.md, held against the code: no import runs up a room.
+
+Every `keras_transformer` import of every module of the package (those
+inside functions too) is read with `ast` and checked against the rooms the
+document lists, top to bottom: an import may go down or sideways, never up.
+"""
+
+import ast
+import pathlib
+import re
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "keras_transformer"
+
+
+def rooms():
+    """`{wing: room index}` from the ```rooms block of docs/architecture.md (0 = the top)."""
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = re.search(r"```rooms\n(.*?)```", text, re.S).group(1)
+    return {wing.strip(): index for index, line in enumerate(block.splitlines()) for wing in line.split(",")}
+
+
+def wing_of(module):
+    """The wing of a dotted module name: `serving` for `keras_transformer.serving.export`; None for the package."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def imports(path):
+    """The `keras_transformer` modules that the file at `path` imports, anywhere in it."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "keras_transformer":
+            if node.module == "keras_transformer":
+                found += [f"keras_transformer.{alias.name}" for alias in node.names]
+            else:
+                found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.split(".")[0] == "keras_transformer"]
+    return found
+
+
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py" or p.parent != PACKAGE)
+
+
+def module_name(path):
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_every_wing_of_the_package_has_a_room():
+    wings = {wing_of(module_name(path)) for path in MODULES}
+    assert wings - set(rooms()) == set(), "wings the picture does not show"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=[str(p.relative_to(PACKAGE)) for p in MODULES])
+def test_no_import_runs_up_a_room(path):
+    room = rooms()
+    source = wing_of(module_name(path))
+    for imported in imports(path):
+        target = wing_of(imported)
+        if target in (source, None, "__version__"):
+            continue
+        assert room[target] >= room[source], f"{module_name(path)} imports {imported}: up from {source} to {target}"
+
+
+def test_serving_litert_and_pretrained_never_import_training():
+    for wing in ("serving", "litert", "pretrained"):
+        for path in (PACKAGE / wing).rglob("*.py"):
+            assert not [m for m in imports(path) if wing_of(m) == "training"], path
+
+
+@pytest.mark.parametrize(
+    "definition, home", [("length_penalty", "decoding/rules.py"), ("warn_cut_off", "translators/interface.py")]
+)
+def test_a_rule_is_defined_once(definition, home):
+    pattern = re.compile(rf"^\s*def _?{definition}\(", re.M)
+    homes = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if pattern.search(p.read_text("utf-8"))]
+    assert homes == [home]
