@@ -38,7 +38,7 @@ END_ID = 3
 NORMALIZATIONS = ("gnmt", "length")
 STOPPING_RULES = ("beams_ended", "cannot_improve")
 SOFTMAX_OVER = ("allowed", "vocabulary")
-POSITION_LAYOUTS = ("interleaved", "concatenated")
+POSITION_LAYOUTS = ("interleaved", "concatenated", "fairseq")
 
 # Names earlier versions wrote in config.json and `.keras` files, and today's name for each.
 LEGACY_NAMES = {"input_vocab_size": "source_vocab_size", "length_penalty": "alpha"}
@@ -134,14 +134,16 @@ class ModelConfig(_Config):
         activation: the feed-forward activation (a Keras activation name).
         layer_norm_epsilon: every LayerNorm's epsilon.
         position_layout: the sinusoidal table's columns, `"interleaved"` (the
-            paper's) or `"concatenated"` (all sines, then all cosines: Marian's).
+            paper's), `"concatenated"` (all sines, then all cosines: Marian's)
+            or `"fairseq"` (M2M100's and NLLB's, numbered from `pad_id + 1`).
         scale_embeddings: multiply the token embeddings by √d_model.
         output_bias: a trained bias on the tied output logits (Marian's
             `final_logits_bias`).
         pad_id: the padding id (masked, never generated).
         target_pad_id: the target vocabulary's padding id, where it is not
             `pad_id` (two vocabularies of their own); None: `pad_id`.
-        start_id: the id the decoder starts from (Marian: its padding id).
+        start_id: the id the decoder starts from (Marian: its padding id;
+            M2M100 and NLLB: `end_id`, fairseq's `</s>`).
         end_id: the id that ends an output.
     """
 
@@ -209,10 +211,10 @@ class ModelConfig(_Config):
             value = self.target_pad if name == "target_pad_id" else getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab:
                 raise ValueError(f"`{name}` must be an id in [0, {vocab}). Received: {name}={value!r}")
-        if self.end_id in (self.target_pad, self.start_id):
+        if self.end_id == self.target_pad:
             raise ValueError(
-                f"`end_id` must differ from the target's padding id and `start_id`. Received: end_id={self.end_id}, "
-                f"target padding id={self.target_pad}, start_id={self.start_id}"
+                f"`end_id` must differ from the target's padding id. Received: end_id={self.end_id}, "
+                f"target padding id={self.target_pad}"
             )
         if self.output_bias and not self.tie_output_embedding:
             raise ValueError(

@@ -30,6 +30,7 @@ from keras_transformer.decoding.search import (
     check_beam_size,
     check_choice,
     finished_flags,
+    forced_tokens,
     start_ids,
 )
 
@@ -81,19 +82,22 @@ class BeamSearch(Search):
         check_beam_size(self.beam_size)
         check_choice("stopping", self.stopping, rules.STOPPING_RULES)
 
-    def initial_rows(self, batch_size, max_length, finished=None):
+    def initial_rows(self, batch_size, max_length, finished=None, prefix=None):
         """Sources flagged in `finished` are done from the start, with empty hypotheses."""
         k = self.beam_size
-        starts = ops.repeat(start_ids(batch_size, max_length, self.start_id, self.pad_id), k, axis=0)
-        seqs = ops.reshape(starts, (batch_size, k, max_length + 1))
+        done = finished_flags(batch_size, finished)
+        starts = start_ids(batch_size, max_length, self.start_id, self.pad_id, prefix, done)
+        seqs = ops.reshape(ops.repeat(starts, k, axis=0), (batch_size, k, max_length + 1))
         # Only the first beam is live at first, so the first step does not pick duplicates.
         log_probs = ops.tile(ops.convert_to_tensor([[0.0] + [NEG_INF] * (k - 1)]), (batch_size, 1))
-        done = finished_flags(batch_size, finished)
         fin_scores = ops.where(done[:, None], 0.0, ops.full((batch_size, k), NEG_INF))
         return seqs, log_probs, ops.full_like(seqs, self.pad_id), fin_scores, done
 
     def tokens(self, index, rows):
         return ops.reshape(ops.take(rows[0], index, axis=2), (-1,))
+
+    def forced(self, index, rows):
+        return forced_tokens(ops.reshape(ops.take(rows[0], index + 1, axis=2), (-1,)))
 
     def done(self, rows):
         return rows[4]

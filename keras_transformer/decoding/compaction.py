@@ -33,7 +33,7 @@ SEGMENTS = 8  # compaction points per decode: after every eighth of max_length
 
 
 def compacting(bound, jit_compile=True, segments=SEGMENTS, min_rows=MIN_ROWS):
-    """`decode(source_ids, *inputs)`: `bound`'s `SearchResult`, finished sources dropped between segments.
+    """`decode(source_ids, *inputs, prefix=None)`: `bound`'s `SearchResult`, finished sources dropped between segments.
 
     Args:
         bound: a `BoundSearch` (`model_search.bind`): a search joined to a
@@ -66,16 +66,16 @@ class _CompactingDecode:
         self.whole = tf.function(bound.run, jit_compile=jit_compile, autograph=False)
         self.segments = {}
 
-    def __call__(self, source_ids, *inputs):
+    def __call__(self, source_ids, *inputs, prefix=None):
         source_ids = tf.convert_to_tensor(source_ids)
         return tf.cond(
             tf.shape(source_ids)[0] > self.min_rows,
-            lambda: self._compacted(source_ids, *inputs),
-            lambda: self.whole(source_ids, *inputs),
+            lambda: self._compacted(source_ids, *inputs, prefix=prefix),
+            lambda: self.whole(source_ids, *inputs, prefix=prefix),
         )
 
-    def _compacted(self, source_ids, *inputs):
-        rows, state = self.init(source_ids, *inputs)
+    def _compacted(self, source_ids, *inputs, prefix=None):
+        rows, state = self.init(source_ids, *inputs, prefix=prefix)
         batch = tf.shape(tf.nest.flatten(rows)[0])[0]
         results = tf.nest.map_structure(lambda x: tf.concat([x, x[:1]], 0), rows)  # + one spare row
         index, results = self._run(tf.constant(0, tf.int32), rows, state, tf.range(batch), results, self.plan)

@@ -25,7 +25,7 @@ import keras  # noqa: F401  (the examples)
 from keras import ops
 
 from keras_transformer.config import END_ID  # noqa: F401  (the example above)
-from keras_transformer.decoding.search import Search, SearchResult, finished_flags, start_ids
+from keras_transformer.decoding.search import Search, SearchResult, finished_flags, forced_tokens, start_ids
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,13 +43,17 @@ class TokenSearch(Search):
         """The next token of each source, `(batch,)`, from the logits `(batch, vocab)` of step `index`."""
         raise NotImplementedError
 
-    def initial_rows(self, batch_size, max_length, finished=None, *extras):
+    def initial_rows(self, batch_size, max_length, finished=None, *extras, prefix=None):
         """`(ids, log_probs, finished, *extras)`; sources flagged in `finished` produce nothing."""
-        ids = start_ids(batch_size, max_length, self.start_id, self.pad_id)
-        return (ids, ops.zeros((batch_size,), "float32"), finished_flags(batch_size, finished), *extras)
+        finished = finished_flags(batch_size, finished)
+        ids = start_ids(batch_size, max_length, self.start_id, self.pad_id, prefix, finished)
+        return (ids, ops.zeros((batch_size,), "float32"), finished, *extras)
 
     def tokens(self, index, rows):
         return ops.take(rows[0], index, axis=1)
+
+    def forced(self, index, rows):
+        return forced_tokens(ops.take(rows[0], index + 1, axis=1))
 
     def update(self, index, rows, logits):
         ids, log_probs, finished, *extras = rows

@@ -52,10 +52,11 @@ class BoundSearch(NamedTuple):
     Attributes:
         search: the `Search`.
         step: the `Step` (the model's cached step, with its state functions).
-        init: `init(search, source_ids, *inputs) -> (rows, state)`: the
-            search's first rows (`search.initial_rows`, empty sources
-            flagged finished) and the step's first state (the encoder run
-            once). `inputs` are the search's (`SamplingSearch`: the noise).
+        init: `init(search, source_ids, *inputs, prefix=None) -> (rows, state)`:
+            the search's first rows (`search.initial_rows`, empty sources
+            flagged finished, a forced `prefix` marked) and the step's first
+            state (the encoder run once). `inputs` are the search's
+            (`SamplingSearch`: the noise).
         max_length: tokens to generate at most.
 
     Every tensor of the rows and of the state has one row per source on axis 0.
@@ -72,13 +73,13 @@ class BoundSearch(NamedTuple):
     init: Callable
     max_length: int
 
-    def start(self, source_ids, *inputs):
+    def start(self, source_ids, *inputs, prefix=None):
         """`(rows, state)` before the first step."""
-        return self.init(self.search, source_ids, *inputs)
+        return self.init(self.search, source_ids, *inputs, prefix=prefix)
 
-    def run(self, source_ids, *inputs):
-        """The `SearchResult` for `source_ids`, as one loop per cache phase."""
-        rows, state = self.start(source_ids, *inputs)
+    def run(self, source_ids, *inputs, prefix=None):
+        """The `SearchResult` for `source_ids`, as one loop per cache phase; `prefix`: see `Search.run`."""
+        rows, state = self.start(source_ids, *inputs, prefix=prefix)
         return self.search.loop(self.step, rows, state, self.max_length)
 
 
@@ -127,19 +128,22 @@ def bind(model, search, max_length=None, *, cached=True):
 
     source_pad = first.config.pad_id  # the source's (an import's own)
 
-    def init(search, source_ids, *inputs):
+    def init(search, source_ids, *inputs, prefix=None):
         ids = check_source_ids(source_ids)
-        rows = search.initial_rows(ops.shape(ids)[0], max_length, empty_sources(ids, source_pad), *inputs)
+        finished = empty_sources(ids, source_pad)
+        rows = search.initial_rows(ops.shape(ids)[0], max_length, finished, *inputs, prefix=prefix)
         return rows, initial(ids)
 
     return BoundSearch(search, step, init, max_length)
 
 
-def decode(model, source_ids, search, *inputs, max_length=None, cached=True):
+def decode(model, source_ids, search, *inputs, max_length=None, cached=True, prefix=None):
     """`search` over `model` for `source_ids` (int `(batch, src_len)`, 0 = padding): a `SearchResult`.
 
-    `inputs` go to the search (`SamplingSearch`: the noise); the other
-    arguments are `bind`'s. Not compiled: inside a `tf.function` or
+    `inputs` go to the search (`SamplingSearch`: the noise); `prefix` int
+    `(batch, length)` (-1 where free) forces the first tokens of each output
+    (a target language, the first words: `Search.run`); the other arguments
+    are `bind`'s. Not compiled: inside a `tf.function` or
     `jax.jit` it is one loop per cache phase (see `compile_search`).
 
     Example:
@@ -148,11 +152,11 @@ def decode(model, source_ids, search, *inputs, max_length=None, cached=True):
     >>> tuple(result.best().ids.shape)
     (1, 8)
     """
-    return bind(model, search, max_length, cached=cached).run(source_ids, *inputs)
+    return bind(model, search, max_length, cached=cached).run(source_ids, *inputs, prefix=prefix)
 
 
 def compile_search(model, search, max_length=None, *, cached=True, jit_compile=True, compact=False):
-    """`decode(source_ids, *inputs, **settings) -> SearchResult`: `search` over `model`, compiled.
+    """`decode(source_ids, *inputs, prefix=None, **settings) -> SearchResult`: `search` over `model`, compiled.
 
     The whole decode is one program: a `tf.function` (XLA with
     `jit_compile=True`) on TensorFlow, `jax.jit` on JAX. Pad sources to a
@@ -182,8 +186,8 @@ def compile_search(model, search, max_length=None, *, cached=True, jit_compile=T
             )
         return _compacting(bound, jit_compile)
 
-    def decode(source_ids, *inputs, **settings):
-        return bound._replace(search=bound.search.replace(**settings)).run(source_ids, *inputs)
+    def decode(source_ids, *inputs, prefix=None, **settings):
+        return bound._replace(search=bound.search.replace(**settings)).run(source_ids, *inputs, prefix=prefix)
 
     return compiled(decode, jit_compile)
 
@@ -216,10 +220,10 @@ def _compacting(bound, jit_compile):
 
     decode_all = compacting(bound, jit_compile)
 
-    def decode(source_ids, *inputs, **settings):
+    def decode(source_ids, *inputs, prefix=None, **settings):
         if settings:
             raise ValueError(f"A compacting decode takes no settings. Received: {sorted(settings)}")
-        return decode_all(source_ids, *inputs)
+        return decode_all(source_ids, *inputs, prefix=prefix)
 
     return tf.function(decode, reduce_retracing=True, autograph=False)
 

@@ -54,10 +54,10 @@ class SamplingSearch(TokenSearch):
     top_p: float = 1.0
     seed: object = None
 
-    def initial_rows(self, batch_size, max_length, finished=None, noise=None):
+    def initial_rows(self, batch_size, max_length, finished=None, noise=None, prefix=None):
         """`(ids, log_probs, finished, noise)`; the noise drawn from `seed` when None."""
         noise = sampling_noise(batch_size, max_length, self.seed, noise)
-        return super().initial_rows(batch_size, max_length, finished, noise)
+        return super().initial_rows(batch_size, max_length, finished, noise, prefix=prefix)
 
     def choose(self, logits, index, noise):
         """Inverts the filtered CDF at the source's noise for step `index`; the first maximum at temperature 0."""

@@ -216,14 +216,17 @@ class Search:
         """Whether `processed` returns log-probabilities (`softmax_over="vocabulary"`) rather than logits."""
         return self.softmax_over == "vocabulary"
 
-    def processed(self, logits, index=None, max_length=None):
+    def processed(self, logits, index=None, max_length=None, forced=None):
         """`logits` `(..., vocab)` as float32, as the search chooses from them.
 
         The `never_generated` ids at -inf and, with `force_end` at the last
         step (`index == max_length - 1`; not applied where either is None),
         every token but END at -inf and END at 0. With
         `softmax_over="vocabulary"` these are log-probabilities, taken
-        over the whole vocabulary before the bans and the forcing.
+        over the whole vocabulary before the bans and the forcing. `forced`
+        `(rows,)` (int, -1 where free) names a token a row must take at this
+        step, a forced prefix's (`start_ids`): every other token at -inf,
+        that one at 0, so that it adds nothing to the score.
         """
         logits = ops.cast(logits, "float32")
         if self.normalized:
@@ -232,15 +235,22 @@ class Search:
         if self.never_generated:
             logits = ops.where(rules.banned_mask(vocab_size, self.never_generated, ops), NEG_INF, logits)
         if self.force_end and index is not None and max_length is not None:
-            forced = rules.forced_end_scores(vocab_size, self.end_id, ops)
-            logits = ops.where(rules.is_forced_step(index, max_length), forced, logits)
+            forced_end = rules.forced_end_scores(vocab_size, self.end_id, ops)
+            logits = ops.where(rules.is_forced_step(index, max_length), forced_end, logits)
+        if forced is not None:
+            only = ops.where(ops.equal(ops.arange(vocab_size)[None], forced[:, None]), 0.0, NEG_INF)
+            logits = ops.where(ops.greater_equal(forced, 0)[:, None], only, logits)
         return logits
+
+    def forced(self, index, rows):
+        """The token each step row must take at step `index` (a forced prefix's), -1 where free; None: none."""
+        return None
 
     def normalise(self, log_probs, length):
         """Scores: `log_probs` over the length penalty of `length` tokens (END included); see `normalization`."""
         return rules.normalise(log_probs, ops.cast(length, "float32"), self.alpha, self.normalization, ops)
 
-    def run(self, step, state, batch_size, max_length, *inputs, finished=None):
+    def run(self, step, state, batch_size, max_length, *inputs, finished=None, prefix=None):
         """The search over `step` (a `Step`, or a bare `step_fn`) from its first token; a `SearchResult`.
 
         Args:
@@ -252,11 +262,14 @@ class Search:
             *inputs: the search's own inputs (`SamplingSearch`: `noise`).
             finished: boolean `(batch,)`: sources that produce nothing (e.g.
                 empty ones); None: none.
+            prefix: int `(batch, length)`: the tokens each source's output
+                must begin with (-1 where it is free: rows of other
+                lengths); None: none. See `start_ids`.
 
         The loop stops once every source is done, or after `max_length` steps.
         """
         search = self.with_ids()  # a bare step has no model to take ids from: the package's, where not given
-        rows = search.initial_rows(batch_size, max_length, finished, *inputs)
+        rows = search.initial_rows(batch_size, max_length, finished, *inputs, prefix=prefix)
         return search.loop(as_step(step), rows, state, max_length)
 
     def loop(self, step, rows, state, max_length):
@@ -287,7 +300,8 @@ class Search:
 
         def body(index, rows, state):
             logits, state = step.fn(self.tokens(index, rows), index, state)
-            rows, parents = self.update(index, rows, self.processed(logits, index, self.max_length(rows)))
+            processed = self.processed(logits, index, self.max_length(rows), self.forced(index, rows))
+            rows, parents = self.update(index, rows, processed)
             if parents is not None:  # the hypotheses moved: so does their state
                 state = reorder_state(state, parents)
             return index + 1, rows, state
@@ -301,8 +315,8 @@ class Search:
 
     # What each search defines.
 
-    def initial_rows(self, batch_size, max_length, finished=None, *inputs):
-        """The loop's first `rows`: a tuple of tensors with one row per source on axis 0."""
+    def initial_rows(self, batch_size, max_length, finished=None, *inputs, prefix=None):
+        """The loop's first `rows`: a tuple of tensors with one row per source on axis 0 (`prefix`: see `run`)."""
         raise NotImplementedError
 
     def tokens(self, index, rows):
@@ -327,10 +341,38 @@ class Search:
         raise NotImplementedError
 
 
-def start_ids(batch_size, max_length, start_id, pad_id=PAD_ID):
-    """`(batch_size, max_length + 1)` int32: START, then PAD."""
+def start_ids(batch_size, max_length, start_id, pad_id=PAD_ID, prefix=None, finished=None):
+    """`(batch_size, max_length + 1)` int32: START, then PAD; a forced prefix's tokens marked after START.
+
+    `prefix` `(batch_size, length)` (-1 where free) names the first tokens
+    each output must take: they are written as `-(token + 1)`, a mark no id
+    has, which the search's `forced` reads at each step and `update`
+    overwrites with the token. A source `finished` from the start keeps PAD;
+    a prefix longer than `max_length` is cut to it.
+
+    Example:
+
+    >>> ids = start_ids(2, 4, start_id=2, pad_id=0, prefix=keras.ops.convert_to_tensor([[7, 8], [9, -1]]))
+    >>> keras.ops.convert_to_numpy(ids).tolist()
+    [[2, -8, -9, 0, 0], [2, -10, 0, 0, 0]]
+    """
     ids = ops.full((batch_size, max_length + 1), pad_id, "int32")
-    return ops.slice_update(ids, (0, 0), ops.full((batch_size, 1), start_id, "int32"))
+    ids = ops.slice_update(ids, (0, 0), ops.full((batch_size, 1), start_id, "int32"))
+    if prefix is None:
+        return ids
+    prefix = ops.cast(prefix, "int32")[:, :max_length]
+    width = prefix.shape[1]
+    if width == 0:
+        return ids
+    marks = ops.where(ops.greater_equal(prefix, 0), -(prefix + 1), pad_id)
+    if finished is not None:
+        marks = ops.where(ops.cast(finished, "bool")[:, None], pad_id, marks)
+    return ops.slice_update(ids, (0, 1), marks)
+
+
+def forced_tokens(marks):
+    """The forced tokens of `marks` (a slice of `start_ids`' ids), -1 where a row is free."""
+    return ops.where(ops.less(marks, 0), -marks - 1, -1)
 
 
 def finished_flags(batch_size, finished=None):

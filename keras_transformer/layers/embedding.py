@@ -128,7 +128,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         scale_embeddings: multiply the embeddings by √d_model (the paper's,
             and Marian's `scale_embedding`).
         position_layout: the position table's columns, `"interleaved"` (the
-            paper's) or `"concatenated"` (Marian's); see `positional_encoding`.
+            paper's), `"concatenated"` (Marian's) or `"fairseq"` (M2M100's
+            and NLLB's, numbered from `pad_id + 1`); see `positional_encoding`.
         output_bias: a trained bias on the tied output logits (`reverse=True`).
         **kwargs: standard `keras.layers.Layer` arguments.
 
@@ -188,8 +189,14 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="token_embedding",
         )
+        offset = self.pad_id + 1 if position_layout == "fairseq" else 0  # fairseq numbers positions after padding
         self.position_encoding = PositionalEncoding(
-            max_length, d_model, layout=position_layout, dtype=self.dtype_policy, name="position_encoding"
+            max_length,
+            d_model,
+            layout=position_layout,
+            offset=offset,
+            dtype=self.dtype_policy,
+            name="position_encoding",
         )
         self.dropout_layer = HashDropout(dropout, dtype=self.dtype_policy, name="embedding_dropout")
 

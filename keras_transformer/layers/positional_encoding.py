@@ -7,7 +7,7 @@ from keras import ops
 from keras_transformer.kinds import check_positive_int
 from keras_transformer.layers.shapes import check_sequence
 
-LAYOUTS = ("interleaved", "concatenated")
+LAYOUTS = ("interleaved", "concatenated", "fairseq")
 
 
 def positional_encoding(length, depth, base=10000.0, layout="interleaved"):
@@ -17,7 +17,9 @@ def positional_encoding(length, depth, base=10000.0, layout="interleaved"):
     `PE[pos, 2i] = sin(pos · w_i)` and `PE[pos, 2i+1] = cos(pos · w_i)`;
     `layout="concatenated"` the same columns reordered, all sines then all
     cosines: `PE[pos, i] = sin(pos · w_i)`, `PE[pos, depth/2 + i] = cos(pos · w_i)`
-    (Marian's and OPUS-MT's table, for an even `depth`).
+    (Marian's and OPUS-MT's table, for an even `depth`). `layout="fairseq"`
+    is fairseq's (M2M100's and NLLB's): the two halves with `w_i =
+    1 / base^(i / (depth/2 - 1))`, a zero column last for an odd `depth`.
 
     Args:
         length: number of positions.
@@ -37,12 +39,20 @@ def positional_encoding(length, depth, base=10000.0, layout="interleaved"):
     [0.0, 1.0, 0.0, 1.0]
     >>> positional_encoding(2, 4, layout="concatenated")[0].tolist()
     [0.0, 0.0, 1.0, 1.0]
+    >>> [round(x, 4) for x in positional_encoding(2, 4, layout="fairseq")[1].tolist()]
+    [0.8415, 0.0001, 0.5403, 1.0]
     """
     length = check_positive_int("length", length)
     depth = check_positive_int("depth", depth)
     if layout not in LAYOUTS:
         raise ValueError(f"`layout` must be one of {LAYOUTS}. Received: layout={layout!r}")
     positions = np.arange(length, dtype=np.float64)[:, None]
+    if layout == "fairseq":
+        half = depth // 2
+        frequencies = np.exp(np.arange(half, dtype=np.float64) * -(np.log(base) / max(half - 1, 1)))
+        angles = positions * frequencies[None, :]
+        table = np.concatenate([np.sin(angles), np.cos(angles), np.zeros((length, depth % 2))], axis=1)
+        return table.astype("float32")
     pair_index = np.arange(depth, dtype=np.float64)[None, :] // 2
     angles = positions / np.power(base, 2.0 * pair_index / depth)
     table = np.where(np.arange(depth) % 2 == 0, np.sin(angles), np.cos(angles))
@@ -61,8 +71,11 @@ class PositionalEncoding(keras.layers.Layer):
     Args:
         position: the longest sequence the layer accepts.
         d_model: the size of each vector.
-        layout: the table's columns, `"interleaved"` (the paper's) or
-            `"concatenated"` (all sines, then all cosines); see `positional_encoding`.
+        layout: the table's columns, `"interleaved"` (the paper's),
+            `"concatenated"` (all sines, then all cosines) or `"fairseq"`;
+            see `positional_encoding`.
+        offset: the row of the first position (fairseq's models number
+            positions from their padding id + 1).
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -82,14 +95,17 @@ class PositionalEncoding(keras.layers.Layer):
         Vaswani et al., "Attention Is All You Need", 2017, section 3.5.
     """
 
-    def __init__(self, position, d_model, layout="interleaved", **kwargs):
+    def __init__(self, position, d_model, layout="interleaved", offset=0, **kwargs):
         position = check_positive_int("position", position)
         d_model = check_positive_int("d_model", d_model)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"`offset` must be an int >= 0. Received: offset={offset!r}")
         super().__init__(**kwargs)
         self.position = position
         self.d_model = d_model
         self.layout = layout
-        self.pos_encoding = positional_encoding(self.position, self.d_model, layout=layout)[None]
+        self.offset = offset
+        self.pos_encoding = positional_encoding(self.position + offset, self.d_model, layout=layout)[None, offset:]
         self.supports_masking = True
 
     def call(self, inputs, start_index=0):
@@ -119,4 +135,6 @@ class PositionalEncoding(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update({"position": self.position, "d_model": self.d_model, "layout": self.layout})
+        if self.offset:
+            config["offset"] = self.offset
         return config

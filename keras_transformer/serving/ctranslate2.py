@@ -227,7 +227,7 @@ def read_pieces(tokenizer_dir):
 
 
 def _marian_pieces(tokenizer_dir, config):
-    from keras_transformer.tokenizers.marian import pieces_by_id
+    from keras_transformer.tokenizers.pieces import pieces_by_id
 
     pieces = pieces_by_id(json.loads((tokenizer_dir / config["vocab_file"]).read_text(encoding="utf-8")))
     if None in pieces:

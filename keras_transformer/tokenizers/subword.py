@@ -29,7 +29,7 @@ from sentencepiece import sentencepiece_model_pb2
 
 from keras_transformer.config import END_ID, PAD_ID, START_ID, UNK_ID
 from keras_transformer.files import atomic, text_files
-from keras_transformer.tokenizers.marian import resource_name
+from keras_transformer.tokenizers.pieces import resource_name
 
 NUM_RESERVED_IDS = 4  # PAD_ID, UNK_ID, START_ID, END_ID (keras_transformer.config)
 

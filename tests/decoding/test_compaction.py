@@ -55,11 +55,11 @@ def forced_lengths_decoder(model, method, beam_size=1):
     else:
         search = decoding.GreedySearch(alpha=0.0)
 
-    def init(search, source_ids, lengths, *extras):
+    def init(search, source_ids, lengths, *extras, prefix=None):
         source_ids = ops.cast(source_ids, "int32")
         batch = ops.shape(source_ids)[0]
         empty = ops.logical_not(ops.any(ops.not_equal(source_ids, 0), axis=1))
-        rows = search.initial_rows(batch, MAX_LENGTH, empty, *extras)
+        rows = search.initial_rows(batch, MAX_LENGTH, empty, *extras, prefix=prefix)
         return rows, (decoding.initial_state(model, source_ids, MAX_LENGTH, beam_size), lengths)
 
     steps = decoding.Step(step_fn, resize_state, reorder_state)

@@ -14,11 +14,10 @@ Every field is read with its kind and range, and the sizes are held against
 the weights file's tensors before anything is built (`shapes`).
 """
 
-import numpy as np
-
 from keras_transformer.config import DecodingConfig, ModelConfig
 from keras_transformer.kinds import MAX_BEAM_SIZE, MAX_LENGTH
 from keras_transformer.pretrained import shapes
+from keras_transformer.pretrained.families import bart
 from keras_transformer.pretrained.fields import Fields
 from keras_transformer.runs import Tokenizers
 from keras_transformer.tokenizers.marian import MarianTokenizer
@@ -42,7 +41,7 @@ def model_config(hf_config, tensors, where="config.json", weights="the weights f
     embedding = _embedding_name(tensors, fields)
     if embedding is None:
         raise ValueError(f"{weights} has no token embedding (`model.shared.weight`), which a Marian model holds")
-    rows, width = _matrix(tensors[embedding], embedding, weights)
+    rows, width = bart.matrix(tensors[embedding], embedding, weights)
     d_model = fields.int("d_model", low=1, high=2**20)
     shapes.check_field(where, "d_model", d_model, width, f"columns in `{embedding}`", weights)
     source_vocab = fields.int("vocab_size", low=1)
@@ -80,7 +79,7 @@ def model_config(hf_config, tensors, where="config.json", weights="the weights f
         d_model=d_model,
         num_heads=sizes["encoder"][1],
         d_ff=sizes["encoder"][2],
-        **{name: _rate(fields, name, default) for name, default in zip(_RATES, (0.1, 0.0, 0.0))},
+        **{name: bart.rate(fields, name, default) for name, default in zip(_RATES, (0.1, 0.0, 0.0))},
         max_length=fields.int("max_position_embeddings", low=2, high=MAX_LENGTH),
         share_embeddings=share,
         tie_output_embedding=tie,
@@ -189,19 +188,8 @@ def tokenizers(checkpoint, config):
 
 
 def assign_weights(model, checkpoint):
-    """Sets `model`'s weights from a Marian checkpoint, one tensor at a time (checked by `check_tensors`).
-
-    Every weight of the model is set exactly once; one that no tensor sets is
-    a `ValueError` naming it.
-    """
-    config, assigned = model.config, set()
-    for weight, name, transform in _weight_sources(model, config, checkpoint.tensors()):
-        value = np.zeros(weight.shape, np.float32) if name is None else transform(checkpoint.tensor(name))
-        weight.assign(value.reshape(weight.shape))
-        assigned.add(weight.path)
-    missing = [w.path for w in model.weights if w.path not in assigned]
-    if missing:
-        raise ValueError(f"no checkpoint weight was found for {missing[:5]}")
+    """Sets `model`'s weights from a Marian checkpoint, one tensor at a time (checked by `check_tensors`)."""
+    bart.assign(model, checkpoint, _weight_sources(model, model.config, checkpoint.tensors()))
 
 
 def _embedding_name(tensors, fields):
@@ -212,19 +200,6 @@ def _embedding_name(tensors, fields):
         else ("model.encoder.embed_tokens.weight",)
     )
     return next((name for name in names if name in tensors), None)
-
-
-def _matrix(info, name, weights):
-    if len(info.shape) != 2:
-        raise ValueError(f"{weights}: tensor `{name}` has shape {tuple(info.shape)}; a matrix was expected")
-    return info.shape
-
-
-def _rate(fields, name, default):
-    rate = fields.number(name, default, low=0)
-    if rate >= 1:
-        raise ValueError(f"{fields.where}: `{name}` must be a number in [0, 1). Received: {name}={rate!r}")
-    return rate
 
 
 def _embedding_names(config, tensors):
@@ -254,77 +229,20 @@ def _tensor_shapes(config, tensors):
         "model.encoder.embed_positions.weight": (config.max_length, d),
         "model.decoder.embed_positions.weight": (config.max_length, d),
     }
-    for side, count in (("encoder", config.num_layers), ("decoder", config.decoder_layers)):
-        for index in range(count):
-            required.update(_layer_shapes(f"model.{side}.layers.{index}", config, cross=side == "decoder"))
+    required.update(bart.stack_shapes(config))
     return required, optional
-
-
-def _layer_shapes(prefix, config, cross):
-    d, ffn = config.d_model, config.d_ff
-    blocks = [("self_attn", "self_attn_layer_norm")] + ([("encoder_attn", "encoder_attn_layer_norm")] if cross else [])
-    layer = {}
-    for attention, norm in blocks:
-        for projection in ("q_proj", "k_proj", "v_proj", "out_proj"):
-            layer[f"{prefix}.{attention}.{projection}.weight"] = (d, d)
-            layer[f"{prefix}.{attention}.{projection}.bias"] = (d,)
-        layer[f"{prefix}.{norm}.weight"] = layer[f"{prefix}.{norm}.bias"] = (d,)
-    layer.update({f"{prefix}.fc1.weight": (ffn, d), f"{prefix}.fc1.bias": (ffn,)})
-    layer.update({f"{prefix}.fc2.weight": (d, ffn), f"{prefix}.fc2.bias": (d,)})
-    layer[f"{prefix}.final_layer_norm.weight"] = layer[f"{prefix}.final_layer_norm.bias"] = (d,)
-    return layer
-
-
-def _transposed(value):
-    return value.T
-
-
-def _as_is(value):
-    return value
 
 
 def _weight_sources(model, config, tensors):
     """`(model weight, tensor name or None for zeros, transform)` for every weight of `model`."""
     encoder_embedding, decoder_embedding = _embedding_names(config, tensors)
-    sources = [(model.encoder_embedding.embeddings, encoder_embedding, _as_is)]
+    sources = [(model.encoder_embedding.embeddings, encoder_embedding, bart.as_is)]
     if decoder_embedding:
-        sources.append((model.decoder_embedding.embeddings, decoder_embedding, _as_is))
+        sources.append((model.decoder_embedding.embeddings, decoder_embedding, bart.as_is))
     bias = "final_logits_bias" if "final_logits_bias" in tensors else None
     if config.tie_output_embedding:
-        sources.append((model.decoder_embedding.logits_bias, bias, _as_is))
+        sources.append((model.decoder_embedding.logits_bias, bias, bart.as_is))
     else:
-        sources.append((model.output_layer.kernel, "lm_head.weight", _transposed))
-        sources.append((model.output_layer.bias, bias, _as_is))
-    for prefix, layers in (("model.encoder", model.encoder_layers), ("model.decoder", model.decoder_layers)):
-        for index, layer in enumerate(layers):
-            sources += _layer_sources(layer, f"{prefix}.layers.{index}", config)
-    return sources
-
-
-_ATTENTION = {"query": "q_proj", "key": "k_proj", "value": "v_proj"}
-
-
-def _layer_sources(layer, prefix, config):
-    blocks = [("self_attention", "self_attn", "self_attention_norm", "self_attn_layer_norm")]
-    if hasattr(layer, "cross_attention"):
-        blocks.append(("cross_attention", "encoder_attn", "cross_attention_norm", "encoder_attn_layer_norm"))
-    sources = []
-    for ours, theirs, our_norm, their_norm in blocks:
-        attention = getattr(layer, ours)
-        for part, name in _ATTENTION.items():
-            dense = getattr(attention, f"{part}_dense")
-            sources.append((dense.kernel, f"{prefix}.{theirs}.{name}.weight", _transposed))
-            sources.append((dense.bias, f"{prefix}.{theirs}.{name}.bias", _as_is))
-        sources.append((attention.output_dense.kernel, f"{prefix}.{theirs}.out_proj.weight", _transposed))
-        sources.append((attention.output_dense.bias, f"{prefix}.{theirs}.out_proj.bias", _as_is))
-        sources += _norm_sources(getattr(layer, our_norm), f"{prefix}.{their_norm}")
-    for ours, theirs in (("inner_dense", "fc1"), ("output_dense", "fc2")):
-        dense = getattr(layer.ffn, ours)
-        sources.append((dense.kernel, f"{prefix}.{theirs}.weight", _transposed))
-        sources.append((dense.bias, f"{prefix}.{theirs}.bias", _as_is))
-    sources += _norm_sources(layer.ffn_norm, f"{prefix}.final_layer_norm")
-    return sources
-
-
-def _norm_sources(norm, prefix):
-    return [(norm.gamma, f"{prefix}.weight", _as_is), (norm.beta, f"{prefix}.bias", _as_is)]
+        sources.append((model.output_layer.kernel, "lm_head.weight", bart.transposed))
+        sources.append((model.output_layer.bias, bias, bart.as_is))
+    return sources + bart.stack_sources(model)

@@ -1,0 +1,244 @@
+"""`FairseqTokenizer`: an M2M100 or NLLB-200 checkpoint's tokenizer, with its language tokens.
+
+Both families come from fairseq: SentencePiece pieces whose ids are shifted
+past `<s>` 0, `<pad>` 1, `</s>` 2, `<unk>` 3, and one token per language
+after the pieces. What transformers 5 saves differs by family, and this
+reads each as it comes:
+
+- M2M100 (`M2M100Tokenizer`): `vocab.json` (piece -> id) beside
+  `sentencepiece.bpe.model`; the language tokens `__en__`, `__de__`, ...
+  follow the vocabulary in the order of the checkpoint's `language_codes`,
+  then its made-up words. transformers 5 decodes them as text (they are not
+  special tokens to it), and so does this tokenizer, so that strings are
+  equal.
+- NLLB-200 (`NllbTokenizer`): `tokenizer.json`, its BPE vocabulary and
+  merges built from the SentencePiece model, the languages (`eng_Latn`,
+  ...) as added special tokens with ids of their own; it keeps a trailing
+  space as a `▁` piece and collapses runs of spaces. The SentencePiece
+  model is rebuilt from `tokenizer.json` (`nllb_sentencepiece`), so that
+  tokenizing runs in tensorflow-text ops, in a SavedModel too.
+
+`tokenize` gives the pieces' ids only: the language token and `</s>` that
+frame a source or a target are the caller's (`languages`, `language_id`).
+
+Example:
+
+>>> tokenizer = FairseqTokenizer.load("saved_models/nllb/tokenizers/source")  # doctest: +SKIP
+>>> tokenizer.language_id("deu_Latn")  # doctest: +SKIP
+256042
+>>> close_codes("deu_Latm", ["deu_Latn", "dan_Latn", "eng_Latn", "zul_Latn"])
+['deu_Latn', 'dan_Latn']
+"""
+
+import base64
+import difflib
+import pathlib
+
+import tensorflow as tf
+
+from keras_transformer.files import atomic
+from keras_transformer.files.json_files import read_json_object
+from keras_transformer.tokenizers.pieces import (
+    BYTES_PER_PIECE,
+    CONFIG_FILENAME,
+    MAX_VOCAB_SIZE,
+    PieceTokenizer,
+    read_sentencepiece,
+    read_vocab,
+)
+
+SPECIAL_PIECES = ("<s>", "<pad>", "</s>", "<unk>")
+FAMILIES = ("m2m100", "nllb")
+# transformers' M2M100 language codes, by the `language_codes` a tokenizer_config.json names (their order is the ids').
+M2M100_CODES = {
+    "m2m100": (
+        "af am ar ast az ba be bg bn br bs ca ceb cs cy da de el en es et fa ff fi fr fy ga gd gl gu ha he hi hr ht hu "
+        "hy id ig ilo is it ja jv ka kk km kn ko lb lg ln lo lt lv mg mk ml mn mr ms my ne nl no ns oc or pa pl ps pt "
+        "ro ru sd si sk sl so sq sr ss su sv sw ta th tl tn tr uk ur uz vi wo xh yi yo zh zu"
+    ).split(),
+    "wmt21": "en ha is ja cs ru zh de".split(),
+}
+
+
+class FairseqTokenizer(PieceTokenizer):
+    """Strings to an M2M100 or NLLB checkpoint's ids and back, as a `tf.Module`.
+
+    Args:
+        model_proto: bytes, the serialized SentencePiece model.
+        vocab: `{piece: id}`, every id of the model (the language tokens too).
+        languages: `{code: id}` of the language tokens (`"en"` for M2M100's
+            `__en__`, `"eng_Latn"` for NLLB's).
+        family: `"m2m100"` or `"nllb"` (how each family's transformers tokenizer treats spaces and languages).
+        files: `{name: bytes}`, the checkpoint's tokenizer files as they were
+            read, which `save` writes back unchanged.
+        name: name of the module.
+    """
+
+    def __init__(self, model_proto, vocab, languages, family, files=None, name=None):
+        missing = [piece for piece in SPECIAL_PIECES if piece not in vocab]
+        if missing:
+            raise ValueError(f"`vocab` must hold the pieces {SPECIAL_PIECES}. Missing: {missing}")
+        if family not in FAMILIES:
+            raise ValueError(f"`family` must be one of {FAMILIES}. Received: family={family!r}")
+        tokens = {self._token(code, family) for code in languages}
+        hidden = SPECIAL_PIECES if family == "m2m100" else (*SPECIAL_PIECES, *tokens, "<mask>")
+        strip = "both" if family == "m2m100" else "first_space"  # SentencePiece's decoding, or the Metaspace's
+        super().__init__(model_proto, vocab, hidden=hidden, strip=strip, name=name)
+        self.languages, self.family, self.files = dict(languages), family, dict(files or {})
+        self.start_id = self.end_id = self._vocab["</s>"]  # fairseq decodes from </s>
+        self.pad_id = self._vocab["<pad>"]
+        self._trace()
+
+    @staticmethod
+    def _token(code, family):
+        return f"__{code}__" if family == "m2m100" else code
+
+    @tf.function
+    def tokenize(self, strings):
+        """Strings `(batch,)` -> int32 `RaggedTensor` `(batch, None)` of the pieces' ids (no language, no `</s>`)."""
+        strings = tf.convert_to_tensor(strings, tf.string)
+        if self.family == "nllb":  # transformers' NLLB normalizer: runs of spaces become one
+            strings = tf.strings.regex_replace(strings, " {2,}", " ")
+        return self.piece_ids(strings)
+
+    def language_id(self, code, what="language"):
+        """The id of language `code`; an unknown code is a `ValueError` naming three close ones."""
+        if code not in self.languages:
+            close = close_codes(code, self.languages)
+            hint = f" Close: {', '.join(close)}" if close else f" This model has {len(self.languages)} languages"
+            raise ValueError(f"{what} {code!r} is not a language of this model.{hint}")
+        return self.languages[code]
+
+    def save(self, directory):
+        """Writes the checkpoint's tokenizer files (unchanged) and `tokenizer.json`, what `load` reads."""
+        directory = pathlib.Path(directory)
+        for file_name, data in self.files.items():
+            atomic.write_bytes(directory / file_name, data)
+        config = {"format": "fairseq", "family": self.family, "files": sorted(self.files)}
+        self.write_config(directory / CONFIG_FILENAME, config)
+
+    @classmethod
+    def load(cls, directory, name=None):
+        """The tokenizer `save` wrote in `directory`."""
+        directory = pathlib.Path(directory)
+        config = read_json_object(directory / CONFIG_FILENAME)
+        reader = {"m2m100": from_m2m100_files, "nllb": from_nllb_files}[config["family"]]
+        return reader(directory, name=name)
+
+
+def close_codes(code, codes, count=3):
+    """Up to `count` of `codes` nearest to `code` in spelling, nearest first."""
+    return difflib.get_close_matches(str(code), list(codes), n=count, cutoff=0.5)
+
+
+def from_m2m100_files(folder, name=None, max_vocab_size=None):
+    """The tokenizer of an M2M100 checkpoint's `vocab.json`, `sentencepiece.bpe.model` and `tokenizer_config.json`."""
+    folder = pathlib.Path(folder)
+    settings = _tokenizer_config(folder)
+    codes = M2M100_CODES.get(settings.get("language_codes", "m2m100"))
+    if codes is None:
+        raise ValueError(
+            f"{folder / 'tokenizer_config.json'}: `language_codes` must be one of {sorted(M2M100_CODES)}. "
+            f"Received: {settings.get('language_codes')!r}"
+        )
+    limit = max_vocab_size or MAX_VOCAB_SIZE
+    vocab_path, spm_path = folder / "vocab.json", folder / "sentencepiece.bpe.model"
+    vocab, vocab_bytes = read_vocab(vocab_path, limit * BYTES_PER_PIECE + 2**16, limit)
+    size = len(vocab)
+    languages = {code: size + index for index, code in enumerate(codes)}
+    vocab.update({f"__{code}__": index for code, index in languages.items()})
+    madeup = settings.get("num_madeup_words", 8)
+    if isinstance(madeup, bool) or not isinstance(madeup, int) or not 0 <= madeup <= 1024:
+        raise ValueError(f"{folder / 'tokenizer_config.json'}: `num_madeup_words` must be an int in [0, 1024]")
+    vocab.update({f"madeupword{index:04d}": size + len(codes) + index for index in range(madeup)})
+    files = {"vocab.json": vocab_bytes, "sentencepiece.bpe.model": read_sentencepiece(spm_path)}
+    files.update(_optional(folder, "tokenizer_config.json"))
+    return _made(folder, files["sentencepiece.bpe.model"], vocab, languages, "m2m100", files, name)
+
+
+def from_nllb_files(folder, name=None, max_vocab_size=None):
+    """The tokenizer of an NLLB checkpoint's `tokenizer.json` (and `tokenizer_config.json`)."""
+    folder = pathlib.Path(folder)
+    path = folder / "tokenizer.json"
+    limit = max_vocab_size or MAX_VOCAB_SIZE
+    data = read_json_object(path, max_bytes=limit * 2 * BYTES_PER_PIECE + 2**20)
+    model = data.get("model")
+    if not isinstance(model, dict) or model.get("type") != "BPE" or not isinstance(model.get("vocab"), dict):
+        raise ValueError(f"{path} must hold a BPE model with a vocabulary, as an NLLB tokenizer does")
+    vocab = {piece: index for piece, index in model["vocab"].items()}
+    added = data.get("added_tokens") or []
+    if not isinstance(added, list) or not all(isinstance(a, dict) for a in added):
+        raise ValueError(f"{path}: `added_tokens` must be a list of tokens")
+    for token in added:
+        vocab[token.get("content")] = token.get("id")
+    if not all(isinstance(p, str) and isinstance(i, int) and not isinstance(i, bool) for p, i in vocab.items()):
+        raise ValueError(f"{path} must map each piece to an integer id")
+    if any(not 0 <= index < limit for index in vocab.values()):
+        raise ValueError(f"{path}: its ids must lie in [0, {limit}), the model's embedding rows")
+    languages = {
+        token["content"]: token["id"]
+        for token in added
+        if token.get("special") and token["content"] not in (*SPECIAL_PIECES, "<mask>")
+    }
+    files = {"tokenizer.json": path.read_bytes(), **_optional(folder, "tokenizer_config.json")}
+    return _made(folder, nllb_sentencepiece(data, path), vocab, languages, "nllb", files, name)
+
+
+def nllb_sentencepiece(data, path="tokenizer.json"):
+    """The SentencePiece BPE model that an NLLB `tokenizer.json` (a dict) was converted from, serialized.
+
+    Its pieces are the BPE vocabulary's without fairseq's offset (`<unk>`,
+    `<s>`, `</s>` first, as SentencePiece numbers them), scored by rank, so
+    that SentencePiece merges in the order of the BPE merges; its normalizer
+    is the `tokenizer.json`'s precompiled one, with runs of spaces left to
+    the caller (the tokenizer collapses them first, as transformers does).
+    """
+    from sentencepiece import sentencepiece_model_pb2 as model_pb2
+
+    pieces = sorted(data["model"]["vocab"].items(), key=lambda item: item[1])
+    normalizers = (data.get("normalizer") or {}).get("normalizers") or [data.get("normalizer") or {}]
+    charsmap = next((n.get("precompiled_charsmap") for n in normalizers if n.get("type") == "Precompiled"), None)
+    proto = model_pb2.ModelProto()
+    proto.trainer_spec.model_type = model_pb2.TrainerSpec.BPE
+    proto.trainer_spec.unk_id, proto.trainer_spec.bos_id, proto.trainer_spec.eos_id = 0, 1, 2
+    proto.trainer_spec.pad_id = -1
+    proto.trainer_spec.byte_fallback = bool(data["model"].get("byte_fallback"))
+    proto.normalizer_spec.name = "nmt_nfkc"
+    if charsmap:
+        proto.normalizer_spec.precompiled_charsmap = base64.b64decode(charsmap)
+    proto.normalizer_spec.add_dummy_prefix = True
+    proto.normalizer_spec.remove_extra_whitespaces = False
+    proto.normalizer_spec.escape_whitespaces = True
+    kinds = model_pb2.ModelProto.SentencePiece
+    for piece, kind in (("<unk>", kinds.UNKNOWN), ("<s>", kinds.CONTROL), ("</s>", kinds.CONTROL)):
+        entry = proto.pieces.add()
+        entry.piece, entry.score, entry.type = piece, 0.0, kind
+    for rank, (piece, _) in enumerate(p for p in pieces if p[0] not in SPECIAL_PIECES):
+        entry = proto.pieces.add()
+        entry.piece, entry.score = piece, -float(rank)
+        entry.type = kinds.BYTE if piece.startswith("<0x") and piece.endswith(">") else kinds.NORMAL
+    try:
+        import sentencepiece
+
+        serialized = proto.SerializeToString()
+        sentencepiece.SentencePieceProcessor(model_proto=serialized)
+    except (RuntimeError, ValueError) as error:
+        raise ValueError(f"{path}: its BPE vocabulary is not a SentencePiece model's: {str(error)[:200]}") from None
+    return serialized
+
+
+def _tokenizer_config(folder):
+    path = pathlib.Path(folder) / "tokenizer_config.json"
+    return read_json_object(path) if path.is_file() else {}
+
+
+def _optional(folder, file_name):
+    path = pathlib.Path(folder) / file_name
+    return {file_name: path.read_bytes()} if path.is_file() else {}
+
+
+def _made(folder, model_proto, vocab, languages, family, files, name):
+    try:
+        return FairseqTokenizer(model_proto, vocab, languages, family, files=files, name=name)
+    except ValueError as error:
+        raise ValueError(f"{folder}: {error}") from None
