@@ -185,6 +185,11 @@ class ModelConfig(_Config):
         """The target vocabulary's padding id: `target_pad_id`, else `pad_id`."""
         return self.pad_id if self.target_pad_id is None else self.target_pad_id
 
+    @property
+    def decoder_attends_padding(self):
+        """Whether decoder padding is attended like any token (fairseq-layout models, as transformers' M2M100)."""
+        return self.position_layout == "fairseq"
+
     def with_vocabulary(self, source_vocab_size, target_vocab_size=None):
         """A copy with the vocabulary sizes a tokenizer gives (one shared size when `target_vocab_size` is None)."""
         return self.replace(

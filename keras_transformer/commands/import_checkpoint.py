@@ -1,9 +1,11 @@
-"""`keras-transformer import`: a pretrained checkpoint (OPUS-MT) as a run directory every command accepts.
+"""`keras-transformer import`: a checkpoint (OPUS-MT, M2M100, NLLB-200) as a run every command accepts.
 
 Example::
 
     keras-transformer import hf://Helsinki-NLP/opus-mt-en-de --output saved_models/opus-mt-en-de
     keras-transformer translate --model saved_models/opus-mt-en-de "A dog runs in the park."
+    keras-transformer import hf://facebook/nllb-200-distilled-600M --output saved_models/nllb
+    keras-transformer translate --model saved_models/nllb --target-lang fra_Latn "A dog runs in the park."
 """
 
 import sys
@@ -19,14 +21,14 @@ TRUST_SOURCE = (
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "import",
-        help="import a pretrained checkpoint (OPUS-MT / Marian) as a run directory",
+        help="import a pretrained checkpoint (OPUS-MT, M2M100, NLLB-200) as a run directory",
         description=__doc__.split("\n\n")[0] + " " + TRUST_SOURCE,
     )
     parser.add_argument(
         "source",
         type=non_empty,
         help="hf://ORG/NAME[@REVISION] (needs pip install 'keras-transformer[pretrained]'), or a local folder "
-        "laid out as a Hugging Face MarianMT repository",
+        "laid out as a Hugging Face repository (MarianMT or M2M100/NLLB)",
     )
     parser.add_argument(
         "--output",
@@ -50,4 +52,7 @@ def run(args):
         f"Translate with `keras-transformer translate --model {args.output} TEXT`.",
         file=sys.stderr,
     )
+    if record.get("license"):
+        terms = " (non-commercial use only)" if "-nc" in record["license"].lower() else ""
+        print(f"License: {record['license']}{terms}, recorded in {args.output}/config.json.", file=sys.stderr)
     return 0

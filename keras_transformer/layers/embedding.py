@@ -232,7 +232,10 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         embedded = self._lookup(inputs)
         if self.scale_embeddings:
             embedded = embedded * ops.cast(math.sqrt(self.d_model), self.compute_dtype)
-        embedded = self.position_encoding(embedded, start_index=start_index)
+        real = None
+        if self.position_layout == "fairseq" and self.mask_zero:  # fairseq numbers real tokens only
+            real = ops.not_equal(inputs, self.pad_id)
+        embedded = self.position_encoding(embedded, start_index=start_index, real=real)
         return self.dropout_layer(embedded, training=training)
 
     def _embedding_matrix(self):

@@ -82,6 +82,9 @@ class PositionalEncoding(keras.layers.Layer):
         inputs: float tensor of shape `(batch, length, d_model)`.
         start_index: position of the first element (a Python int or a scalar
             tensor); used by cached decoding, which feeds one step at a time.
+        real: optional boolean `(batch, length)`, `True` at real tokens. With
+            `layout="fairseq"`, positions then count the real tokens only and
+            padding gets a zero vector, as fairseq's `make_positions` does.
 
     Example:
 
@@ -108,7 +111,7 @@ class PositionalEncoding(keras.layers.Layer):
         self.pos_encoding = positional_encoding(self.position + offset, self.d_model, layout=layout)[None, offset:]
         self.supports_masking = True
 
-    def call(self, inputs, start_index=0):
+    def call(self, inputs, start_index=0, real=None):
         check_sequence(inputs, "inputs", self.d_model)
         length = inputs.shape[1]
         if isinstance(start_index, int) and isinstance(length, int):
@@ -119,6 +122,8 @@ class PositionalEncoding(keras.layers.Layer):
                     f"start_index={start_index}"
                 )
         table = ops.convert_to_tensor(self.pos_encoding, dtype=inputs.dtype)
+        if real is not None and self.layout == "fairseq":
+            return inputs + _counted_positions(table, real, start_index)
         if isinstance(start_index, int) and isinstance(length, int):
             window = table[:, start_index : start_index + length]
         else:
@@ -128,7 +133,7 @@ class PositionalEncoding(keras.layers.Layer):
             window = ops.take(table, positions, axis=1)
         return inputs + window
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape, *args, **kwargs):
         check_sequence(input_shape, "inputs", self.d_model)  # what a symbolic call runs instead of `call`
         return input_shape
 
@@ -138,3 +143,11 @@ class PositionalEncoding(keras.layers.Layer):
         if self.offset:
             config["offset"] = self.offset
         return config
+
+
+def _counted_positions(table, real, start_index):
+    """Rows of `table` `(1, position, depth)` numbered by counting `real` tokens from `start_index`; 0 at padding."""
+    real = ops.cast(real, "int32")
+    positions = ops.cumsum(real, axis=1) - 1 + start_index  # (batch, length)
+    rows = ops.take(table[0], ops.clip(positions, 0, ops.shape(table)[1] - 1), axis=0)
+    return rows * ops.cast(real, table.dtype)[..., None]

@@ -131,8 +131,10 @@ def _build(config, name):
     encoder_outputs = encoder_forward(encoder_embedding, encoder_layers, encoder_norm, encoder_inputs)
     decoder_layers = [DecoderLayer(**layer_args, name=f"decoder_layer_{i}") for i in range(config.decoder_layers)]
     target_mask = None
-    if config.start_id == config.target_pad:  # decoding starts from the padding id: a padding mask would hide it
-        target_mask = TargetPaddingMask(config.target_pad, config.start_id, name="decoder_padding_mask")(decoder_inputs)
+    if config.start_id == config.target_pad or config.decoder_attends_padding:  # the embedding's mask would not do
+        target_mask = TargetPaddingMask(
+            config.target_pad, config.start_id, config.decoder_attends_padding, name="decoder_padding_mask"
+        )(decoder_inputs)
     decoder_norm = _final_norm(config, "decoder_norm")
     y = decoder_forward(decoder_embedding, decoder_layers, decoder_norm, decoder_inputs, encoder_outputs, target_mask)
 

@@ -204,7 +204,8 @@ class TransformerModel(keras.Model):
 
     def target_padding_mask(self, target_ids):
         """`True` at the real tokens of decoder inputs, the start token included (see `TargetPaddingMask`)."""
-        return target_padding_mask(target_ids, self.config.target_pad, self.config.start_id)
+        config = self.config
+        return target_padding_mask(target_ids, config.target_pad, config.start_id, config.decoder_attends_padding)
 
     def logits(self, hidden):
         """The output head on decoder states: `decoder_norm` (if any), then the projection."""

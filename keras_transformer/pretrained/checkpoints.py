@@ -76,6 +76,18 @@ class Checkpoint:
             return {}
         return read_json_object(self.path(name), max_bytes)
 
+    def license(self):
+        """The `license:` that the repository's README.md names in its front matter, or None."""
+        if not self.has("README.md"):
+            return None
+        path = self.path("README.md")
+        if path.stat().st_size > MAX_JSON_BYTES:
+            return None
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        match = re.match(r"---\n(.*?)\n---", text, re.S)
+        found = re.search(r"^license:\s*([\w.+-]+)\s*$", match.group(1), re.M) if match else None
+        return found.group(1) if found else None
+
     @property
     def weights_file(self):
         """The name of the weights file an import reads: the first of `WEIGHT_FILES` present."""

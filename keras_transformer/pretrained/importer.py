@@ -70,7 +70,10 @@ def import_pretrained(source, output, *, overwrite=False):
     model.decoding_config = decoding  # the checkpoint's generation settings travel with its model.keras
     family.assign_weights(model, checkpoint)
     name = origin.uri.rstrip("/").rsplit("/", 1)[-1]
+    license_name = checkpoint.license() or getattr(family, "license_of", lambda checkpoint: None)(checkpoint)
     record = dict(source=origin.uri, revision=origin.revision, model_type=family.MODEL_TYPE, files=checkpoint.files)
+    if license_name:
+        record["license"] = license_name
     run_config = runs.RunConfig(
         created_by=destinations.CREATOR,
         version=__version__,

@@ -35,6 +35,7 @@ import pathlib
 import re
 
 HF_PREFIX = "hf://"
+WEIGHT_FILES = ("model.safetensors", "tf_model.h5", "pytorch_model.bin")  # the order checkpoints.Checkpoint reads
 # What an import reads of a repository; the weights in one of three formats, the tokenizer files.
 ALLOW_PATTERNS = (
     "config.json",
@@ -45,6 +46,9 @@ ALLOW_PATTERNS = (
     "*.spm",
     "*vocab.json",
     "tokenizer_config.json",
+    "tokenizer.json",
+    "sentencepiece.bpe.model",
+    "README.md",
 )
 _REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 _REVISION_PART = re.compile(r"[A-Za-z0-9_][\w.-]*")
@@ -142,6 +146,8 @@ def _fetch(hub, repo, revision, timeout):
     endpoint = os.environ.get("HF_ENDPOINT", "").rstrip("/") or constants.ENDPOINT  # read now, not at import
     info = hub.HfApi(endpoint=endpoint).model_info(repo, revision=revision, timeout=timeout)
     names = sorted(s.rfilename for s in info.siblings or () if _wanted(s.rfilename))
+    weights = [name for name in WEIGHT_FILES if name in names][1:]  # the first format present is read: only it
+    names = [name for name in names if name not in weights]
     if "config.json" not in names:
         raise ValueError(f"hf://{repo} holds no config.json at the top of the repository")
     names.remove("config.json")

@@ -8,9 +8,11 @@ reads each as it comes:
 - M2M100 (`M2M100Tokenizer`): `vocab.json` (piece -> id) beside
   `sentencepiece.bpe.model`; the language tokens `__en__`, `__de__`, ...
   follow the vocabulary in the order of the checkpoint's `language_codes`,
-  then its made-up words. transformers 5 decodes them as text (they are not
-  special tokens to it), and so does this tokenizer, so that strings are
-  equal.
+  then its made-up words. They are special (dropped from decoded text) where
+  the `tokenizer_config.json` lists them in `additional_special_tokens`, as
+  the Hub's M2M100 checkpoints do; transformers 5 saves them in no list,
+  and then decodes them as text, and so does this tokenizer, so that
+  strings are equal.
 - NLLB-200 (`NllbTokenizer`): `tokenizer.json`, its BPE vocabulary and
   merges built from the SentencePiece model, the languages (`eng_Latn`,
   ...) as added special tokens with ids of their own; it keeps a trailing
@@ -48,6 +50,7 @@ from keras_transformer.tokenizers.pieces import (
 )
 
 SPECIAL_PIECES = ("<s>", "<pad>", "</s>", "<unk>")
+CHECKPOINT_FILES = "files"  # where a saved tokenizer keeps the checkpoint's own files, byte for byte
 FAMILIES = ("m2m100", "nllb")
 # transformers' M2M100 language codes, by the `language_codes` a tokenizer_config.json names (their order is the ids').
 M2M100_CODES = {
@@ -71,23 +74,53 @@ class FairseqTokenizer(PieceTokenizer):
         family: `"m2m100"` or `"nllb"` (how each family's transformers tokenizer treats spaces and languages).
         files: `{name: bytes}`, the checkpoint's tokenizer files as they were
             read, which `save` writes back unchanged.
+        source_lang, target_lang: the default languages the checkpoint's
+            tokenizer names (`src_lang`, `tgt_lang`), or None.
+        source_position: where a source's language token goes: `"first"`
+            (`[lang] X </s>`) or `"last"` (`X </s> [lang]`, NLLB's
+            `legacy_behaviour`).
+        special_languages: the codes whose tokens decoding drops (special
+            tokens); None: every language.
         name: name of the module.
     """
 
-    def __init__(self, model_proto, vocab, languages, family, files=None, name=None):
+    def __init__(
+        self,
+        model_proto,
+        vocab,
+        languages,
+        family,
+        files=None,
+        source_lang=None,
+        target_lang=None,
+        source_position="first",
+        special_languages=None,
+        name=None,
+    ):
         missing = [piece for piece in SPECIAL_PIECES if piece not in vocab]
         if missing:
             raise ValueError(f"`vocab` must hold the pieces {SPECIAL_PIECES}. Missing: {missing}")
         if family not in FAMILIES:
             raise ValueError(f"`family` must be one of {FAMILIES}. Received: family={family!r}")
-        tokens = {self._token(code, family) for code in languages}
-        hidden = SPECIAL_PIECES if family == "m2m100" else (*SPECIAL_PIECES, *tokens, "<mask>")
+        special = languages if special_languages is None else [c for c in languages if c in special_languages]
+        tokens = [self._token(code, family) for code in special]
+        hidden = (*SPECIAL_PIECES, *tokens) if family == "m2m100" else (*SPECIAL_PIECES, *tokens, "<mask>")
         strip = "both" if family == "m2m100" else "first_space"  # SentencePiece's decoding, or the Metaspace's
         super().__init__(model_proto, vocab, hidden=hidden, strip=strip, name=name)
+        if source_position not in ("first", "last"):
+            raise ValueError(f"`source_position` must be 'first' or 'last'. Received: {source_position!r}")
         self.languages, self.family, self.files = dict(languages), family, dict(files or {})
+        self.source_position = source_position
+        self.source_lang = source_lang if source_lang in self.languages else None
+        self.target_lang = target_lang if target_lang in self.languages else None
         self.start_id = self.end_id = self._vocab["</s>"]  # fairseq decodes from </s>
         self.pad_id = self._vocab["<pad>"]
+        codes, ids = zip(*self.languages.items()) if self.languages else ((), ())
+        self._language_table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tf.constant(codes, tf.string), tf.constant(ids, tf.int32)), -1
+        )
         self._trace()
+        self.language_ids.get_concrete_function(tf.TensorSpec([None], tf.string))
 
     @staticmethod
     def _token(code, family):
@@ -101,6 +134,11 @@ class FairseqTokenizer(PieceTokenizer):
             strings = tf.strings.regex_replace(strings, " {2,}", " ")
         return self.piece_ids(strings)
 
+    @tf.function
+    def language_ids(self, codes):
+        """Language codes `(batch,)` -> their token ids, int32; -1 for a code the model lacks (checked before)."""
+        return self._language_table.lookup(tf.convert_to_tensor(codes, tf.string))
+
     def language_id(self, code, what="language"):
         """The id of language `code`; an unknown code is a `ValueError` naming three close ones."""
         if code not in self.languages:
@@ -110,11 +148,18 @@ class FairseqTokenizer(PieceTokenizer):
         return self.languages[code]
 
     def save(self, directory):
-        """Writes the checkpoint's tokenizer files (unchanged) and `tokenizer.json`, what `load` reads."""
+        """Writes the checkpoint's tokenizer files, unchanged, in `files/`, and `tokenizer.json`, what `load` reads."""
         directory = pathlib.Path(directory)
         for file_name, data in self.files.items():
-            atomic.write_bytes(directory / file_name, data)
-        config = {"format": "fairseq", "family": self.family, "files": sorted(self.files)}
+            atomic.write_bytes(directory / CHECKPOINT_FILES / file_name, data)
+        config = {
+            "format": "fairseq",
+            "family": self.family,
+            "files": sorted(self.files),
+            "source_lang": self.source_lang,
+            "target_lang": self.target_lang,
+            "source_position": self.source_position,
+        }
         self.write_config(directory / CONFIG_FILENAME, config)
 
     @classmethod
@@ -123,7 +168,8 @@ class FairseqTokenizer(PieceTokenizer):
         directory = pathlib.Path(directory)
         config = read_json_object(directory / CONFIG_FILENAME)
         reader = {"m2m100": from_m2m100_files, "nllb": from_nllb_files}[config["family"]]
-        return reader(directory, name=name)
+        defaults = {key: config.get(key) for key in ("source_lang", "target_lang", "source_position")}
+        return reader(directory / CHECKPOINT_FILES, name=name, **defaults)
 
 
 def close_codes(code, codes, count=3):
@@ -131,7 +177,7 @@ def close_codes(code, codes, count=3):
     return difflib.get_close_matches(str(code), list(codes), n=count, cutoff=0.5)
 
 
-def from_m2m100_files(folder, name=None, max_vocab_size=None):
+def from_m2m100_files(folder, name=None, max_vocab_size=None, **defaults):
     """The tokenizer of an M2M100 checkpoint's `vocab.json`, `sentencepiece.bpe.model` and `tokenizer_config.json`."""
     folder = pathlib.Path(folder)
     settings = _tokenizer_config(folder)
@@ -153,10 +199,12 @@ def from_m2m100_files(folder, name=None, max_vocab_size=None):
     vocab.update({f"madeupword{index:04d}": size + len(codes) + index for index in range(madeup)})
     files = {"vocab.json": vocab_bytes, "sentencepiece.bpe.model": read_sentencepiece(spm_path)}
     files.update(_optional(folder, "tokenizer_config.json"))
-    return _made(folder, files["sentencepiece.bpe.model"], vocab, languages, "m2m100", files, name)
+    defaults = {**_defaults(settings, "m2m100"), **{k: v for k, v in defaults.items() if v is not None}}
+    defaults["special_languages"] = [code for code in codes if f"__{code}__" in _listed_special(settings)]
+    return _made(folder, files["sentencepiece.bpe.model"], vocab, languages, "m2m100", files, name, defaults)
 
 
-def from_nllb_files(folder, name=None, max_vocab_size=None):
+def from_nllb_files(folder, name=None, max_vocab_size=None, **defaults):
     """The tokenizer of an NLLB checkpoint's `tokenizer.json` (and `tokenizer_config.json`)."""
     folder = pathlib.Path(folder)
     path = folder / "tokenizer.json"
@@ -181,7 +229,9 @@ def from_nllb_files(folder, name=None, max_vocab_size=None):
         if token.get("special") and token["content"] not in (*SPECIAL_PIECES, "<mask>")
     }
     files = {"tokenizer.json": path.read_bytes(), **_optional(folder, "tokenizer_config.json")}
-    return _made(folder, nllb_sentencepiece(data, path), vocab, languages, "nllb", files, name)
+    settings = _tokenizer_config(folder)
+    defaults = {**_defaults(settings, "nllb"), **{k: v for k, v in defaults.items() if v is not None}}
+    return _made(folder, nllb_sentencepiece(data, path), vocab, languages, "nllb", files, name, defaults)
 
 
 def nllb_sentencepiece(data, path="tokenizer.json"):
@@ -232,13 +282,36 @@ def _tokenizer_config(folder):
     return read_json_object(path) if path.is_file() else {}
 
 
+def _listed_special(settings):
+    """The tokens a `tokenizer_config.json` lists as special beside the usual ones (either key, str or dict)."""
+    listed = []
+    for key in ("additional_special_tokens", "extra_special_tokens"):
+        tokens = settings.get(key)
+        if isinstance(tokens, list):
+            listed += [t.get("content") if isinstance(t, dict) else t for t in tokens]
+    return {token for token in listed if isinstance(token, str)}
+
+
 def _optional(folder, file_name):
     path = pathlib.Path(folder) / file_name
     return {file_name: path.read_bytes()} if path.is_file() else {}
 
 
-def _made(folder, model_proto, vocab, languages, family, files, name):
+def _defaults(settings, family):
+    """The default source language and its token's place, as transformers' tokenizer takes them from its config.
+
+    `src_lang`, else English (transformers' own default); no default
+    target: a translation names it (or the checkpoint's generation
+    settings do, with `forced_bos_token_id`).
+    """
+    position = "last" if settings.get("legacy_behaviour") is True else "first"
+    source = settings.get("src_lang")
+    source = source if isinstance(source, str) else {"m2m100": "en", "nllb": "eng_Latn"}[family]
+    return {"source_lang": source, "source_position": position}
+
+
+def _made(folder, model_proto, vocab, languages, family, files, name, defaults):
     try:
-        return FairseqTokenizer(model_proto, vocab, languages, family, files=files, name=name)
+        return FairseqTokenizer(model_proto, vocab, languages, family, files=files, name=name, **defaults)
     except ValueError as error:
         raise ValueError(f"{folder}: {error}") from None

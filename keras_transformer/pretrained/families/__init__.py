@@ -11,23 +11,25 @@ in the same four parts (after keras-hub's `utils/transformers/convert_*.py`):
 - the generation settings: `decoding_config(generation, config, where)` -> `DecodingConfig`;
 
 and its `MODEL_TYPE` (transformers' name), `FAMILY` (for messages) and
-`ADD_SOURCE_END` (whether its sources end with END). A new family is one
-module like `marian`, added to `FAMILIES`.
+`ADD_SOURCE_END` (whether its sources end with END); optionally
+`license_of(checkpoint)`, its family's license where the repository's
+README names none. A new family is one module like `marian`, added to
+`FAMILIES`: `marian` (OPUS-MT), `m2m100` (M2M100 and NLLB-200).
 
 Example:
 
 >>> sorted(FAMILIES)
-['marian']
->>> family_of({"model_type": "gpt2"}, "config.json")
+['m2m_100', 'marian']
+>>> family_of({"model_type": "mbart"}, "config.json")
 Traceback (most recent call last):
 ...
-ValueError: config.json: model_type 'gpt2' is not one keras-transformer imports. Supported: ['marian']
+ValueError: config.json: model_type 'mbart' is not one keras-transformer imports. Supported: ['m2m_100', 'marian']
 """
 
-from keras_transformer.pretrained.families import marian
+from keras_transformer.pretrained.families import m2m100, marian
 
 PARTS = ("model_config", "check_tensors", "assign_weights", "tokenizers", "decoding_config")
-FAMILIES = {module.MODEL_TYPE: module for module in (marian,)}
+FAMILIES = {module.MODEL_TYPE: module for module in (marian, m2m100)}
 
 
 def family_of(hf_config, where):

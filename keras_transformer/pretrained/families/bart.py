@@ -13,6 +13,11 @@ Example:
 
 import numpy as np
 
+from keras_transformer.config import DecodingConfig
+from keras_transformer.kinds import MAX_BEAM_SIZE
+from keras_transformer.pretrained import shapes
+from keras_transformer.pretrained.fields import Fields
+
 
 def matrix(info, name, weights):
     """The `(rows, columns)` of a 2-D tensor's `TensorInfo`; another rank is a `ValueError` naming it."""
@@ -27,6 +32,39 @@ def rate(fields, name, default):
     if value >= 1:
         raise ValueError(f"{fields.where}: `{name}` must be a number in [0, 1). Received: {name}={value!r}")
     return value
+
+
+def stack_sizes(fields, tensors, weights, d_model):
+    """`ModelConfig` fields of the stacks (layers, heads, feed-forward width), each held against the tensors.
+
+    `encoder_layers` and `decoder_layers` must be the numbers of layers the
+    weights file holds, and the feed-forward widths its `fc1` biases' size;
+    the encoder's and the decoder's heads and widths must be one.
+    """
+    where, sizes = fields.where, {}
+    for side in ("encoder", "decoder"):
+        layers = fields.int(f"{side}_layers", low=1)
+        found = shapes.layer_count(tensors, f"model.{side}.layers")
+        shapes.check_field(where, f"{side}_layers", layers, found, f"{side} layers", weights)
+        ffn = fields.int(f"{side}_ffn_dim", low=1)
+        fc1 = f"model.{side}.layers.0.fc1.bias"
+        if fc1 in tensors and len(tensors[fc1].shape) == 1:
+            shapes.check_field(where, f"{side}_ffn_dim", ffn, tensors[fc1].shape[0], f"values in `{fc1}`", weights)
+        sizes[side] = (layers, fields.int(f"{side}_attention_heads", low=1, high=d_model), ffn)
+    for name, position in (("encoder_attention_heads", 1), ("encoder_ffn_dim", 2)):
+        if sizes["encoder"][position] != sizes["decoder"][position]:
+            other = name.replace("encoder", "decoder")
+            raise ValueError(
+                f"{where}: {name}={sizes['encoder'][position]} and {other}={sizes['decoder'][position]} "
+                "differ; keras-transformer's encoder and decoder layers share one size"
+            )
+    (encoder_layers, heads, ffn), decoder_layers = sizes["encoder"], sizes["decoder"][0]
+    return dict(
+        num_layers=encoder_layers,
+        num_decoder_layers=None if decoder_layers == encoder_layers else decoder_layers,
+        num_heads=heads,
+        d_ff=ffn,
+    )
 
 
 def layer_shapes(prefix, d_model, ffn, cross):
@@ -115,3 +153,60 @@ def layer_sources(layer, prefix):
 
 def norm_sources(norm, prefix):
     return [(norm.gamma, f"{prefix}.weight", as_is), (norm.beta, f"{prefix}.bias", as_is)]
+
+
+def generation_settings(generation, config, where="generation_config.json", family="this"):
+    """The checkpoint's generation settings (`generation_config.json`, a dict) as a `DecodingConfig`.
+
+    transformers' beam search: scores normalized by `length ** length_penalty`,
+    searched until no live beam can still win (`early_stopping=False`, its
+    default) or until `num_beams` hypotheses ended (`True`), END forced at the
+    last step (`forced_eos_token_id`), the `bad_words_ids` of one token never
+    generated, and log-probabilities over the whole vocabulary.
+    `max_length` counts the decoder's start token there: here it counts the
+    output tokens, END included, so it is one less. Every setting is checked
+    (`DecodingConfig.check`): a `ValueError` names `where` and the field.
+    """
+    fields = Fields(generation, where, family)
+    banned, bad_words = [], fields.raw("bad_words_ids", [])
+    if not isinstance(bad_words, list):
+        raise ValueError(f"{where}: `bad_words_ids` must be a list of lists of ids. Received: {bad_words!r}"[:300])
+    for ids in bad_words:
+        if not (isinstance(ids, list) and len(ids) == 1):
+            raise ValueError(
+                f"{where}: bad_words_ids {ids!r}"[:200] + " is a sequence of tokens; keras-transformer bans "
+                "single tokens only"
+            )
+        banned.append(
+            Fields({"bad_words_ids": ids}, where).single_id("bad_words_ids", vocab_size=config.target_vocab_size)
+        )
+    early_stopping = fields.raw("early_stopping", False)
+    if early_stopping not in (True, False) or not isinstance(early_stopping, bool):
+        raise ValueError(f"{where}: early_stopping={early_stopping!r} is not supported (true or false)"[:300])
+    check_special_ids(fields, config)
+    forced_end = fields.single_id("forced_eos_token_id", None, vocab_size=config.target_vocab_size)
+    max_length = fields.int("max_length", config.max_length + 1, low=2)
+    return DecodingConfig(
+        beam_size=fields.int("num_beams", 1, low=1, high=MAX_BEAM_SIZE),
+        alpha=fields.number("length_penalty", 1.0),
+        max_new_tokens=min(max_length - 1, config.max_length),
+        normalization="length",
+        stopping="beams_ended" if early_stopping else "cannot_improve",
+        force_end=forced_end == config.end_id,
+        banned_ids=tuple(banned),
+        softmax_over="vocabulary",
+    ).check(vocab_size=config.target_vocab_size, model_max_length=config.max_length, where=where)
+
+
+def check_special_ids(fields, config):
+    """The ids `generate` takes from generation_config.json: ids, and config.json's where both name one."""
+    fields.single_id("bos_token_id", None, vocab_size=config.target_vocab_size)
+    for key, ours in (("decoder_start_token_id", config.start_id), ("eos_token_id", config.end_id)):
+        value = fields.single_id(key, None, vocab_size=config.target_vocab_size)
+        if value is not None and value != ours:
+            raise ValueError(
+                f"{fields.where}: `{key}` is {value}, but config.json's is {ours}; keras-transformer decodes with one"
+            )
+    pad = fields.single_id("pad_token_id", None, vocab_size=config.source_vocab_size)
+    if pad is not None and pad != config.pad_id:
+        raise ValueError(f"{fields.where}: `pad_token_id` is {pad}, but config.json's is {config.pad_id}")
