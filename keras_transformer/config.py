@@ -37,6 +37,7 @@ END_ID = 3
 
 NORMALIZATIONS = ("gnmt", "length")
 STOPPING_RULES = ("beams_ended", "cannot_improve")
+CUT_OFF_RULES = ("after_ended", "by_score")
 SOFTMAX_OVER = ("allowed", "vocabulary")
 POSITION_LAYOUTS = ("interleaved", "concatenated", "fairseq")
 
@@ -251,6 +252,9 @@ class DecodingConfig(_Config):
       hypotheses ended: fairseq's rule, transformers' `early_stopping=True`)
       or once it `"cannot_improve"` (no live beam can still beat the ended
       ones: transformers' default);
+    - `cut_off`: where hypotheses cut off by the length limit rank:
+      `"after_ended"`, after every ended one (fairseq's), or `"by_score"`,
+      among them by score (transformers');
     - `force_end`: END is the only token allowed at the last step;
     - `banned_ids`: ids never generated, beside the start id (and the
       padding id, with `softmax_over="allowed"`);
@@ -264,6 +268,7 @@ class DecodingConfig(_Config):
     max_new_tokens: int = setting(None, kinds.LENGTH)
     normalization: str = setting("gnmt", kinds.choice(NORMALIZATIONS))
     stopping: str = setting("beams_ended", kinds.choice(STOPPING_RULES))
+    cut_off: str = setting("after_ended", kinds.choice(CUT_OFF_RULES))
     force_end: bool = setting(False, kinds.BOOL)
     banned_ids: tuple = setting((), kinds.IDS)
     softmax_over: str = setting("allowed", kinds.choice(SOFTMAX_OVER))
@@ -310,6 +315,7 @@ class DecodingConfig(_Config):
         return dict(
             normalization=self.normalization,
             stopping=self.stopping,
+            cut_off=self.cut_off,
             force_end=self.force_end,
             banned_ids=tuple(self.banned_ids) or None,  # None: the searches' own (padding and start)
             softmax_over=self.softmax_over,

@@ -203,3 +203,22 @@ def _positive_ints(name, values):
     for value in values:
         check_positive_int(name, value)
     return values
+
+
+def close_matches(word, choices, count=3):
+    """Up to `count` of `choices` nearest to `word`, nearest first: same but for case, then sharing its
+    beginning, then by spelling (`difflib`).
+
+    >>> close_matches("eng", ["de", "en", "eng_Latn", "fra_Latn"])
+    ['en', 'eng_Latn']
+    >>> close_matches("deu_Latm", ["deu_Latn", "dan_Latn", "zul_Latn"])
+    ['deu_Latn', 'zul_Latn', 'dan_Latn']
+    """
+    import difflib
+
+    word, lowered = str(word).lower(), {choice.lower(): choice for choice in choices}
+    shared = [c for c in lowered if c == word or c.startswith(word) or (word.startswith(c) and len(c) >= 2)]
+    shared.sort(key=lambda c: (c != word, abs(len(c) - len(word))))
+    spelled = difflib.get_close_matches(word, list(lowered), n=count, cutoff=0.5)
+    ordered = list(dict.fromkeys(shared + spelled))
+    return [lowered[c] for c in ordered[:count]]

@@ -49,12 +49,12 @@ class BeamSearch(Search):
     (by default `log p / ((5 + len) / 6) ** alpha`; len counts END), keeping
     the `beam_size` best finished ones, and keeps the `beam_size` best
     others alive. When a source is done (`stopping`), its finished list is
-    frozen. A source cut off by `max_length` with fewer ended hypotheses
-    fills the remaining places with its live beams, scored as they are
-    (`normalise(log p, max_length)`), but after the ended ones: a finished
-    hypothesis always outranks an unfinished one, whatever their scores, so
-    a cut-off output wins only where nothing ended (with `force_end` every
-    hypothesis ends).
+    frozen. A source that is not done at `max_length` ranks its live
+    beams, scored as they are (`normalise(log p, max_length)`), as `cut_off`
+    says (`rules.final_pick`): after the ended ones (`"after_ended"`: a
+    finished hypothesis always outranks an unfinished one, so a cut-off
+    output wins only where nothing ended) or among them by score
+    (`"by_score"`, transformers'). With `force_end` every hypothesis ends.
 
     Its rows are `(seqs, log_probs, fin_seqs, fin_scores, done)`: the live
     beams `(batch, beam_size, max_length + 1)` and their log-probabilities
@@ -70,17 +70,21 @@ class BeamSearch(Search):
             scored at its current length (`normalise(log p, len)`), does not
             beat the worst of them (transformers' `early_stopping=False`: a
             heuristic where a longer hypothesis may score higher).
+        cut_off: where hypotheses cut off at `max_length` rank,
+            `"after_ended"` or `"by_score"` (`rules.final_pick`).
         alpha, start_id, end_id, pad_id, normalization, banned_ids,
             force_end, softmax_over: `Search`'s (keyword only).
     """
 
     beam_size: int = 4
     stopping: str = "beams_ended"
+    cut_off: str = "after_ended"
 
     def __post_init__(self):
         super().__post_init__()
         check_beam_size(self.beam_size)
         check_choice("stopping", self.stopping, rules.STOPPING_RULES)
+        check_choice("cut_off", self.cut_off, rules.CUT_OFF_RULES)
 
     def initial_rows(self, batch_size, max_length, finished=None, prefix=None):
         """Sources flagged in `finished` are done from the start, with empty hypotheses."""
@@ -132,15 +136,13 @@ class BeamSearch(Search):
         return (seqs, alive_scores, fin_seqs, fin_scores, done), parents
 
     def finish(self, index, rows):
-        # Sources cut off by max_length: their live beams (best first) take the
-        # places that no ended hypothesis holds, after the ended ones.
+        # Sources cut off by max_length: their live beams join the ended ones as `cut_off` says.
         k = self.beam_size
-        seqs, log_probs, fin_seqs, fin_scores, _ = rows
-        num_finished = ops.sum(ops.cast(fin_scores > NEG_INF, "int32"), axis=1, keepdims=True)  # (batch, 1)
-        place = ops.arange(k, dtype="int32")[None]  # (1, k)
-        is_finished = place < num_finished  # (batch, k)
-        pick = ops.where(is_finished, place, k + place - num_finished)  # into [finished, unfinished]
-        all_scores = ops.concatenate([fin_scores, self.normalise(log_probs, index)], axis=1)
+        seqs, log_probs, fin_seqs, fin_scores, done = rows
+        live_scores = ops.where(done[:, None], NEG_INF, self.normalise(log_probs, index))
+        pick = ops.cast(rules.final_pick(self.cut_off, fin_scores, live_scores, ops), "int32")  # into [ended, live]
+        is_finished = pick < k
+        all_scores = ops.concatenate([fin_scores, live_scores], axis=1)
         scores = ops.take_along_axis(all_scores, pick, axis=1)
         ids = ops.take_along_axis(ops.concatenate([fin_seqs, seqs], axis=1), pick[:, :, None], axis=1)
         return SearchResult(ids[:, :, 1:], scores, is_finished)

@@ -38,6 +38,7 @@ def _model_settings(model, search_class):
     options = decoding_config.search_options()
     if search_class is not BeamSearch:
         options.pop("stopping")
+        options.pop("cut_off")
     return options
 
 
@@ -111,9 +112,7 @@ def beam_decode(
     options = _model_settings(model, BeamSearch)
     decoding_config = getattr(ensemble_members(model)[0], "decoding_config", None)
     alpha = alpha if alpha is not None else decoding_config.alpha if decoding_config else 0.6
-    search = BeamSearch(
-        beam_size, options.pop("stopping", "beams_ended"), alpha=alpha, start_id=start_id, end_id=end_id, **options
-    )
+    search = BeamSearch(beam_size, alpha=alpha, start_id=start_id, end_id=end_id, **options)
     result = decode(model, source_ids, search, max_length=_max_length(model, max_length))
     return _flagged(result, True, return_finished)
 

@@ -25,7 +25,12 @@ import functools
 
 import numpy as np
 
-from keras_transformer.config import NORMALIZATIONS, SOFTMAX_OVER, STOPPING_RULES  # noqa: F401  (the choices)
+from keras_transformer.config import (  # noqa: F401  (the choices)
+    CUT_OFF_RULES,
+    NORMALIZATIONS,
+    SOFTMAX_OVER,
+    STOPPING_RULES,
+)
 
 NEG_INF = float("-inf")
 
@@ -90,3 +95,23 @@ def stops(stopping, best_live_log_probs, worst_ended_scores, penalty, xp=np):
     if stopping == "beams_ended":
         return full
     return xp.logical_and(full, best_live_log_probs / penalty <= worst_ended_scores)
+
+
+def final_pick(cut_off, ended_scores, live_scores, xp=np):
+    """Where beam search's final `k` hypotheses come from: indices `(batch, k)` into `[ended, live]`, best first.
+
+    `ended_scores` `(batch, k)` are the ended hypotheses' scores (-inf for
+    an empty place), `live_scores` `(batch, k)` the live beams' at the
+    length limit (-inf for a source that is done). `"after_ended"`: the live
+    beams fill the places no ended hypothesis holds, after them (fairseq's).
+    `"by_score"`: they rank among the ended ones by score (transformers',
+    where the beams cut off join the ended ones; there, only those among
+    the last step's `k` best candidates, here every live beam).
+    """
+    k = ended_scores.shape[1]
+    if cut_off == "by_score":
+        both = xp.concatenate([ended_scores, live_scores], axis=1)
+        return xp.argsort(-both, axis=1)[:, :k]
+    num_finished = xp.sum(xp.where(ended_scores > NEG_INF, 1, 0), axis=1, keepdims=True)
+    place = xp.arange(k)[None]
+    return xp.where(place < num_finished, place, k + place - num_finished)

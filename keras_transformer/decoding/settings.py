@@ -33,6 +33,7 @@ def search_for(
     pad_id=None,
     normalization="gnmt",
     stopping="beams_ended",
+    cut_off="after_ended",
     force_end=False,
     banned_ids=None,
     softmax_over="allowed",
@@ -44,7 +45,7 @@ def search_for(
     - `beam_size=1`: `GreedySearch`. A beam search of one beam finds the same
       ids, so the cheaper greedy search runs instead (as transformers'
       `generate` does for `num_beams=1`).
-    - `beam_size` > 1: `BeamSearch(beam_size, stopping)`.
+    - `beam_size` > 1: `BeamSearch(beam_size, stopping, cut_off)`.
     - neither: None, the model's default (a run's `DecodingConfig`, an
       export's fixed beam size).
 
@@ -57,8 +58,8 @@ def search_for(
             the model's, once the search is bound to one (`bind`).
         normalization, banned_ids, force_end, softmax_over: passed on to
             the search (see `Search`).
-        stopping: beam search's (`BeamSearch`); greedy search and sampling
-            stop once every source has ended, whatever it says.
+        stopping, cut_off: beam search's (`BeamSearch`); greedy search and
+            sampling stop once every source has ended, whatever they say.
 
     The defaults are this package's own models. A Hugging Face
     `generation_config` maps onto these names (see `docs/architecture.md`).
@@ -75,4 +76,4 @@ def search_for(
         return None
     if beam_size == 1:
         return GreedySearch(**options)
-    return BeamSearch(beam_size, stopping, **options)
+    return BeamSearch(beam_size, stopping, cut_off, **options)

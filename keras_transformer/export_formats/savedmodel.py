@@ -16,7 +16,7 @@ def write(run, output, overwrite=False, **options):
 FORMAT = ExportFormat(
     name="savedmodel",
     description="strings in, strings out, TensorFlow only, with TF Serving signatures",
-    options=("beam_size", "alpha", "max_length", "jit_compile"),
+    options=("beam_size", "alpha", "max_length", "jit_compile", "source_lang", "target_lang"),
     write=write,
     why_not={"quantization": "its weights are the run's, float32 as trained"},
 )

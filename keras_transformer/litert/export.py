@@ -190,6 +190,7 @@ def _info(run, model, config, decoding, cache_length, quantization, beam_size, a
             "alpha": decoding.alpha if alpha is None else float(alpha),
             "normalization": decoding.normalization,
             "stopping": decoding.stopping,
+            "cut_off": decoding.cut_off,
             "force_end": bool(decoding.force_end),
             "softmax_over": decoding.softmax_over,
         },

@@ -84,6 +84,7 @@ def beam(
     normalization="gnmt",
     force_end=False,
     stopping="beams_ended",
+    cut_off="after_ended",
 ):
     """Beam search over `session`, whose rows are `beam_size` beams per source, next to each other.
 
@@ -93,6 +94,7 @@ def beam(
     `"cannot_improve"` (see the module's docstring).
     """
     check_choice("stopping", stopping, rules.STOPPING_RULES)
+    check_choice("cut_off", cut_off, rules.CUT_OFF_RULES)
     batch, k = len(done), beam_size
     seqs = np.zeros((batch, k, max_length + 1), np.int32)
     seqs[:, :, 0] = start_id
@@ -130,7 +132,8 @@ def beam(
         fin_seqs = np.take_along_axis(np.concatenate([fin_seqs, cand_seqs], axis=1), order[:, :, None], axis=1)
         source_done |= _stops(stopping, log_probs, fin_scores, _penalty(index + 1, alpha, normalization))
         index += 1
-    return _finish(seqs, log_probs, fin_seqs, fin_scores, _penalty(index, alpha, normalization))
+    live_scores = np.where(source_done[:, None], _NINF, log_probs / _penalty(index, alpha, normalization))
+    return _finish(seqs, live_scores.astype(np.float32), fin_seqs, fin_scores, cut_off)
 
 
 def _stops(stopping, log_probs, fin_scores, penalty):
@@ -143,12 +146,9 @@ def _best(scores, count):
     return np.argsort(-scores, axis=1, kind="stable")[:, :count]
 
 
-def _finish(seqs, log_probs, fin_seqs, fin_scores, penalty):
+def _finish(seqs, live_scores, fin_seqs, fin_scores, cut_off):
     k = fin_scores.shape[1]
-    num_finished = (fin_scores > _NINF).sum(axis=1, keepdims=True)
-    place = np.arange(k)[None]
-    is_finished = place < num_finished
-    pick = np.where(is_finished, place, k + place - num_finished)
-    scores = np.take_along_axis(np.concatenate([fin_scores, log_probs / penalty], axis=1), pick, axis=1)
+    pick = rules.final_pick(cut_off, fin_scores, live_scores)
+    scores = np.take_along_axis(np.concatenate([fin_scores, live_scores], axis=1), pick, axis=1)
     ids = np.take_along_axis(np.concatenate([fin_seqs, seqs], axis=1), pick[:, :, None], axis=1)
-    return ids[:, :, 1:], scores.astype(np.float32), is_finished
+    return ids[:, :, 1:], scores.astype(np.float32), pick < k

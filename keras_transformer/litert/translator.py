@@ -31,6 +31,7 @@ from keras_transformer.litert import search as host_search
 from keras_transformer.litert import text as host_text
 from keras_transformer.litert.info import INFO_FILE, check_model, read_info
 from keras_transformer.translators import TranslatorInterface, decoding_defaults
+from keras_transformer.translators.controls import refuse_controls
 
 _ASCII_SPACE = " \t\n\r\x0b\x0c"
 
@@ -96,13 +97,14 @@ class Translator(TranslatorInterface):
 
     supports_sampling = False  # `serve` leaves its `sample` signature out
 
-    def sample_with_status(self, sentences, temperature, top_k, top_p, seed):
+    def sample_with_status(self, sentences, temperature, top_k, top_p, seed, **controls):
         """Not offered by LiteRT exports: a `ValueError`."""
         raise ValueError("A LiteRT export does not sample: use the run directory or its SavedModel export")
 
-    def _decode(self, search, sentences, *sampling):
+    def _decode(self, search, sentences, controls, *sampling):
+        refuse_controls(controls, "a LiteRT export")
         if search == "best":
-            return {name: _array(value[:, 0]) for name, value in self._nbest(sentences).items()}
+            return {name: _array(value[:, 0]) for name, value in self._nbest(sentences, controls).items()}
         source, done = self._sources(_texts(sentences))
         with self._lock:
             outputs, log_probs, finished = host_search.greedy(
@@ -116,10 +118,11 @@ class Translator(TranslatorInterface):
             "finished": _array(finished, bool),
         }
 
-    def _nbest(self, sentences):
+    def _nbest(self, sentences, controls):
+        refuse_controls(controls, "a LiteRT export")
         beams = int(self.beam_size)
         if beams == 1:
-            return {name: _array(value[:, None]) for name, value in self._decode("greedy", sentences).items()}
+            return {name: _array(value[:, None]) for name, value in self._decode("greedy", sentences, controls).items()}
         texts = _texts(sentences)
         source, done = self._sources(texts)
         decoding = self.info["decoding"]
@@ -134,12 +137,14 @@ class Translator(TranslatorInterface):
                 decoding.normalization,
                 self._force_end(),
                 decoding.stopping,
+                decoding.cut_off,
             )
         rows = [self._cut(row) for row in ids.reshape(-1, ids.shape[-1])]
         strings = np.array(self.detokenize(rows), object).reshape(len(texts), beams)
         return {"translations": _array(strings), "scores": _array(scores), "finished": _array(finished)}
 
-    def _score(self, sources, targets):
+    def _score(self, sources, targets, controls):
+        refuse_controls(controls, "a LiteRT export")
         sources, targets = _texts(sources), _texts(targets)
         end, length = self.info["end_id"], self.info["max_length"]
         rows = [(row + [end])[:length] for row in self._target_text.tokenize([_strip(t) for t in targets])]

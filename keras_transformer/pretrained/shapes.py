@@ -42,13 +42,19 @@ def check_shapes(required, optional, tensors, weights, family):
     """
     missing = sorted(set(required) - set(tensors))
     if missing:
-        raise ValueError(f"{weights} has no tensor `{missing[0]}`, which a {family} model of this config holds")
+        model = f"{_article(family)} {family} model"
+        raise ValueError(f"{weights} has no tensor `{missing[0]}`, which {model} of this config holds")
     for name, info in sorted(tensors.items()):
         expected = required.get(name, optional.get(name))
         if expected is None:
-            raise ValueError(f"{weights} holds a tensor `{name}` that a {family} model does not have")
+            raise ValueError(f"{weights} holds a tensor `{name}` that {_article(family)} {family} model does not have")
         if tuple(info.shape) != tuple(expected):
             raise ValueError(
-                f"{weights}: tensor `{name}` has shape {tuple(info.shape)}, where a {family} model of this "
-                f"config needs {tuple(expected)}"
+                f"{weights}: tensor `{name}` has shape {tuple(info.shape)}, where {_article(family)} {family} "
+                f"model of this config needs {tuple(expected)}"
             )
+
+
+def _article(word):
+    """ "an" before a vowel sound (M2M100: "em"), "a" otherwise."""
+    return "an" if word[:1].upper() in "AEFHILMNORSX" else "a"

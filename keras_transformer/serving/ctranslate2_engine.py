@@ -39,6 +39,7 @@ from keras_transformer.decoding import rules
 from keras_transformer.files import destinations, ownership
 from keras_transformer.serving import ctranslate2 as writer
 from keras_transformer.translators import TranslatorInterface, decoding_defaults
+from keras_transformer.translators.controls import refuse_controls
 
 INSTALL = 'pip install "keras-transformer[ctranslate2]"'
 CACHE_ENV = "KERAS_TRANSFORMER_CACHE"
@@ -200,9 +201,10 @@ class CTranslate2Translator(TranslatorInterface):
 
     # -- the engine's hooks (`TranslatorInterface`), given checked inputs ---------------------------
 
-    def _decode(self, search, sentences, *sampling):
+    def _decode(self, search, sentences, controls, *sampling):
+        refuse_controls(controls, "the ctranslate2 engine")
         if search == "best":
-            return _first(self._nbest(sentences, hypotheses=1))
+            return _first(self._nbest(sentences, controls, hypotheses=1))
         if search == "sample":
             temperature, top_k, top_p, seed = (t.numpy().item() for t in sampling)
             if temperature != 0:
@@ -212,7 +214,8 @@ class CTranslate2Translator(TranslatorInterface):
                 return _first(self._translate(sentences, beam_size=1, num_hypotheses=1, **options))
         return _first(self._translate(sentences, beam_size=1, num_hypotheses=1))
 
-    def _nbest(self, sentences, hypotheses=None):
+    def _nbest(self, sentences, controls, hypotheses=None):
+        refuse_controls(controls, "the ctranslate2 engine")
         beam_size = int(self.beam_size.numpy())
         return self._translate(sentences, beam_size=beam_size, num_hypotheses=hypotheses or beam_size)
 
@@ -220,7 +223,8 @@ class CTranslate2Translator(TranslatorInterface):
         ids = self.source_tokenizer.tokenize(tf.strings.strip(sentences))
         return tf.cast(ids.row_lengths(), tf.int32) + int(self._add_source_end)
 
-    def _score(self, sources, targets):
+    def _score(self, sources, targets, controls):
+        refuse_controls(controls, "the ctranslate2 engine")
         target_ids = self.target_tokenizer.tokenize(tf.strings.strip(targets)).to_list()
         limit = self._decode_length
         # CTranslate2 appends END, and cuts a longer target to `limit - 1` tokens and END (class docstring).

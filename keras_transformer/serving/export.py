@@ -25,6 +25,7 @@ from keras_transformer.errors import ArgumentError, first_line
 from keras_transformer.files import destinations, manifest
 from keras_transformer.serving.translator import SIGNATURES, Translator, check_export_destination
 from keras_transformer.translators import TranslatorInterface, decoding_defaults
+from keras_transformer.translators.controls import Languages
 
 __all__ = ["SIGNATURES", "LoadedTranslator", "Translator", "export_run", "open_run", "open_saved_model"]
 
@@ -79,9 +80,15 @@ class LoadedTranslator(TranslatorInterface):
     >>> translator(tf.constant([["A dog runs."]]))  # ValueError: `sentences` must be a 1-D ...
     """
 
-    def __init__(self, module, greedy=False):
+    def __init__(self, module, greedy=False, source_lang=None, target_lang=None):
         self.module = module
         self._greedy = greedy  # opened with beam_size=1: its `greedy` signature answers the beam's methods
+        self._languages = exported_languages(module).with_defaults(source_lang, target_lang)
+
+    @property
+    def languages(self):
+        """The exported model's language codes and this translator's defaults (`controls.Languages`)."""
+        return self._languages
 
     @property
     def beam_size(self):
@@ -96,22 +103,35 @@ class LoadedTranslator(TranslatorInterface):
             raise AttributeError(name)
         return getattr(self.module, name)
 
-    def _decode(self, search, sentences, *sampling):
+    def _decode(self, search, sentences, controls, *sampling):
         search = "greedy" if self._greedy and search == "best" else search
         name = {"best": "call", "greedy": "greedy", "sample": "sample"}[search]
+        if self._controlled(controls):
+            return self._required(f"{name}_with_controls")(sentences, *self._filled(sentences, controls), *sampling)
         function = getattr(self.module, f"{name}_with_status", None)
         if function is None:  # exported before the status existed
             plain = self.module if search == "best" else getattr(self.module, name)
             return {"translations": plain(sentences, *sampling), "scores": None, "finished": None}
         return {"scores": None, **function(sentences, *sampling)}
 
-    def _nbest(self, sentences):
+    def _nbest(self, sentences, controls):
         if self._greedy:
-            return {name: value[:, None] for name, value in self._decode("greedy", sentences).items()}
+            return {name: value[:, None] for name, value in self._decode("greedy", sentences, controls).items()}
+        if self._controlled(controls):
+            return self._required("nbest_with_controls")(sentences, *self._filled(sentences, controls))
         return self._required("nbest")(sentences)
 
-    def _score(self, sources, targets):
+    def _score(self, sources, targets, controls):
+        if self._controlled(controls):
+            return self._required("score_with_controls")(sources, targets, *self._filled(sources, controls)[:2])
         return self._required("score")(sources, targets)
+
+    def _controlled(self, controls):
+        """Whether a call needs the functions with controls: a language or a prefix to give."""
+        return any(control is not None for control in controls)
+
+    def _filled(self, sentences, controls):
+        return [tf.fill(tf.shape(sentences)[:1], "") if c is None else c for c in controls]
 
     def _source_lengths(self, sentences):
         return self.module.source_lengths(sentences)
@@ -123,12 +143,22 @@ class LoadedTranslator(TranslatorInterface):
         return function
 
 
-def open_saved_model(path, beam_size=None):
+def exported_languages(module):
+    """The `controls.Languages` a loaded `Translator` export recorded (none for one exported before they existed)."""
+    codes = getattr(module, "language_codes", None)
+    if codes is None:
+        return Languages()
+    source, target = (value.decode("utf-8") or None for value in module.default_languages.numpy().tolist())
+    return Languages(tuple(code.decode("utf-8") for code in codes.numpy().tolist()), source, target)
+
+
+def open_saved_model(path, beam_size=None, source_lang=None, target_lang=None):
     """A `LoadedTranslator` of the SavedModel export at `path`, its manifest checked first.
 
     Its beam size was fixed at export: `beam_size` may be None, 1 (its
-    `greedy` signature) or the exported one. Load only exports you trust: a
-    SavedModel is a program (`keras_transformer.opener`).
+    `greedy` signature) or the exported one. `source_lang` and `target_lang`
+    set a multilingual model's default languages. Load only exports you
+    trust: a SavedModel is a program (`keras_transformer.opener`).
     """
     path = pathlib.Path(path)
     manifest.verify_or_warn(path)
@@ -143,15 +173,25 @@ def open_saved_model(path, beam_size=None):
             f"{path} was exported with beam_size={exported}: use {{beam_size=1}} (greedy) or "
             f"{{beam_size={exported}}}, or export again from the run directory. Received: beam_size={beam_size}"
         )
-    return LoadedTranslator(translator, greedy=beam_size == 1)
+    return LoadedTranslator(translator, greedy=beam_size == 1, source_lang=source_lang, target_lang=target_lang)
 
 
-def open_run(path, beam_size=None, alpha=None, max_length=None, jit_compile=True, compact=False):
+def open_run(
+    path,
+    beam_size=None,
+    alpha=None,
+    max_length=None,
+    jit_compile=True,
+    compact=False,
+    source_lang=None,
+    target_lang=None,
+):
     """The XLA `Translator` of the run directory at `path`, with its decoding settings unless given.
 
     Defaults are the run's `decoding` section (`beam_size`, `alpha`,
     `max_length`), else beam 4 and alpha 0.6; `compact=True` drops finished
-    sentences between segments (see `Translator`).
+    sentences between segments (see `Translator`). `source_lang` and
+    `target_lang` set a multilingual model's default languages.
     """
     path = pathlib.Path(path)
     run = runs.open_run(path)
@@ -172,6 +212,8 @@ def open_run(path, beam_size=None, alpha=None, max_length=None, jit_compile=True
             max_length=max_length,
             add_source_end=config.add_source_end,
             search_options=defaults.search_options(),
+            source_lang=source_lang,
+            target_lang=target_lang,
             jit_compile=jit_compile,
             compact=compact,
         ),

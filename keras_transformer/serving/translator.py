@@ -64,6 +64,7 @@ import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for loadi
 from keras_transformer import decoding
 from keras_transformer.files import atomic, destinations, manifest
 from keras_transformer.translators import TranslatorInterface, decoding_defaults
+from keras_transformer.translators.controls import Languages
 
 SOURCE_BUCKET = 16  # sources are padded to a multiple of this (few XLA programs)
 _STRINGS = tf.TensorSpec([None], tf.string)
@@ -74,6 +75,8 @@ _SAMPLE_SPECS = [
     tf.TensorSpec([], tf.float32),
     tf.TensorSpec([], tf.int64),
 ]
+# The controls (`translators.controls`): source language, target language, target prefix, one each per sentence.
+_CONTROL_SPECS = [_STRINGS, _STRINGS, _STRINGS]
 # The SavedModel's functions, by name, and the `Translator` tf.functions they are. The
 # Python methods of those names check their inputs first, then call these.
 _EXPORTED = {
@@ -86,6 +89,11 @@ _EXPORTED = {
     "sample_with_status": "_tf_sample_with_status",
     "nbest": "_tf_nbest",
     "score": "_tf_score",
+    "call_with_controls": "_tf_call_with_controls",
+    "greedy_with_controls": "_tf_greedy_with_controls",
+    "sample_with_controls": "_tf_sample_with_controls",
+    "nbest_with_controls": "_tf_nbest_with_controls",
+    "score_with_controls": "_tf_score_with_controls",
 }
 # The SavedModel's signatures (what TF Serving and `saved_model_cli` call), by name.
 SIGNATURES = {
@@ -94,6 +102,8 @@ SIGNATURES = {
     "sample": "_tf_sample_with_status",
     "nbest": "_tf_nbest",
     "score": "_tf_score",
+    "with_controls": "_tf_call_with_controls",
+    "greedy_with_controls": "_tf_greedy_with_controls",
 }
 
 
@@ -120,6 +130,10 @@ class Translator(TranslatorInterface, tf.Module):
             beam size and alpha (a run's `DecodingConfig.search_options()`:
             an imported model decodes as transformers does); the special ids
             are the model's (`ModelConfig.special_ids`).
+        source_lang, target_lang: a multilingual model's default languages
+            (codes of its tokenizer, `languages.codes`); default its
+            tokenizer's (the checkpoint's `src_lang`, and the target its
+            generation settings force, if any).
         jit_compile: compile the decode with XLA.
         compact: drop the sentences that are done from the batch between
             segments of steps (`keras_transformer.decoding.compaction`) in beam
@@ -134,6 +148,10 @@ class Translator(TranslatorInterface, tf.Module):
         sentences: string tensor `(batch,)`, or a list of str. Checked before
             any TensorFlow call: anything else, or a sentence with a NUL
             byte, is a `ValueError` naming it.
+        source_lang, target_lang, target_prefix: the controls of
+            `keras_transformer.translators.controls`, each a str or one per
+            sentence: a multilingual model's languages, and the first words
+            of the output (decoding continues from them).
 
     Returns:
         string tensor `(batch,)`, the translations. A translation cut off at
@@ -166,6 +184,8 @@ class Translator(TranslatorInterface, tf.Module):
         max_source_length=None,
         add_source_end=False,
         search_options=None,
+        source_lang=None,
+        target_lang=None,
         jit_compile=True,
         compact=False,
         name=None,
@@ -190,7 +210,13 @@ class Translator(TranslatorInterface, tf.Module):
         self.target_tokenizer = target_tokenizer or source_tokenizer
         _check_vocab("source_tokenizer", self.source_tokenizer, first.source_vocab_size)
         _check_vocab("target_tokenizer", self.target_tokenizer, first.outputs[0].shape[-1])
-        self._source_limit = max_source_length - int(add_source_end)
+        self._languages = _languages(self.source_tokenizer, self.target_tokenizer).with_defaults(
+            source_lang, target_lang
+        )
+        self._multilingual = bool(self._languages.codes)
+        # The source's frame: END where the model adds it, a multilingual model's language token.
+        self._source_extra = int(add_source_end) + int(self._multilingual)
+        self._source_limit = max_source_length - self._source_extra
         self._add_source_end = add_source_end
         # The ids that end and pad: the tokenizers' own (0 pads, 3 ends for this package's; an import's differ).
         self._source_end = int(getattr(self.source_tokenizer, "end_id", decoding.END_ID))
@@ -202,19 +228,33 @@ class Translator(TranslatorInterface, tf.Module):
         # Read back by the commands, also after `tf.saved_model.load`.
         self.beam_size = tf.Variable(beam_size, trainable=False, name="beam_size")
         self.max_source_length = tf.Variable(max_source_length, trainable=False, name="max_source_length")
+        codes, source, target = self._languages
+        self.language_codes = tf.Variable(tf.constant(codes, tf.string, shape=[len(codes)]), trainable=False)
+        self.default_languages = tf.Variable([source or "", target or ""], trainable=False)
+
+    @property
+    def languages(self):
+        """The model's language codes and this translator's default source and target (`controls.Languages`)."""
+        return self._languages
 
     # The engine's hooks (`TranslatorInterface`): its compiled functions, given checked inputs.
 
-    def _decode(self, search, sentences, *sampling):
+    def _decode(self, search, sentences, controls, *sampling):
+        controls = self._filled(sentences, controls)
         if search == "sample":
-            return self._tf_sample_with_status(sentences, *sampling)
-        return (self._tf_greedy_with_status if search == "greedy" else self._tf_call_with_status)(sentences)
+            return self._tf_sample_with_controls(sentences, *controls, *sampling)
+        decode = self._tf_greedy_with_controls if search == "greedy" else self._tf_call_with_controls
+        return decode(sentences, *controls)
 
-    def _nbest(self, sentences):
-        return self._tf_nbest(sentences)
+    def _nbest(self, sentences, controls):
+        return self._tf_nbest_with_controls(sentences, *self._filled(sentences, controls))
 
-    def _score(self, sources, targets):
-        return self._tf_score(sources, targets)
+    def _score(self, sources, targets, controls):
+        return self._tf_score_with_controls(sources, targets, *self._filled(sources, controls)[:2])
+
+    def _filled(self, sentences, controls):
+        """`controls` with "" for each one not given (the graph's defaults)."""
+        return [tf.fill(tf.shape(sentences)[:1], "") if c is None else c for c in controls]
 
     def _source_lengths(self, sentences):
         return self._tf_source_lengths(sentences)
@@ -233,77 +273,115 @@ class Translator(TranslatorInterface, tf.Module):
 
     @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_call(self, sentences):
-        return self._run(sentences, self._searches.best)["translations"]
+        return self._tf_call_with_status(sentences)["translations"]
 
     @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_greedy(self, sentences):
-        return self._run(sentences, self._searches.greedy)["translations"]
+        return self._tf_greedy_with_status(sentences)["translations"]
 
     @tf.function(input_signature=_SAMPLE_SPECS, autograph=False)
     def _tf_sample(self, sentences, temperature, top_k, top_p, seed):
-        return self._run_sample(sentences, temperature, top_k, top_p, seed)["translations"]
+        return self._tf_sample_with_status(sentences, temperature, top_k, top_p, seed)["translations"]
 
     @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_source_lengths(self, sentences):
-        ids = self.source_tokenizer.tokenize(tf.strings.strip(sentences))
-        return tf.cast(ids.row_lengths(), tf.int32) + int(self._add_source_end)
+        ids = _tokenized(self.source_tokenizer, sentences)
+        return tf.cast(ids.row_lengths(), tf.int32) + self._source_extra
 
     @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_call_with_status(self, sentences):
-        return self._run(sentences, self._searches.best)
+        return self._tf_call_with_controls(sentences, *self._defaults(sentences))
 
     @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_greedy_with_status(self, sentences):
-        return self._run(sentences, self._searches.greedy)
+        return self._tf_greedy_with_controls(sentences, *self._defaults(sentences))
 
     @tf.function(input_signature=_SAMPLE_SPECS, autograph=False)
     def _tf_sample_with_status(self, sentences, temperature, top_k, top_p, seed):
-        return self._run_sample(sentences, temperature, top_k, top_p, seed)
+        return self._tf_sample_with_controls(sentences, *self._defaults(sentences), temperature, top_k, top_p, seed)
 
     @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_nbest(self, sentences):
-        return self._run(sentences, self._searches.nbest, beams=self._searches.beam_size)
+        return self._tf_nbest_with_controls(sentences, *self._defaults(sentences))
 
     @tf.function(input_signature=[_STRINGS, _STRINGS], autograph=False)
     def _tf_score(self, sources, targets):
+        return self._tf_score_with_controls(sources, targets, *self._defaults(sources)[:2])
+
+    # The same with the controls (`translators.controls`): a "" entry is the translator's default.
+
+    @tf.function(input_signature=[_STRINGS, *_CONTROL_SPECS], autograph=False)
+    def _tf_call_with_controls(self, sentences, source_lang, target_lang, target_prefix):
+        return self._run(sentences, self._searches.best, (source_lang, target_lang, target_prefix))
+
+    @tf.function(input_signature=[_STRINGS, *_CONTROL_SPECS], autograph=False)
+    def _tf_greedy_with_controls(self, sentences, source_lang, target_lang, target_prefix):
+        return self._run(sentences, self._searches.greedy, (source_lang, target_lang, target_prefix))
+
+    @tf.function(input_signature=[_STRINGS, *_CONTROL_SPECS, *_SAMPLE_SPECS[1:]], autograph=False)
+    def _tf_sample_with_controls(
+        self, sentences, source_lang, target_lang, target_prefix, temperature, top_k, top_p, seed
+    ):
+        controls = (source_lang, target_lang, target_prefix)
+        return self._run_sample(sentences, controls, temperature, top_k, top_p, seed)
+
+    @tf.function(input_signature=[_STRINGS, *_CONTROL_SPECS], autograph=False)
+    def _tf_nbest_with_controls(self, sentences, source_lang, target_lang, target_prefix):
+        controls = (source_lang, target_lang, target_prefix)
+        return self._run(sentences, self._searches.nbest, controls, beams=self._searches.beam_size)
+
+    @tf.function(input_signature=[_STRINGS, _STRINGS, _STRINGS, _STRINGS], autograph=False)
+    def _tf_score_with_controls(self, sources, targets, source_lang, target_lang):
         batch = tf.shape(sources)[0]
         check = tf.debugging.assert_equal(
             batch, tf.shape(targets)[0], message="`sources` and `targets` must hold as many sentences"
         )
 
         def run():
-            ids = self.target_tokenizer.tokenize(tf.strings.strip(targets))
+            ids = _tokenized(self.target_tokenizer, targets)
             ids = tf.concat([tf.cast(ids, tf.int32), tf.fill([batch, 1], self._target_end)], axis=1)
+            if self._multilingual:  # the target starts with its language, as the model was trained
+                ids = tf.concat([self._language_column(target_lang, 1), ids], axis=1)
             ids = ids[:, : self._decode_length]
             target = _pad_to_buckets(ids, self._decode_length, self._target_pad)
-            log_probs = self._searches.score(self._source_ids(sources), target)[:batch]
+            log_probs = self._searches.score(self._source_ids(sources, source_lang), target)[:batch]
             return {"log_probs": log_probs, "target_lengths": tf.cast(ids.row_lengths(), tf.int32)}
 
         with tf.control_dependencies([check]):
             empty = {"log_probs": tf.zeros([0]), "target_lengths": tf.zeros([0], tf.int32)}
             return tf.cond(batch > 0, run, lambda: empty)
 
-    def _run_sample(self, sentences, temperature, top_k, top_p, seed):
+    def _defaults(self, sentences):
+        """The controls of a plain call: the default languages, no prefix."""
+        fill = functools.partial(tf.fill, tf.shape(sentences)[:1])
+        return fill(self.default_languages[0]), fill(self.default_languages[1]), fill("")
+
+    def _run_sample(self, sentences, controls, temperature, top_k, top_p, seed):
         with tf.control_dependencies(_sampling_asserts(temperature, top_k, top_p)):
             seed = tf.cond(seed < 0, lambda: tf.random.uniform([], 0, 2**62, tf.int64), lambda: seed)
 
-        def decode(source_ids):
+        def decode(source_ids, prefix):
             shape = tf.stack([tf.shape(source_ids)[0], self._decode_length])
             noise = tf.random.stateless_uniform(shape, tf.stack([seed, 0]))
-            return self._searches.sample(source_ids, noise, temperature, top_k, top_p)
+            return self._searches.sample(source_ids, noise, temperature, top_k, top_p, prefix)
 
-        return self._run(sentences, decode)
+        return self._run(sentences, decode, controls)
 
-    def _run(self, sentences, decode, beams=None):
-        """`{"translations", "scores", "finished"}` of `sentences` by `decode(source_ids) -> (ids, scores, finished)`.
+    def _run(self, sentences, decode, controls, beams=None):
+        """`{"translations", "scores", "finished"}` of `sentences` by `decode(source_ids, prefix) -> SearchResult`.
 
-        Each output is `(batch,)`, or `(batch, beams)` when `beams` is given.
+        `controls` are `(source_lang, target_lang, target_prefix)`, each
+        `(batch,)`. Each output is `(batch,)`, or `(batch, beams)` when
+        `beams` is given.
         """
         batch = tf.shape(sentences)[0]
         shape = [0] if beams is None else [0, beams]
+        source_lang, target_lang, target_prefix = controls
 
         def run():
-            ids, scores, finished = decode(self._source_ids(sentences))
+            source_ids = self._source_ids(sentences, source_lang)
+            prefix = self._prefix(target_lang, target_prefix, tf.shape(source_ids)[0])
+            ids, scores, finished = decode(source_ids, prefix)
             return _status(self._detokenize(ids[:batch]), scores[:batch], finished[:batch])
 
         def empty():
@@ -311,20 +389,53 @@ class Translator(TranslatorInterface, tf.Module):
 
         return tf.cond(batch > 0, run, empty)
 
-    def _source_ids(self, sentences):
+    def _source_ids(self, sentences, source_lang):
         """Source ids `(batch', width)` in buckets (`_pad_to_buckets`); empty sentences all padding.
 
-        With `add_source_end`, an empty sentence is its END alone (see the class docstring).
+        With `add_source_end`, an empty sentence is its END alone (see the
+        class docstring); a multilingual model's sources carry their
+        language token, first or last as its tokenizer says.
         """
         batch = tf.shape(sentences)[0]
-        ids = self.source_tokenizer.tokenize(tf.strings.strip(sentences))
+        ids = _tokenized(self.source_tokenizer, sentences)
         ids = tf.cast(ids[:, : self._source_limit], tf.int32)
         if self._add_source_end:
-            ends = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], self._source_end))
-            return _pad_to_buckets(tf.concat([ids, ends], axis=1), self.max_source_length, self._source_pad)
+            ids = tf.concat([ids, tf.RaggedTensor.from_tensor(tf.fill([batch, 1], self._source_end))], axis=1)
+        if self._multilingual:
+            language = self._language_column(source_lang, 0)
+            last = getattr(self.source_tokenizer, "source_position", "first") == "last"
+            ids = tf.concat([ids, language] if last else [language, ids], axis=1)
+        if self._source_extra:
+            return _pad_to_buckets(ids, self.max_source_length, self._source_pad)
         empty = ids.row_lengths() == 0
         source = _pad_to_buckets(ids, self.max_source_length, self._source_pad)
         return tf.where(tf.pad(empty, [[0, tf.shape(source)[0] - batch]])[:, None], self._source_pad, source)
+
+    def _language_column(self, codes, which):
+        """The language ids of `codes` `(batch,)` as a ragged `(batch, 1)`; "" is default `which` (0 source, 1 target).
+
+        A code the model lacks (or no default) fails with an `InvalidArgumentError`.
+        """
+        codes = tf.where(codes == "", self.default_languages[which], codes)
+        ids = self.source_tokenizer.language_ids(codes)
+        check = tf.debugging.assert_non_negative(
+            ids, message=f"`{('source_lang', 'target_lang')[which]}` names no language of this model"
+        )
+        with tf.control_dependencies([check]):
+            return tf.RaggedTensor.from_tensor(tf.identity(ids)[:, None])
+
+    def _prefix(self, target_lang, target_prefix, rows):
+        """The forced beginning of each output `(rows, max_length)`, -1 where free: language token, then prefix.
+
+        `rows` is the bucketed batch of the source ids; the rows past the
+        sentences are free.
+        """
+        pieces = self.target_tokenizer.tokenize(tf.strings.strip(target_prefix))
+        pieces = tf.cast(pieces, tf.int32)
+        if self._multilingual:
+            pieces = tf.concat([self._language_column(target_lang, 1), pieces], axis=1)
+        dense = pieces.to_tensor(-1, shape=[None, self._decode_length])
+        return tf.pad(dense, [[0, rows - tf.shape(dense)[0]], [0, 0]], constant_values=-1)
 
     def _detokenize(self, ids):
         """Strings of ids `(batch, length)`, or `(batch, beams, length)` -> `(batch, beams)`."""
@@ -383,18 +494,18 @@ class _Searches:
         scoring = decoding.search_for(1, 0.0, **options)  # plain log-probabilities, with the search's ids and bans
         self.score = decoding.compile_scores(model, search=scoring, jit_compile=jit_compile)
 
-    def greedy(self, source_ids):
-        return self._greedy(source_ids).best()
+    def greedy(self, source_ids, prefix):
+        return self._greedy(source_ids, prefix=prefix).best()
 
-    def nbest(self, source_ids):
-        return self._nbest(source_ids)
+    def nbest(self, source_ids, prefix):
+        return self._nbest(source_ids, prefix=prefix)
 
-    def best(self, source_ids):
+    def best(self, source_ids, prefix):
         """The best hypothesis of `nbest`."""
-        return self._nbest(source_ids).best()
+        return self._nbest(source_ids, prefix=prefix).best()
 
-    def sample(self, source_ids, noise, temperature, top_k, top_p):
-        return self._sample(source_ids, noise, temperature=temperature, top_k=top_k, top_p=top_p).best()
+    def sample(self, source_ids, noise, temperature, top_k, top_p, prefix):
+        return self._sample(source_ids, noise, temperature=temperature, top_k=top_k, top_p=top_p, prefix=prefix).best()
 
 
 def check_export_destination(path, overwrite):
@@ -424,6 +535,17 @@ def _sampling_asserts(temperature, top_k, top_p):
     ]
 
 
+def _languages(source_tokenizer, target_tokenizer):
+    """The `Languages` of a multilingual tokenizer (its `languages`, by id, and defaults); none for others."""
+    codes = getattr(target_tokenizer, "languages", None) or {}
+    if not codes:
+        return Languages()
+    ordered = tuple(sorted(codes, key=codes.get))
+    return Languages(
+        ordered, getattr(source_tokenizer, "source_lang", None), getattr(target_tokenizer, "target_lang", None)
+    )
+
+
 def _check_vocab(name, tokenizer, model_vocab):
     vocab = getattr(tokenizer, "vocab_size", model_vocab)
     if vocab != model_vocab:
@@ -431,6 +553,15 @@ def _check_vocab(name, tokenizer, model_vocab):
             f"`{name}` does not fit the model: its vocab_size is {vocab}, the model's is "
             f"{model_vocab}. Received: {name}={tokenizer!r}"
         )
+
+
+def _tokenized(tokenizer, sentences):
+    """The ids of `sentences` as `tokenizer` gives them, none for a blank one.
+
+    Not stripped first: spaces are the tokenizer's to read (NLLB's keeps a trailing one, as transformers' does).
+    """
+    blank = tf.equal(tf.strings.strip(sentences), "")
+    return tokenizer.tokenize(tf.where(blank, "", sentences))
 
 
 def _pad_to_buckets(ids, max_source_length, pad_id):

@@ -28,18 +28,16 @@ Example:
 >>> tokenizer = FairseqTokenizer.load("saved_models/nllb/tokenizers/source")  # doctest: +SKIP
 >>> tokenizer.language_id("deu_Latn")  # doctest: +SKIP
 256042
->>> close_codes("deu_Latm", ["deu_Latn", "dan_Latn", "eng_Latn", "zul_Latn"])
-['deu_Latn', 'dan_Latn']
 """
 
 import base64
-import difflib
 import pathlib
 
 import tensorflow as tf
 
 from keras_transformer.files import atomic
 from keras_transformer.files.json_files import read_json_object
+from keras_transformer.kinds import close_matches
 from keras_transformer.tokenizers.pieces import (
     BYTES_PER_PIECE,
     CONFIG_FILENAME,
@@ -142,7 +140,7 @@ class FairseqTokenizer(PieceTokenizer):
     def language_id(self, code, what="language"):
         """The id of language `code`; an unknown code is a `ValueError` naming three close ones."""
         if code not in self.languages:
-            close = close_codes(code, self.languages)
+            close = close_matches(code, self.languages)
             hint = f" Close: {', '.join(close)}" if close else f" This model has {len(self.languages)} languages"
             raise ValueError(f"{what} {code!r} is not a language of this model.{hint}")
         return self.languages[code]
@@ -170,11 +168,6 @@ class FairseqTokenizer(PieceTokenizer):
         reader = {"m2m100": from_m2m100_files, "nllb": from_nllb_files}[config["family"]]
         defaults = {key: config.get(key) for key in ("source_lang", "target_lang", "source_position")}
         return reader(directory / CHECKPOINT_FILES, name=name, **defaults)
-
-
-def close_codes(code, codes, count=3):
-    """Up to `count` of `codes` nearest to `code` in spelling, nearest first."""
-    return difflib.get_close_matches(str(code), list(codes), n=count, cutoff=0.5)
 
 
 def from_m2m100_files(folder, name=None, max_vocab_size=None, **defaults):

@@ -25,11 +25,20 @@ arrays with `.numpy()`:
 - `nbest(sentences)`: every beam, best first, each `(batch, beam_size)`;
 - `score(sources, targets)`: `{"log_probs", "target_lengths"}`, teacher-forced;
 - `source_lengths(sentences)`: source tokens before truncation;
-- `beam_size`, `max_source_length`, and `supports_sampling` (a LiteRT export does not sample).
+- `beam_size`, `max_source_length`, `languages` (a multilingual model's
+  codes and default languages, `controls.Languages`) and
+  `supports_sampling` (a LiteRT export does not sample).
 
-A subclass implements `_decode(search, sentences, *sampling)` for `search`
-in `"best"`, `"greedy"`, `"sample"`, `_nbest(sentences)`, `_score(sources,
-targets)` and `_source_lengths(sentences)`, each given checked inputs.
+The translating methods also take the controls of `controls`:
+`source_lang=` and `target_lang=` (a multilingual model's codes) and
+`target_prefix=` (the first words of the output), each a str or one per
+sentence; `score` takes the languages.
+
+A subclass implements `_decode(search, sentences, controls, *sampling)`
+for `search` in `"best"`, `"greedy"`, `"sample"`, `_nbest(sentences,
+controls)`, `_score(sources, targets, controls)` and
+`_source_lengths(sentences)`, each given checked inputs and
+`controls.Controls`.
 
 Example:
 
@@ -48,6 +57,7 @@ import numpy as np
 from keras_transformer.config import DecodingConfig
 from keras_transformer.decoding.search import TruncatedOutputWarning
 from keras_transformer.kinds import MAX_BEAM_SIZE, check_finite_number, check_int_in_range
+from keras_transformer.translators.controls import Languages, resolve
 from keras_transformer.translators.inputs import pairs, sampling
 from keras_transformer.translators.inputs import sentences as checked_sentences
 
@@ -56,60 +66,77 @@ class TranslatorInterface:
     """The methods every translator answers (see the module docstring); a subclass gives the hooks."""
 
     supports_sampling = True
+    languages = Languages()  # a multilingual model's codes and defaults (`controls`)
 
-    def __call__(self, sentences):
+    def __call__(self, sentences, **controls):
         """Beam search (greedy when `beam_size=1`): strings `(batch,)` -> strings."""
-        return _warned(self.call_with_status(sentences))
+        return _warned(self.call_with_status(sentences, **controls))
 
-    def greedy(self, sentences):
+    def greedy(self, sentences, **controls):
         """Greedy decoding: strings `(batch,)` -> strings."""
-        return _warned(self.greedy_with_status(sentences))
+        return _warned(self.greedy_with_status(sentences, **controls))
 
-    def sample(self, sentences, temperature, top_k, top_p, seed):
+    def sample(self, sentences, temperature, top_k, top_p, seed, **controls):
         """Sampling: `temperature` (0 = greedy), `top_k` (0 = off), `top_p` (1 = off), `seed` (-1 = random)."""
-        return _warned(self.sample_with_status(sentences, temperature, top_k, top_p, seed))
+        return _warned(self.sample_with_status(sentences, temperature, top_k, top_p, seed, **controls))
 
-    def call_with_status(self, sentences):
+    def call_with_status(self, sentences, **controls):
         """`__call__` without the warning: `{"translations", "scores", "finished"}`, each `(batch,)`."""
-        return self._decode("best", checked_sentences(sentences))
+        sentences = checked_sentences(sentences)
+        return self._decode("best", sentences, self._controls(sentences, **controls))
 
-    def greedy_with_status(self, sentences):
+    def greedy_with_status(self, sentences, **controls):
         """`greedy` without the warning; see `call_with_status`."""
-        return self._decode("greedy", checked_sentences(sentences))
+        sentences = checked_sentences(sentences)
+        return self._decode("greedy", sentences, self._controls(sentences, **controls))
 
-    def sample_with_status(self, sentences, temperature, top_k, top_p, seed):
+    def sample_with_status(self, sentences, temperature, top_k, top_p, seed, **controls):
         """`sample` without the warning; `scores` are the model's log-probabilities (before temperature), normalised."""
-        return self._decode("sample", checked_sentences(sentences), *sampling(temperature, top_k, top_p, seed))
+        sentences = checked_sentences(sentences)
+        numbers = sampling(temperature, top_k, top_p, seed)
+        return self._decode("sample", sentences, self._controls(sentences, **controls), *numbers)
 
-    def nbest(self, sentences):
+    def nbest(self, sentences, **controls):
         """Every beam, best first: `{"translations", "scores", "finished"}`, each `(batch, beam_size)`.
 
         Row 0 is `__call__`'s translation; ended hypotheses rank before cut-off ones.
         """
-        return self._nbest(checked_sentences(sentences))
+        sentences = checked_sentences(sentences)
+        return self._nbest(sentences, self._controls(sentences, **controls))
 
-    def score(self, sources, targets):
+    def score(self, sources, targets, source_lang=None, target_lang=None):
         """Teacher-forced `{"log_probs", "target_lengths"}` of `targets` given `sources`, each `(batch,)`.
 
         The sum of the log-probabilities of the target's tokens, END included
         (not length-normalised), and that token count; a target longer than
-        the maximum output length is scored on its first tokens.
+        the maximum output length is scored on its first tokens. A
+        multilingual model's target starts with its language token, which
+        counts as one of them.
         """
-        return self._score(*pairs(sources, targets))
+        sources, targets = pairs(sources, targets)
+        controls = self._controls(sources, source_lang=source_lang, target_lang=target_lang)
+        return self._score(sources, targets, controls)
 
     def source_lengths(self, sentences):
-        """Source tokens per sentence before truncation (END included where the model adds it)."""
+        """Source tokens per sentence before truncation.
+
+        END and a multilingual model's language token count where the model adds them.
+        """
         return self._source_lengths(checked_sentences(sentences))
 
-    # -- what each engine gives ----------------------------------------------------------------------
+    def _controls(self, sentences, source_lang=None, target_lang=None, target_prefix=None):
+        """The checked `controls.Controls` of a call (see `keras_transformer.translators.controls`)."""
+        return resolve(sentences, self.languages, source_lang, target_lang, target_prefix)
 
-    def _decode(self, search, sentences, *sampling_numbers):
+    # -- what each engine gives: each hook is given checked inputs and `Controls` ------------------
+
+    def _decode(self, search, sentences, controls, *sampling_numbers):
         raise NotImplementedError
 
-    def _nbest(self, sentences):
+    def _nbest(self, sentences, controls):
         raise NotImplementedError
 
-    def _score(self, sources, targets):
+    def _score(self, sources, targets, controls):
         raise NotImplementedError
 
     def _source_lengths(self, sentences):

@@ -192,6 +192,7 @@ def generation_settings(generation, config, where="generation_config.json", fami
         max_new_tokens=min(max_length - 1, config.max_length),
         normalization="length",
         stopping="beams_ended" if early_stopping else "cannot_improve",
+        cut_off="by_score",
         force_end=forced_end == config.end_id,
         banned_ids=tuple(banned),
         softmax_over="vocabulary",

@@ -1,0 +1,135 @@
+"""The controls of a translation: its source and target language, and a forced beginning of the output.
+
+A multilingual model (M2M100, NLLB-200) is told the language of each source
+and the language to translate into; any model can be given the first words
+of its output (`target_prefix`), from which decoding continues. Every
+translator takes them per call, each a str (for every sentence) or a list
+with one per sentence, and `resolve` checks them in Python before any
+engine runs: an unknown language code is one line naming three close ones,
+a multilingual model without a target language one line that says how to
+give one, a language given to a model of one language pair one line that
+says it has none.
+
+What reaches an engine is `Controls`: three 1-D `tf.string` tensors, one
+entry per sentence, every language filled in (None for a model without
+languages, and for no prefix).
+
+Example:
+
+>>> controls = resolve(tf.constant(["Hallo", "Welt"]), Languages(("deu_Latn", "fra_Latn"), "deu_Latn"),
+...                    target_lang="fra_Latn", target_prefix="Le")
+>>> controls.target_lang.numpy().tolist(), controls.target_prefix.numpy().tolist()
+([b'fra_Latn', b'fra_Latn'], [b'Le', b'Le'])
+"""
+
+from typing import NamedTuple
+
+import tensorflow as tf
+
+from keras_transformer.input_rules import sentence_error
+from keras_transformer.kinds import close_matches
+
+HOW_TO_NAME = (
+    'name one with target_lang= in Python, --target-lang on the command line or a "target_lang" field in a '
+    "REST instance"
+)
+
+
+class Languages(NamedTuple):
+    """A model's language codes and its defaults (None where it names none); no codes: one language pair."""
+
+    codes: tuple = ()
+    source_lang: str = None
+    target_lang: str = None
+
+    def check(self, code, name):
+        """`code` if it is one of `codes`; a one-line `ValueError` naming `name` and three close codes otherwise."""
+        if not isinstance(code, str):
+            raise ValueError(f"`{name}` must be a language code (a str). Received: {name}={code!r}")
+        if code not in self.codes:
+            close = close_matches(code, self.codes)
+            hint = f"close: {', '.join(close)}" if close else f"it has {len(self.codes)}, e.g. {self.codes[0]}"
+            raise ValueError(f"`{name}` {code!r} is not a language of this model; {hint}")
+        return code
+
+    def with_defaults(self, source_lang=None, target_lang=None):
+        """A copy whose defaults are those given (each checked), else these."""
+        source = self.source_lang if source_lang is None else self.check(source_lang, "source_lang")
+        target = self.target_lang if target_lang is None else self.check(target_lang, "target_lang")
+        return self._replace(source_lang=source, target_lang=target)
+
+
+class Controls(NamedTuple):
+    """Per sentence `(batch,)` `tf.string`: source and target language codes, and the forced prefix (or None)."""
+
+    source_lang: tf.Tensor = None
+    target_lang: tf.Tensor = None
+    target_prefix: tf.Tensor = None
+
+
+def resolve(sentences, languages, source_lang=None, target_lang=None, target_prefix=None):
+    """The `Controls` of a call on `sentences` (checked, 1-D `tf.string`), for a model of `languages`.
+
+    Each control is None (the model's default), a str for every sentence, or
+    a list with one per sentence (None entries: the default). A bad one is a
+    one-line `ValueError`.
+    """
+    if not languages.codes:
+        for name, value in (("source_lang", source_lang), ("target_lang", target_lang)):
+            if value is not None and (not isinstance(value, (list, tuple)) or any(v is not None for v in value)):
+                raise ValueError(
+                    f"`{name}` applies to multilingual models; this one translates one language pair. "
+                    f"Received: {name}={value!r}"
+                )
+        return Controls(target_prefix=_prefix(sentences, target_prefix))
+
+    def code(default):
+        def checked(value, name):
+            if value is None and default is None:
+                raise ValueError(
+                    f"No target language: this model translates into {len(languages.codes)} languages; "
+                    f"{HOW_TO_NAME} (e.g. {languages.codes[-1]!r})"
+                )
+            return default if value is None else languages.check(value, name)
+
+        return checked
+
+    source = _per_sentence(sentences, "source_lang", source_lang, code(languages.source_lang))
+    target = _per_sentence(sentences, "target_lang", target_lang, code(languages.target_lang))
+    return Controls(source, target, _prefix(sentences, target_prefix))
+
+
+def _prefix(sentences, target_prefix):
+    if target_prefix is None:
+        return None
+
+    def checked(text, name):
+        if text is None:
+            return ""
+        if not isinstance(text, str):
+            raise ValueError(f"`{name}` must be a str. Received: {name}={text!r}")
+        reason = sentence_error(text)
+        if reason is not None:
+            raise ValueError(f"`{name}` {reason}")
+        return text
+
+    return _per_sentence(sentences, "target_prefix", target_prefix, checked)
+
+
+def _per_sentence(sentences, name, value, checked):
+    """`value` (a str or None for every sentence, or one per sentence) as a `(batch,)` string tensor of `checked`."""
+    count = sentences.shape[0]
+    if value is None or isinstance(value, str):
+        return tf.fill(tf.shape(sentences)[:1], checked(value, name))
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"`{name}` must be a str or a list with one per sentence. Received: {name}={value!r}")
+    if count is not None and len(value) != count:
+        raise ValueError(f"`{name}` must hold one entry per sentence: {count}. Received: {len(value)} entries")
+    return tf.constant([checked(item, f"{name}[{i}]") for i, item in enumerate(value)], tf.string, shape=[len(value)])
+
+
+def refuse_controls(controls, engine):
+    """A one-line `ValueError` if any of `controls` is given to `engine`, which does not take them."""
+    names = [name for name, value in controls._asdict().items() if value is not None]
+    if names:
+        raise ValueError(f"{engine} does not take {' or '.join(names)}: open the run directory with the xla engine")
