@@ -20,6 +20,8 @@ from keras_transformer.files import destinations
 from keras_transformer.pretrained import import_pretrained
 from keras_transformer.tokenizers import load_tokenizer
 
+import checkpoint_edits as edits
+
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "marian"
 KINDS = ("shared", "separate")
 
@@ -69,3 +71,22 @@ def test_the_run_records_its_source_and_the_files_it_read(imported):
     )
     assert config.finished and config.add_source_end and destinations.is_own_run(run)
     assert config.decoding.normalization == "length" and config.decoding.softmax_over == "vocabulary"
+
+
+@pytest.mark.parametrize(
+    "generation, softmax_over",
+    [(dict(renormalize_logits=False), "vocabulary"), (dict(renormalize_logits=True), "allowed")],
+)
+def test_renormalize_logits_chooses_what_the_log_softmax_is_taken_over(tmp_path, generation, softmax_over):
+    folder = edits.copy_fixture(tmp_path)
+    edits.edit_json(folder, "generation_config.json", **generation)
+    import_pretrained(folder, tmp_path / "run")
+    assert runs.RunConfig.read(tmp_path / "run").decoding.softmax_over == softmax_over
+
+
+def test_renormalizing_logits_without_banning_pad_is_refused_in_one_line(tmp_path):
+    folder = edits.copy_fixture(tmp_path)
+    edits.edit_json(folder, "generation_config.json", bad_words_ids=[[5]], renormalize_logits=True)
+    with pytest.raises(ValueError, match=r"generation_config.json: renormalize_logits .* do not ban .* PAD \(865\)"):
+        import_pretrained(folder, tmp_path / "run")
+    assert not (tmp_path / "run").exists()

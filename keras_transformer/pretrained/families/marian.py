@@ -108,7 +108,10 @@ def decoding_config(generation, config, where="generation_config.json"):
     searched until no live beam can still win (`early_stopping=False`, its
     default) or until `num_beams` hypotheses ended (`True`), END forced at the
     last step (`forced_eos_token_id`), the `bad_words_ids` of one token never
-    generated, and log-probabilities over the whole vocabulary.
+    generated, and log-probabilities over the whole vocabulary, or, with
+    `renormalize_logits` (OPUS-MT's), over the tokens left after the bans
+    (`softmax_over="allowed"`, whose bans are PAD and the start id: the
+    `bad_words_ids` must hold both).
     `max_length` counts the decoder's start token there: here it counts the
     output tokens, END included, so it is one less. Every setting is checked
     (`DecodingConfig.check`): a `ValueError` names `where` and the field.
@@ -130,6 +133,12 @@ def decoding_config(generation, config, where="generation_config.json"):
     if early_stopping not in (True, False) or not isinstance(early_stopping, bool):
         raise ValueError(f"{where}: early_stopping={early_stopping!r} is not supported (true or false)"[:300])
     _check_special_ids(fields, config)
+    renormalize = fields.bool("renormalize_logits", False)
+    if renormalize and not {config.start_id, config.target_pad} <= set(banned):
+        raise ValueError(
+            f"{where}: renormalize_logits with bad_words_ids {bad_words!r}"[:200] + " that do not ban the start id "
+            f"({config.start_id}) and PAD ({config.target_pad}); keras-transformer renormalizes over the other ids"
+        )
     forced_end = fields.single_id("forced_eos_token_id", None, vocab_size=config.target_vocab_size)
     max_length = fields.int("max_length", config.max_length + 1, low=2)
     return DecodingConfig(
@@ -140,7 +149,7 @@ def decoding_config(generation, config, where="generation_config.json"):
         stopping="beams_ended" if early_stopping else "cannot_improve",
         force_end=forced_end == config.end_id,
         banned_ids=tuple(banned),
-        softmax_over="vocabulary",
+        softmax_over="allowed" if renormalize else "vocabulary",
     ).check(vocab_size=config.target_vocab_size, model_max_length=config.max_length, where=where)
 
 
