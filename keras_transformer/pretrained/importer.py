@@ -16,6 +16,8 @@ from keras_transformer.pretrained.sources import resolve
 # transformers fine-tunes without warmup), then the schedule's slow decay; small batches.
 FINE_TUNING_PEAK_RATE = 5e-5
 FINE_TUNING = TrainingConfig(warmup_steps=1, label_smoothing=0.1, epochs=3)
+# Its batches: pairs up to 128 tokens (or the model's positions, if fewer), padded to the nearest of these.
+FINE_TUNING_BUCKETS = (16, 32, 48, 64, 96, 128)
 
 
 def import_pretrained(source, output, *, overwrite=False):
@@ -96,7 +98,18 @@ def _preset(name, config, decoding):
     return Preset(
         name=name,
         model=config,
-        data=DataConfig(corpus="own-files", vocab_size=config.target_vocab_size, token_budget=512),
+        data=DataConfig(
+            corpus="own-files",
+            vocab_size=config.target_vocab_size,
+            token_budget=512,
+            bucket_boundaries=_buckets(config.max_length),
+        ),
         training=FINE_TUNING.replace(learning_rate_scale=scale),
         decoding=decoding,
     )
+
+
+def _buckets(max_length):
+    """`FINE_TUNING_BUCKETS` up to the model's positions: `(16, 32, 48, 64, 96, 128)` for OPUS-MT's 512."""
+    longest = min(max_length, FINE_TUNING_BUCKETS[-1])
+    return tuple(length for length in FINE_TUNING_BUCKETS if length < longest) + (longest,)

@@ -70,7 +70,8 @@ def test_the_run_records_its_source_and_the_files_it_read(imported):
         config.pretrained["files"]
     )
     assert config.finished and config.add_source_end and destinations.is_own_run(run)
-    assert config.decoding.normalization == "length" and config.decoding.softmax_over == "vocabulary"
+    assert config.decoding.normalization == "length" and config.decoding.softmax_over == "allowed"  # renormalized
+    assert config.model.max_length == 512 and config.decoding.max_new_tokens == 511  # OPUS-MT's values
 
 
 @pytest.mark.parametrize(
