@@ -19,6 +19,7 @@ import numpy as np
 from keras_transformer.config import DecodingConfig, ModelConfig
 from keras_transformer.kinds import MAX_BEAM_SIZE, MAX_LENGTH
 from keras_transformer.pretrained import shapes
+from keras_transformer.pretrained.families.marian_tensors import tensor_shapes, weight_sources
 from keras_transformer.pretrained.fields import Fields
 from keras_transformer.runs import Tokenizers
 from keras_transformer.tokenizers.marian import MarianTokenizer
@@ -97,7 +98,7 @@ def model_config(hf_config, tensors, where="config.json", weights="the weights f
 
 def check_tensors(config, tensors, weights):
     """Every tensor a Marian model of `config` needs is in `tensors`, of its shape, and nothing else is."""
-    required, optional = _tensor_shapes(config, tensors)
+    required, optional = tensor_shapes(config, tensors)
     shapes.check_shapes(required, optional, tensors, weights, FAMILY)
 
 
@@ -204,7 +205,7 @@ def assign_weights(model, checkpoint):
     a `ValueError` naming it.
     """
     config, assigned = model.config, set()
-    for weight, name, transform in _weight_sources(model, config, checkpoint.tensors()):
+    for weight, name, transform in weight_sources(model, config, checkpoint.tensors()):
         value = np.zeros(weight.shape, np.float32) if name is None else transform(checkpoint.tensor(name))
         weight.assign(value.reshape(weight.shape))
         assigned.add(weight.path)
@@ -234,106 +235,3 @@ def _rate(fields, name, default):
     if rate >= 1:
         raise ValueError(f"{fields.where}: `{name}` must be a number in [0, 1). Received: {name}={rate!r}")
     return rate
-
-
-def _embedding_names(config, tensors):
-    """The tensors of the source embedding and of the target embedding (None where the two are shared)."""
-    if config.share_embeddings:
-        shared = "model.shared.weight" if "model.shared.weight" in tensors else "model.encoder.embed_tokens.weight"
-        return shared, None
-    decoder = "model.decoder.embed_tokens.weight"
-    return "model.encoder.embed_tokens.weight", decoder if decoder in tensors else "lm_head.weight"
-
-
-def _tensor_shapes(config, tensors):
-    """`(required, optional)`: the tensors' names and shapes of a Marian model of `config`."""
-    d, source, target = config.d_model, config.source_vocab_size, config.target_vocab_size
-    encoder_embedding, decoder_embedding = _embedding_names(config, tensors)
-    required = {encoder_embedding: (source, d)}
-    if decoder_embedding:
-        required[decoder_embedding] = (target, d)
-    if not config.tie_output_embedding:
-        required["lm_head.weight"] = (target, d)
-    optional = {
-        "final_logits_bias": (1, target),
-        "model.shared.weight": (source, d),
-        "model.encoder.embed_tokens.weight": (source, d),
-        "model.decoder.embed_tokens.weight": (target, d),
-        "lm_head.weight": (target, d),
-        "model.encoder.embed_positions.weight": (config.max_length, d),
-        "model.decoder.embed_positions.weight": (config.max_length, d),
-    }
-    for side, count in (("encoder", config.num_layers), ("decoder", config.decoder_layers)):
-        for index in range(count):
-            required.update(_layer_shapes(f"model.{side}.layers.{index}", config, cross=side == "decoder"))
-    return required, optional
-
-
-def _layer_shapes(prefix, config, cross):
-    d, ffn = config.d_model, config.d_ff
-    blocks = [("self_attn", "self_attn_layer_norm")] + ([("encoder_attn", "encoder_attn_layer_norm")] if cross else [])
-    layer = {}
-    for attention, norm in blocks:
-        for projection in ("q_proj", "k_proj", "v_proj", "out_proj"):
-            layer[f"{prefix}.{attention}.{projection}.weight"] = (d, d)
-            layer[f"{prefix}.{attention}.{projection}.bias"] = (d,)
-        layer[f"{prefix}.{norm}.weight"] = layer[f"{prefix}.{norm}.bias"] = (d,)
-    layer.update({f"{prefix}.fc1.weight": (ffn, d), f"{prefix}.fc1.bias": (ffn,)})
-    layer.update({f"{prefix}.fc2.weight": (d, ffn), f"{prefix}.fc2.bias": (d,)})
-    layer[f"{prefix}.final_layer_norm.weight"] = layer[f"{prefix}.final_layer_norm.bias"] = (d,)
-    return layer
-
-
-def _transposed(value):
-    return value.T
-
-
-def _as_is(value):
-    return value
-
-
-def _weight_sources(model, config, tensors):
-    """`(model weight, tensor name or None for zeros, transform)` for every weight of `model`."""
-    encoder_embedding, decoder_embedding = _embedding_names(config, tensors)
-    sources = [(model.encoder_embedding.embeddings, encoder_embedding, _as_is)]
-    if decoder_embedding:
-        sources.append((model.decoder_embedding.embeddings, decoder_embedding, _as_is))
-    bias = "final_logits_bias" if "final_logits_bias" in tensors else None
-    if config.tie_output_embedding:
-        sources.append((model.decoder_embedding.logits_bias, bias, _as_is))
-    else:
-        sources.append((model.output_layer.kernel, "lm_head.weight", _transposed))
-        sources.append((model.output_layer.bias, bias, _as_is))
-    for prefix, layers in (("model.encoder", model.encoder_layers), ("model.decoder", model.decoder_layers)):
-        for index, layer in enumerate(layers):
-            sources += _layer_sources(layer, f"{prefix}.layers.{index}", config)
-    return sources
-
-
-_ATTENTION = {"query": "q_proj", "key": "k_proj", "value": "v_proj"}
-
-
-def _layer_sources(layer, prefix, config):
-    blocks = [("self_attention", "self_attn", "self_attention_norm", "self_attn_layer_norm")]
-    if hasattr(layer, "cross_attention"):
-        blocks.append(("cross_attention", "encoder_attn", "cross_attention_norm", "encoder_attn_layer_norm"))
-    sources = []
-    for ours, theirs, our_norm, their_norm in blocks:
-        attention = getattr(layer, ours)
-        for part, name in _ATTENTION.items():
-            dense = getattr(attention, f"{part}_dense")
-            sources.append((dense.kernel, f"{prefix}.{theirs}.{name}.weight", _transposed))
-            sources.append((dense.bias, f"{prefix}.{theirs}.{name}.bias", _as_is))
-        sources.append((attention.output_dense.kernel, f"{prefix}.{theirs}.out_proj.weight", _transposed))
-        sources.append((attention.output_dense.bias, f"{prefix}.{theirs}.out_proj.bias", _as_is))
-        sources += _norm_sources(getattr(layer, our_norm), f"{prefix}.{their_norm}")
-    for ours, theirs in (("inner_dense", "fc1"), ("output_dense", "fc2")):
-        dense = getattr(layer.ffn, ours)
-        sources.append((dense.kernel, f"{prefix}.{theirs}.weight", _transposed))
-        sources.append((dense.bias, f"{prefix}.{theirs}.bias", _as_is))
-    sources += _norm_sources(layer.ffn_norm, f"{prefix}.final_layer_norm")
-    return sources
-
-
-def _norm_sources(norm, prefix):
-    return [(norm.gamma, f"{prefix}.weight", _as_is), (norm.beta, f"{prefix}.bias", _as_is)]
