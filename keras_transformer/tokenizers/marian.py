@@ -45,6 +45,10 @@ class MarianTokenizer(tf.Module):
             or `target.spm`).
         vocab: `{piece: id}`, the checkpoint's `vocab.json` (or `target_vocab.json`).
         name: name of the module.
+        file_names: `(SentencePiece model, vocabulary)`, the names `save` and `files` give them.
+        vocab_bytes: the vocabulary file as it was read, which `save` and `files` write back.
+        start_id: the id the decoder starts from (`decoder_start_token_id`); None: the padding id, as
+            OPUS-MT's models start.
 
     Example:
 
@@ -52,7 +56,15 @@ class MarianTokenizer(tf.Module):
     >>> tokenizer.tokenize(tf.constant(["A dog runs."]))  # doctest: +SKIP
     """
 
-    def __init__(self, model_proto, vocab, name=None, file_names=("sentencepiece.spm", "vocab.json"), vocab_bytes=None):
+    def __init__(
+        self,
+        model_proto,
+        vocab,
+        name=None,
+        file_names=("sentencepiece.spm", "vocab.json"),
+        vocab_bytes=None,
+        start_id=None,
+    ):
         super().__init__(name=name)
         self._model_proto, self._vocab = bytes(model_proto), dict(vocab)
         self.file_names = tuple(file_names)  # (SentencePiece model, vocabulary), as `save` names them
@@ -62,7 +74,7 @@ class MarianTokenizer(tf.Module):
             raise ValueError(f"`vocab` must hold the pieces {SPECIAL_PIECES}. Missing: {missing}")
         self.vocab_size = max(self._vocab.values()) + 1
         self.end_id, self.unk_id, self.pad_id = (self._vocab[piece] for piece in SPECIAL_PIECES)
-        self.start_id = self.pad_id  # a Marian decoder starts from its padding id
+        self.start_id = self.pad_id if start_id is None else int(start_id)  # OPUS-MT's start from their padding id
         pieces, ids = zip(*self._vocab.items())
         self._ids = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(tf.constant(pieces), tf.constant(ids, tf.int32)), self.unk_id
@@ -84,7 +96,7 @@ class MarianTokenizer(tf.Module):
         return dict(self._vocab)
 
     @classmethod
-    def from_files(cls, spm_file, vocab_file, name=None, max_vocab_size=None):
+    def from_files(cls, spm_file, vocab_file, name=None, max_vocab_size=None, start_id=None):
         """The tokenizer of a checkpoint's SentencePiece model and vocabulary files.
 
         Each file is checked before it is used, and a `ValueError` names the
@@ -99,7 +111,7 @@ class MarianTokenizer(tf.Module):
         model_proto = _read_sentencepiece(spm_file)
         names = (spm_file.name, vocab_file.name)
         try:
-            return cls(model_proto, vocab, name=name, file_names=names, vocab_bytes=vocab_bytes)
+            return cls(model_proto, vocab, name=name, file_names=names, vocab_bytes=vocab_bytes, start_id=start_id)
         except ValueError as error:
             raise ValueError(f"{vocab_file}: {error}") from None
 
@@ -127,6 +139,18 @@ class MarianTokenizer(tf.Module):
     def id_to_piece(self, ids):
         """The pieces of int `ids` (any shape), as `vocab.json` names them."""
         return tf.gather(self._pieces_by_id, tf.cast(ids, tf.int32))
+
+    def files(self):
+        """`{name: bytes}` of the SentencePiece model and the vocabulary, under their `file_names`.
+
+        A tokenizer read by `from_files` gives the bytes it read; one made
+        from a `vocab` dict gives it as JSON.
+        """
+        spm_name, vocab_name = self.file_names
+        vocab_bytes = self._vocab_bytes
+        if vocab_bytes is None:
+            vocab_bytes = (json.dumps(self._vocab, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+        return {spm_name: self._model_proto, vocab_name: vocab_bytes}
 
     def save(self, directory):
         """Writes the SentencePiece model, the vocabulary and `tokenizer.json` to `directory`, atomically.
@@ -158,7 +182,9 @@ class MarianTokenizer(tf.Module):
         """The tokenizer `save` wrote in `directory`."""
         directory = pathlib.Path(directory)
         config = json.loads((directory / CONFIG_FILENAME).read_text(encoding="utf-8"))
-        return cls.from_files(directory / config["spm_file"], directory / config["vocab_file"], name=name)
+        return cls.from_files(
+            directory / config["spm_file"], directory / config["vocab_file"], name=name, start_id=config.get("start_id")
+        )
 
 
 def _read_vocab(path, max_bytes, id_limit):

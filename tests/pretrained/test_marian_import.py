@@ -91,3 +91,14 @@ def test_renormalizing_logits_without_banning_pad_is_refused_in_one_line(tmp_pat
     with pytest.raises(ValueError, match=r"generation_config.json: renormalize_logits .* do not ban .* PAD \(865\)"):
         import_pretrained(folder, tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_decoder_start_other_than_pad_is_the_target_tokenizers_start(tmp_path):
+    """The data pipeline starts the decoder inputs from the target tokenizer's `start_id`: the checkpoint's."""
+    folder = edits.copy_fixture(tmp_path)
+    edits.edit_json(folder, "config.json", decoder_start_token_id=1)
+    edits.edit_json(folder, "generation_config.json", decoder_start_token_id=1, bad_words_ids=[[1], [865]])
+    import_pretrained(folder, tmp_path / "run")
+    tokenizers = runs.load_tokenizers(tmp_path / "run")
+    assert (tokenizers.source.start_id, tokenizers.target.start_id) == (865, 1)
+    assert runs.RunConfig.read(tmp_path / "run").model.start_id == 1

@@ -179,13 +179,13 @@ def tokenizers(checkpoint, config):
     separate = tokenizer_config.get("separate_vocabs") is True or checkpoint.has("target_vocab.json")
     target_vocab = "target_vocab.json" if separate else "vocab.json"
     sides = (
-        ("source.spm", "vocab.json", config.source_vocab_size),
-        ("target.spm", target_vocab, config.target_vocab_size),
+        ("source.spm", "vocab.json", config.source_vocab_size, None),
+        ("target.spm", target_vocab, config.target_vocab_size, config.start_id),
     )
     made = []
-    for spm_name, vocab_name, size in sides:
+    for spm_name, vocab_name, size, start_id in sides:
         tokenizer = MarianTokenizer.from_files(
-            checkpoint.path(spm_name), checkpoint.path(vocab_name), max_vocab_size=size
+            checkpoint.path(spm_name), checkpoint.path(vocab_name), max_vocab_size=size, start_id=start_id
         )
         ids = sorted(tokenizer.vocab.values())
         if ids != list(range(size)):
