@@ -35,7 +35,7 @@ import pathlib
 import re
 
 HF_PREFIX = "hf://"
-# What an import reads of a repository; the weights in one of three formats, the tokenizer files.
+# What an import reads of a repository; the weights in one of three formats, the tokenizer files, the card.
 ALLOW_PATTERNS = (
     "config.json",
     "generation_config.json",
@@ -45,6 +45,7 @@ ALLOW_PATTERNS = (
     "*.spm",
     "*vocab.json",
     "tokenizer_config.json",
+    "README.md",  # the model card, for its license
 )
 _REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 _REVISION_PART = re.compile(r"[A-Za-z0-9_][\w.-]*")

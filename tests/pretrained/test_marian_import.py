@@ -70,6 +70,13 @@ def test_the_run_records_its_source_and_the_files_it_read(imported):
         config.pretrained["files"]
     )
     assert config.finished and config.add_source_end and destinations.is_own_run(run)
+    # What an export back needs: the JSON files as they were, the names beyond the layers', the card's license.
+    for name, text in config.pretrained["json_files"].items():
+        assert text.encode("utf-8") == (folder / name).read_bytes(), name
+    assert sorted(config.pretrained["json_files"]) == ["config.json", "generation_config.json", "tokenizer_config.json"]
+    assert "model.encoder.embed_positions.weight" in config.pretrained["tensors"]
+    assert not any(".layers." in name for name in config.pretrained["tensors"])
+    assert config.pretrained["license"] == "apache-2.0"
     assert config.decoding.normalization == "length" and config.decoding.softmax_over == "allowed"  # renormalized
     assert config.model.max_length == 512 and config.decoding.max_new_tokens == 511  # OPUS-MT's values
 

@@ -10,9 +10,10 @@ in the same four parts (after keras-hub's `utils/transformers/convert_*.py`):
 - the tokenizer: `tokenizers(checkpoint, config)` -> `runs.Tokenizers`;
 - the generation settings: `decoding_config(generation, config, where)` -> `DecodingConfig`;
 
-and its `MODEL_TYPE` (transformers' name), `FAMILY` (for messages) and
-`ADD_SOURCE_END` (whether its sources end with END). A new family is one
-module like `marian`, added to `FAMILIES`.
+and its `MODEL_TYPE` (transformers' name), `FAMILY` (for messages),
+`ADD_SOURCE_END` (whether its sources end with END) and `outer_names(tensors)`
+(the tensors beyond the layers', which an export writes again). A new family
+is one module like `marian`, added to `FAMILIES`.
 
 Example:
 

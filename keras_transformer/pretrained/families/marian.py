@@ -19,6 +19,7 @@ import numpy as np
 from keras_transformer.config import DecodingConfig, ModelConfig
 from keras_transformer.kinds import MAX_BEAM_SIZE, MAX_LENGTH
 from keras_transformer.pretrained import shapes
+from keras_transformer.pretrained.families import marian_tensors
 from keras_transformer.pretrained.families.marian_tensors import tensor_shapes, weight_sources
 from keras_transformer.pretrained.fields import Fields
 from keras_transformer.runs import Tokenizers
@@ -30,6 +31,8 @@ ADD_SOURCE_END = True  # Marian's sources end with </s>
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu", "tanh": "tanh"}
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, which Marian's layers use
 _RATES = ("dropout", "attention_dropout", "activation_dropout")
+# The names of a checkpoint's tensors beyond the layers' (embeddings, position tables, the bias): its layout.
+outer_names = marian_tensors.outer_names
 
 
 def model_config(hf_config, tensors, where="config.json", weights="the weights file"):

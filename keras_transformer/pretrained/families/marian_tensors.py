@@ -40,6 +40,11 @@ def embedding_names(config, names):
     return "model.encoder.embed_tokens.weight", decoder if decoder in names else "lm_head.weight"
 
 
+def outer_names(tensors):
+    """The names among `tensors` that are not a layer's: what a checkpoint's layout says beyond its config."""
+    return sorted(name for name in tensors if not name.startswith(("model.encoder.layers.", "model.decoder.layers.")))
+
+
 def tensor_shapes(config, names):
     """`(required, optional)`: the tensors' names and shapes of a Marian model of `config`."""
     d, source, target = config.d_model, config.source_vocab_size, config.target_vocab_size
