@@ -15,20 +15,28 @@ and its `MODEL_TYPE` (transformers' name), `FAMILY` (for messages),
 (the tensors beyond the layers', which an export writes again). A new family
 is one module like `marian`, added to `FAMILIES`.
 
+A family that runs are written back as (`pretrained.export_checkpoint`) has
+a writer module in the same four parts the other way (`marian_export`: its
+`hf_config`, `checkpoint_tensors`, `tokenizer_files` and `tokenizer_config`,
+`generation_config`), registered in `WRITERS`. This package's own runs are
+written as Marian checkpoints (`writer_of`).
+
 Example:
 
->>> sorted(FAMILIES)
-['marian']
+>>> sorted(FAMILIES), sorted(WRITERS)
+(['marian'], ['marian'])
 >>> family_of({"model_type": "gpt2"}, "config.json")
 Traceback (most recent call last):
 ...
 ValueError: config.json: model_type 'gpt2' is not one keras-transformer imports. Supported: ['marian']
 """
 
-from keras_transformer.pretrained.families import marian
+from keras_transformer.pretrained.families import marian, marian_export
 
 PARTS = ("model_config", "check_tensors", "assign_weights", "tokenizers", "decoding_config")
 FAMILIES = {module.MODEL_TYPE: module for module in (marian,)}
+WRITERS = {module.MODEL_TYPE: module for module in (marian_export,)}
+OWN_RUNS = marian.MODEL_TYPE  # the family this package's own runs are written as
 
 
 def family_of(hf_config, where):
@@ -47,4 +55,15 @@ def family_of(hf_config, where):
     return FAMILIES[model_type]
 
 
-__all__ = ["FAMILIES", "PARTS", "family_of"]
+def writer_of(pretrained):
+    """`(family module, writer module)` for a run whose config.json records `pretrained` (None: one of ours)."""
+    model_type = (pretrained or {}).get("model_type", OWN_RUNS)
+    if model_type not in WRITERS:
+        raise ValueError(
+            f"the run was imported from a {model_type!r} checkpoint, which keras-transformer does not write back. "
+            f"It writes: {sorted(WRITERS)}"[:300]
+        )
+    return FAMILIES[model_type], WRITERS[model_type]
+
+
+__all__ = ["FAMILIES", "OWN_RUNS", "PARTS", "WRITERS", "family_of", "writer_of"]
