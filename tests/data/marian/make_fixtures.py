@@ -38,6 +38,10 @@ transformers. To rebuild (CPU, a few minutes):
     python -m venv /tmp/marian-ref
     /tmp/marian-ref/bin/pip install torch transformers sentencepiece safetensors
     /tmp/marian-ref/bin/python tests/data/marian/make_fixtures.py
+
+`check_transformers_export.py`, beside this file, checks the other
+direction: transformers loading what `keras-transformer export --format
+transformers` writes.
 """
 
 import csv
