@@ -64,6 +64,9 @@ MODULES = [
     "keras_transformer.pretrained.shapes",
     "keras_transformer.pretrained.sources",
     "keras_transformer.pretrained.families",
+    "keras_transformer.pretrained.families.marian_tensors",
+    "keras_transformer.pretrained.families.marian_export",
+    "keras_transformer.pretrained.model_card",
     "keras_transformer.translators.interface",
 ]
 

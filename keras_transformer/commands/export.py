@@ -1,4 +1,4 @@
-"""`keras-transformer export`: a training run -> a SavedModel that takes and returns strings, or a CTranslate2 model.
+"""`keras-transformer export`: a run -> a string-in, string-out SavedModel, a CTranslate2 or LiteRT model, a checkpoint.
 
 Example::
 
@@ -7,6 +7,8 @@ Example::
         --format ctranslate2 --quantization int8
     keras-transformer export --model saved_models/multi30k-en-de --output saved_models/en-de-litert \
         --format litert --quantization int8
+    keras-transformer export --model saved_models/opus-mt-en-de-tuned --output saved_models/opus-mt-en-de-tuned-hf \
+        --format transformers --scores scores.json
 
 Load it anywhere with TensorFlow and tensorflow-text only::
 
@@ -31,7 +33,7 @@ TRUST_RUN_DIR = (
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "export",
-        help="export a training run as a string-in, string-out SavedModel",
+        help="export a run as a SavedModel, a CTranslate2 or LiteRT model, or a Hugging Face checkpoint",
         description=__doc__.split("\n\n")[0] + " " + TRUST_RUN_DIR,
     )
     parser.add_argument("--model", required=True, type=non_empty, help="a training run directory (one you trust)")
@@ -61,7 +63,8 @@ def add_parser(subparsers):
         "--beam",
         type=setting_type(DecodingConfig, "beam_size"),
         default=None,
-        help="beam size of the default signature, 1 = greedy (default: the run's, else 4)",
+        help="beam size of the default signature, 1 = greedy; transformers: generation_config.json's num_beams "
+        "(default: the run's, else 4)",
     )
     parser.add_argument(
         "--alpha",
@@ -73,9 +76,16 @@ def add_parser(subparsers):
         "--max-length",
         type=setting_type(DecodingConfig, "max_new_tokens"),
         default=None,
-        help="tokens generated at most (default: the model's max_length)",
+        help="tokens generated at most, END included (default: the run's, else the model's max_length)",
     )
     parser.add_argument("--no-xla", action="store_true", help="do not compile the decoder with XLA")
+    parser.add_argument(
+        "--scores",
+        type=non_empty,
+        default=None,
+        metavar="FILE",
+        help="--format transformers: the JSON of `evaluate --output`, whose BLEU and chrF the model card reports",
+    )
     parser.set_defaults(run=run)
 
 
@@ -88,6 +98,7 @@ def run(args):
         max_length=args.max_length,
         jit_compile=False if args.no_xla else None,
         quantization=args.quantization,
+        scores=args.scores,
     )
     print(export_run(args.model, args.output, args.format, overwrite=args.overwrite, **options), file=sys.stderr)
     return 0

@@ -7,7 +7,9 @@ an `ExportFormat` in a module of its own, registered in `FORMATS`:
 
 - `"savedmodel"`: strings in, strings out, with TF Serving signatures (`savedmodel`);
 - `"ctranslate2"`: a CTranslate2 model directory (`ctranslate2`);
-- `"litert"`: a `.tflite` for on-device translation (`litert`).
+- `"litert"`: a `.tflite` for on-device translation (`litert`);
+- `"transformers"`: a Hugging Face checkpoint folder (`transformers`), which
+  transformers, CTranslate2's converter and the Hub read.
 
 A new format is one module with one `ExportFormat`, added to `FORMATS`.
 Every format writes atomically, replaces only an earlier export of its own
@@ -20,14 +22,14 @@ Example:
 >>> export_run("saved_models/chatbot-ko", "out", "onnx")  # doctest: +SKIP
 Traceback (most recent call last):
 ...
-ValueError: `format` must be one of ('savedmodel', 'ctranslate2', 'litert'). Received: format='onnx'
+ValueError: `format` must be one of ('savedmodel', 'ctranslate2', 'litert', 'transformers'). Received: format='onnx'
 """  # noqa: E501  (a doctest's line)
 
 from keras_transformer.errors import ArgumentError, literal
-from keras_transformer.export_formats import ctranslate2, litert, savedmodel
+from keras_transformer.export_formats import ctranslate2, litert, savedmodel, transformers
 from keras_transformer.export_formats.format import ExportFormat
 
-FORMATS = {module.FORMAT.name: module.FORMAT for module in (savedmodel, ctranslate2, litert)}
+FORMATS = {module.FORMAT.name: module.FORMAT for module in (savedmodel, ctranslate2, litert, transformers)}
 
 
 def export_run(run, output, format="savedmodel", *, overwrite=False, **options):  # noqa: A002  (the format's name)
@@ -37,7 +39,9 @@ def export_run(run, output, format="savedmodel", *, overwrite=False, **options):
     `alpha`, `max_length`, `jit_compile`, and a multilingual model's
     default `source_lang` and `target_lang` for a SavedModel; `quantization`
     for CTranslate2; `quantization`, `beam_size`, `alpha`, `max_length` for
-    LiteRT. Options left None are the format's defaults; one the format does
+    LiteRT; `beam_size`, `alpha`, `max_length` (generation_config.json's)
+    and `scores` (an `evaluate --output` file, for the model card) for
+    transformers. Options left None are the format's defaults; one the format does
     not take is a `ValueError` (`errors.ArgumentError`) naming it and the
     formats that take it.
     """

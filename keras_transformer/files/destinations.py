@@ -12,7 +12,10 @@ files its record lists (`ownership`):
 - a CTranslate2 export: `model.bin` with a manifest and the
   `keras_transformer.json` that `serving.ctranslate2.convert_run` writes;
 - a LiteRT export: `model.tflite` with a manifest and the `litert.json`
-  that `litert.export_run` writes.
+  that `litert.export_run` writes;
+- a Hugging Face checkpoint export: `model.safetensors` with a manifest and
+  the `keras_transformer.json` (format `transformers`) that
+  `pretrained.export_checkpoint` writes.
 
 Anything else anywhere under the folder (a file the record does not list or
 whose sha256 differs, a symbolic link, a folder of the user's) raises
@@ -46,10 +49,18 @@ RUN = "run"
 EXPORT = "export"
 CTRANSLATE2 = "ctranslate2"
 LITERT = "litert"
-KINDS = {RUN: "training run", EXPORT: "SavedModel export", CTRANSLATE2: "CTranslate2 export", LITERT: "LiteRT export"}
+TRANSFORMERS = "transformers"
+KINDS = {
+    RUN: "training run",
+    EXPORT: "SavedModel export",
+    CTRANSLATE2: "CTranslate2 export",
+    LITERT: "LiteRT export",
+    TRANSFORMERS: "Hugging Face checkpoint export",
+}
 MANIFEST = "MANIFEST.sha256"
 CREATOR = ownership.CREATOR  # config.json's "created_by"
 CTRANSLATE2_PROVENANCE = "keras_transformer.json"
+TRANSFORMERS_PROVENANCE = CTRANSLATE2_PROVENANCE  # one name: its `format` tells the two apart
 LITERT_PROVENANCE = "litert.json"
 # The graph of every `Translator` export names these functions.
 TRANSLATOR_MARKERS = (b"source_lengths", b"max_source_length")
@@ -93,7 +104,7 @@ class LeftBehindWarning(KerasTransformerWarning):
 
 
 def check_destination(path, kind):
-    """What writing a `kind` (`"run"`, `"export"`, `"ctranslate2"` or `"litert"`) at `path` would do.
+    """What writing a `kind` (`"run"`, `"export"`, `"ctranslate2"`, `"litert"`, `"transformers"`) at `path` does.
 
     Returns:
         `"new"` (does not exist), `"empty"` (an empty folder), or `"ours"` (a
@@ -145,6 +156,7 @@ def files_record(path, kind):
         EXPORT: _export_record,
         CTRANSLATE2: _ctranslate2_record,
         LITERT: _litert_record,
+        TRANSFORMERS: _transformers_record,
     }
     return records[kind](path)
 
@@ -168,8 +180,9 @@ def marked_kind(path):
     graph = path / "saved_model.pb"
     if graph.is_file() and ((path / MANIFEST).is_file() or _export_record(path) is not None):
         return EXPORT
-    if _mark(path / CTRANSLATE2_PROVENANCE).get("created_by") == CREATOR:
-        return CTRANSLATE2
+    provenance = _mark(path / CTRANSLATE2_PROVENANCE)
+    if provenance.get("created_by") == CREATOR:
+        return TRANSFORMERS if provenance.get("format") == TRANSFORMERS else CTRANSLATE2
     if _mark(path / LITERT_PROVENANCE).get("created_by") == CREATOR:
         return LITERT
     return None
@@ -328,6 +341,10 @@ def _ctranslate2_record(path):
 
 def _litert_record(path):
     return _provenance_record(path, "model.tflite", LITERT_PROVENANCE, "litert")
+
+
+def _transformers_record(path):
+    return _provenance_record(path, "model.safetensors", TRANSFORMERS_PROVENANCE, TRANSFORMERS)
 
 
 def _provenance_record(path, model_file, provenance_file, format_name):

@@ -52,6 +52,7 @@ class Checkpoint:
     def __init__(self, folder):
         self.folder = pathlib.Path(folder)
         self.files = {}
+        self.texts = {}  # the JSON files read, as their text: what an export writes back where nothing changed
         self._reader = None
 
     def path(self, name):
@@ -74,19 +75,17 @@ class Checkpoint:
         """
         if not required and not self.has(name):
             return {}
-        return read_json_object(self.path(name), max_bytes)
+        path = self.path(name)
+        data = read_json_object(path, max_bytes)
+        self.texts[name] = path.read_bytes().decode("utf-8")
+        return data
 
-    def license(self):
-        """The `license:` that the repository's README.md names in its front matter, or None."""
-        if not self.has("README.md"):
+    def text(self, name, max_bytes):
+        """The start of text file `name` (at most `max_bytes`, UTF-8, errors replaced), or None when it is absent."""
+        if not self.has(name):
             return None
-        path = self.path("README.md")
-        if path.stat().st_size > MAX_JSON_BYTES:
-            return None
-        text = path.read_bytes().decode("utf-8", errors="replace")
-        match = re.match(r"---\n(.*?)\n---", text, re.S)
-        found = re.search(r"^license:\s*([\w.+-]+)\s*$", match.group(1), re.M) if match else None
-        return found.group(1) if found else None
+        with open(self.path(name), "rb") as handle:
+            return handle.read(max_bytes).decode("utf-8", errors="replace")
 
     @property
     def weights_file(self):

@@ -10,12 +10,17 @@ from keras_transformer.models import build_transformer
 from keras_transformer.presets import Preset
 from keras_transformer.pretrained.checkpoints import Checkpoint
 from keras_transformer.pretrained.families import family_of
+from keras_transformer.pretrained.model_card import MAX_CARD_BYTES, license_of
 from keras_transformer.pretrained.sources import resolve
 
 # Fine-tuning an imported model (`train --init-from RUN`): the peak rate of 5e-5 at the first step (as
 # transformers fine-tunes without warmup), then the schedule's slow decay; small batches.
 FINE_TUNING_PEAK_RATE = 5e-5
 FINE_TUNING = TrainingConfig(warmup_steps=1, label_smoothing=0.1, epochs=3)
+# Its batches: pairs up to 128 tokens (or the model's positions, if fewer), padded to the nearest of these.
+FINE_TUNING_BUCKETS = (16, 32, 48, 64, 96, 128)
+# The source's JSON files a run keeps as their text (each at most this long), so that an export writes them back.
+MAX_KEPT_JSON_BYTES = 2**16
 
 
 def import_pretrained(source, output, *, overwrite=False):
@@ -33,9 +38,13 @@ def import_pretrained(source, output, *, overwrite=False):
     The run holds `model.keras` (the checkpoint's weights in
     `build_transformer`'s layers), the checkpoint's tokenizers, and a
     config.json recording the model, the checkpoint's generation settings
-    (`decoding`), a preset to fine-tune it with, and the source, its revision
-    and the sha256 of each file read (`pretrained`). It is written beside
-    `output` and swapped in whole: an error or an interrupt leaves nothing.
+    (`decoding`), a preset to fine-tune it with, and what it records of the
+    checkpoint (`pretrained`): the source, its revision, the sha256 of each
+    file read, the text of its JSON files, the names of its tensors beyond
+    the layers', and the license its model card states, which an export
+    back to the family's format (`export_checkpoint`) writes again. It is
+    written beside `output` and swapped in whole: an error or an interrupt
+    leaves nothing.
 
     Raises:
         ValueError: one line naming the problem: an `output` that is not
@@ -70,10 +79,16 @@ def import_pretrained(source, output, *, overwrite=False):
     model.decoding_config = decoding  # the checkpoint's generation settings travel with its model.keras
     family.assign_weights(model, checkpoint)
     name = origin.uri.rstrip("/").rsplit("/", 1)[-1]
-    license_name = checkpoint.license() or getattr(family, "license_of", lambda checkpoint: None)(checkpoint)
-    record = dict(source=origin.uri, revision=origin.revision, model_type=family.MODEL_TYPE, files=checkpoint.files)
-    if license_name:
-        record["license"] = license_name
+    license_name = license_of(checkpoint.text("README.md", MAX_CARD_BYTES)) or _family_license(family, checkpoint)
+    record = dict(
+        source=origin.uri,
+        revision=origin.revision,
+        model_type=family.MODEL_TYPE,
+        files=checkpoint.files,
+        json_files={file: text for file, text in checkpoint.texts.items() if len(text) <= MAX_KEPT_JSON_BYTES},
+        tensors=family.outer_names(tensors),
+        **({"license": license_name} if license_name else {}),
+    )
     run_config = runs.RunConfig(
         created_by=destinations.CREATOR,
         version=__version__,
@@ -93,13 +108,29 @@ def import_pretrained(source, output, *, overwrite=False):
     return run_config
 
 
+def _family_license(family, checkpoint):
+    """The license the family's checkpoints are published under (`license_of`), where it names one."""
+    return getattr(family, "license_of", lambda checkpoint: None)(checkpoint)
+
+
 def _preset(name, config, decoding):
     """The preset `train --init-from` fine-tunes the imported model with: its model, small batches, a low rate."""
     scale = FINE_TUNING_PEAK_RATE * math.sqrt(config.d_model * FINE_TUNING.warmup_steps)
     return Preset(
         name=name,
         model=config,
-        data=DataConfig(corpus="own-files", vocab_size=config.target_vocab_size, token_budget=512),
+        data=DataConfig(
+            corpus="own-files",
+            vocab_size=config.target_vocab_size,
+            token_budget=512,
+            bucket_boundaries=_buckets(config.max_length),
+        ),
         training=FINE_TUNING.replace(learning_rate_scale=scale),
         decoding=decoding,
     )
+
+
+def _buckets(max_length):
+    """`FINE_TUNING_BUCKETS` up to the model's positions: `(16, 32, 48, 64, 96, 128)` for OPUS-MT's 512."""
+    longest = min(max_length, FINE_TUNING_BUCKETS[-1])
+    return tuple(length for length in FINE_TUNING_BUCKETS if length < longest) + (longest,)

@@ -36,7 +36,7 @@ import re
 
 HF_PREFIX = "hf://"
 WEIGHT_FILES = ("model.safetensors", "tf_model.h5", "pytorch_model.bin")  # the order checkpoints.Checkpoint reads
-# What an import reads of a repository; the weights in one of three formats, the tokenizer files.
+# What an import reads of a repository; the weights in one of three formats, the tokenizer files, the card.
 ALLOW_PATTERNS = (
     "config.json",
     "generation_config.json",
@@ -48,7 +48,7 @@ ALLOW_PATTERNS = (
     "tokenizer_config.json",
     "tokenizer.json",
     "sentencepiece.bpe.model",
-    "README.md",
+    "README.md",  # the model card, for its license
 )
 _REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 _REVISION_PART = re.compile(r"[A-Za-z0-9_][\w.-]*")

@@ -52,7 +52,15 @@ class MarianTokenizer(PieceTokenizer):
     >>> tokenizer.tokenize(tf.constant(["A dog runs."]))  # doctest: +SKIP
     """
 
-    def __init__(self, model_proto, vocab, name=None, file_names=("sentencepiece.spm", "vocab.json"), vocab_bytes=None):
+    def __init__(
+        self,
+        model_proto,
+        vocab,
+        name=None,
+        file_names=("sentencepiece.spm", "vocab.json"),
+        vocab_bytes=None,
+        start_id=None,
+    ):
         missing = [piece for piece in SPECIAL_PIECES if piece not in vocab]
         if missing:
             raise ValueError(f"`vocab` must hold the pieces {SPECIAL_PIECES}. Missing: {missing}")
@@ -60,11 +68,11 @@ class MarianTokenizer(PieceTokenizer):
         self.file_names = tuple(file_names)  # (SentencePiece model, vocabulary), as `save` names them
         self._vocab_bytes = vocab_bytes  # the vocabulary file as it was read, which `save` writes back
         self.end_id, self.pad_id = self._vocab["</s>"], self._vocab["<pad>"]
-        self.start_id = self.pad_id  # a Marian decoder starts from its padding id
+        self.start_id = self.pad_id if start_id is None else int(start_id)  # OPUS-MT's start from their padding id
         self._trace()
 
     @classmethod
-    def from_files(cls, spm_file, vocab_file, name=None, max_vocab_size=None):
+    def from_files(cls, spm_file, vocab_file, name=None, max_vocab_size=None, start_id=None):
         """The tokenizer of a checkpoint's SentencePiece model and vocabulary files.
 
         Each file is checked before it is used, and a `ValueError` names the
@@ -79,7 +87,7 @@ class MarianTokenizer(PieceTokenizer):
         model_proto = read_sentencepiece(spm_file)
         names = (spm_file.name, vocab_file.name)
         try:
-            return cls(model_proto, vocab, name=name, file_names=names, vocab_bytes=vocab_bytes)
+            return cls(model_proto, vocab, name=name, file_names=names, vocab_bytes=vocab_bytes, start_id=start_id)
         except ValueError as error:
             raise ValueError(f"{vocab_file}: {error}") from None
 
@@ -93,6 +101,18 @@ class MarianTokenizer(PieceTokenizer):
         pieces = self._pieces.tokenize(rest)
         codes = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(code, has_code), tf.cast(has_code, tf.int64))
         return self._ids.lookup(tf.concat([codes, pieces], axis=1))
+
+    def files(self):
+        """`{name: bytes}` of the SentencePiece model and the vocabulary, under their `file_names`.
+
+        A tokenizer read by `from_files` gives the bytes it read; one made
+        from a `vocab` dict gives it as JSON.
+        """
+        spm_name, vocab_name = self.file_names
+        vocab_bytes = self._vocab_bytes
+        if vocab_bytes is None:
+            vocab_bytes = (json.dumps(self._vocab, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+        return {spm_name: self._model_proto, vocab_name: vocab_bytes}
 
     def save(self, directory):
         """Writes the SentencePiece model, the vocabulary and `tokenizer.json` to `directory`, atomically.
@@ -124,4 +144,6 @@ class MarianTokenizer(PieceTokenizer):
         """The tokenizer `save` wrote in `directory`."""
         directory = pathlib.Path(directory)
         config = json.loads((directory / CONFIG_FILENAME).read_text(encoding="utf-8"))
-        return cls.from_files(directory / config["spm_file"], directory / config["vocab_file"], name=name)
+        return cls.from_files(
+            directory / config["spm_file"], directory / config["vocab_file"], name=name, start_id=config.get("start_id")
+        )

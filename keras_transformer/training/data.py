@@ -86,10 +86,13 @@ def _copy_folder(source, destination):
 def make_datasets(preset, splits, tokenizers, seed, distributed=False, add_source_end=False):
     """`(train, validation)` batches of `splits` for `preset`: bucketed by length, padded to a token budget.
 
-    `tokenizers` are the run's `runs.Tokenizers`. The training batches are
-    shuffled with `seed` and tokenized with subword sampling where the preset
-    asks for it (this package's own tokenizers); `distributed` shards them by
-    data; `add_source_end` ends each source with END (imported models).
+    `tokenizers` are the run's `runs.Tokenizers`. A pair is kept up to the
+    model's `max_length` or the largest bucket, the shorter: an imported
+    checkpoint's 512 positions are what it can read, not a batch's length.
+    The training batches are shuffled with `seed` and tokenized with subword
+    sampling where the preset asks for it (this package's own tokenizers);
+    `distributed` shards them by data; `add_source_end` ends each source with
+    END (imported models).
     """
     import tensorflow as tf
 
@@ -100,10 +103,13 @@ def make_datasets(preset, splits, tokenizers, seed, distributed=False, add_sourc
         return tf.data.Dataset.from_tensor_slices({"source": list(sources), "target": list(targets)})
 
     data = preset.data
+    buckets = tuple(data.bucket_boundaries)
     batching = dict(
         token_budget=data.token_budget,
-        bucket_boundaries=tuple(data.bucket_boundaries),
-        max_length=preset.model.max_length,
+        bucket_boundaries=buckets,
+        # The model's positions bound a pair, the largest bucket a batch: a checkpoint of 512 positions
+        # fine-tunes on its preset's buckets, the pairs longer than the largest left out.
+        max_length=min(preset.model.max_length, buckets[-1]),
         add_source_end=add_source_end,
     )
     source, target = tokenizers

@@ -10,26 +10,35 @@ in the same four parts (after keras-hub's `utils/transformers/convert_*.py`):
 - the tokenizer: `tokenizers(checkpoint, config)` -> `runs.Tokenizers`;
 - the generation settings: `decoding_config(generation, config, where)` -> `DecodingConfig`;
 
-and its `MODEL_TYPE` (transformers' name), `FAMILY` (for messages) and
-`ADD_SOURCE_END` (whether its sources end with END); optionally
-`license_of(checkpoint)`, its family's license where the repository's
-README names none. A new family is one module like `marian`, added to
-`FAMILIES`: `marian` (OPUS-MT), `m2m100` (M2M100 and NLLB-200).
+and its `MODEL_TYPE` (transformers' name), `FAMILY` (for messages),
+`ADD_SOURCE_END` (whether its sources end with END) and `outer_names(tensors)`
+(the tensors beyond the layers', which an export writes again); optionally
+`license_of(checkpoint)`, its family's license where the repository's README
+names none. A new family is one module like `marian`, added to `FAMILIES`:
+`marian` (OPUS-MT), `m2m100` (M2M100 and NLLB-200).
+
+A family that runs are written back as (`pretrained.export_checkpoint`) has
+a writer module in the same four parts the other way (`marian_export`: its
+`hf_config`, `checkpoint_tensors`, `tokenizer_files` and `tokenizer_config`,
+`generation_config`), registered in `WRITERS`. This package's own runs are
+written as Marian checkpoints (`writer_of`).
 
 Example:
 
->>> sorted(FAMILIES)
-['m2m_100', 'marian']
+>>> sorted(FAMILIES), sorted(WRITERS)
+(['m2m_100', 'marian'], ['marian'])
 >>> family_of({"model_type": "mbart"}, "config.json")
 Traceback (most recent call last):
 ...
 ValueError: config.json: model_type 'mbart' is not one keras-transformer imports. Supported: ['m2m_100', 'marian']
 """
 
-from keras_transformer.pretrained.families import m2m100, marian
+from keras_transformer.pretrained.families import m2m100, marian, marian_export
 
 PARTS = ("model_config", "check_tensors", "assign_weights", "tokenizers", "decoding_config")
 FAMILIES = {module.MODEL_TYPE: module for module in (marian, m2m100)}
+WRITERS = {module.MODEL_TYPE: module for module in (marian_export,)}
+OWN_RUNS = marian.MODEL_TYPE  # the family this package's own runs are written as
 
 
 def family_of(hf_config, where):
@@ -48,4 +57,15 @@ def family_of(hf_config, where):
     return FAMILIES[model_type]
 
 
-__all__ = ["FAMILIES", "PARTS", "family_of"]
+def writer_of(pretrained):
+    """`(family module, writer module)` for a run whose config.json records `pretrained` (None: one of ours)."""
+    model_type = (pretrained or {}).get("model_type", OWN_RUNS)
+    if model_type not in WRITERS:
+        raise ValueError(
+            f"the run was imported from a {model_type!r} checkpoint, which keras-transformer does not write back. "
+            f"It writes: {sorted(WRITERS)}"[:300]
+        )
+    return FAMILIES[model_type], WRITERS[model_type]
+
+
+__all__ = ["FAMILIES", "OWN_RUNS", "PARTS", "WRITERS", "family_of", "writer_of"]

@@ -94,11 +94,18 @@ def stack_shapes(config):
 
 
 def transposed(value):
+    """A PyTorch linear layer's `(outputs, inputs)` matrix as a Keras kernel, and back."""
     return value.T
 
 
 def as_is(value):
+    """A tensor that both libraries lay out alike (biases, LayerNorms, embeddings)."""
     return value
+
+
+def outer_names(tensors):
+    """The names among `tensors` that are not a layer's: what a checkpoint's layout says beyond its config."""
+    return sorted(name for name in tensors if not name.startswith(("model.encoder.layers.", "model.decoder.layers.")))
 
 
 def stack_sources(model):
@@ -162,7 +169,11 @@ def generation_settings(generation, config, where="generation_config.json", fami
     searched until no live beam can still win (`early_stopping=False`, its
     default) or until `num_beams` hypotheses ended (`True`), END forced at the
     last step (`forced_eos_token_id`), the `bad_words_ids` of one token never
-    generated, and log-probabilities over the whole vocabulary.
+    generated, and log-probabilities over the whole vocabulary, or, with
+    `renormalize_logits` (OPUS-MT's), over the tokens left after the bans
+    (`softmax_over="allowed"`, whose bans are PAD and the start id: the
+    `bad_words_ids` must hold both). Hypotheses cut off at the limit rank
+    among the ended ones by score (`cut_off="by_score"`).
     `max_length` counts the decoder's start token there: here it counts the
     output tokens, END included, so it is one less. Every setting is checked
     (`DecodingConfig.check`): a `ValueError` names `where` and the field.
@@ -184,6 +195,12 @@ def generation_settings(generation, config, where="generation_config.json", fami
     if early_stopping not in (True, False) or not isinstance(early_stopping, bool):
         raise ValueError(f"{where}: early_stopping={early_stopping!r} is not supported (true or false)"[:300])
     check_special_ids(fields, config)
+    renormalize = fields.bool("renormalize_logits", False)
+    if renormalize and not {config.start_id, config.target_pad} <= set(banned):
+        raise ValueError(
+            f"{where}: renormalize_logits with bad_words_ids {bad_words!r}"[:200] + " that do not ban the start id "
+            f"({config.start_id}) and PAD ({config.target_pad}); keras-transformer renormalizes over the other ids"
+        )
     forced_end = fields.single_id("forced_eos_token_id", None, vocab_size=config.target_vocab_size)
     max_length = fields.int("max_length", config.max_length + 1, low=2)
     return DecodingConfig(
@@ -195,7 +212,7 @@ def generation_settings(generation, config, where="generation_config.json", fami
         cut_off="by_score",
         force_end=forced_end == config.end_id,
         banned_ids=tuple(banned),
-        softmax_over="vocabulary",
+        softmax_over="allowed" if renormalize else "vocabulary",
     ).check(vocab_size=config.target_vocab_size, model_max_length=config.max_length, where=where)
 
 

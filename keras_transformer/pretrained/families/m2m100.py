@@ -33,6 +33,8 @@ LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default
 # The license a family's checkpoints are published under, where the repository's README does not say.
 LICENSES = {"nllb": "cc-by-nc-4.0", "m2m100": "mit"}
 _RATES = ("dropout", "attention_dropout", "activation_dropout")
+# The names of a checkpoint's tensors beyond the layers' (embeddings, final norms): its layout.
+outer_names = bart.outer_names
 _EMBEDDINGS = ("model.shared.weight", "model.encoder.embed_tokens.weight")
 
 

@@ -17,7 +17,8 @@ the weights file's tensors before anything is built (`shapes`).
 from keras_transformer.config import ModelConfig
 from keras_transformer.kinds import MAX_LENGTH
 from keras_transformer.pretrained import shapes
-from keras_transformer.pretrained.families import bart
+from keras_transformer.pretrained.families import bart, marian_tensors
+from keras_transformer.pretrained.families.marian_tensors import tensor_shapes, weight_sources
 from keras_transformer.pretrained.fields import Fields
 from keras_transformer.runs import Tokenizers
 from keras_transformer.tokenizers.marian import MarianTokenizer
@@ -28,6 +29,8 @@ ADD_SOURCE_END = True  # Marian's sources end with </s>
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu", "tanh": "tanh"}
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, which Marian's layers use
 _RATES = ("dropout", "attention_dropout", "activation_dropout")
+# The names of a checkpoint's tensors beyond the layers' (embeddings, position tables, the bias): its layout.
+outer_names = marian_tensors.outer_names
 
 
 def model_config(hf_config, tensors, where="config.json", weights="the weights file"):
@@ -76,7 +79,7 @@ def model_config(hf_config, tensors, where="config.json", weights="the weights f
 
 def check_tensors(config, tensors, weights):
     """Every tensor a Marian model of `config` needs is in `tensors`, of its shape, and nothing else is."""
-    required, optional = _tensor_shapes(config, tensors)
+    required, optional = tensor_shapes(config, tensors)
     shapes.check_shapes(required, optional, tensors, weights, FAMILY)
 
 
@@ -99,13 +102,13 @@ def tokenizers(checkpoint, config):
     separate = tokenizer_config.get("separate_vocabs") is True or checkpoint.has("target_vocab.json")
     target_vocab = "target_vocab.json" if separate else "vocab.json"
     sides = (
-        ("source.spm", "vocab.json", config.source_vocab_size),
-        ("target.spm", target_vocab, config.target_vocab_size),
+        ("source.spm", "vocab.json", config.source_vocab_size, None),
+        ("target.spm", target_vocab, config.target_vocab_size, config.start_id),
     )
     made = []
-    for spm_name, vocab_name, size in sides:
+    for spm_name, vocab_name, size, start_id in sides:
         tokenizer = MarianTokenizer.from_files(
-            checkpoint.path(spm_name), checkpoint.path(vocab_name), max_vocab_size=size
+            checkpoint.path(spm_name), checkpoint.path(vocab_name), max_vocab_size=size, start_id=start_id
         )
         ids = sorted(tokenizer.vocab.values())
         if ids != list(range(size)):
@@ -120,7 +123,7 @@ def tokenizers(checkpoint, config):
 
 def assign_weights(model, checkpoint):
     """Sets `model`'s weights from a Marian checkpoint, one tensor at a time (checked by `check_tensors`)."""
-    bart.assign(model, checkpoint, _weight_sources(model, model.config, checkpoint.tensors()))
+    bart.assign(model, checkpoint, weight_sources(model, model.config, checkpoint.tensors()))
 
 
 def _embedding_name(tensors, fields):
@@ -131,49 +134,3 @@ def _embedding_name(tensors, fields):
         else ("model.encoder.embed_tokens.weight",)
     )
     return next((name for name in names if name in tensors), None)
-
-
-def _embedding_names(config, tensors):
-    """The tensors of the source embedding and of the target embedding (None where the two are shared)."""
-    if config.share_embeddings:
-        shared = "model.shared.weight" if "model.shared.weight" in tensors else "model.encoder.embed_tokens.weight"
-        return shared, None
-    decoder = "model.decoder.embed_tokens.weight"
-    return "model.encoder.embed_tokens.weight", decoder if decoder in tensors else "lm_head.weight"
-
-
-def _tensor_shapes(config, tensors):
-    """`(required, optional)`: the tensors' names and shapes of a Marian model of `config`."""
-    d, source, target = config.d_model, config.source_vocab_size, config.target_vocab_size
-    encoder_embedding, decoder_embedding = _embedding_names(config, tensors)
-    required = {encoder_embedding: (source, d)}
-    if decoder_embedding:
-        required[decoder_embedding] = (target, d)
-    if not config.tie_output_embedding:
-        required["lm_head.weight"] = (target, d)
-    optional = {
-        "final_logits_bias": (1, target),
-        "model.shared.weight": (source, d),
-        "model.encoder.embed_tokens.weight": (source, d),
-        "model.decoder.embed_tokens.weight": (target, d),
-        "lm_head.weight": (target, d),
-        "model.encoder.embed_positions.weight": (config.max_length, d),
-        "model.decoder.embed_positions.weight": (config.max_length, d),
-    }
-    required.update(bart.stack_shapes(config))
-    return required, optional
-
-
-def _weight_sources(model, config, tensors):
-    """`(model weight, tensor name or None for zeros, transform)` for every weight of `model`."""
-    encoder_embedding, decoder_embedding = _embedding_names(config, tensors)
-    sources = [(model.encoder_embedding.embeddings, encoder_embedding, bart.as_is)]
-    if decoder_embedding:
-        sources.append((model.decoder_embedding.embeddings, decoder_embedding, bart.as_is))
-    bias = "final_logits_bias" if "final_logits_bias" in tensors else None
-    if config.tie_output_embedding:
-        sources.append((model.decoder_embedding.logits_bias, bias, bart.as_is))
-    else:
-        sources.append((model.output_layer.kernel, "lm_head.weight", bart.transposed))
-        sources.append((model.output_layer.bias, bias, bart.as_is))
-    return sources + bart.stack_sources(model)

@@ -3,27 +3,45 @@
 Two tiny `MarianMTModel`s, written by transformers' `save_pretrained` as a
 Hugging Face MarianMT repository is laid out (config.json,
 model.safetensors, generation_config.json, source.spm, target.spm,
-vocab.json, tokenizer files):
+vocab.json, tokenizer files, README.md):
 
 - `shared/`: one vocabulary for both sides (vocab.json), shared and tied embeddings;
 - `separate/`: `share_encoder_decoder_embeddings=False`, a source and a target
   vocabulary (vocab.json, target_vocab.json), source and target SentencePiece
   models of different sizes.
 
+They differ from a real OPUS-MT checkpoint (Helsinki-NLP/opus-mt-en-de) only
+where a fixture must: their width, depth and vocabularies are tiny. Every
+other value is the real one: 512 positions (`max_position_embeddings`), a
+`generation_config.json` of `max_length` 512, `num_beams` 4,
+`bad_words_ids` [[PAD]], `forced_eos_token_id` 0 and `renormalize_logits`,
+the ids laid out as OPUS-MT's (`</s>` 0, `<unk>` 1, PAD the last id and the
+decoder's start), the position tables stored in `model.safetensors` as
+OPUS-MT's files hold them, and a model card whose front matter names the
+license. A fixture with the real values catches what a smaller one hides
+(fine-tuning once stopped at a model of 512 positions).
+
 Both are trained for a few hundred steps on pairs of the bundled Korean
 chatbot corpus, so that their outputs end at different lengths (random
 weights repeat one token until the maximum length). Beside each,
 `reference.json` holds transformers' outputs for `SENTENCES`: the source and
 target ids `MarianTokenizer` gives, greedy and beam-4 `generate` ids and
-strings (with the checkpoint's generation settings and a `length_penalty`
-of 1.0), the beams' scores, the log-probability of each greedy output, and
-the teacher-forced logits of a few pairs (`reference_logits.npz`).
+strings (with the checkpoint's generation settings, a `length_penalty` of
+1.0 and `max_new_tokens` 24), the beams' scores, the log-probability of each
+greedy output, and the teacher-forced logits of a few pairs
+(`reference_logits.npz`).
 
-The tests need neither torch nor transformers. To rebuild (CPU, a minute):
+Written with torch 2.13.0+cpu, transformers 5.24.0, sentencepiece 0.2.3,
+safetensors 0.8.0 and NumPy 2.4.6. The tests need neither torch nor
+transformers. To rebuild (CPU, a few minutes):
 
     python -m venv /tmp/marian-ref
     /tmp/marian-ref/bin/pip install torch transformers sentencepiece safetensors
     /tmp/marian-ref/bin/python tests/data/marian/make_fixtures.py
+
+`check_transformers_export.py`, beside this file, checks the other
+direction: transformers loading what `keras-transformer export --format
+transformers` writes.
 """
 
 import csv
@@ -36,11 +54,14 @@ import numpy as np
 import sentencepiece as spm
 import torch
 import transformers
+from safetensors.torch import load_file, save_file
 from transformers import MarianConfig, MarianMTModel, MarianTokenizer
 
 HERE = pathlib.Path(__file__).resolve().parent
 CORPUS = HERE.parents[2] / "keras_transformer" / "data" / "korean_chatbot" / "ChatbotData.csv"
 MAX_NEW_TOKENS = 24
+MAX_POSITIONS = 512  # OPUS-MT's max_position_embeddings, and its generation max_length
+LICENSE = "apache-2.0"
 SENTENCES = [
     "오늘 너무 힘들었어",
     "안녕하세요",
@@ -139,10 +160,11 @@ def build(folder, shared, seed):
         decoder_attention_heads=4,
         encoder_ffn_dim=64,
         decoder_ffn_dim=64,
-        max_position_embeddings=64,
+        max_position_embeddings=MAX_POSITIONS,
         activation_function="swish",
         scale_embedding=True,
         pad_token_id=source_size - 1,
+        bos_token_id=0,
         decoder_start_token_id=target_size - 1,
         eos_token_id=0,
         forced_eos_token_id=0,
@@ -161,14 +183,43 @@ def build(folder, shared, seed):
         decoder_start_token_id=config.decoder_start_token_id,
         eos_token_id=0,
         forced_eos_token_id=0,
-        max_length=64,
+        max_length=MAX_POSITIONS,
         num_beams=4,
         pad_token_id=config.pad_token_id,
+        renormalize_logits=True,
     )
     model.eval()
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
+    store_position_tables(model, folder)
+    (folder / "README.md").write_text(MODEL_CARD.format(license=LICENSE), encoding="utf-8")
     references(model, tokenizer, folder)
+
+
+MODEL_CARD = """---
+tags:
+- translation
+license: {license}
+---
+
+# A tiny MarianMT model for keras-transformer's tests
+
+Trained for a few hundred steps on pairs of the Korean chatbot corpus; it translates nothing well.
+"""
+
+
+def store_position_tables(model, folder):
+    """Adds the sinusoidal position tables to model.safetensors, as the OPUS-MT checkpoints on the Hub hold them.
+
+    transformers 5 leaves them out of `save_pretrained` (it computes them);
+    the files converted from OPUS-MT's PyTorch checkpoints carry both.
+    """
+    path = folder / "model.safetensors"
+    tensors = load_file(str(path))
+    for side in ("encoder", "decoder"):
+        table = getattr(model.model, side).embed_positions.weight.detach().clone().contiguous()
+        tensors[f"model.{side}.embed_positions.weight"] = table
+    save_file(tensors, str(path), metadata={"format": "pt"})
 
 
 def fit(model, tokenizer, data, steps=300):
@@ -234,7 +285,13 @@ def _strip(row, tokenizer):
 
 
 def log_probs(model, encoded, outputs, tokenizer):
-    """The sum of log_softmax(logits) over each output's tokens, END included (teacher-forced)."""
+    """The sum of each output's tokens' log-probabilities, END included (teacher-forced), as `generate` takes them.
+
+    With `renormalize_logits` (OPUS-MT's), the log-softmax is over the tokens
+    that `bad_words_ids` leave.
+    """
+    generation = model.generation_config
+    banned = [ids[0] for ids in generation.bad_words_ids or []] if generation.renormalize_logits else []
     sums = []
     for index, output in enumerate(outputs):
         labels = torch.tensor([output])
@@ -244,6 +301,7 @@ def log_probs(model, encoded, outputs, tokenizer):
                 attention_mask=encoded["attention_mask"][index : index + 1],
                 labels=labels,
             ).logits
+        logits[..., banned] = -float("inf")
         chosen = torch.log_softmax(logits, dim=-1)[0, torch.arange(len(output)), labels[0]]
         sums.append(float(chosen.sum()))
     return sums
