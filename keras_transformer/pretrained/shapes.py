@@ -56,6 +56,6 @@ def check_shapes(required, optional, tensors, weights, family):
 
 
 def _article(word):
-    """"an" before a vowel sound ("an M2M100", "a Marian"), "a" otherwise."""
+    """ "an" before a vowel sound ("an M2M100", "a Marian"), "a" otherwise."""
     initialism = len(word) > 1 and not word[1].islower()  # read letter by letter: M2M100, NLLB
     return "an" if word[:1].upper() in ("AEFHILMNORSX" if initialism else "AEIOU") else "a"
