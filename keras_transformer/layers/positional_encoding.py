@@ -51,6 +51,34 @@ def positional_encoding(length, depth, base=10000.0, layout="interleaved"):
     return table.astype("float32")
 
 
+def position_rows(table, inputs, start_index=0):
+    """The rows of a `(positions, d_model)` position `table` that `inputs` `(batch, length, ...)` sit at.
+
+    `start_index` is the first position: a Python int (a slice), a scalar
+    tensor, or a `(batch,)` tensor that gives each row its own first
+    position, `(batch, length, d_model)` rows then. Positions before 0 (the
+    padding in front of a left-padded row, which no real token attends) read
+    row 0.
+
+    Example:
+
+    >>> table = keras.ops.reshape(keras.ops.arange(8.0), (4, 2))
+    >>> rows = position_rows(table, keras.ops.zeros((2, 1, 2)), keras.ops.convert_to_tensor([0, 3]))
+    >>> keras.ops.convert_to_numpy(rows)[:, 0].tolist()
+    [[0.0, 1.0], [6.0, 7.0]]
+    """
+    length = inputs.shape[1]
+    if isinstance(start_index, int) and isinstance(length, int):
+        return table[None, start_index : start_index + length]
+    # A gather, not a slice: it also works where the length is a symbolic
+    # dimension (JAX's shape polymorphism in functional builds).
+    positions = ops.arange(ops.shape(inputs)[1])
+    if len(getattr(start_index, "shape", ())) == 1:
+        positions = ops.maximum(positions[None] + ops.cast(start_index, positions.dtype)[:, None], 0)
+        return ops.take(table, positions, axis=0)  # (batch, length, d_model)
+    return ops.take(table, positions + start_index, axis=0)[None]
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class PositionalEncoding(keras.layers.Layer):
     """Adds the fixed sinusoidal position signal to a sequence of vectors.
@@ -69,6 +97,8 @@ class PositionalEncoding(keras.layers.Layer):
         inputs: float tensor of shape `(batch, length, d_model)`.
         start_index: position of the first element (a Python int or a scalar
             tensor); used by cached decoding, which feeds one step at a time.
+            A `(batch,)` tensor gives each row its own (a left-padded prompt's
+            rows, `keras_transformer.decoding.prompts`).
 
     Example:
 
@@ -103,14 +133,7 @@ class PositionalEncoding(keras.layers.Layer):
                     f"start_index={start_index}"
                 )
         table = ops.convert_to_tensor(self.pos_encoding, dtype=inputs.dtype)
-        if isinstance(start_index, int) and isinstance(length, int):
-            window = table[:, start_index : start_index + length]
-        else:
-            # A gather, not a slice: it also works where the length is a
-            # symbolic dimension (JAX's shape polymorphism in functional builds).
-            positions = ops.arange(ops.shape(inputs)[1]) + start_index
-            window = ops.take(table, positions, axis=1)
-        return inputs + window
+        return inputs + position_rows(table[0], inputs, start_index)
 
     def compute_output_shape(self, input_shape):
         check_sequence(input_shape, "inputs", self.d_model)  # what a symbolic call runs instead of `call`
