@@ -183,8 +183,21 @@ class EncoderOnlyModel(TransformerModel):
     @property
     def head(self):
         """The `MaskedLMHead` or the `SequenceClassificationHead`."""
-        names = {layer.name: layer for layer in self.layers}
-        return names.get("masked_lm_head", names.get("classifier_head"))
+        return self._named.get("masked_lm_head", self._named.get("classifier_head"))
+
+    @property
+    def segment_embedding(self):
+        """The segment (token type) `Embedding`, or None."""
+        return self._named.get("segment_embedding")
+
+    @property
+    def embedding_norm(self):
+        """The LayerNorm on the embeddings' sum, or None."""
+        return self._named.get("embedding_norm")
+
+    @property
+    def _named(self):
+        return {layer.name: layer for layer in self.layers}
 
     @property
     def max_length(self):

@@ -410,4 +410,8 @@ def load_tokenizer(directory, name=None):
     kind = config.get("format") if isinstance(config, dict) else None
     if kind == "marian":
         return MarianTokenizer.load(directory, name=name)
+    if kind == "huggingface":  # an imported GPT-2's or BERT's
+        from keras_transformer.tokenizers.huggingface import HuggingFaceTokenizer
+
+        return HuggingFaceTokenizer.load(directory, name=name)
     return SubwordTokenizer.load(directory, name=name)

@@ -11,23 +11,26 @@ in the same four parts (after keras-hub's `utils/transformers/convert_*.py`):
 - the generation settings: `decoding_config(generation, config, where)` -> `DecodingConfig`;
 
 and its `MODEL_TYPE` (transformers' name), `FAMILY` (for messages) and
-`ADD_SOURCE_END` (whether its sources end with END). A new family is one
-module like `marian`, added to `FAMILIES`.
+`ADD_SOURCE_END` (whether its sources end with END). A family whose model is
+not the encoder-decoder has `build_model(config)` (`gpt2`: the decoder alone,
+`bert`: the encoder alone), and one whose special ids are its tokenizer's
+`config_with_tokenizers(config, tokenizers)`. A new family is one module
+like `marian`, added to `FAMILIES`.
 
 Example:
 
 >>> sorted(FAMILIES)
-['marian']
->>> family_of({"model_type": "gpt2"}, "config.json")
+['bert', 'gpt2', 'marian']
+>>> family_of({"model_type": "t5"}, "config.json")
 Traceback (most recent call last):
 ...
-ValueError: config.json: model_type 'gpt2' is not one keras-transformer imports. Supported: ['marian']
+ValueError: config.json: model_type 't5' is not one keras-transformer imports. Supported: ['bert', 'gpt2', 'marian']
 """
 
-from keras_transformer.pretrained.families import marian
+from keras_transformer.pretrained.families import bert, gpt2, marian
 
 PARTS = ("model_config", "check_tensors", "assign_weights", "tokenizers", "decoding_config")
-FAMILIES = {module.MODEL_TYPE: module for module in (marian,)}
+FAMILIES = {module.MODEL_TYPE: module for module in (marian, gpt2, bert)}
 
 
 def family_of(hf_config, where):
