@@ -1,0 +1,181 @@
+"""`Generator`: a decoder-only model (GPT) and its tokenizer, continuing text prompts.
+
+What a `Translator` is to an encoder-decoder, a `Generator` is to a
+language model: strings in, strings out, with the same methods (`__call__`,
+`greedy`, `sample`, `nbest`, `generate_with_status`). Each prompt is
+tokenized (an empty one is the model's start id alone, as GPT-2 starts a
+text from `<|endoftext|>`), the batch is padded to a width of a multiple of
+8 (each width compiles once), and the search continues every prompt
+(`keras_transformer.decoding.prompts`) with the run's generation settings:
+an imported GPT-2 decodes as transformers' `generate` does. The outputs are
+the continuations alone, their special tokens dropped.
+
+`keras_transformer.export.load(RUN)` and `keras-transformer generate` open
+a decoder-only run as a `Generator`. Streaming (token by token, as they
+come) has its seam in `generate_with_status`: the loop runs compiled to the
+end today.
+
+Example:
+
+>>> generator = open_generator("saved_models/gpt2-tiny")  # doctest: +SKIP
+>>> generator(["오늘 너무"], max_length=8)  # doctest: +SKIP
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer import decoding, runs
+from keras_transformer.config import DecodingConfig
+from keras_transformer.input_rules import check_sentence
+
+WIDTH_STEP = 8  # prompts are padded to a multiple of it: one compiled program per width
+DEFAULT_MAX_LENGTH = 20  # tokens generated at most where neither the caller nor the run says
+
+
+class Generator:
+    """Continues prompts with a decoder-only `model` and its `tokenizer` (see the module).
+
+    Args:
+        model: a `DecoderOnlyModel`.
+        tokenizer: its tokenizer (`tokenize`, `detokenize`, `start_id`).
+        decoding: the run's `DecodingConfig` (the search's rules and defaults).
+        beam_size, alpha, max_length: defaults instead of the run's.
+        **options: `batch_size` (prompts per compiled call, 16) and
+            `jit_compile` (compile the searches with XLA, True).
+    """
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        decoding=None,
+        beam_size=None,
+        alpha=None,
+        max_length=None,
+        **options,
+    ):
+        self.model, self.tokenizer = model, tokenizer
+        self.decoding = decoding or DecodingConfig(beam_size=1)
+        self.beam_size = beam_size or self.decoding.beam_size
+        self.alpha = self.decoding.alpha if alpha is None else alpha
+        self.max_length = max_length or self.decoding.max_new_tokens or DEFAULT_MAX_LENGTH
+        self.batch_size = options.get("batch_size", 16)
+        self.jit_compile = options.get("jit_compile", True)
+        self._compiled = {}
+
+    def __call__(self, prompts, **settings):
+        """The continuation of each prompt (a list of strings); `settings` as `generate_with_status`."""
+        return self.generate_with_status(prompts, **settings)[0]
+
+    def greedy(self, prompts, max_length=None):
+        """Greedy continuations."""
+        return self(prompts, beam_size=1, max_length=max_length)
+
+    def sample(self, prompts, temperature=1.0, top_k=0, top_p=1.0, seed=None, max_length=None):
+        """Sampled continuations (`seed`: the same seed, the same continuations)."""
+        sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+        return self(prompts, max_length=max_length, **sampling)
+
+    def nbest(self, prompts, n, max_length=None):
+        """The `n` best continuations of each prompt by beam search: lists of `(score, text, finished)`."""
+        result, widths = self._search(prompts, dict(beam_size=max(n, self.beam_size)), max_length)
+        rows = []
+        for ids, scores, finished in result:
+            texts = self._texts(ids[:n])
+            rows.append([(float(s), t, bool(f)) for s, t, f in zip(scores[:n], texts, finished[:n])])
+        return rows
+
+    def generate_with_status(
+        self, prompts, beam_size=None, temperature=None, top_k=0, top_p=1.0, seed=None, max_length=None
+    ):
+        """`(continuations, finished)`: each prompt's best continuation, and whether it ended (not cut off).
+
+        `beam_size` (1 = greedy) or `temperature` (sampling, with `top_k`,
+        `top_p`, `seed`) choose the search; `max_length` counts the tokens
+        generated (END included). A prompt that cannot fit the model's
+        positions with them is a `ValueError` naming it.
+        """
+        settings = dict(beam_size=beam_size, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+        result, _ = self._search(prompts, settings, max_length)
+        return self._texts([ids[0] for ids, _, _ in result]), [bool(finished[0]) for _, _, finished in result]
+
+    # -- the search ------------------------------------------------------------
+
+    def _search(self, prompts, settings, max_length):
+        """`([(ids, scores, finished)] per prompt, widths)` for the search `settings` name."""
+        max_length = max_length or self.max_length
+        token_ids = self._token_ids(prompts, max_length)
+        sampling = settings.get("temperature") is not None
+        beam_size = None if sampling else settings.get("beam_size") or self.beam_size
+        search = decoding.search_for(
+            beam_size,
+            self.alpha,
+            temperature=settings.get("temperature"),
+            top_k=settings.get("top_k", 0),
+            top_p=settings.get("top_p", 1.0),
+            **self.decoding.search_options(),
+        )
+        rng = np.random.default_rng(settings.get("seed"))
+        out = []
+        for start in range(0, len(token_ids), self.batch_size):
+            batch = token_ids[start : start + self.batch_size]
+            ids = self._padded(batch, max_length)
+            inputs = (rng.random((len(ids), max_length), dtype=np.float32),) if sampling else ()
+            result = self._compiled_search(search, ids.shape[1], max_length)(ids, *inputs)
+            arrays = [np.asarray(x) for x in (result.ids, result.scores, result.finished)]
+            out += list(zip(*arrays))[: len(batch)]
+        return out, None
+
+    def _compiled_search(self, search, width, max_length):
+        key = (search, width, max_length)
+        if key not in self._compiled:
+            self._compiled[key] = decoding.compile_search(self.model, search, max_length, jit_compile=self.jit_compile)
+        return self._compiled[key]
+
+    def _token_ids(self, prompts, max_length):
+        if isinstance(prompts, str):
+            raise ValueError("`prompts` must be a list of strings. Received: one string")
+        prompts = [check_sentence(p, f"prompts[{i}]") for i, p in enumerate(prompts)]
+        rows = self.tokenizer.tokenize(prompts).to_list() if prompts else []
+        rows = [row or [self.model.config.start_id] for row in rows]
+        room = self.model.max_length - max_length + 1
+        for index, row in enumerate(rows):
+            if len(row) > room:
+                raise ValueError(
+                    f"prompts[{index}] has {len(row)} tokens; with max_length={max_length} new tokens the "
+                    f"model's {self.model.max_length} positions hold prompts of {room} at most"
+                )
+        return rows
+
+    def _padded(self, rows, max_length):
+        """`(batch_size, width)` ids, right-padded: width a multiple of `WIDTH_STEP` where it fits."""
+        longest = max(len(row) for row in rows)
+        width = min(-(-longest // WIDTH_STEP) * WIDTH_STEP, self.model.max_length - max_length + 1)
+        ids = np.full((self.batch_size, width), self.model.config.target_pad, np.int32)
+        for index, row in enumerate(rows):
+            ids[index, : len(row)] = row
+        return ids
+
+    def _texts(self, rows):
+        end = self.model.config.end_id
+        rows = [[int(i) for i in row] for row in rows]
+        rows = [row[: row.index(end)] if end in row else row for row in rows]
+        ragged = tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1)
+        texts = [t.decode("utf-8") for t in np.asarray(self.tokenizer.detokenize(ragged)).tolist()] if rows else []
+        return [" ".join(text.splitlines()) if "\n" in text or "\r" in text else text for text in texts]
+
+
+def open_generator(path, beam_size=None, alpha=None, max_length=None, jit_compile=True, **unused):
+    """The `Generator` of the decoder-only run directory at `path`, with its generation settings unless given."""
+    run = runs.open_run(path)
+    if run.config.model.architecture != "decoder_only":
+        raise ValueError(
+            f"{path} holds a {run.config.model.architecture} model; a generator continues decoder-only ones"
+        )
+    options = dict(beam_size=beam_size, alpha=alpha, max_length=max_length, jit_compile=jit_compile)
+    return Generator(run.model, run.tokenizers.target, run.config.decoding, **options)
+
+
+def is_generator_run(path):
+    """Whether the run directory at `path` holds a decoder-only model (opened as a `Generator`)."""
+    return runs.RunConfig.read(path).model.architecture == "decoder_only"

@@ -1,0 +1,80 @@
+"""`keras-transformer generate` and `export.load` of an imported GPT-2: transformers' continuations, as text."""
+
+import io
+import json
+import pathlib
+import sys
+
+import pytest
+
+from keras_transformer import export
+from keras_transformer.commands import cli
+from keras_transformer.pretrained import import_pretrained
+from keras_transformer.serving.generator import Generator
+
+FIXTURE = pathlib.Path(__file__).resolve().parents[1] / "data" / "gpt2"
+REFERENCE = json.loads((FIXTURE / "reference.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gpt2") / "run"
+    import_pretrained(FIXTURE, path)
+    return path
+
+
+def _main(capsys, monkeypatch, argv, stdin=None):
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _texts(rows, generator):
+    return generator._texts(rows)
+
+
+def test_generate_from_a_file_writes_transformers_greedy_and_beam_continuations(run, capsys, monkeypatch, tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("".join(p + "\n" for p in REFERENCE["prompts"]), encoding="utf-8")
+    generator = export.load(run)
+    assert isinstance(generator, Generator)
+    for beam, reference in ((1, REFERENCE["greedy_ids"]), (4, [beams[0] for beams in REFERENCE["beam_ids"]])):
+        output = tmp_path / f"beam{beam}.txt"
+        argv = ["generate", "--model", str(run), "--input", str(prompts), "--output", str(output)]
+        code, _, err = _main(capsys, monkeypatch, [*argv, "--beam", str(beam), "--max-length", "20", "--quiet"])
+        assert code == 0 and err == ""
+        lines = output.read_text(encoding="utf-8").split("\n")[:-1]
+        assert lines == _texts(reference, generator)
+
+
+def test_prompts_from_arguments_and_stdin_and_a_cut_off_warning(run, capsys, monkeypatch):
+    code, out, err = _main(capsys, monkeypatch, ["generate", "--model", str(run), REFERENCE["prompts"][0]])
+    assert code == 0 and out == REFERENCE["greedy"][0] + "\n"
+    assert "prompt 1: the continuation reached --max-length before END" in err  # 20 tokens, no END
+    stdin = (REFERENCE["prompts"][1] + "\n").encode("utf-8")
+    code, out, _ = _main(capsys, monkeypatch, ["generate", "--model", str(run)], stdin)
+    assert code == 0 and out == REFERENCE["greedy"][1] + "\n"
+
+
+def test_sampling_with_a_seed_repeats_and_differs_from_another_seed(run, capsys, monkeypatch):
+    argv = ["generate", "--model", str(run), "--temperature", "1.5", "--quiet", *REFERENCE["prompts"][:6]]
+    first = _main(capsys, monkeypatch, [*argv, "--seed", "1"])[1]
+    assert first == _main(capsys, monkeypatch, [*argv, "--seed", "1"])[1]
+    assert first != _main(capsys, monkeypatch, [*argv, "--seed", "2"])[1]
+
+
+def test_the_generator_answers_a_translators_methods(run):
+    generator = export.load(run)
+    prompts = REFERENCE["prompts"][:3]
+    assert generator.greedy(prompts) == generator(prompts) == REFERENCE["greedy"][:3]
+    best = generator.nbest(prompts, 2)
+    assert [len(row) for row in best] == [2, 2, 2] and all(row[0][0] >= row[1][0] for row in best)
+    texts, finished = generator.generate_with_status(["", prompts[1]])
+    assert len(texts) == 2 and finished[1]
+
+
+def test_a_prompt_too_long_for_the_positions_is_one_line(run, capsys, monkeypatch):
+    code, _, err = _main(capsys, monkeypatch, ["generate", "--model", str(run), "--max-length", "60", "가 " * 20])
+    assert code == 2 and "prompts[0] has" in err and "positions hold prompts of 5 at most" in err
