@@ -36,6 +36,7 @@ Example:
 
 import keras  # noqa: F401  (the example above)
 
+from keras_transformer.models.architectures import build_model
 from keras_transformer.models.builder import build_transformer
 from keras_transformer.models.decoder_only import DecoderOnlyModel, build_decoder_only, is_decoder_only
 from keras_transformer.models.encoder_only import EncoderOnlyModel, build_encoder_only
@@ -47,6 +48,7 @@ __all__ = [
     "TransformerModel",
     "as_transformer",
     "build_decoder_only",
+    "build_model",
     "build_encoder_only",
     "build_transformer",
     "config_of",

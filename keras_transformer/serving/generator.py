@@ -40,7 +40,9 @@ class Generator:
         tokenizer: its tokenizer (`tokenize`, `detokenize`, `start_id`).
         decoding: the run's `DecodingConfig` (the search's rules and defaults).
         beam_size, alpha, max_length: defaults instead of the run's.
-        **options: `batch_size` (prompts per compiled call, 16) and
+        **options: `add_start` (begin every prompt with the start id, as
+            this package's own language models were trained: False),
+            `batch_size` (prompts per compiled call, 16) and
             `jit_compile` (compile the searches with XLA, True).
     """
 
@@ -59,6 +61,7 @@ class Generator:
         self.beam_size = beam_size or self.decoding.beam_size
         self.alpha = self.decoding.alpha if alpha is None else alpha
         self.max_length = max_length or self.decoding.max_new_tokens or DEFAULT_MAX_LENGTH
+        self.add_start = options.get("add_start", False)
         self.batch_size = options.get("batch_size", 16)
         self.jit_compile = options.get("jit_compile", True)
         self._compiled = {}
@@ -137,7 +140,8 @@ class Generator:
             raise ValueError("`prompts` must be a list of strings. Received: one string")
         prompts = [check_sentence(p, f"prompts[{i}]") for i, p in enumerate(prompts)]
         rows = self.tokenizer.tokenize(prompts).to_list() if prompts else []
-        rows = [row or [self.model.config.start_id] for row in rows]
+        start = [self.model.config.start_id]
+        rows = [start + row if self.add_start else row or start for row in rows]
         room = self.model.max_length - max_length + 1
         for index, row in enumerate(rows):
             if len(row) > room:
@@ -173,6 +177,7 @@ def open_generator(path, beam_size=None, alpha=None, max_length=None, jit_compil
             f"{path} holds a {run.config.model.architecture} model; a generator continues decoder-only ones"
         )
     options = dict(beam_size=beam_size, alpha=alpha, max_length=max_length, jit_compile=jit_compile)
+    options["add_start"] = run.config.pretrained is None  # trained here: on [START] + text (`training.causal_lm`)
     return Generator(run.model, run.tokenizers.target, run.config.decoding, **options)
 
 

@@ -118,9 +118,9 @@ class ModelRun:
 
     def build_model(self):
         """The compiled model and its learning-rate schedule (call it in the strategy's scope)."""
-        from keras_transformer.models import build_transformer
+        from keras_transformer.models.architectures import build_model
 
-        self.model = build_transformer(config=self.config.model)
+        self.model = build_model(self.config.model)  # the paper's, or GPT's (`gpt-ko`)
         if self.initial_weights is not None:
             fine_tuning.set_initial_weights(self.model, self.initial_weights, self.init_from)
         self.schedule = compile_model(

@@ -1,0 +1,52 @@
+"""The `gpt-ko` preset: a decoder-only language model trained by `train` on the chatbot corpus, then generating."""
+
+import csv
+import re
+
+import pytest
+
+from keras_transformer import export, runs
+from keras_transformer.presets import get_preset
+from keras_transformer.serving.generator import Generator
+from keras_transformer.training import train
+
+HANGUL = re.compile("[\uac00-\ud7a3]")
+SMALL = dict(num_layers=1, d_model=64, d_ff=128, vocab_size=1000, character_coverage=0.98, max_examples=1500)
+
+
+def _losses(run):
+    with open(run / runs.HISTORY, encoding="utf-8") as handle:
+        return [float(row["loss"]) for row in csv.DictReader(handle)]
+
+
+def test_the_preset_is_gpt_from_the_decoder():
+    model = get_preset("gpt-ko").model
+    assert (model.architecture, model.position_layout, model.activation, model.norm_first) == (
+        "decoder_only",
+        "learned",
+        "gelu_tanh",
+        True,
+    )
+
+
+def test_train_writes_a_language_model_whose_loss_falls_and_that_generates(tmp_path):
+    run = tmp_path / "gpt-ko"
+    summary = train("gpt-ko", run, epochs=2, verbose=0, **SMALL)
+    assert summary["completed_epochs"] == 2
+    losses = _losses(run)
+    assert losses[1] < losses[0]
+    assert runs.RunConfig.read(run).model.architecture == "decoder_only"
+    generator = export.load(run)
+    assert isinstance(generator, Generator) and generator.add_start
+    continuations, finished = generator.generate_with_status(["오늘 너무", ""], max_length=8)
+    assert len(continuations) == 2 and all(isinstance(text, str) for text in continuations)
+
+
+@pytest.mark.slow
+def test_a_longer_run_writes_korean(tmp_path):
+    run = tmp_path / "gpt-ko"
+    train("gpt-ko", run, epochs=6, verbose=0, num_layers=2)
+    losses = _losses(run)
+    assert losses[-1] < losses[0] - 1.0
+    samples = export.load(run).sample(["오늘 너무", "배고파", "주말에"], temperature=0.8, seed=1, max_length=16)
+    assert sum(bool(HANGUL.search(text)) for text in samples) >= 2, samples
