@@ -49,7 +49,8 @@ def add_parser(subparsers):
     parser.add_argument(
         "--max-length",
         type=setting_type(DecodingConfig, "max_new_tokens"),
-        help="tokens generated at most, END included (default: the run's, else 20)",
+        help="tokens generated at most, END included (default: the run's, else 20, cut to what the longest prompt "
+        "leaves of the model's positions)",
     )
     parser.add_argument("--temperature", type=non_negative_finite_float, help="sample at this temperature")
     parser.add_argument("--top-k", type=non_negative_int, default=0, help="sample from the k likeliest (0 = all)")
@@ -70,10 +71,10 @@ def run(args):
         prompts = read_lines(args.input)
     if args.temperature is not None and args.beam not in (None, 1):
         raise ValueError("--temperature samples one continuation: it takes no --beam")
-    generator = open_generator(args.model, beam_size=args.beam, max_length=args.max_length)
+    generator = open_generator(args.model, beam_size=args.beam)
     generator.batch_size = args.batch_size
     sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
-    continuations, finished = generator.generate_with_status(prompts, **sampling)
+    continuations, finished = generator.generate_with_status(prompts, max_length=args.max_length, **sampling)
     if not args.quiet:
         for number, done in enumerate(finished, 1):
             if not done:

@@ -95,8 +95,9 @@ class Generator:
 
         `beam_size` (1 = greedy) or `temperature` (sampling, with `top_k`,
         `top_p`, `seed`) choose the search; `max_length` counts the tokens
-        generated (END included). A prompt that cannot fit the model's
-        positions with them is a `ValueError` naming it.
+        generated (END included; default the run's, cut to what the
+        longest prompt leaves of the model's positions). A prompt that
+        cannot fit the model's positions with them is a `ValueError` naming it.
         """
         settings = dict(beam_size=beam_size, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
         result, _ = self._search(prompts, settings, max_length)
@@ -106,8 +107,11 @@ class Generator:
 
     def _search(self, prompts, settings, max_length):
         """`([(ids, scores, finished)] per prompt, widths)` for the search `settings` name."""
-        max_length = max_length or self.max_length
-        token_ids = self._token_ids(prompts, max_length)
+        token_ids = self._token_ids(prompts)
+        if max_length is None:  # the default: as many as the longest prompt leaves room for
+            longest = max(map(len, token_ids), default=1)
+            max_length = max(1, min(self.max_length, self.model.max_length - longest + 1))
+        self._check_room(token_ids, max_length)
         sampling = settings.get("temperature") is not None
         beam_size = None if sampling else settings.get("beam_size") or self.beam_size
         search = decoding.search_for(
@@ -135,13 +139,15 @@ class Generator:
             self._compiled[key] = decoding.compile_search(self.model, search, max_length, jit_compile=self.jit_compile)
         return self._compiled[key]
 
-    def _token_ids(self, prompts, max_length):
+    def _token_ids(self, prompts):
         if isinstance(prompts, str):
             raise ValueError("`prompts` must be a list of strings. Received: one string")
         prompts = [check_sentence(p, f"prompts[{i}]") for i, p in enumerate(prompts)]
         rows = self.tokenizer.tokenize(prompts).to_list() if prompts else []
         start = [self.model.config.start_id]
-        rows = [start + row if self.add_start else row or start for row in rows]
+        return [start + row if self.add_start else row or start for row in rows]
+
+    def _check_room(self, rows, max_length):
         room = self.model.max_length - max_length + 1
         for index, row in enumerate(rows):
             if len(row) > room:
@@ -149,7 +155,6 @@ class Generator:
                     f"prompts[{index}] has {len(row)} tokens; with max_length={max_length} new tokens the "
                     f"model's {self.model.max_length} positions hold prompts of {room} at most"
                 )
-        return rows
 
     def _padded(self, rows, max_length):
         """`(batch_size, width)` ids, right-padded: width a multiple of `WIDTH_STEP` where it fits."""
@@ -182,5 +187,15 @@ def open_generator(path, beam_size=None, alpha=None, max_length=None, jit_compil
 
 
 def is_generator_run(path):
-    """Whether the run directory at `path` holds a decoder-only model (opened as a `Generator`)."""
-    return runs.RunConfig.read(path).model.architecture == "decoder_only"
+    """Whether the run directory at `path` holds a decoder-only model (opened as a `Generator`).
+
+    An encoder-only run (BERT) is a `ValueError`: it neither translates nor
+    generates; its `model.keras` gives logits.
+    """
+    architecture = runs.RunConfig.read(path).model.architecture
+    if architecture == "encoder_only":
+        raise ValueError(
+            f"{path} holds an encoder-only model (BERT): it neither translates nor generates; load its "
+            f"{runs.MODEL} with keras.saving.load_model for its logits"
+        )
+    return architecture == "decoder_only"
