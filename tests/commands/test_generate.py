@@ -78,3 +78,9 @@ def test_the_generator_answers_a_translators_methods(run):
 def test_a_prompt_too_long_for_the_positions_is_one_line(run, capsys, monkeypatch):
     code, _, err = _main(capsys, monkeypatch, ["generate", "--model", str(run), "--max-length", "60", "가 " * 20])
     assert code == 2 and "prompts[0] has" in err and "positions hold prompts of 5 at most" in err
+
+
+def test_an_imported_gpt_2_does_not_export_its_python_tokenizer(run, tmp_path):
+    with pytest.raises(ValueError, match="runs in Python"):
+        export.export_run(run, tmp_path / "export")
+    assert not (tmp_path / "export").exists()
