@@ -1,14 +1,17 @@
 """`Generator`: a decoder-only model (GPT) and its tokenizer, continuing text prompts.
 
 What a `Translator` is to an encoder-decoder, a `Generator` is to a
-language model: strings in, strings out, with the same methods (`__call__`,
-`greedy`, `sample`, `nbest`, `generate_with_status`). Each prompt is
-tokenized (an empty one is the model's start id alone, as GPT-2 starts a
-text from `<|endoftext|>`), the batch is padded to a width of a multiple of
-8 (each width compiles once), and the search continues every prompt
-(`keras_transformer.decoding.prompts`) with the run's generation settings:
-an imported GPT-2 decodes as transformers' `generate` does. The outputs are
-the continuations alone, their special tokens dropped.
+language model, with the same methods (`translators.TranslatorInterface`:
+`__call__`, `greedy`, `sample`, the `*_with_status` forms, `nbest`,
+`score`, `source_lengths`), its "translations" the continuations and its
+"sentences" the prompts; `generate_with_status` takes every setting at once.
+Each prompt is tokenized (an empty one is the model's start id alone, as
+GPT-2 starts a text from `<|endoftext|>`), the batch is padded to a width
+of a multiple of 8 (each width compiles once), and the search continues
+every prompt (`keras_transformer.decoding.prompts`) with the run's
+generation settings: an imported GPT-2 decodes as transformers' `generate`
+does. The outputs are the continuations alone, their special tokens
+dropped, a newline inside one written as a space.
 
 `keras_transformer.export.load(RUN)` and `keras-transformer generate` open
 a decoder-only run as a `Generator`. Streaming (token by token, as they
@@ -18,7 +21,7 @@ end today.
 Example:
 
 >>> generator = open_generator("saved_models/gpt2-tiny")  # doctest: +SKIP
->>> generator(["오늘 너무"], max_length=8)  # doctest: +SKIP
+>>> generator.generate_with_status(["오늘 너무"], max_length=8)  # doctest: +SKIP
 """
 
 import numpy as np
@@ -27,17 +30,18 @@ import tensorflow as tf
 from keras_transformer import decoding, runs
 from keras_transformer.config import DecodingConfig
 from keras_transformer.input_rules import check_sentence
+from keras_transformer.translators.interface import TranslatorInterface
 
 WIDTH_STEP = 8  # prompts are padded to a multiple of it: one compiled program per width
 DEFAULT_MAX_LENGTH = 20  # tokens generated at most where neither the caller nor the run says
 
 
-class Generator:
+class Generator(TranslatorInterface):
     """Continues prompts with a decoder-only `model` and its `tokenizer` (see the module).
 
     Args:
         model: a `DecoderOnlyModel`.
-        tokenizer: its tokenizer (`tokenize`, `detokenize`, `start_id`).
+        tokenizer: its tokenizer (`tokenize`, `detokenize`).
         decoding: the run's `DecodingConfig` (the search's rules and defaults).
         beam_size, alpha, max_length: defaults instead of the run's.
         **options: `add_start` (begin every prompt with the start id, as
@@ -46,16 +50,7 @@ class Generator:
             `jit_compile` (compile the searches with XLA, True).
     """
 
-    def __init__(
-        self,
-        model,
-        tokenizer,
-        decoding=None,
-        beam_size=None,
-        alpha=None,
-        max_length=None,
-        **options,
-    ):
+    def __init__(self, model, tokenizer, decoding=None, beam_size=None, alpha=None, max_length=None, **options):
         self.model, self.tokenizer = model, tokenizer
         self.decoding = decoding or DecodingConfig(beam_size=1)
         self.beam_size = beam_size or self.decoding.beam_size
@@ -66,32 +61,15 @@ class Generator:
         self.jit_compile = options.get("jit_compile", True)
         self._compiled = {}
 
-    def __call__(self, prompts, **settings):
-        """The continuation of each prompt (a list of strings); `settings` as `generate_with_status`."""
-        return self.generate_with_status(prompts, **settings)[0]
-
-    def greedy(self, prompts, max_length=None):
-        """Greedy continuations."""
-        return self(prompts, beam_size=1, max_length=max_length)
-
-    def sample(self, prompts, temperature=1.0, top_k=0, top_p=1.0, seed=None, max_length=None):
-        """Sampled continuations (`seed`: the same seed, the same continuations)."""
-        sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-        return self(prompts, max_length=max_length, **sampling)
-
-    def nbest(self, prompts, n, max_length=None):
-        """The `n` best continuations of each prompt by beam search: lists of `(score, text, finished)`."""
-        result, widths = self._search(prompts, dict(beam_size=max(n, self.beam_size)), max_length)
-        rows = []
-        for ids, scores, finished in result:
-            texts = self._texts(ids[:n])
-            rows.append([(float(s), t, bool(f)) for s, t, f in zip(scores[:n], texts, finished[:n])])
-        return rows
+    @property
+    def max_source_length(self):
+        """The longest prompt, in tokens, that leaves room for `max_length` generated ones."""
+        return self.model.max_length - self.max_length + 1
 
     def generate_with_status(
         self, prompts, beam_size=None, temperature=None, top_k=0, top_p=1.0, seed=None, max_length=None
     ):
-        """`(continuations, finished)`: each prompt's best continuation, and whether it ended (not cut off).
+        """`(continuations, finished)`: each prompt's best continuation (a list of str), and whether it ended.
 
         `beam_size` (1 = greedy) or `temperature` (sampling, with `top_k`,
         `top_p`, `seed`) choose the search; `max_length` counts the tokens
@@ -100,13 +78,47 @@ class Generator:
         cannot fit the model's positions with them is a `ValueError` naming it.
         """
         settings = dict(beam_size=beam_size, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-        result, _ = self._search(prompts, settings, max_length)
+        result = self._search(prompts, settings, max_length)
         return self._texts([ids[0] for ids, _, _ in result]), [bool(finished[0]) for _, _, finished in result]
 
-    # -- the search ------------------------------------------------------------
+    # -- the translator's hooks ------------------------------------------------------------------
+
+    def _decode(self, search, sentences, *sampling_numbers):
+        settings = {"greedy": dict(beam_size=1), "best": {}}.get(search)
+        if settings is None:  # sampling: temperature 0 is greedy, seed -1 a random one
+            temperature, top_k, top_p, seed = (x.numpy().item() for x in sampling_numbers)
+            settings = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=None if seed < 0 else seed)
+            if temperature == 0:
+                settings = dict(beam_size=1)
+        result = self._search(_texts_of(sentences), settings, None)
+        return _status([ids[0] for ids, _, _ in result], result, self, column=0)
+
+    def _nbest(self, sentences):
+        result = self._search(_texts_of(sentences), dict(beam_size=self.beam_size), None)
+        beams = len(result[0][0]) if result else self.beam_size
+        return _status([ids for ids, _, _ in result], result, self, column=slice(None), beams=beams)
+
+    def _score(self, sources, targets):
+        """The log-probability of each target continuing its prompt, END included, and its token count."""
+        prompts, continuations = _texts_of(sources), _texts_of(targets)
+        log_probs, lengths = [], []
+        for prompt, target in zip(self._token_ids(prompts), self._token_ids(continuations, start=False)):
+            ids = prompt + target + [self.model.config.end_id]
+            logits = np.asarray(self.model(np.array([ids[:-1]], np.int32)))[0, len(prompt) - 1 :]
+            shifted = logits - logits.max(-1, keepdims=True)
+            log_softmax = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+            chosen = log_softmax[np.arange(len(target) + 1), ids[len(prompt) :]]
+            log_probs.append(float(chosen.sum()))
+            lengths.append(len(target) + 1)
+        return {"log_probs": tf.constant(log_probs, tf.float32), "target_lengths": tf.constant(lengths, tf.int32)}
+
+    def _source_lengths(self, sentences):
+        return tf.constant([len(row) for row in self._token_ids(_texts_of(sentences))], tf.int32)
+
+    # -- the search ------------------------------------------------------------------------------
 
     def _search(self, prompts, settings, max_length):
-        """`([(ids, scores, finished)] per prompt, widths)` for the search `settings` name."""
+        """`[(ids, scores, finished)]`, one per prompt, of the search `settings` name."""
         token_ids = self._token_ids(prompts)
         if max_length is None:  # the default: as many as the longest prompt leaves room for
             longest = max(map(len, token_ids), default=1)
@@ -131,7 +143,7 @@ class Generator:
             result = self._compiled_search(search, ids.shape[1], max_length)(ids, *inputs)
             arrays = [np.asarray(x) for x in (result.ids, result.scores, result.finished)]
             out += list(zip(*arrays))[: len(batch)]
-        return out, None
+        return out
 
     def _compiled_search(self, search, width, max_length):
         key = (search, width, max_length)
@@ -139,13 +151,15 @@ class Generator:
             self._compiled[key] = decoding.compile_search(self.model, search, max_length, jit_compile=self.jit_compile)
         return self._compiled[key]
 
-    def _token_ids(self, prompts):
+    def _token_ids(self, prompts, start=True):
         if isinstance(prompts, str):
             raise ValueError("`prompts` must be a list of strings. Received: one string")
         prompts = [check_sentence(p, f"prompts[{i}]") for i, p in enumerate(prompts)]
         rows = self.tokenizer.tokenize(prompts).to_list() if prompts else []
-        start = [self.model.config.start_id]
-        return [start + row if self.add_start else row or start for row in rows]
+        if not start:
+            return rows
+        first = [self.model.config.start_id]
+        return [first + row if self.add_start else row or first for row in rows]
 
     def _check_room(self, rows, max_length):
         room = self.model.max_length - max_length + 1
@@ -169,18 +183,36 @@ class Generator:
         end = self.model.config.end_id
         rows = [[int(i) for i in row] for row in rows]
         rows = [row[: row.index(end)] if end in row else row for row in rows]
+        if not rows:
+            return []
         ragged = tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1)
-        texts = [t.decode("utf-8") for t in np.asarray(self.tokenizer.detokenize(ragged)).tolist()] if rows else []
+        texts = [t.decode("utf-8") for t in np.asarray(self.tokenizer.detokenize(ragged)).tolist()]
         return [" ".join(text.splitlines()) if "\n" in text or "\r" in text else text for text in texts]
+
+
+def _texts_of(sentences):
+    """A checked 1-D string tensor as a list of str."""
+    return [s.decode("utf-8") for s in sentences.numpy().tolist()]
+
+
+def _status(ids, result, generator, column, beams=None):
+    """`{"translations", "scores", "finished"}` of the rows `ids` (one per prompt, or each prompt's beams)."""
+    if beams is None:
+        texts = generator._texts(ids)
+    else:
+        flat = generator._texts([row for rows in ids for row in rows])
+        texts = [flat[i : i + beams] for i in range(0, len(flat), beams)]
+    scores = np.array([scores[column] for _, scores, _ in result], np.float32)
+    finished = np.array([finished[column] for _, _, finished in result], bool)
+    return {"translations": tf.constant(texts, tf.string), "scores": scores, "finished": finished}
 
 
 def open_generator(path, beam_size=None, alpha=None, max_length=None, jit_compile=True, **unused):
     """The `Generator` of the decoder-only run directory at `path`, with its generation settings unless given."""
     run = runs.open_run(path)
     if run.config.model.architecture != "decoder_only":
-        raise ValueError(
-            f"{path} holds a {run.config.model.architecture} model; a generator continues decoder-only ones"
-        )
+        architecture = run.config.model.architecture
+        raise ValueError(f"{path} holds a {architecture} model; a generator continues decoder-only ones")
     options = dict(beam_size=beam_size, alpha=alpha, max_length=max_length, jit_compile=jit_compile)
     options["add_start"] = run.config.pretrained is None  # trained here: on [START] + text (`training.causal_lm`)
     return Generator(run.model, run.tokenizers.target, run.config.decoding, **options)

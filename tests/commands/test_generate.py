@@ -5,12 +5,14 @@ import json
 import pathlib
 import sys
 
+import numpy as np
 import pytest
 
 from keras_transformer import export
 from keras_transformer.commands import cli
 from keras_transformer.pretrained import import_pretrained
 from keras_transformer.serving.generator import Generator
+from keras_transformer.translators import TranslatorInterface
 
 FIXTURE = pathlib.Path(__file__).resolve().parents[1] / "data" / "gpt2"
 REFERENCE = json.loads((FIXTURE / "reference.json").read_text(encoding="utf-8"))
@@ -65,14 +67,46 @@ def test_sampling_with_a_seed_repeats_and_differs_from_another_seed(run, capsys,
     assert first != _main(capsys, monkeypatch, [*argv, "--seed", "2"])[1]
 
 
+def _strings(tensor):
+    return [s.decode("utf-8") for s in tensor.numpy().reshape(-1)]
+
+
 def test_the_generator_answers_a_translators_methods(run):
-    generator = export.load(run)
+    generator = export.load(run, beam_size=3)
+    assert isinstance(generator, TranslatorInterface)
     prompts = REFERENCE["prompts"][:3]
-    assert generator.greedy(prompts) == generator(prompts) == REFERENCE["greedy"][:3]
-    best = generator.nbest(prompts, 2)
-    assert [len(row) for row in best] == [2, 2, 2] and all(row[0][0] >= row[1][0] for row in best)
+    assert _strings(generator.greedy(prompts)) == REFERENCE["greedy"][:3]
+    assert _strings(generator.sample(prompts, 0.0, 0, 1.0, -1)) == REFERENCE["greedy"][:3]  # temperature 0: greedy
+    best = generator.nbest(prompts)
+    assert best["translations"].shape == (3, 3)
+    assert _strings(best["translations"][:, 0]) == _strings(generator(prompts))
+    status = generator.call_with_status(prompts)
+    assert status["scores"].shape == (3,) and status["finished"].dtype == bool
     texts, finished = generator.generate_with_status(["", prompts[1]])
     assert len(texts) == 2 and finished[1]
+    lengths = generator.source_lengths(prompts).numpy().tolist()
+    assert lengths == [len(ids) for ids in REFERENCE["prompt_ids"][:3]]
+
+
+def test_score_is_the_log_probability_greedy_search_reports(run):
+    generator = export.load(run)
+    # Continuations that end before the length limit and whose text tokenizes back to their ids.
+    end, tokenize = generator.model.config.end_id, generator.tokenizer.tokenize
+    chosen = [
+        i
+        for i, ids in enumerate(REFERENCE["greedy_ids"])
+        if ids[-1] == end and len(ids) > 2 and tokenize([REFERENCE["greedy"][i]]).to_list()[0] == ids[:-1]
+    ]
+    assert len(chosen) >= 3
+    prompts = [REFERENCE["prompts"][i] for i in chosen]
+    status = generator.greedy_with_status(prompts)
+    continuations = _strings(status["translations"])
+    scored = generator.score(prompts, continuations)
+    lengths = [len(REFERENCE["greedy_ids"][i]) for i in chosen]
+    assert scored["target_lengths"].numpy().tolist() == lengths
+    # Greedy's score is the log-probability over the length penalty `length ** 1.0` (the run's normalization).
+    expected = status["scores"] * np.array(lengths, np.float32)
+    np.testing.assert_allclose(scored["log_probs"].numpy(), expected, atol=1e-3)
 
 
 def test_a_prompt_too_long_for_the_positions_is_one_line(run, capsys, monkeypatch):

@@ -58,7 +58,7 @@ def test_the_savedmodel_continues_prompts_as_the_run_does_and_serves(small_run, 
     module = tf.saved_model.load(str(output))
     outputs = module.signatures["serving_default"](prompts=tf.constant(PROMPTS))
     continuations = [text.decode("utf-8") for text in outputs["continuations"].numpy()]
-    assert continuations == export.load(small_run).greedy(PROMPTS, max_length=8)
+    assert continuations == export.load(small_run).generate_with_status(PROMPTS, beam_size=1, max_length=8)[0]
     served = ServedModel(output)
     request = served.parse({"instances": PROMPTS[:2]})
     rendered = served.render(request, served.run(request.signature, request.inputs))
@@ -71,5 +71,6 @@ def test_a_longer_run_writes_korean(tmp_path):
     train("gpt-ko", run, epochs=6, verbose=0, num_layers=2)
     losses = _losses(run)
     assert losses[-1] < losses[0] - 1.0
-    samples = export.load(run).sample(["오늘 너무", "배고파", "주말에"], temperature=0.8, seed=1, max_length=16)
+    prompts = ["오늘 너무", "배고파", "주말에"]
+    samples = export.load(run).generate_with_status(prompts, temperature=0.8, seed=1, max_length=16)[0]
     assert sum(bool(HANGUL.search(text)) for text in samples) >= 2, samples
