@@ -133,3 +133,17 @@ def test_one_id_may_pad_start_and_end_a_decoder_only_model_as_gpt_2s_does():
     config.replace(pad_id=8, start_id=8, end_id=8, d_model=8, num_heads=2).check()
     with pytest.raises(ValueError, match="end_id"):
         config.replace(architecture="encoder_decoder", pad_id=8, start_id=8, end_id=8).check()
+
+
+def test_int8_quantization_keeps_the_logits_and_the_searches_run(monkeypatch):
+    keras.utils.set_random_seed(6)
+    model = build_decoder_only(40, num_layers=1, d_model=16, num_heads=2, d_ff=32, max_length=24, dropout=0.0)
+    ids = padded(PROMPTS[:3])
+    expected = ops.convert_to_numpy(model(ids))
+    monkeypatch.setattr("gc.collect", lambda *args: 0)  # Keras collects per replaced kernel: nothing to free here
+    model.quantize("int8")
+    monkeypatch.undo()
+    error = np.abs(ops.convert_to_numpy(model(ids)) - expected).max()
+    assert error < 0.05 * np.abs(expected).max()
+    result = decode(model, ids, BeamSearch(2, alpha=1.0), max_length=5)
+    assert tuple(result.ids.shape) == (3, 2, 5)

@@ -129,7 +129,7 @@ def _build(config, name):
     )
     x = embedding(token_ids)
     for index in range(config.decoder_layers):
-        x = DecoderLayer(**layer_options(config), name=f"decoder_layer_{index}")(x)
+        x = DecoderLayer(**layer_options(config), use_cross_attention=False, name=f"decoder_layer_{index}")(x)
     norm = final_norm(config, "decoder_norm")
     if norm is not None:
         x = norm(x)

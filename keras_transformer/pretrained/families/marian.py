@@ -306,7 +306,7 @@ _ATTENTION = {"query": "q_proj", "key": "k_proj", "value": "v_proj"}
 
 def _layer_sources(layer, prefix, config):
     blocks = [("self_attention", "self_attn", "self_attention_norm", "self_attn_layer_norm")]
-    if hasattr(layer, "cross_attention"):
+    if getattr(layer, "cross_attention", None) is not None:
         blocks.append(("cross_attention", "encoder_attn", "cross_attention_norm", "encoder_attn_layer_norm"))
     sources = []
     for ours, theirs, our_norm, their_norm in blocks:
