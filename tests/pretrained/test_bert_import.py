@@ -75,3 +75,44 @@ def test_the_run_records_berts_special_ids_and_head(run):
     assert (model.architecture, model.encoder_head, model.segment_vocab_size) == ("encoder_only", "masked_lm", 2)
     assert (model.start_id, model.end_id, model.pad_id) == (vocab["[CLS]"], vocab["[SEP]"], vocab["[PAD]"])
     assert run.config.pretrained["model_type"] == "bert"
+
+
+def _with_model_type(text, kind):
+    data = json.loads(text)
+    return json.dumps({**data, "model": {**data["model"], "type": kind}})
+
+
+def _edited(tmp_path, name, edit, drop=()):
+    folder = tmp_path / "bert"
+    shutil.copytree(FIXTURE, folder, ignore=shutil.ignore_patterns(*drop))
+    path = folder / name
+    path.write_text(edit(path.read_text(encoding="utf-8")), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize(
+    "name, edit, drop, message",
+    [
+        ("config.json", lambda t: t.replace('"hidden_size": 32', '"hidden_size": 64'), (), "`hidden_size` is 64"),
+        (
+            "config.json",
+            lambda t: t.replace(
+                '"model_type": "bert"', '"model_type": "bert", "position_embedding_type": "relative_key"'
+            ),
+            (),
+            "position_embedding_type",
+        ),
+        (
+            "vocab.txt",
+            lambda t: "\n".join(t.splitlines()[:-5]) + "\n",
+            ("tokenizer.json",),
+            "does not give the model's 900",
+        ),
+        ("tokenizer.json", lambda t: _with_model_type(t, "Unigram"), (), "'Unigram'"),
+    ],
+)
+def test_a_checkpoint_that_does_not_hold_together_is_one_line(tmp_path, name, edit, drop, message):
+    folder = _edited(tmp_path, name, edit, drop)
+    with pytest.raises(ValueError, match=message) as error:
+        import_pretrained(folder, tmp_path / "run")
+    assert "\n" not in str(error.value) and not (tmp_path / "run").exists()
