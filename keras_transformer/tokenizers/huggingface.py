@@ -81,8 +81,11 @@ class HuggingFaceTokenizer:
         return cls._checked(path, json.dumps(data), vocab_size, ids)
 
     @classmethod
-    def from_bpe_files(cls, vocab_path, merges_path, vocab_size, add_prefix_space=False, **ids):
-        """GPT-2's byte-level BPE from `vocab.json` and `merges.txt`, as transformers' `GPT2Tokenizer` builds it."""
+    def from_bpe_files(cls, vocab_path, merges_path, vocab_size, add_prefix_space=False, add_bos_token=False, **ids):
+        """GPT-2's byte-level BPE from `vocab.json` and `merges.txt`, as transformers' `GPT2Tokenizer` builds it.
+
+        With `add_bos_token`, every text starts with the start id (`ids["start_id"]`).
+        """
         tokenizers = _tokenizers()
         vocab = read_json_object(vocab_path, 2**16 + vocab_size * BYTES_PER_ENTRY)
         if not all(isinstance(token, str) and type(index) is int for token, index in vocab.items()):
@@ -98,6 +101,11 @@ class HuggingFaceTokenizer:
         tokenizer.decoder = tokenizers.decoders.ByteLevel()
         special = [token for token, index in vocab.items() if index in ids.values() and token.startswith("<|")]
         tokenizer.add_special_tokens(special)
+        start = next((token for token, index in vocab.items() if index == ids.get("start_id")), None)
+        if add_bos_token and start is not None:
+            tokenizer.post_processor = tokenizers.processors.TemplateProcessing(
+                single=f"{start} $A", special_tokens=[(start, vocab[start])]
+            )
         return cls._checked(vocab_path, tokenizer.to_str(), vocab_size, ids)
 
     @classmethod

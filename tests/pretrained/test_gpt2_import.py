@@ -124,3 +124,14 @@ def test_a_config_that_is_not_its_tensors_or_not_built_here_is_one_line(tmp_path
     with pytest.raises(ValueError, match=message) as error:
         import_pretrained(folder, tmp_path / "run")
     assert "\n" not in str(error.value) and not (tmp_path / "run").exists()
+
+
+def test_add_bos_token_starts_every_prompt_from_vocab_files(tmp_path):
+    folder = tmp_path / "gpt2"
+    shutil.copytree(FIXTURE, folder, ignore=shutil.ignore_patterns("tokenizer.json"))
+    settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({**settings, "add_bos_token": True}), encoding="utf-8")
+    import_pretrained(folder, tmp_path / "run")
+    tokenizer = runs.open_run(tmp_path / "run", models=False).tokenizers.source
+    ids = tokenizer.tokenize(REFERENCE["prompts"]).to_list()
+    assert ids == [[tokenizer.start_id] + prompt for prompt in REFERENCE["prompt_ids"]]

@@ -112,7 +112,11 @@ def check_tensors(config, tensors, weights):
 
 
 def tokenizers(checkpoint, config):
-    """The checkpoint's byte-level BPE (`tokenizer.json`, else `vocab.json` and `merges.txt`), one for both sides."""
+    """The checkpoint's byte-level BPE (`tokenizer.json`, else `vocab.json` and `merges.txt`), one for both sides.
+
+    From the vocabulary files, `tokenizer_config.json`'s `add_prefix_space`
+    and `add_bos_token` are read as transformers' `GPT2Tokenizer` reads them.
+    """
     from keras_transformer.tokenizers.huggingface import HuggingFaceTokenizer
 
     ids = dict(pad_id=config.pad_id, start_id=config.start_id, end_id=config.end_id)
@@ -126,6 +130,7 @@ def tokenizers(checkpoint, config):
             checkpoint.path("merges.txt"),
             size,
             add_prefix_space=settings.bool("add_prefix_space", False),
+            add_bos_token=settings.bool("add_bos_token", False),
             **ids,
         )
     return Tokenizers(tokenizer, tokenizer)
