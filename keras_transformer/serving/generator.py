@@ -53,7 +53,7 @@ class Generator(TranslatorInterface):
     def __init__(self, model, tokenizer, decoding=None, beam_size=None, alpha=None, max_length=None, **options):
         self.model, self.tokenizer = model, tokenizer
         self.decoding = decoding or DecodingConfig(beam_size=1)
-        self.beam_size = beam_size or self.decoding.beam_size
+        self.beams = beam_size or self.decoding.beam_size  # the default search's beams (1: greedy)
         self.alpha = self.decoding.alpha if alpha is None else alpha
         self.max_length = max_length or self.decoding.max_new_tokens or DEFAULT_MAX_LENGTH
         self.add_start = options.get("add_start", False)
@@ -62,9 +62,15 @@ class Generator(TranslatorInterface):
         self._compiled = {}
 
     @property
+    def beam_size(self):
+        """The default search's beams, a tensor as a translator's (`beams` is the int)."""
+        return tf.constant(self.beams, tf.int32)
+
+    @property
     def max_source_length(self):
-        """The longest prompt, in tokens, that leaves room for `max_length` generated ones."""
-        return self.model.max_length - self.max_length + 1
+        """The longest prompt, in tokens, that leaves room for `max_length` generated ones (a tensor, as a
+        translator's)."""
+        return tf.constant(self.model.max_length - self.max_length + 1, tf.int32)
 
     def generate_with_status(
         self, prompts, beam_size=None, temperature=None, top_k=0, top_p=1.0, seed=None, max_length=None
@@ -94,8 +100,8 @@ class Generator(TranslatorInterface):
         return _status([ids[0] for ids, _, _ in result], result, self, column=0)
 
     def _nbest(self, sentences):
-        result = self._search(_texts_of(sentences), dict(beam_size=self.beam_size), None)
-        beams = len(result[0][0]) if result else self.beam_size
+        result = self._search(_texts_of(sentences), dict(beam_size=self.beams), None)
+        beams = len(result[0][0]) if result else self.beams
         return _status([ids for ids, _, _ in result], result, self, column=slice(None), beams=beams)
 
     def _score(self, sources, targets):
@@ -125,7 +131,7 @@ class Generator(TranslatorInterface):
             max_length = max(1, min(self.max_length, self.model.max_length - longest + 1))
         self._check_room(token_ids, max_length)
         sampling = settings.get("temperature") is not None
-        beam_size = None if sampling else settings.get("beam_size") or self.beam_size
+        beam_size = None if sampling else settings.get("beam_size") or self.beams
         search = decoding.search_for(
             beam_size,
             self.alpha,
@@ -204,7 +210,11 @@ def _status(ids, result, generator, column, beams=None):
         texts = [flat[i : i + beams] for i in range(0, len(flat), beams)]
     scores = np.array([scores[column] for _, scores, _ in result], np.float32)
     finished = np.array([finished[column] for _, _, finished in result], bool)
-    return {"translations": tf.constant(texts, tf.string), "scores": scores, "finished": finished}
+    return {
+        "translations": tf.constant(texts, tf.string),
+        "scores": tf.constant(scores),
+        "finished": tf.constant(finished),
+    }
 
 
 def open_generator(path, beam_size=None, alpha=None, max_length=None, jit_compile=True, **unused):

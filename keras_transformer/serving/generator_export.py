@@ -44,13 +44,13 @@ class GeneratorModule(tf.Module):
         self._start, self._end, self._pad = config.start_id, config.end_id, config.target_pad
         self._add_start = generator.add_start
         self.max_length = generator.max_length
-        self.beam_size = tf.constant(generator.beam_size)  # what `export` reports
+        self.beam_size = tf.constant(generator.beams)  # what `export` reports
         self.width = self.model.max_length - self.max_length + 1
         if self.width < 1:
             raise ValueError(f"max_length={self.max_length} leaves no room for a prompt in {self.model.max_length}")
         options = generator.decoding.search_options()
         searches = {
-            "default": decoding.search_for(generator.beam_size, generator.alpha, **options),
+            "default": decoding.search_for(generator.beams, generator.alpha, **options),
             "greedy": decoding.search_for(1, generator.alpha, **options),
         }
         self._searches = {

@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_transformer import export
 from keras_transformer.commands import cli
@@ -81,7 +82,7 @@ def test_the_generator_answers_a_translators_methods(run):
     assert best["translations"].shape == (3, 3)
     assert _strings(best["translations"][:, 0]) == _strings(generator(prompts))
     status = generator.call_with_status(prompts)
-    assert status["scores"].shape == (3,) and status["finished"].dtype == bool
+    assert status["scores"].shape == (3,) and status["finished"].dtype == tf.bool
     texts, finished = generator.generate_with_status(["", prompts[1]])
     assert len(texts) == 2 and finished[1]
     lengths = generator.source_lengths(prompts).numpy().tolist()
@@ -105,7 +106,7 @@ def test_score_is_the_log_probability_greedy_search_reports(run):
     lengths = [len(REFERENCE["greedy_ids"][i]) for i in chosen]
     assert scored["target_lengths"].numpy().tolist() == lengths
     # Greedy's score is the log-probability over the length penalty `length ** 1.0` (the run's normalization).
-    expected = status["scores"] * np.array(lengths, np.float32)
+    expected = status["scores"].numpy() * np.array(lengths, np.float32)
     np.testing.assert_allclose(scored["log_probs"].numpy(), expected, atol=1e-3)
 
 
@@ -118,3 +119,13 @@ def test_an_imported_gpt_2_does_not_export_its_python_tokenizer(run, tmp_path):
     with pytest.raises(ValueError, match="runs in Python"):
         export.export_run(run, tmp_path / "export")
     assert not (tmp_path / "export").exists()
+
+
+def test_translate_n_best_continues_with_a_decoder_only_run(run, capsys, monkeypatch):
+    prompt = REFERENCE["prompts"][1]
+    code, out, _ = _main(
+        capsys, monkeypatch, ["translate", "--model", str(run), "--beam", "4", "--n-best", "2", prompt]
+    )
+    first = out.splitlines()[0].split("\t")
+    assert code == 0 and first[2] == REFERENCE["greedy"][1]
+    assert abs(float(first[1]) - REFERENCE["beam_scores"][1][0]) < 1e-4
