@@ -37,7 +37,6 @@ END_ID = 3
 
 NORMALIZATIONS = ("gnmt", "length")
 STOPPING_RULES = ("beams_ended", "cannot_improve")
-CUT_OFF_RANKINGS = ("after_ended", "by_score")
 SOFTMAX_OVER = ("allowed", "vocabulary")
 POSITION_LAYOUTS = ("interleaved", "concatenated", "learned")
 # The three models of the same layers: the paper's, GPT's (`build_decoder_only`), BERT's (`build_encoder_only`).
@@ -274,10 +273,6 @@ class DecodingConfig(_Config):
     - `softmax_over`: `"allowed"`, log-probabilities over the tokens that may
       be generated (this package's), or `"vocabulary"`, over every token, the
       banned ones then removed (transformers').
-    - `cut_off_ranking`: where beam search ranks a source's beams that the
-      length limit cut off, `"after_ended"` (after every ended hypothesis:
-      this package's) or `"by_score"` (among them by score, as transformers'
-      `generate` does; an imported GPT-2's).
     """
 
     beam_size: int = setting(4, kinds.BEAM_SIZE)
@@ -288,7 +283,6 @@ class DecodingConfig(_Config):
     force_end: bool = setting(False, kinds.BOOL)
     banned_ids: tuple = setting((), kinds.IDS)
     softmax_over: str = setting("allowed", kinds.choice(SOFTMAX_OVER))
-    cut_off_ranking: str = setting("after_ended", kinds.choice(CUT_OFF_RANKINGS))
     tuned_on: str = setting(None, kinds.TEXT)  # the split `alpha` was chosen on (`benchmarks/multi30k.py`)
 
     _LEGACY_NAMES = {"max_length": "max_new_tokens"}  # before, one name with the model's positions
@@ -335,7 +329,6 @@ class DecodingConfig(_Config):
             force_end=self.force_end,
             banned_ids=tuple(self.banned_ids) or None,  # None: the searches' own (padding and start)
             softmax_over=self.softmax_over,
-            cut_off_ranking=self.cut_off_ranking,
         )
 
 

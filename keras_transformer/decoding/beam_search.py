@@ -69,24 +69,17 @@ class BeamSearch(Search):
             scored at its current length (`normalise(log p, len)`), does not
             beat the worst of them (transformers' `early_stopping=False`: a
             heuristic where a longer hypothesis may score higher).
-        cut_off_ranking: where a source that the length limit cut off ranks
-            its live beams: `"after_ended"` (above) or `"by_score"`, among
-            the ended hypotheses by their scores (`normalise(log p,
-            max_length)`), as transformers' `generate` does, the `beam_size`
-            best kept. A source that stopped before keeps its ended list.
         alpha, start_id, end_id, pad_id, normalization, banned_ids,
             force_end, softmax_over: `Search`'s (keyword only).
     """
 
     beam_size: int = 4
     stopping: str = "beams_ended"
-    cut_off_ranking: str = "after_ended"
 
     def __post_init__(self):
         super().__post_init__()
         check_beam_size(self.beam_size)
         check_choice("stopping", self.stopping, rules.STOPPING_RULES)
-        check_choice("cut_off_ranking", self.cut_off_ranking, rules.CUT_OFF_RANKINGS)
 
     def initial_rows(self, batch_size, max_length, finished=None):
         """Sources flagged in `finished` are done from the start, with empty hypotheses."""
@@ -138,9 +131,7 @@ class BeamSearch(Search):
         # Sources cut off by max_length: their live beams (best first) take the
         # places that no ended hypothesis holds, after the ended ones.
         k = self.beam_size
-        seqs, log_probs, fin_seqs, fin_scores, done = rows
-        if self.cut_off_ranking == "by_score":
-            return _ranked_by_score(seqs, self.normalise(log_probs, index), fin_seqs, fin_scores, done, k)
+        seqs, log_probs, fin_seqs, fin_scores, _ = rows
         num_finished = ops.sum(ops.cast(fin_scores > NEG_INF, "int32"), axis=1, keepdims=True)  # (batch, 1)
         place = ops.arange(k, dtype="int32")[None]  # (1, k)
         is_finished = place < num_finished  # (batch, k)
@@ -149,16 +140,6 @@ class BeamSearch(Search):
         scores = ops.take_along_axis(all_scores, pick, axis=1)
         ids = ops.take_along_axis(ops.concatenate([fin_seqs, seqs], axis=1), pick[:, :, None], axis=1)
         return SearchResult(ids[:, :, 1:], scores, is_finished)
-
-
-def _ranked_by_score(seqs, live_scores, fin_seqs, fin_scores, done, k):
-    """`finish` with the live beams of the sources not done ranked among the ended ones by score."""
-    live_scores = ops.where(done[:, None], NEG_INF, live_scores)
-    all_scores = ops.concatenate([fin_scores, live_scores], axis=1)
-    scores, pick = ops.top_k(all_scores, k)
-    ids = ops.take_along_axis(ops.concatenate([fin_seqs, seqs], axis=1), pick[:, :, None], axis=1)
-    ended = ops.logical_and(pick < k, scores > NEG_INF)
-    return SearchResult(ids[:, :, 1:], scores, ended)
 
 
 def _merge(scores, seqs, new_scores, new_seqs, k):

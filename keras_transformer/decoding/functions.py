@@ -38,7 +38,6 @@ def _model_settings(model, search_class):
     options = decoding_config.search_options()
     if search_class is not BeamSearch:
         options.pop("stopping")
-        options.pop("cut_off_ranking")
     return options
 
 

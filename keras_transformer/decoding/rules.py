@@ -25,12 +25,7 @@ import functools
 
 import numpy as np
 
-from keras_transformer.config import (  # noqa: F401  (the choices)
-    CUT_OFF_RANKINGS,
-    NORMALIZATIONS,
-    SOFTMAX_OVER,
-    STOPPING_RULES,
-)
+from keras_transformer.config import NORMALIZATIONS, SOFTMAX_OVER, STOPPING_RULES  # noqa: F401  (the choices)
 
 NEG_INF = float("-inf")
 

@@ -36,7 +36,6 @@ def search_for(
     force_end=False,
     banned_ids=None,
     softmax_over="allowed",
-    cut_off_ranking="after_ended",
 ):
     """The search that the settings name, or None where they leave it to the model.
 
@@ -58,9 +57,8 @@ def search_for(
             the model's, once the search is bound to one (`bind`).
         normalization, banned_ids, force_end, softmax_over: passed on to
             the search (see `Search`).
-        stopping, cut_off_ranking: beam search's (`BeamSearch`); greedy
-            search and sampling stop once every source has ended, whatever
-            they say.
+        stopping: beam search's (`BeamSearch`); greedy search and sampling
+            stop once every source has ended, whatever it says.
 
     The defaults are this package's own models. A Hugging Face
     `generation_config` maps onto these names (see `docs/architecture.md`).
@@ -77,4 +75,4 @@ def search_for(
         return None
     if beam_size == 1:
         return GreedySearch(**options)
-    return BeamSearch(beam_size, stopping, cut_off_ranking=cut_off_ranking, **options)
+    return BeamSearch(beam_size, stopping, **options)

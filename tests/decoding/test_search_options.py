@@ -248,26 +248,3 @@ def test_search_for_passes_the_options_on():
 def test_bad_options_are_value_errors_naming_them(option):
     with pytest.raises(ValueError, match=next(iter(option))):
         decoding.search_for(4, **option)
-
-
-def test_cut_off_beams_rank_among_the_ended_by_score_where_asked():
-    import keras as _keras
-
-    from keras_transformer.decoding import BeamSearch as _BeamSearch
-
-    # Step 0: END (p 0.3) or token 4 (p 0.7); then token 4 only (p ~1): [4, 4] is cut off at max_length 2 with
-    # log p ~ log 0.7, scored / 2; [END] ended with log 0.3 / 1. By score the cut-off beam wins.
-    def step_fn(tokens, index, state):
-        first = _keras.ops.convert_to_tensor([0.0, 0.0, 0.0, 0.3, 0.7])
-        later = _keras.ops.convert_to_tensor([0.0, 0.0, 0.0, 1e-6, 1.0])
-        probs = _keras.ops.where(index < 1, first, later)
-        return _keras.ops.tile(_keras.ops.log(probs + 1e-9)[None], (_keras.ops.shape(tokens)[0], 1)), state
-
-    options = dict(alpha=1.0, normalization="length", stopping="cannot_improve")
-    after = _BeamSearch(2, **options).run(step_fn, (), batch_size=1, max_length=2)
-    by_score = _BeamSearch(2, cut_off_ranking="by_score", **options).run(step_fn, (), batch_size=1, max_length=2)
-    assert _keras.ops.convert_to_numpy(after.ids[0, 0]).tolist() == [3, 0]
-    assert _keras.ops.convert_to_numpy(by_score.ids[0, 0]).tolist() == [4, 4]
-    assert _keras.ops.convert_to_numpy(by_score.finished[0]).tolist() == [False, True]
-    scores = _keras.ops.convert_to_numpy(by_score.scores[0])
-    assert scores[0] > scores[1]

@@ -40,5 +40,4 @@ def language_model_decoding(generation, config, where="generation_config.json", 
         force_end=forced_end == config.end_id,
         banned_ids=tuple(banned),
         softmax_over="vocabulary",
-        cut_off_ranking="by_score",  # transformers' last step: every beam it cuts off competes by its score
     ).check(vocab_size=vocab, model_max_length=config.max_length, where=where)
