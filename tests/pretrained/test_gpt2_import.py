@@ -86,10 +86,11 @@ def test_beam_4_finds_transformers_beams(run):
     best = [row[0] for row in rows]
     same = sum(ours == theirs[0] for ours, theirs in zip(best, REFERENCE["beam_ids"]))
     assert same >= 0.95 * len(best), f"{same} of {len(best)} best beams equal"
-    # Below the best, a beam cut off at max_new_tokens ranks after every ended one here, where transformers
-    # ranks it by its score among them (docs/architecture.md): some of the 4th beams differ.
+    # Below the best, a beam cut off at max_new_tokens ranks after every ended one unless the version ranks it by
+    # score among them as transformers does (`DecodingConfig.cut_off`): 56 of the 64 beams without, 64 with.
     hypotheses = [(ours, theirs) for row, ref in zip(rows, REFERENCE["beam_ids"]) for ours, theirs in zip(row, ref)]
-    assert sum(ours == theirs for ours, theirs in hypotheses) >= 0.8 * len(hypotheses)
+    by_score = getattr(run.config.decoding, "cut_off", None) == "by_score"
+    assert sum(ours == theirs for ours, theirs in hypotheses) >= (0.95 if by_score else 0.85) * len(hypotheses)
     equal = [i for i, (ours, theirs) in enumerate(zip(best, REFERENCE["beam_ids"])) if ours == theirs[0]]
     expected = np.array([REFERENCE["beam_scores"][i][0] for i in equal])
     np.testing.assert_allclose(scores[equal, 0], expected, atol=1e-4)

@@ -31,6 +31,9 @@ def language_model_decoding(generation, config, where="generation_config.json", 
         raise ValueError(f"{where}: `eos_token_id` is {end}, but config.json's is {config.end_id}")
     forced_end = fields.single_id("forced_eos_token_id", None, vocab_size=vocab)
     max_new_tokens = fields.int("max_new_tokens", None, low=1, high=config.max_length)
+    # transformers' last step ranks the beams it cuts off among the ended ones by score: `DecodingConfig.cut_off`
+    # says so where this version has that field.
+    cut_off = {"cut_off": "by_score"} if DecodingConfig.field("cut_off") is not None else {}
     return DecodingConfig(
         beam_size=fields.int("num_beams", 1, low=1, high=MAX_BEAM_SIZE),
         alpha=fields.number("length_penalty", 1.0),
@@ -40,4 +43,5 @@ def language_model_decoding(generation, config, where="generation_config.json", 
         force_end=forced_end == config.end_id,
         banned_ids=tuple(banned),
         softmax_over="vocabulary",
+        **cut_off,
     ).check(vocab_size=vocab, model_max_length=config.max_length, where=where)
