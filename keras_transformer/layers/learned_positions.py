@@ -29,6 +29,8 @@ class LearnedPositionEmbedding(keras.layers.Layer):
         start_index: the position of the first element: a Python int, a
             scalar tensor, or a `(batch,)` tensor, one per row (see
             `positional_encoding.position_rows`).
+        real: accepted for `PositionalEncoding`'s signature and not read:
+            GPT-2 and BERT number every position, padding included.
 
     Example:
 
@@ -54,7 +56,7 @@ class LearnedPositionEmbedding(keras.layers.Layer):
         )
         self.built = True
 
-    def call(self, inputs, start_index=0):
+    def call(self, inputs, start_index=0, real=None):
         check_sequence(inputs, "inputs", self.d_model)
         length = inputs.shape[1]
         if isinstance(start_index, int) and isinstance(length, int) and start_index + length > self.position:
