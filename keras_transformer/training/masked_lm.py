@@ -188,7 +188,7 @@ def fine_tune_classifier(run_dir, splits, tokenizer, seed=0, epochs=FINE_TUNE_EP
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["accuracy"],
     )
-    classifier.fit(train, epochs=epochs, verbose=verbose)
+    classifier.fit(train, epochs=epochs, verbose=verbose, shuffle=False)  # the dataset shuffles itself
     accuracy = float(classifier.evaluate(held_out, verbose=0, return_dict=True)["accuracy"])
     counts = collections.Counter(labels[(q.strip(), a.strip())] for q, a in splits["train"])
     majority_class = counts.most_common(1)[0][0]
