@@ -88,6 +88,12 @@ def open_translator(path, engine=None, **options):
     options = {name: value for name, value in options.items() if value is not None}
     if kind == RUN and engine == "xla":
         from keras_transformer.serving.export import open_run
+        from keras_transformer.serving.generator import is_generator_run, open_generator
+
+        if is_generator_run(path):  # a decoder-only model (GPT): a `Generator`, which continues prompts
+            options.pop("threads", None)
+            _refuse(path, "a decoder-only model", options, ("compact",), "it decodes prompts by their widths")
+            return open_generator(path, **options)
 
         options.pop("threads", None)
         return open_run(path, **options)
