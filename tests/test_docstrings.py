@@ -65,6 +65,7 @@ MODULES = [
     "keras_transformer.pretrained.sources",
     "keras_transformer.pretrained.families",
     "keras_transformer.translators.interface",
+    "keras_transformer.translators.controls",
 ]
 
 

@@ -59,6 +59,29 @@ class Languages(NamedTuple):
         return self._replace(source_lang=source, target_lang=target)
 
 
+def languages_of(source_tokenizer, target_tokenizer):
+    """The `Languages` of a multilingual model's tokenizers (their `languages`, ordered by id, and defaults).
+
+    A tokenizer without languages (this package's, Marian's) gives
+    `Languages()`: one language pair. The defaults are the source
+    tokenizer's `source_lang` and the target tokenizer's `target_lang`.
+
+    Example:
+
+    >>> class Fairseq:  # what `tokenizers.fairseq.FairseqTokenizer` has
+    ...     languages, source_lang, target_lang = {"fra_Latn": 9, "deu_Latn": 8}, "deu_Latn", None
+    >>> languages_of(Fairseq(), Fairseq())
+    Languages(codes=('deu_Latn', 'fra_Latn'), source_lang='deu_Latn', target_lang=None)
+    """
+    codes = getattr(target_tokenizer, "languages", None) or {}
+    if not codes:
+        return Languages()
+    ordered = tuple(sorted(codes, key=codes.get))
+    return Languages(
+        ordered, getattr(source_tokenizer, "source_lang", None), getattr(target_tokenizer, "target_lang", None)
+    )
+
+
 class Controls(NamedTuple):
     """Per sentence `(batch,)` `tf.string`: source and target language codes, and the forced prefix (or None)."""
 
