@@ -149,10 +149,3 @@ def _per_sentence(sentences, name, value, checked):
     if count is not None and len(value) != count:
         raise ValueError(f"`{name}` must hold one entry per sentence: {count}. Received: {len(value)} entries")
     return tf.constant([checked(item, f"{name}[{i}]") for i, item in enumerate(value)], tf.string, shape=[len(value)])
-
-
-def refuse_controls(controls, engine):
-    """A one-line `ValueError` if any of `controls` is given to `engine`, which does not take them."""
-    names = [name for name, value in controls._asdict().items() if value is not None]
-    if names:
-        raise ValueError(f"{engine} does not take {' or '.join(names)}: open the run directory with the xla engine")
