@@ -184,3 +184,28 @@ def test_an_unknown_default_language_is_refused_when_opening(imported, translato
     folder = translators["litert"].path
     with pytest.raises(ValueError, match="`source_lang` 'xx' is not a language of this model"):
         open_translator(folder, "litert", source_lang="xx")
+
+
+def test_the_ctranslate2_export_decodes_as_its_docstring_says(imported, tmp_path):
+    """`export --format ctranslate2`: sources framed `[src_lang] pieces </s>`, the target language as target_prefix."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from keras_transformer import runs
+    from keras_transformer.export_formats import export_run
+    from keras_transformer.serving.ctranslate2 import read_pieces
+
+    run, reference = imported
+    said = export_run(run, tmp_path / "ct2", "ctranslate2")
+    assert "`[src_lang] pieces </s>`" in said and "target_prefix=[[tgt_lang]]" in said
+    recorded = json.loads((tmp_path / "ct2" / "keras_transformer.json").read_text(encoding="utf-8"))
+    assert recorded["source_language"] == "first" and recorded["add_source_end"] is False
+    pieces = read_pieces(run / runs.SOURCE_TOKENIZER, runs.RunConfig.read(run).model.target_vocab_size)
+    ids = {piece: index for index, piece in enumerate(pieces)}
+    translator = ctranslate2.Translator(str(tmp_path / "ct2"), intra_threads=1)
+    sources = [[pieces[i] for i in row] for row in reference["source_ids"]]  # transformers' framing, as it is
+    for expected in reference["targets"].values():
+        prefix = [[pieces[expected["forced_bos_token_id"]]]] * len(sources)
+        results = translator.translate_batch(
+            sources, target_prefix=prefix, beam_size=1, max_decoding_length=reference["max_new_tokens"]
+        )
+        ours = [[ids[piece] for piece in result.hypotheses[0]] for result in results]
+        assert ours == [row[:-1] if row[-1] == 2 else row for row in expected["greedy_ids"]]  # END (2) not returned
