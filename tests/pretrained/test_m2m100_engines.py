@@ -4,7 +4,7 @@ The references in tests/data/m2m100/*/reference.json are transformers'
 greedy and beam-4 outputs (`length_penalty` 1.0, `forced_bos_token_id` the
 target language, `max_new_tokens` 24) into two target languages, and
 reference_logits.npz its teacher-forced logits of four pairs. Each engine
-opens each fixture once (a LiteRT export of a fixture takes about 10 s on
+opens each fixture once (a LiteRT export of a fixture takes 9-17 s on
 2 cores). Needs ctranslate2 and ai-edge-litert.
 """
 
