@@ -76,8 +76,10 @@ def open_translator(path, engine=None, **options):
     """The translator of the folder `path` decoded by `engine` (None: the folder's default; see the table above).
 
     `options` are the engine's: `beam_size`, `alpha` (each checked, default
-    the folder's own), `max_length`, `compact` and `jit_compile` (xla, run
-    directories), `threads` (the batches CTranslate2 decodes side by side).
+    the folder's own), `source_lang` and `target_lang` (a multilingual
+    model's default languages, every engine), `max_length`, `compact` and
+    `jit_compile` (xla, run directories), `threads` (the batches CTranslate2
+    decodes side by side).
     An option the folder fixed at export is a `ValueError` naming it.
 
     Load only models you trust: a SavedModel is a program, and loading and

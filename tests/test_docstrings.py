@@ -75,6 +75,7 @@ MODULES = [
     "keras_transformer.pretrained.families.marian_export",
     "keras_transformer.pretrained.model_card",
     "keras_transformer.translators.interface",
+    "keras_transformer.translators.controls",
 ]
 
 
