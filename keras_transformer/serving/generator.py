@@ -89,7 +89,8 @@ class Generator(TranslatorInterface):
 
     # -- the translator's hooks ------------------------------------------------------------------
 
-    def _decode(self, search, sentences, *sampling_numbers):
+    def _decode(self, search, sentences, controls, *sampling_numbers):
+        _check_no_prefix(controls)
         settings = {"greedy": dict(beam_size=1), "best": {}}.get(search)
         if settings is None:  # sampling: temperature 0 is greedy, seed -1 a random one
             temperature, top_k, top_p, seed = (x.numpy().item() for x in sampling_numbers)
@@ -99,13 +100,15 @@ class Generator(TranslatorInterface):
         result = self._search(_texts_of(sentences), settings, None)
         return _status([ids[0] for ids, _, _ in result], result, self, column=0)
 
-    def _nbest(self, sentences):
+    def _nbest(self, sentences, controls):
+        _check_no_prefix(controls)
         result = self._search(_texts_of(sentences), dict(beam_size=self.beams), None)
         beams = len(result[0][0]) if result else self.beams
         return _status([ids for ids, _, _ in result], result, self, column=slice(None), beams=beams)
 
-    def _score(self, sources, targets):
+    def _score(self, sources, targets, controls):
         """The log-probability of each target continuing its prompt, END included, and its token count."""
+        del controls  # a language model has no languages (`resolve` refused any)
         prompts, continuations = _texts_of(sources), _texts_of(targets)
         log_probs, lengths = [], []
         for prompt, target in zip(self._token_ids(prompts), self._token_ids(continuations, start=False)):
@@ -194,6 +197,15 @@ class Generator(TranslatorInterface):
         ragged = tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1)
         texts = [t.decode("utf-8") for t in np.asarray(self.tokenizer.detokenize(ragged)).tolist()]
         return [" ".join(text.splitlines()) if "\n" in text or "\r" in text else text for text in texts]
+
+
+def _check_no_prefix(controls):
+    """A `target_prefix` is a translator's control: a generator's continuation starts where its prompt ends."""
+    prefix = controls.target_prefix
+    if prefix is not None and any(prefix.numpy().tolist()):
+        raise ValueError(
+            "`target_prefix` applies to translators; a generator continues its prompt: end the prompt with it"
+        )
 
 
 def _texts_of(sentences):

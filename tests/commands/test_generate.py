@@ -89,6 +89,15 @@ def test_the_generator_answers_a_translators_methods(run):
     assert lengths == [len(ids) for ids in REFERENCE["prompt_ids"][:3]]
 
 
+def test_a_generator_refuses_a_translators_controls_in_one_line(run):
+    generator = export.load(run)
+    with pytest.raises(ValueError, match="generator continues its prompt"):
+        generator.greedy(REFERENCE["prompts"][:1], target_prefix="Hello")
+    with pytest.raises(ValueError, match="applies to multilingual models"):
+        generator.nbest(REFERENCE["prompts"][:1], target_lang="de")
+    assert _strings(generator.greedy(REFERENCE["prompts"][:1], target_prefix="")) == REFERENCE["greedy"][:1]
+
+
 def test_score_is_the_log_probability_greedy_search_reports(run):
     generator = export.load(run)
     # Continuations that end before the length limit and whose text tokenizes back to their ids.
