@@ -29,6 +29,7 @@ from keras_transformer.commands.arguments import (
     positive_int,
     setting_type,
 )
+from keras_transformer.commands.streaming import add_stream_argument, streamed_lines
 from keras_transformer.config import DecodingConfig
 from keras_transformer.input_rules import check_sentence
 from keras_transformer.opener import open_translator
@@ -59,6 +60,7 @@ def add_parser(subparsers):
         help="print the K best translations of each sentence, as index<TAB>score<TAB>translation (K <= --beam)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_stream_argument(parser, "one sentence at a time, to stdout; default off")
     parser.set_defaults(run=run)
 
 
@@ -99,6 +101,8 @@ def run(args):
     options = dict(beam_size=args.beam, alpha=args.alpha, compact=args.compact)
     translator = open_translator(args.model, args.engine, threads=args.workers, **options)
     warn_truncated(translator, sentences)
+    if args.stream:
+        return streamed_lines(translator, sentences, args)
     progress = None if args.quiet or not from_file else Progress(len(sentences))
     if args.n_best:
         text = _nbest_text(translator, sentences, args, progress)

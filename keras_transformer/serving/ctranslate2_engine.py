@@ -283,7 +283,7 @@ class CTranslate2Translator(TranslatorInterface):
         beam_size = int(self.beam_size.numpy())
         return self._translate(sentences, controls, beam_size=beam_size, num_hypotheses=hypotheses or beam_size)
 
-    def _stream(self, search, sentences, controls, *sampling):
+    def _stream(self, search, sentences, controls, *sampling, cancel=None):
         """Greedy search and sampling token by token, with CTranslate2's `generate_tokens`; beam search once.
 
         Its options are `translate_batch`'s (`translate_options`), so the
@@ -298,21 +298,24 @@ class CTranslate2Translator(TranslatorInterface):
                 options = dict(sampling_temperature=temperature, sampling_topk=top_k, sampling_topp=top_p)
         elif search == "best" and int(self.beam_size.numpy()) > 1:
             return super()._stream(search, sentences, controls)
-        return self._generated(sentences, controls, options)
+        return self._generated(sentences, controls, options, cancel)
 
-    def _generated(self, sentences, controls, sampling):
+    def _generated(self, sentences, controls, sampling, cancel):
         source = self.source_pieces(sentences, controls.source_lang)[0]
         if not source:  # as `_hypotheses`: an empty sentence translates to ""
             yield Piece("", (), "end")
             return
         prefix = (self.target_prefix(controls, 1) or [None])[0]
         options = {name: value for name, value in self.translate_options(1).items() if name in GENERATE_OPTIONS}
-        sampling = {"sampling_topk": 1, **sampling}
-        sampling["sampling_topk"] = sampling["sampling_topk"] or len(self._target_pieces)  # top_k 0: every token
+        sampling = {"sampling_topk": 1, **sampling}  # greedy: the one likeliest token
         steps = self.translator.generate_tokens(source, prefix, **options, **sampling, end_token=self._end)
         cutter = WordCutter(self._text, word_starts(self._target_pieces))
         finished = False
         for step in steps:
+            if cancel is not None and cancel.is_set():
+                steps.close()  # CTranslate2 stops decoding
+                yield cutter.finish(cutter.text, "cancelled")
+                return
             if step.token == self._end:
                 finished = True
                 break

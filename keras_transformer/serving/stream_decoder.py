@@ -51,8 +51,12 @@ class StreamDecoder:
         """Traces of every stepped search's compiled parts so far (each traces once per shape)."""
         return sum(search.traces for search in self.searches.values())
 
-    def pieces(self, search, sentences, controls, *sampling):
-        """`translators.streaming.Piece`s of the one sentence of `sentences` (`"greedy"` or `"sample"`)."""
+    def pieces(self, search, sentences, controls, *sampling, cancel=None):
+        """`translators.streaming.Piece`s of the one sentence of `sentences` (`"greedy"` or `"sample"`).
+
+        `cancel` (with `is_set()`) is read before each step: once set, the
+        last piece has what is pending and the reason `"cancelled"`.
+        """
         translator = self.translator
         source_lang, target_lang, target_prefix = translator._filled(sentences, controls)
         source_ids = translator._source_ids(sentences, source_lang)
@@ -66,6 +70,9 @@ class StreamDecoder:
         cutter = WordCutter(self._text, self.starts_word)
         end = translator._target_end
         for chosen in steps:
+            if cancel is not None and cancel.is_set():
+                yield cutter.finish(cutter.text, "cancelled")
+                return
             if int(chosen[0]) == end:  # the last step: END has no text (`finish` gives what is left)
                 continue
             piece = cutter.add(chosen[0])

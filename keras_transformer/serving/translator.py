@@ -247,7 +247,7 @@ class Translator(TranslatorInterface, tf.Module):
         decode = self._tf_greedy_with_controls if search == "greedy" else self._tf_call_with_controls
         return decode(sentences, *controls)
 
-    def _stream(self, search, sentences, controls, *sampling):
+    def _stream(self, search, sentences, controls, *sampling, cancel=None):
         """Greedy search and sampling step by step (`stream_decoder`); beam search's result once."""
         if search == "best" and self._searches.beam_size > 1:
             return super()._stream(search, sentences, controls)
@@ -255,7 +255,8 @@ class Translator(TranslatorInterface, tf.Module):
             from keras_transformer.serving.stream_decoder import StreamDecoder
 
             self._stream_decoder = StreamDecoder(self)
-        return self._stream_decoder.pieces("greedy" if search == "best" else search, sentences, controls, *sampling)
+        search = "greedy" if search == "best" else search
+        return self._stream_decoder.pieces(search, sentences, controls, *sampling, cancel=cancel)
 
     def _nbest(self, sentences, controls):
         return self._tf_nbest_with_controls(sentences, *self._filled(sentences, controls))

@@ -44,7 +44,7 @@ for `search` in `"best"`, `"greedy"`, `"sample"`, `_nbest(sentences,
 controls)`, `_score(sources, targets, controls)` and
 `_source_lengths(sentences)`, each given checked inputs and
 `controls.Controls`. An engine that decodes token by token gives
-`_stream(search, sentence, controls, *sampling)`, an iterator of
+`_stream(search, sentences, controls, *sampling, cancel=None)`, an iterator of
 `streaming.Piece`s; without it a stream is the whole translation, once.
 
 Example:
@@ -139,8 +139,9 @@ class TranslatorInterface:
 
         Each piece is one or more whole words (with the space before them):
         nothing given can change, and the pieces joined are the string
-        `__call__`, `greedy` or `sample` (with the same `seed`) returns for
-        `search` `"best"`, `"greedy"` or `"sample"`. Greedy search and
+        `__call__`, `greedy` or `sample` returns for `search` `"best"`,
+        `"greedy"` or `"sample"` (`sample([sentence], ...)` with the same
+        `seed`: a seed's draws depend on the batch). Greedy search and
         sampling give each word once the next begins; beam search gives the
         whole text once, at the end, as its best hypothesis can change at
         any step until then (so does `"best"` with more than one beam). The
@@ -156,10 +157,15 @@ class TranslatorInterface:
         pieces = self.stream_pieces(sentence, search, **options, **controls)  # checked now, not at the first piece
         return (piece.text for piece in pieces if piece.text)
 
-    def stream_pieces(self, sentence, search="best", *, temperature=1.0, top_k=0, top_p=1.0, seed=-1, **controls):
+    def stream_pieces(
+        self, sentence, search="best", *, temperature=1.0, top_k=0, top_p=1.0, seed=-1, cancel=None, **controls
+    ):
         """`stream` as `streaming.Piece`s: text, ids, and on the last one its `finish_reason` ("end", "length").
 
-        The inputs are checked here, before the first piece: a bad one is a `ValueError` naming it.
+        `cancel` (a `threading.Event`, or anything with `is_set()`) stops
+        the decoding at its next step once set: the last piece's reason is
+        then `"cancelled"`. The inputs are checked here, before the first
+        piece: a bad one is a `ValueError` naming it.
         """
         if search not in STREAMED_SEARCHES:
             raise ValueError(f"`search` must be one of {STREAMED_SEARCHES}. Received: search={search!r}")
@@ -169,7 +175,7 @@ class TranslatorInterface:
             raise ValueError(f"{type(self).__name__} does not sample: stream with search='best' or 'greedy'")
         sentences = checked_sentences([sentence])
         numbers = sampling(temperature, top_k, top_p, seed) if search == "sample" else ()
-        return self._stream(search, sentences, self._controls(sentences, **controls), *numbers)
+        return self._stream(search, sentences, self._controls(sentences, **controls), *numbers, cancel=cancel)
 
     def _controls(self, sentences, source_lang=None, target_lang=None, target_prefix=None):
         """The checked `controls.Controls` of a call (see `keras_transformer.translators.controls`)."""
@@ -183,7 +189,7 @@ class TranslatorInterface:
     def _nbest(self, sentences, controls):
         raise NotImplementedError
 
-    def _stream(self, search, sentences, controls, *sampling_numbers):
+    def _stream(self, search, sentences, controls, *sampling_numbers, cancel=None):
         """`streaming.Piece`s of the one sentence of `sentences`; here the whole translation, once."""
         result = self._decode(search, sentences, controls, *sampling_numbers)
         finished = result.get("finished")
