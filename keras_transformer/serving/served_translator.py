@@ -8,7 +8,11 @@ or a LiteRT export's `keras_transformer.litert.Translator`) is served through
 (`SIGNATURES`), so a client of `keras-transformer serve` sees no difference.
 A signature whose method the translator lacks is left out, and `sample`
 where the translator's `supports_sampling` is False (a LiteRT export's): a
-request for it is answered as for any unknown signature.
+request for it is answered as for any unknown signature. The signatures with
+controls (`with_controls`, `greedy_with_controls`) call the translator's
+method with `source_lang`, `target_lang` and `target_prefix`, one per
+sentence (an empty one: the translator's default); an engine that does not
+take one answers with a one-line error, a 400.
 
 Example:
 
@@ -24,7 +28,8 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.serving.signatures import ServedModel
+from keras_transformer.serving.signatures import CONTROL_INPUTS, RequestError, ServedModel
+from keras_transformer.translators.controls import Languages
 
 _STRINGS = tf.TensorSpec([None], tf.string)
 _SAMPLING = {
@@ -33,10 +38,13 @@ _SAMPLING = {
     "top_p": tf.TensorSpec([], tf.float32),
     "seed": tf.TensorSpec([], tf.int64),
 }
+_CONTROLS = {"sentences": _STRINGS, **{name: _STRINGS for name in CONTROL_INPUTS}}
 # signature -> (the translator's method, its inputs); the outputs are `_outputs`'.
 SIGNATURES = {
     "serving_default": ("call_with_status", {"sentences": _STRINGS}),
     "greedy": ("greedy_with_status", {"sentences": _STRINGS}),
+    "with_controls": ("call_with_status", _CONTROLS),
+    "greedy_with_controls": ("greedy_with_status", _CONTROLS),
     "sample": ("sample_with_status", {"sentences": _STRINGS, **_SAMPLING}),
     "nbest": ("nbest", {"sentences": _STRINGS}),
     "score": ("score", {"sources": _STRINGS, "targets": _STRINGS}),
@@ -61,24 +69,54 @@ class ServedTranslator(ServedModel):
         self.path = pathlib.Path(path)
         self.max_instances = max_instances
         self.module = translator  # what `ServedModel` reads: `beam_size`, `source_lengths`, `max_source_length`
+        self.languages = getattr(translator, "languages", Languages())
         present = {name: method for name, (method, _) in SIGNATURES.items() if hasattr(translator, method)}
         if not getattr(translator, "supports_sampling", True):
             present.pop("sample", None)
         self.functions = {name: getattr(translator, method) for name, method in present.items()}
         self.input_specs = {name: SIGNATURES[name][1] for name in present}
+        self.refused = _refused_controls(translator, self.languages)
+
+    def parse(self, body):
+        """`ServedModel.parse`, and a `RequestError` naming a control that this engine does not take.
+
+        Checked here, before the request joins a batch: a batch runs as one
+        call, which the control would fail for every request in it.
+        """
+        request = super().parse(body)
+        for name, reason in self.refused.items():
+            for index, value in enumerate(request.inputs.get(name, ())):
+                if value:
+                    where = f"inputs.{name}[{index}]" if request.columnar else f"instances[{index}].{name}"
+                    raise RequestError(f"{where}: {reason}")
+        return request
 
     def run(self, signature, inputs, scalars=()):
         """The signature's outputs (a dict of numpy arrays) for `inputs` (lists of bytes) and `scalars`."""
         texts = {name: [value.decode("utf-8") for value in values] for name, values in inputs.items()}
+        for name in CONTROL_INPUTS:  # "" is the translator's default (None); none given: the control is left out
+            controls = [text or None for text in texts.pop(name, [])]
+            if any(control is not None for control in controls):
+                texts[name] = controls
         outputs = self.functions[signature](**texts, **dict(scalars))
         return {name: np.asarray(getattr(value, "numpy", lambda v=value: v)()) for name, value in outputs.items()}
 
     def warm_up(self, max_batch_size, workers=None):
-        """One call of each sentence-only signature (nothing to compile); returns how many calls ran."""
-        names = [name for name in self.functions if list(self.input_specs[name]) == ["sentences"]]
+        """One call of each sentence-only signature (nothing to compile); returns how many calls ran.
+
+        A multilingual model without a default target language: its
+        signatures with controls, with a target language, instead.
+        """
+        names = self._warmed_signatures()
         for name in names:
-            self.run(name, {"sentences": [b"a"]})
+            self.run(*self._warm_up_call(name, [b"a"]))
         return len(names)
+
+    def _warmed_signatures(self):
+        plain = [name for name in self.functions if list(self.input_specs[name]) == ["sentences"]]
+        if self.languages.codes and self.languages.target_lang is None:
+            return [name for name in self.functions if name.endswith("with_controls")]
+        return plain
 
     def signature_defs(self):
         """SignatureDefs as a `Translator` export's `saved_model.pb` holds them (tensor names aside)."""
@@ -94,6 +132,27 @@ class ServedTranslator(ServedModel):
                 definition.outputs[key].CopyFrom(_tensor_info(f"StatefulPartitionedCall:{key}", spec))
             definitions[name] = definition
         return definitions
+
+
+def _refused_controls(translator, languages):
+    """`{control: why}` for each control that `translator`'s engine refuses (`controls.refuse_controls`).
+
+    Found by one greedy call on one short sentence for the languages and one
+    for a prefix; a refusal comes before any decoding.
+    """
+    codes, source, target = languages
+    given = {"source_lang": source or codes[0], "target_lang": target or codes[0]} if codes else {}
+    trials = {("target_prefix",): {"target_prefix": "a", **given}}
+    if codes:
+        trials[("source_lang", "target_lang")] = given
+    call = getattr(translator, "greedy_with_status", None) or translator.call_with_status
+    refused = {}
+    for names, controls in trials.items():
+        try:
+            call(["a"], **controls)
+        except ValueError as error:
+            refused.update((name, str(error)) for name in names)
+    return refused
 
 
 def _outputs(signature, beams):
