@@ -29,13 +29,14 @@ MEMBER = re.compile(r"member-\d+")  # an ensemble's members, each a run of its o
 # The files that training rewrites until the run finishes; a run killed after writing one and before
 # recording it still owns it.
 REWRITTEN = re.compile(
-    r"model\.keras|history\.csv|snapshots/epoch-\d+\.weights\.h5"
+    r"model\.keras|classifier\.keras|history\.csv|snapshots/epoch-\d+\.weights\.h5"
     r"|backup/(worker-\d+/)?(latest\.weights\.h5|training_metadata\.json)(\.bkp)?"
     r"|logs/(train|validation)/events\.out\.tfevents\.[^/]+"
 )
 # Every file a run writes, by its path in the run.
 WRITTEN = re.compile(
-    r"config\.json|tokenizers/(source|target)/(tokenizer\.(model|json)|(source|target)\.spm|(target_)?vocab\.json)"
+    r"config\.json|tokenizers/(source|target)/(tokenizer\.(model|json)|(source|target)\.spm|(target_)?vocab\.json"
+    r"|hf_tokenizer\.json)"
     rf"|{REWRITTEN.pattern}"
 )
 # The folders a run makes, which may be empty.
