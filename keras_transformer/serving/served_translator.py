@@ -11,8 +11,7 @@ where the translator's `supports_sampling` is False (a LiteRT export's): a
 request for it is answered as for any unknown signature. The signatures with
 controls (`with_controls`, `greedy_with_controls`) call the translator's
 method with `source_lang`, `target_lang` and `target_prefix`, one per
-sentence (an empty one: the translator's default); an engine that does not
-take one answers with a one-line error, a 400.
+sentence (an empty one: the translator's default).
 
 Example:
 
@@ -28,7 +27,7 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.serving.signatures import CONTROL_INPUTS, RequestError, ServedModel
+from keras_transformer.serving.signatures import CONTROL_INPUTS, ServedModel
 from keras_transformer.translators.controls import Languages
 
 _STRINGS = tf.TensorSpec([None], tf.string)
@@ -75,21 +74,6 @@ class ServedTranslator(ServedModel):
             present.pop("sample", None)
         self.functions = {name: getattr(translator, method) for name, method in present.items()}
         self.input_specs = {name: SIGNATURES[name][1] for name in present}
-        self.refused = _refused_controls(translator, self.languages)
-
-    def parse(self, body):
-        """`ServedModel.parse`, and a `RequestError` naming a control that this engine does not take.
-
-        Checked here, before the request joins a batch: a batch runs as one
-        call, which the control would fail for every request in it.
-        """
-        request = super().parse(body)
-        for name, reason in self.refused.items():
-            for index, value in enumerate(request.inputs.get(name, ())):
-                if value:
-                    where = f"inputs.{name}[{index}]" if request.columnar else f"instances[{index}].{name}"
-                    raise RequestError(f"{where}: {reason}")
-        return request
 
     def run(self, signature, inputs, scalars=()):
         """The signature's outputs (a dict of numpy arrays) for `inputs` (lists of bytes) and `scalars`."""
@@ -132,27 +116,6 @@ class ServedTranslator(ServedModel):
                 definition.outputs[key].CopyFrom(_tensor_info(f"StatefulPartitionedCall:{key}", spec))
             definitions[name] = definition
         return definitions
-
-
-def _refused_controls(translator, languages):
-    """`{control: why}` for each control that `translator`'s engine refuses (`controls.refuse_controls`).
-
-    Found by one greedy call on one short sentence for the languages and one
-    for a prefix; a refusal comes before any decoding.
-    """
-    codes, source, target = languages
-    given = {"source_lang": source or codes[0], "target_lang": target or codes[0]} if codes else {}
-    trials = {("target_prefix",): {"target_prefix": "a", **given}}
-    if codes:
-        trials[("source_lang", "target_lang")] = given
-    call = getattr(translator, "greedy_with_status", None) or translator.call_with_status
-    refused = {}
-    for names, controls in trials.items():
-        try:
-            call(["a"], **controls)
-        except ValueError as error:
-            refused.update((name, str(error)) for name in names)
-    return refused
 
 
 def _outputs(signature, beams):

@@ -5,8 +5,9 @@ once for the module, without a default target language. The expected
 strings are transformers' greedy outputs in its reference.json for sentences
 whose translations into both targets ended before its `max_new_tokens`
 (the fixture decodes with one beam), and the Python translator's own
-outputs. Bad fields are 400s checked before any decoding, in process; one
-server process checks the same over HTTP, and the metadata.
+outputs. Bad fields are 400s checked before any decoding, in process; the
+translators of the other engines answer the same instances through
+`ServedTranslator`; one server process checks the same over HTTP.
 """
 
 import json
@@ -17,9 +18,9 @@ import pytest
 
 from keras_transformer import export
 from keras_transformer.pretrained import import_pretrained
+from keras_transformer.serving import ctranslate2_engine
 from keras_transformer.serving.served_translator import ServedTranslator
 from keras_transformer.serving.signatures import RequestError, ServedModel
-from keras_transformer.translators.interface import TranslatorInterface
 
 from serving_fixtures import Server, ok, post
 
@@ -152,52 +153,48 @@ def test_bad_fields_are_400s_naming_the_instance_and_field(model, instances, mes
     assert len(str(refused.value).splitlines()) == 1
 
 
-class _OnePair(TranslatorInterface):
-    """An engine of one language pair that takes no controls (as a CTranslate2 cache or a LiteRT export of Marian)."""
+@pytest.fixture(scope="module", params=["xla", "ctranslate2", "litert"])
+def engine_translator(request, run, reference, tmp_path_factory):
+    """A translator of each engine that `serve` serves through `ServedTranslator`, greedy, with the source language."""
+    options = dict(beam_size=1, max_length=reference["max_new_tokens"], source_lang=SOURCE)
+    if request.param == "xla":
+        from keras_transformer.opener import open_translator
 
-    beam_size = 1
+        return open_translator(run, "xla", **options)
+    if request.param == "ctranslate2":
+        pytest.importorskip("ctranslate2")
+        from keras_transformer.opener import open_translator
 
-    def _decode(self, search, sentences, controls, *sampling):
-        import tensorflow as tf
-
-        from keras_transformer.translators.controls import refuse_controls
-
-        refuse_controls(controls, "the test engine")
-        upper = tf.strings.upper(sentences)
-        return {"translations": upper, "scores": tf.zeros_like(sentences, tf.float32), "finished": upper == upper}
-
-
-def test_the_python_engines_serve_the_same_controls(run, reference, ended):
-    """`ServedTranslator` (the CTranslate2 and LiteRT engines' server) over a translator that takes controls."""
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(ctranslate2_engine.CACHE_ENV, str(tmp_path_factory.mktemp("ct2-cache")))
+            return open_translator(run, "ctranslate2", **options)
+    pytest.importorskip("ai_edge_litert")
+    from keras_transformer import litert
+    from keras_transformer.litert.export import TokenizerOutsideWarning
     from keras_transformer.opener import open_translator
 
-    served = ServedTranslator(open_translator(run, "xla", source_lang=SOURCE), run)
+    folder = tmp_path_factory.mktemp("litert") / "export"
+    with pytest.warns(TokenizerOutsideWarning):
+        litert.export_run(run, folder, **options)
+    return open_translator(folder, "litert")
+
+
+def test_every_served_engine_takes_the_same_instances(engine_translator, run, reference, ended):
+    """`ServedTranslator` (how `serve` serves the CTranslate2 and LiteRT engines): transformers' strings."""
+    served = ServedTranslator(engine_translator, run)
     assert {"with_controls", "greedy_with_controls"} <= set(served.functions)
-    sentences = [reference["sentences"][i] for i in ended[:2]]
+    sentences = [reference["sentences"][i] for i in ended]
     body = {"instances": [sentences[0], {"sentence": sentences[1], "target_lang": SECOND}]}
     with pytest.raises(RequestError, match=r"instances\[0\].target_lang: no target language"):
         served.parse(body)
     body["instances"][0] = {"sentence": sentences[0], "target_lang": FIRST}
+    body["instances"].append({"sentence": sentences[2], "target_lang": SECOND, "target_prefix": "네 말이"})
     _, answer = _predict(served, body)
     texts = [prediction["translations"] for prediction in answer["predictions"]]
-    assert texts == [_greedy(reference, FIRST, ended[0]), _greedy(reference, SECOND, ended[1])]
-    assert served.metadata("nllb", 1)["metadata"]["languages"]["value"]["codes"][0] == "ace_Arab"
-
-
-def test_an_engine_that_takes_no_controls_refuses_them_before_batching(tmp_path):
-    served = ServedTranslator(_OnePair(), tmp_path)
-    _, answer = _predict(served, {"instances": ["ab", {"sentence": "cd"}]})  # no control: served
-    assert [p["translations"] for p in answer["predictions"]] == ["AB", "CD"]
-    with pytest.raises(RequestError) as refused:
-        served.parse({"instances": ["ab", {"sentence": "cd", "target_prefix": "C"}]})
-    assert str(refused.value).startswith("instances[1].target_prefix: the test engine does not take target_prefix")
-    with pytest.raises(RequestError, match=r"`instances\[0\].target_lang` applies to multilingual models"):
-        served.parse({"instances": [{"sentence": "cd", "target_lang": "de"}]})
-    assert served.metadata("one-pair", 1)["metadata"]["languages"]["value"] == {
-        "codes": [],
-        "source_lang": None,
-        "target_lang": None,
-    }
+    assert texts[:2] == [_greedy(reference, FIRST, ended[0]), _greedy(reference, SECOND, ended[1])]
+    assert texts[2].startswith("네 말이")
+    languages = served.metadata("nllb", 1)["metadata"]["languages"]["value"]
+    assert len(languages["codes"]) == 202 and (languages["source_lang"], languages["target_lang"]) == (SOURCE, None)
 
 
 def test_over_http(exported, reference, ended):
