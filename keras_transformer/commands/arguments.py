@@ -273,6 +273,9 @@ def open_model(args, **options):
         translator = open_translator(
             args.model, args.engine, source_lang=args.source_lang, target_lang=args.target_lang, **options
         )
+    for name, flag in LANGUAGE_FLAGS.items():  # an engine that takes no languages may not say so itself
+        if getattr(args, name) is not None and not translator.languages.codes:
+            raise ValueError(f"{flag} applies to multilingual models; {args.model} takes no language codes")
     require_target(translator, args.model)
     return translator
 

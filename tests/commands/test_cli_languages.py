@@ -239,3 +239,11 @@ def test_help_explains_the_language_flags_with_a_code_of_each_family(command, ca
     assert arguments.SOURCE_EXAMPLE in text and arguments.TARGET_EXAMPLE in text
     assert "eng_Latn (NLLB-200) or en (M2M100)" in text and "fra_Latn (NLLB-200) or fr (M2M100)" in text
     assert ("--prefix TEXT" in text) == (command in ("translate", "chat"))
+
+
+def test_a_language_for_a_decoder_only_run_is_one_line(tmp_path, capsys, monkeypatch):
+    run = tmp_path / "gpt2"
+    import_pretrained(DATA / "gpt2", run)
+    code, out, err = _main(capsys, monkeypatch, ["translate", "--model", str(run), "--target-lang", "de", "Hallo"])
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.strip().endswith(f"error: --target-lang applies to multilingual models; {run} takes no language codes")
