@@ -74,13 +74,16 @@ def _resumed_tokenizers(output):
 
 
 def _copy_folder(source, destination):
-    """Copies the files of the tokenizer folder `source` into `destination`, each written atomically."""
+    """Copies the files of the tokenizer folder `source` (its subfolders' too) into `destination`, atomically each.
+
+    An imported M2M100 or NLLB tokenizer keeps the checkpoint's own files in a subfolder (`files/`).
+    """
     from keras_transformer.files import atomic
 
     destination.mkdir(parents=True, exist_ok=True)
-    for path in sorted(source.iterdir()):
-        if path.is_file() and not path.is_symlink():
-            atomic.write_bytes(destination / path.name, path.read_bytes())
+    for path in sorted(source.rglob("*")):
+        if path.is_file() and not any(p.is_symlink() for p in (path, *path.relative_to(source).parents)):
+            atomic.write_bytes(destination / path.relative_to(source), path.read_bytes())
 
 
 def make_datasets(preset, splits, tokenizers, seed, distributed=False, add_source_end=False):
