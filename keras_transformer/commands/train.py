@@ -61,6 +61,15 @@ def _add_corpus_arguments(parser):
         metavar="RUN",
         help="fine-tune: start from run directory RUN's best weights and reuse its tokenizer",
     )
+    for side, example in (("source", "kor_Hang"), ("target", "eng_Latn")):
+        parser.add_argument(
+            f"--{side}-lang",
+            type=non_empty,
+            metavar="CODE",
+            help=f"with --init-from a multilingual run (an imported M2M100 or NLLB-200): the {side} language of the "
+            f"pairs, in its codes (e.g. {example}; M2M100: {example[:2]}); needed there, refused elsewhere. The run "
+            "then translates from and into them by default",
+        )
 
 
 def _add_run_arguments(parser):
@@ -148,6 +157,8 @@ def run(args):
         data_dir=args.data_dir,
         corpus_files=corpus_files(args),
         init_from=args.init_from,
+        source_lang=args.source_lang,
+        target_lang=args.target_lang,
         epochs=args.epochs,
         minutes=args.minutes,
         resume=args.resume,

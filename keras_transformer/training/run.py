@@ -19,10 +19,11 @@ class TrainingRun:
     """One call of `train`, step by step.
 
     `run()` takes the steps in turn: `check` (what `output` holds, and so
-    what to do with it), `load_data` (the splits; a resumed run's must be the
-    data it started on), `load_initial_weights` (of the run fine-tuned from),
-    `clear` (a replaced run's files, once every check has passed) and
-    `train_models`.
+    what to do with it), `check_languages` (a multilingual model is
+    fine-tuned on one named pair), `load_data` (the splits; a resumed run's
+    must be the data it started on), `load_initial_weights` (of the run
+    fine-tuned from), `clear` (a replaced run's files, once every check has
+    passed) and `train_models`.
 
     Args:
         preset: the `Preset` to train (`resolve_preset`).
@@ -53,6 +54,8 @@ class TrainingRun:
         `init_from`'s config.json: a bad one is a ValueError naming it.
         """
         sources, options = sources or Sources(), options or Options()
+        if sources.init_from is None:  # languages without a multilingual model to fine-tune: refused now
+            fine_tuning.languages(None, sources.source_lang, sources.target_lang)
         resolved = resolve_preset(preset, overrides or {}, sources)
         options.check()
         check_combination(resolved, options.devices.strategy, sources.init_from)
@@ -65,6 +68,7 @@ class TrainingRun:
         if self.state == "finished":
             config = runs.RunConfig.read(self.output)
             return {**model_run.summary(self.output, config, 0.0), "message": "a finished run: nothing to resume"}
+        self.check_languages()
         self.load_data()
         self.load_initial_weights()
         self.clear()
@@ -73,6 +77,22 @@ class TrainingRun:
     def check(self):
         """What to do with `output` (`destination.check_output`); changes nothing."""
         self.state = destination.check_output(self.output, self.resume, self.overwrite)
+
+    def check_languages(self):
+        """The pair a multilingual model is fine-tuned on: both named, each its code (`fine_tuning.languages`).
+
+        A resumed run's must be the pair it started on.
+        """
+        sources = self.sources
+        if sources.init_from is None:
+            return
+        fine_tuning.languages(sources.init_from, sources.source_lang, sources.target_lang)
+        if self.state == "resume":
+            recorded = runs.RunConfig.read(self.output).languages
+            if recorded is not None and recorded != sources.languages:
+                pair = f"{recorded['source_lang']} -> {recorded['target_lang']}"
+                holds = f"a run fine-tuned on another language pair, {pair} (resume it on that pair)"
+                raise destinations.DestinationInUseError(self.output, holds, ["overwrite"])
 
     def load_data(self):
         """The splits, checked before anything is deleted; a resumed run's must be the data it started on."""
@@ -166,6 +186,8 @@ def train(
     data_dir=None,
     corpus_files=None,
     init_from=None,
+    source_lang=None,
+    target_lang=None,
     epochs=None,
     minutes=None,
     resume=False,
@@ -205,6 +227,15 @@ def train(
             reused, byte for byte. The model's shape is the run's; a `preset`
             (with `overrides`) of another shape is a ValueError naming the
             fields.
+        source_lang, target_lang: the language pair of the data, where
+            `init_from` is a multilingual model (an imported M2M100 or
+            NLLB-200 run), in its codes (`deu_Latn` for NLLB, `de` for
+            M2M100); both needed there, and refused for any other run. The
+            pairs are framed with their language tokens as transformers'
+            tokenizers frame them (`[src_lang] X </s>`; the decoder reads
+            `</s> [tgt_lang] Y`, and learns `[tgt_lang] Y </s>`), and
+            config.json records them (`languages`): the run translates from
+            and into them unless told otherwise.
         epochs: number of epochs, a positive int; default the preset's.
         minutes: stop after this many minutes of this call (a positive,
             finite number; the epoch under way ends early); default: what
@@ -245,7 +276,7 @@ def train(
     that takes a run directory decodes with the members' mean distribution
     (`keras_transformer.decoding.make_ensemble_step_fn`).
     """
-    sources = Sources(data_dir, corpus_files, init_from)
+    sources = Sources(data_dir, corpus_files, init_from, source_lang, target_lang)
     options = Options(Budget(epochs, minutes), Devices(strategy, mixed_precision, cpu_devices), seed, verbose)
     run = TrainingRun.plan(
         preset, overrides, output=output, sources=sources, options=options, resume=resume, overwrite=overwrite
