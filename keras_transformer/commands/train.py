@@ -87,6 +87,12 @@ def _add_run_arguments(parser):
     )
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run")
     parser.add_argument(
+        "--marian-compatible",
+        action="store_true",
+        help="a new run that `export --format transformers` writes as a Marian (OPUS-MT) checkpoint: its sources "
+        "end with END and its LayerNorms' epsilon is 1e-5 (this package's defaults: no END, 1e-6)",
+    )
+    parser.add_argument(
         "--overwrite", action="store_true", help="delete the run at --output and train anew (never any other folder)"
     )
     parser.add_argument("--strategy", default="default", choices=["default", "mirrored", "multi-worker"])
@@ -167,6 +173,7 @@ def run(args):
         mixed_precision=args.mixed_precision,
         seed=args.seed,
         cpu_devices=args.cpu_devices,
+        marian_compatible=args.marian_compatible,
     )
     print(json.dumps(summary, indent=2))
     return 0

@@ -31,6 +31,7 @@ from keras_transformer.pretrained.families import writer_of
 from keras_transformer.pretrained.model_card import model_card, read_scores
 
 PROVENANCE = destinations.TRANSFORMERS_PROVENANCE
+MARIAN_COMPATIBLE = "--marian-compatible"  # the `train` option of a run that Marian's checkpoints hold
 CARD = "README.md"
 
 
@@ -65,12 +66,7 @@ def export_checkpoint(run, output, *, overwrite=False, beam_size=None, alpha=Non
     runs.warn_if_unfinished(run)
     opened = runs.open_run(run)
     family, writer = writer_of(opened.config.pretrained)
-    if bool(opened.config.add_source_end) != family.ADD_SOURCE_END:
-        raise ValueError(
-            f"{run} was trained with add_source_end={bool(opened.config.add_source_end)}, which a {family.FAMILY} "
-            f"checkpoint has no equivalent for: its tokenizer {'ends' if family.ADD_SOURCE_END else 'does not end'} "
-            "every source with END"
-        )
+    _check_run_fits(run, opened, family, writer)
     decoding = _decoding(opened, beam_size, alpha, max_length)
     files, state = checkpoint_files(opened, writer, decoding)
     card = model_card(opened.config, run.resolve().name, __version__, card_scores, writer.card(state))
@@ -152,6 +148,26 @@ def _decoding(opened, beam_size, alpha, max_length):
     decoding = decoding.replace(**{name: value for name, value in changes.items() if value is not None})
     model_config = opened.model.config
     return decoding.check(vocab_size=model_config.target_vocab_size, model_max_length=model_config.max_length)
+
+
+def _check_run_fits(run, opened, family, writer):
+    """A one-line `ValueError` where the run's sources or model have no equivalent in the family's checkpoints.
+
+    A run of this package (no `pretrained` source) that fails is told to
+    train a new one with `train --marian-compatible`, which has Marian's.
+    """
+    own = opened.config.pretrained is None
+    hint = f"; train a new run with `train {MARIAN_COMPATIBLE}` to export it" if own else ""
+    if bool(opened.config.add_source_end) != family.ADD_SOURCE_END:
+        raise ValueError(
+            f"{run} was trained with add_source_end={bool(opened.config.add_source_end)}, which a {family.FAMILY} "
+            f"checkpoint has no equivalent for: its tokenizer {'ends' if family.ADD_SOURCE_END else 'does not end'} "
+            f"every source with END{hint}"
+        )
+    try:
+        writer.check_model(opened.model.config)
+    except ValueError as error:
+        raise ValueError(f"{run}: {error}{hint}") from None
 
 
 def _check_run(run):

@@ -11,7 +11,7 @@ import pathlib
 from keras_transformer import runs
 from keras_transformer.files import destinations
 from keras_transformer.presets import get_preset
-from keras_transformer.training import destination, ensembles, fine_tuning, model_run
+from keras_transformer.training import destination, ensembles, fine_tuning, marian_compatible, model_run
 from keras_transformer.training.options import Budget, Devices, Options, Sources, is_int
 
 
@@ -32,6 +32,8 @@ class TrainingRun:
         options: an `options.Options` (default: the preset's budget, one device).
         resume: continue the run in `output`.
         overwrite: replace the run in `output`.
+        marian_compatible: a run that exports as a Marian checkpoint
+            (`marian_compatible`): its sources end with END.
 
     Example:
 
@@ -39,28 +41,31 @@ class TrainingRun:
     >>> summary = run.run()
     """
 
-    def __init__(self, preset, output, sources, options, resume=False, overwrite=False):
+    def __init__(self, preset, output, sources, options, resume=False, overwrite=False, marian_compatible=False):
         self.preset, self.output, self.sources, self.options = preset, pathlib.Path(output), sources, options
-        self.resume, self.overwrite = resume, overwrite
+        self.resume, self.overwrite, self.marian_compatible = resume, overwrite, marian_compatible
         self.state = self.splits = self.initial_weights = None
 
     @classmethod
-    def plan(
-        cls, preset=None, overrides=None, *, output=None, sources=None, options=None, resume=False, overwrite=False
-    ):
+    def plan(cls, preset=None, overrides=None, *, output=None, sources=None, options=None, **how):
         """The run of preset `preset` (a name; default `init_from`'s or `"chatbot-ko"`) with `overrides` (a dict).
 
-        Every argument is checked here, before any file is read but
-        `init_from`'s config.json: a bad one is a ValueError naming it.
+        `how` holds `resume`, `overwrite` and `marian_compatible`. Every
+        argument is checked here, before any file is read but `init_from`'s
+        config.json: a bad one is a ValueError naming it.
         """
         sources, options = sources or Sources(), options or Options()
         if sources.init_from is None:  # languages without a multilingual model to fine-tune: refused now
             fine_tuning.languages(None, sources.source_lang, sources.target_lang)
+        if how.get("marian_compatible"):
+            marian_compatible.check_new_run(sources.init_from)
         resolved = resolve_preset(preset, overrides or {}, sources)
+        if how.get("marian_compatible"):
+            resolved = marian_compatible.marian_preset(resolved, overrides or {})
         options.check()
         check_combination(resolved, options.devices.strategy, sources.init_from)
         output = destination.output_path(resolved, output, sources.init_from)
-        return cls(resolved, output, sources, options, resume=resume, overwrite=overwrite)
+        return cls(resolved, output, sources, options, **how)
 
     def run(self):
         """Takes the steps in turn; returns the summary of `train`."""
@@ -118,6 +123,8 @@ class TrainingRun:
     def train_models(self):
         """Trains the model, or the members of an ensemble preset; returns the summary of `train`."""
         recorded = self.sources.record()
+        if self.marian_compatible:
+            recorded.update(marian_compatible.RECORDED)
         if self.preset.training.ensemble > 1:
             return ensembles.train_ensemble(
                 self.preset, self.output, self.state, self.splits, self.options, recorded=recorded
@@ -197,6 +204,7 @@ def train(
     seed=0,
     cpu_devices=None,
     verbose="auto",
+    marian_compatible=False,
     **overrides,
 ):
     """Trains preset `preset` and writes a run directory (see `keras_transformer.runs`) to `output`.
@@ -251,6 +259,11 @@ def train(
         cpu_devices: split the CPU into this many logical devices (to run
             `mirrored` without accelerators).
         verbose: Keras's `fit` verbosity.
+        marian_compatible: train a new run that `export --format transformers`
+            writes as a Marian checkpoint: its sources end with END and its
+            LayerNorms' epsilon is Marian's 1e-5 (this package's defaults are
+            neither); a preset Marian cannot hold is refused
+            (`training.marian_compatible`).
         **overrides: preset fields to change, e.g. `d_model=128`.
 
     Returns:
@@ -278,7 +291,6 @@ def train(
     """
     sources = Sources(data_dir, corpus_files, init_from, source_lang, target_lang)
     options = Options(Budget(epochs, minutes), Devices(strategy, mixed_precision, cpu_devices), seed, verbose)
-    run = TrainingRun.plan(
-        preset, overrides, output=output, sources=sources, options=options, resume=resume, overwrite=overwrite
-    )
+    how = dict(resume=resume, overwrite=overwrite, marian_compatible=marian_compatible)
+    run = TrainingRun.plan(preset, overrides, output=output, sources=sources, options=options, **how)
     return run.run()

@@ -69,7 +69,7 @@ def check_model(config):
     if config.layer_norm_epsilon != marian.LAYER_NORM_EPSILON:
         raise ValueError(
             f"`layer_norm_epsilon`={config.layer_norm_epsilon!r} has no Marian equivalent: its LayerNorms use "
-            f"{marian.LAYER_NORM_EPSILON!r}, which its config.json cannot change (train with layer_norm_epsilon=1e-5)"
+            f"{marian.LAYER_NORM_EPSILON!r}, which its config.json cannot change"
         )
     if config.activation not in ACTIVATION_NAMES:
         raise ValueError(
