@@ -43,7 +43,7 @@ import warnings
 
 from keras_transformer.errors import ArgumentError, KerasTransformerWarning, first_line
 
-COMMANDS = ("train", "import", "translate", "score", "chat", "evaluate", "export", "serve", "plot")
+COMMANDS = ("train", "import", "translate", "generate", "score", "chat", "evaluate", "export", "serve", "plot")
 MODULES = {"import": "import_checkpoint"}  # commands whose module is not named as they are (a keyword)
 FLAGS = {"beam_size": "--beam"}  # Python arguments whose flag is not `--` + the name in kebab case
 NEGATED = {"jit_compile": "--no-xla"}  # Python arguments that a flag turns off

@@ -99,6 +99,7 @@ class RunConfig:
     train_minutes: float = 0.0
     cooldown: tuple = None  # (first step, last step) of the learning rate's cooldown
     averaged: dict = None
+    classifier: dict = None  # an encoder-only preset's fine-tuned classifier: its held-out accuracy (`bert-ko`)
     files: dict = None  # the record of the files the run wrote (`files.run_files`)
     extra: dict = dataclasses.field(default_factory=dict)  # keys of a later version, kept
 

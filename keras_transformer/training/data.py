@@ -143,8 +143,17 @@ def make_datasets(preset, splits, tokenizers, seed, distributed=False, add_sourc
     source, target = tokenizers
     if data.subword_sampling and tokenizers.shared:
         source = target = source.sampler(data.subword_sampling)
+    language_model = preset.model.architecture == "decoder_only"
+    if language_model:  # GPT: each pair one text, read by the decoder alone
+        from keras_transformer.training.causal_lm import as_texts
+
+        splits = as_texts(splits)
     train = make_batches(strings(splits["train"]), source, target, seed=seed, **batching)
     validation = make_eval_batches(strings(splits["validation"]), *tokenizers, pad_batches=True, **batching)
+    if language_model:
+        from keras_transformer.training.causal_lm import language_model_batches
+
+        train, validation = language_model_batches(train), language_model_batches(validation)
     if distributed:
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA

@@ -11,16 +11,17 @@ Example:
 ['model.encoder.layers.0.fc1.bias', 'model.encoder.layers.0.fc1.weight']
 """
 
-import numpy as np
-
 from keras_transformer.config import DecodingConfig
 from keras_transformer.decoding.rules import never_generated
 from keras_transformer.errors import ArgumentError
 from keras_transformer.kinds import MAX_BEAM_SIZE
 from keras_transformer.pretrained import shapes
+from keras_transformer.pretrained.families.generation import banned_ids, early_stopping_of
+from keras_transformer.pretrained.families.weights import as_is, assign, norm_sources, transposed
 from keras_transformer.pretrained.fields import Fields
 
 LAYER_PREFIXES = ("model.encoder.layers.", "model.decoder.layers.")  # the names of the layers' tensors
+__all__ = ["as_is", "assign", "norm_sources", "transposed"]  # what the families take from here too
 
 
 def matrix(info, name, weights):
@@ -97,16 +98,6 @@ def stack_shapes(config):
     return shapes
 
 
-def transposed(value):
-    """A PyTorch linear layer's `(outputs, inputs)` matrix as a Keras kernel, and back."""
-    return value.T
-
-
-def as_is(value):
-    """A tensor that both libraries lay out alike (biases, LayerNorms, embeddings)."""
-    return value
-
-
 def outer_names(tensors):
     """The names among `tensors` that are not a layer's: what a checkpoint's layout says beyond its config."""
     return sorted(name for name in tensors if not name.startswith(LAYER_PREFIXES))
@@ -121,28 +112,12 @@ def stack_sources(model):
     return sources
 
 
-def assign(model, checkpoint, sources):
-    """Sets `model`'s weights from `sources` (`(weight, tensor name or None for zeros, transform)`), one at a time.
-
-    Every weight of the model is set exactly once; one that no source sets
-    is a `ValueError` naming it.
-    """
-    assigned = set()
-    for weight, name, transform in sources:
-        value = np.zeros(weight.shape, np.float32) if name is None else transform(checkpoint.tensor(name))
-        weight.assign(value.reshape(weight.shape))
-        assigned.add(weight.path)
-    missing = [w.path for w in model.weights if w.path not in assigned]
-    if missing:
-        raise ValueError(f"no checkpoint weight was found for {missing[:5]}")
-
-
 ATTENTION = {"query": "q_proj", "key": "k_proj", "value": "v_proj"}
 
 
 def layer_sources(layer, prefix):
     blocks = [("self_attention", "self_attn", "self_attention_norm", "self_attn_layer_norm")]
-    if hasattr(layer, "cross_attention"):
+    if getattr(layer, "cross_attention", None) is not None:  # a GPT block has none
         blocks.append(("cross_attention", "encoder_attn", "cross_attention_norm", "encoder_attn_layer_norm"))
     sources = []
     for ours, theirs, our_norm, their_norm in blocks:
@@ -162,10 +137,6 @@ def layer_sources(layer, prefix):
     return sources
 
 
-def norm_sources(norm, prefix):
-    return [(norm.gamma, f"{prefix}.weight", as_is), (norm.beta, f"{prefix}.bias", as_is)]
-
-
 def generation_settings(generation, config, where="generation_config.json", family="this"):
     """The checkpoint's generation settings (`generation_config.json`, a dict) as a `DecodingConfig`.
 
@@ -183,21 +154,9 @@ def generation_settings(generation, config, where="generation_config.json", fami
     (`DecodingConfig.check`): a `ValueError` names `where` and the field.
     """
     fields = Fields(generation, where, family)
-    banned, bad_words = [], fields.raw("bad_words_ids", [])
-    if not isinstance(bad_words, list):
-        raise ValueError(f"{where}: `bad_words_ids` must be a list of lists of ids. Received: {bad_words!r}"[:300])
-    for ids in bad_words:
-        if not (isinstance(ids, list) and len(ids) == 1):
-            raise ValueError(
-                f"{where}: bad_words_ids {ids!r}"[:200] + " is a sequence of tokens; keras-transformer bans "
-                "single tokens only"
-            )
-        banned.append(
-            Fields({"bad_words_ids": ids}, where).single_id("bad_words_ids", vocab_size=config.target_vocab_size)
-        )
-    early_stopping = fields.raw("early_stopping", False)
-    if early_stopping not in (True, False) or not isinstance(early_stopping, bool):
-        raise ValueError(f"{where}: early_stopping={early_stopping!r} is not supported (true or false)"[:300])
+    banned = banned_ids(fields, config.target_vocab_size)
+    bad_words = fields.raw("bad_words_ids", [])
+    early_stopping = early_stopping_of(fields)
     check_special_ids(fields, config)
     renormalize = fields.bool("renormalize_logits", False)
     if renormalize and not {config.start_id, config.target_pad} <= set(banned):
@@ -215,7 +174,7 @@ def generation_settings(generation, config, where="generation_config.json", fami
         stopping="beams_ended" if early_stopping else "cannot_improve",
         cut_off="by_score",
         force_end=forced_end == config.end_id,
-        banned_ids=tuple(banned),
+        banned_ids=banned,
         softmax_over="allowed" if renormalize else "vocabulary",
     ).check(vocab_size=config.target_vocab_size, model_max_length=config.max_length, where=where)
 

@@ -21,6 +21,7 @@ from keras_transformer.config import ModelConfig
 from keras_transformer.kinds import MAX_LENGTH
 from keras_transformer.pretrained import shapes
 from keras_transformer.pretrained.families import bart
+from keras_transformer.pretrained.families.weights import as_is, assign, norm_sources
 from keras_transformer.pretrained.fields import Fields
 from keras_transformer.runs import Tokenizers
 from keras_transformer.tokenizers.fairseq import from_m2m100_files, from_nllb_files
@@ -143,7 +144,7 @@ def license_of(checkpoint):
 
 def assign_weights(model, checkpoint):
     """Sets `model`'s weights from an M2M100 checkpoint, one tensor at a time (checked by `check_tensors`)."""
-    bart.assign(model, checkpoint, weight_sources(model, checkpoint.tensors()))
+    assign(model, checkpoint, weight_sources(model, checkpoint.tensors()))
 
 
 def weight_sources(model, names):
@@ -154,9 +155,9 @@ def weight_sources(model, names):
     the other names it may go by (the decoder's, `lm_head.weight`) are
     copies of it, and the positions are computed, never stored.
     """
-    sources = [(model.encoder_embedding.embeddings, embedding_name(names), bart.as_is)]
+    sources = [(model.encoder_embedding.embeddings, embedding_name(names), as_is)]
     for side, norm in (("encoder", model.encoder_norm), ("decoder", model.decoder_norm)):
-        sources += bart.norm_sources(norm, f"model.{side}.layer_norm")
+        sources += norm_sources(norm, f"model.{side}.layer_norm")
     return sources + bart.stack_sources(model)
 
 
