@@ -3,6 +3,10 @@
 Example::
 
     keras-transformer chat --model saved_models/korean-chatbot --temperature 0.8 --top-p 0.9
+    keras-transformer chat --model saved_models/nllb --source-lang eng_Latn --target-lang fra_Latn --beam 4
+
+`--target-lang` chooses a multilingual model's language for every reply,
+and `--prefix` forces the beginning of every reply.
 """
 
 import sys
@@ -11,7 +15,9 @@ from keras_transformer.commands.arguments import (
     SEED_MAX,
     TRUST,
     add_engine_argument,
+    add_language_arguments,
     add_loadable_model_argument,
+    add_prefix_argument,
     int_in_range,
     non_negative_finite_float,
     non_negative_int,
@@ -31,6 +37,8 @@ def add_parser(subparsers):
     )
     add_loadable_model_argument(parser)
     add_engine_argument(parser)
+    add_language_arguments(parser)
+    add_prefix_argument(parser)
     parser.add_argument(
         "--temperature",
         type=non_negative_finite_float,
@@ -63,10 +71,10 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from keras_transformer.opener import open_translator
+    from keras_transformer.commands.arguments import open_model
     from keras_transformer.serving.translation import translate_lines
 
-    translator = open_translator(args.model, args.engine, beam_size=args.beam)
+    translator = open_model(args, beam_size=args.beam)
     interactive = sys.stdin.isatty()
     stream = sys.stdout.isatty() if args.stream is None else args.stream
     if interactive:
@@ -84,15 +92,16 @@ def run(args):
         sample = None if args.beam is not None else (args.temperature, args.top_k, args.top_p, seed)
         try:
             if stream:
-                print_stream(_stream(translator, text, sample))
+                print_stream(_stream(translator, text, sample, args.prefix))
             else:
-                print(translate_lines(translator, [text], sample=sample)[0], flush=True)
+                print(translate_lines(translator, [text], sample=sample, target_prefix=args.prefix)[0], flush=True)
         except KeyboardInterrupt:  # the answer stops; the chat goes on
             print(" [stopped]", flush=True)
 
 
-def _stream(translator, text, sample):
+def _stream(translator, text, sample, target_prefix):
     if sample is None:
-        return translator.stream_pieces(text)
+        return translator.stream_pieces(text, target_prefix=target_prefix)
     temperature, top_k, top_p, seed = sample
-    return translator.stream_pieces(text, "sample", temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    numbers = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    return translator.stream_pieces(text, "sample", **numbers, target_prefix=target_prefix)

@@ -36,7 +36,15 @@ import time
 
 from keras_transformer.serving.signatures import RequestError
 
-STREAMED = {"serving_default": "best", "greedy": "greedy", "sample": "sample"}  # signature -> `stream`'s search
+# signature -> `stream`'s search (`*_with_controls`: a request whose instances name languages or a prefix)
+STREAMED = {
+    "serving_default": "best",
+    "greedy": "greedy",
+    "sample": "sample",
+    "with_controls": "best",
+    "greedy_with_controls": "greedy",
+}
+CONTROLS = ("source_lang", "target_lang", "target_prefix")  # an instance's own, "" for the default
 POLL_S = 0.05  # how often a quiet stream checks that its client is still there
 
 
@@ -64,7 +72,12 @@ class Streams:
             if self.translator is None:
                 yield from ((instance, piece) for piece in self.batch(request, instance))
                 continue
-            pieces = self.translator.stream_pieces(sentence.decode("utf-8"), search, cancel=cancel, **scalars)
+            controls = {
+                name: request.inputs[name][instance].decode("utf-8") for name in CONTROLS if name in request.inputs
+            }
+            controls = {name: value for name, value in controls.items() if value}
+            text = sentence.decode("utf-8")
+            pieces = self.translator.stream_pieces(text, search, cancel=cancel, **scalars, **controls)
             for piece in pieces:
                 yield instance, piece
             if cancel.is_set():
@@ -77,9 +90,8 @@ class Streams:
 def check(request):
     """The parsed `request` if its signature streams, else a `RequestError`."""
     if request.signature not in STREAMED:
-        raise RequestError(
-            f"Signature {request.signature!r} does not stream; :stream takes {', '.join(sorted(STREAMED))}"
-        )
+        names = ", ".join(name for name in STREAMED if "controls" not in name)
+        raise RequestError(f"Signature {request.signature!r} does not stream; :stream takes {names}")
     return request
 
 
