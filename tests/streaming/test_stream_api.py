@@ -96,10 +96,10 @@ def test_the_step_is_traced_once_per_shape_not_per_token(tiny):
     """Two source widths (16 and 32 tokens): each part traced for each at most, whatever the steps."""
     translator, sentences = tiny
     first = [streamed(translator, sentence, "greedy") for sentence in sentences]
-    decoder = translator._stream_decoder
-    traced = decoder.traces
+    greedy = translator._stream_decoder.searches["greedy"]
+    traced = greedy.traces
     assert [streamed(translator, sentence, "greedy") for sentence in sentences] == first
-    assert decoder.traces == traced <= 2 * (1 + 3 + 1)  # start, the step (one per cache phase at most), finish
+    assert greedy.traces == traced <= 2 * (1 + 3 + 1)  # start, the step (one per cache phase at most), finish
     assert sum(len(words) for words in first) > 3 * traced
 
 
