@@ -5,9 +5,9 @@ import pathlib
 
 import pytest
 
+from keras_transformer.files import user_cache
 from keras_transformer.opener import open_translator
 from keras_transformer.pretrained import import_pretrained
-from keras_transformer.serving import ctranslate2_engine
 
 from trained_runs import tiny_run_dir
 
@@ -18,7 +18,7 @@ MARIAN = pathlib.Path(__file__).resolve().parents[1] / "data" / "marian" / "sepa
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(ctranslate2_engine.CACHE_ENV, str(tmp_path_factory.mktemp("ct2-cache")))
+        patch.setenv(user_cache.CACHE_ENV, str(tmp_path_factory.mktemp("ct2-cache")))
         tiny, pairs = tiny_run_dir()
         marian = tmp_path_factory.mktemp("marian") / "run"
         import_pretrained(MARIAN, marian)
