@@ -32,7 +32,8 @@ arrays with `.numpy()`:
 The translating methods also take the controls of `controls`:
 `source_lang=` and `target_lang=` (a multilingual model's codes) and
 `target_prefix=` (the first words of the output), each a str or one per
-sentence; `score` takes the languages.
+sentence, and `banned=` (a list of words no output may hold, for the
+whole call: `banned_words`); `score` takes the languages.
 
 A subclass implements `_decode(search, sentences, controls, *sampling)`
 for `search` in `"best"`, `"greedy"`, `"sample"`, `_nbest(sentences,
@@ -124,9 +125,9 @@ class TranslatorInterface:
         """
         return self._source_lengths(checked_sentences(sentences))
 
-    def _controls(self, sentences, source_lang=None, target_lang=None, target_prefix=None):
+    def _controls(self, sentences, source_lang=None, target_lang=None, target_prefix=None, banned=None):
         """The checked `controls.Controls` of a call (see `keras_transformer.translators.controls`)."""
-        return resolve(sentences, self.languages, source_lang, target_lang, target_prefix)
+        return resolve(sentences, self.languages, source_lang, target_lang, target_prefix, banned)
 
     # -- what each engine gives: each hook is given checked inputs and `Controls` ------------------
 
