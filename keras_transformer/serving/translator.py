@@ -59,13 +59,12 @@ an `InvalidArgumentError` that names it (they are not clamped).
 import functools
 
 import keras
-
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for loading)
 
 from keras_transformer import decoding
-from keras_transformer.files import atomic, destinations, manifest
 from keras_transformer.decoding import rules
+from keras_transformer.files import atomic, destinations, manifest
 from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
 from keras_transformer.translators.controls import languages_of
 
