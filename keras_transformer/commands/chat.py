@@ -10,6 +10,7 @@ import sys
 from keras_transformer.commands.arguments import (
     SEED_MAX,
     TRUST,
+    add_ban_argument,
     add_engine_argument,
     add_loadable_model_argument,
     int_in_range,
@@ -57,10 +58,12 @@ def add_parser(subparsers):
         default=None,
         help="use beam search with this many beams instead of sampling",
     )
+    add_ban_argument(parser)
     parser.set_defaults(run=run)
 
 
 def run(args):
+    from keras_transformer.commands.translate import controls
     from keras_transformer.opener import open_translator
     from keras_transformer.serving.translation import translate_lines
 
@@ -78,9 +81,9 @@ def run(args):
         if not text:
             return 0
         if args.beam is not None:
-            reply = translate_lines(translator, [text])[0]
+            reply = translate_lines(translator, [text], controls=controls(args))[0]
         else:
             seed = args.seed if args.seed < 0 else args.seed + turn
             sample = (args.temperature, args.top_k, args.top_p, seed)
-            reply = translate_lines(translator, [text], sample=sample)[0]
+            reply = translate_lines(translator, [text], sample=sample, controls=controls(args))[0]
         print(reply, flush=True)

@@ -39,7 +39,7 @@ def add_parser(subparsers):
 
 def run(args):
     from keras_transformer import evaluation
-    from keras_transformer.commands.translate import print_cut_off_lines, warn_truncated
+    from keras_transformer.commands.translate import controls, print_cut_off_lines, warn_truncated
     from keras_transformer.files import output_files, text_files
     from keras_transformer.opener import open_translator
     from keras_transformer.serving.translation import Progress, translate_lines_with_status
@@ -59,7 +59,7 @@ def run(args):
     warn_truncated(translator, sources)
     progress = None if args.quiet else Progress(len(sources))
     hypotheses, finished = translate_lines_with_status(
-        translator, sources, args.batch_size, progress=progress, workers=args.workers
+        translator, sources, args.batch_size, progress=progress, workers=args.workers, controls=controls(args)
     )
     print_cut_off_lines(finished)
     scores = evaluation.score(hypotheses, references)

@@ -22,6 +22,7 @@ import sys
 
 from keras_transformer.commands.arguments import (
     TRUST,
+    add_ban_argument,
     add_engine_argument,
     add_loadable_model_argument,
     add_workers_argument,
@@ -63,7 +64,8 @@ def add_parser(subparsers):
 
 
 def add_model_arguments(parser):
-    """`--model`, `--engine`, `--beam`, `--alpha`, `--batch-size`, `--compact`, `--workers`, shared with `evaluate`."""
+    """`--model`, `--engine`, `--beam`, `--alpha`, `--batch-size`, `--compact`, `--workers`, `--ban`, shared with
+    `evaluate`."""
     add_loadable_model_argument(parser)
     add_engine_argument(parser)
     parser.add_argument(
@@ -86,6 +88,7 @@ def add_model_arguments(parser):
         "inputs, but more to compile before the first ones (a run directory only)",
     )
     add_workers_argument(parser)
+    add_ban_argument(parser)
 
 
 def run(args):
@@ -104,7 +107,7 @@ def run(args):
         text = _nbest_text(translator, sentences, args, progress)
     else:
         translations, finished = translate_lines_with_status(
-            translator, sentences, args.batch_size, progress=progress, workers=args.workers
+            translator, sentences, args.batch_size, progress=progress, workers=args.workers, controls=controls(args)
         )
         print_cut_off_lines(finished)
         text = "".join(t + "\n" for t in translations)
@@ -118,11 +121,24 @@ def run(args):
 
 def _nbest_text(translator, sentences, args, progress):
     """`index<TAB>score<TAB>translation` lines, `args.n_best` per sentence, best first."""
-    rows = nbest_lines(translator, sentences, args.n_best, args.batch_size, progress=progress, workers=args.workers)
+    rows = nbest_lines(
+        translator,
+        sentences,
+        args.n_best,
+        args.batch_size,
+        progress=progress,
+        workers=args.workers,
+        controls=controls(args),
+    )
     print_cut_off_lines([hypotheses[0][2] for hypotheses in rows])
     return "".join(
         f"{index}\t{score:.6f}\t{text}\n" for index, hypotheses in enumerate(rows) for score, text, _ in hypotheses
     )
+
+
+def controls(args):
+    """The translator controls the flags give (`--ban`)."""
+    return {"banned": args.ban} if args.ban else {}
 
 
 def read_lines(path=None):

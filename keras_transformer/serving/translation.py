@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from keras_transformer.errors import ArgumentError
 
 
-def translate_lines(translator, sentences, batch_size=32, sample=None, progress=None, workers=1):
+def translate_lines(translator, sentences, batch_size=32, sample=None, progress=None, workers=1, controls=None):
     """Translations of `sentences` in input order, batched by similar length.
 
     `translator` is what `keras_transformer.open_translator` returns; it
@@ -25,12 +25,15 @@ def translate_lines(translator, sentences, batch_size=32, sample=None, progress=
     sample instead. `workers` threads
     translate batches side by side, as CTranslate2's `inter_threads` does:
     each batch's program uses every core, but two may use them better
-    (docs/performance.md). The translations are the same.
+    (docs/performance.md). The translations are the same. `controls` are
+    the translator's keyword arguments for every batch (`banned=[...]`).
     """
-    return translate_lines_with_status(translator, sentences, batch_size, sample, progress, workers)[0]
+    return translate_lines_with_status(translator, sentences, batch_size, sample, progress, workers, controls)[0]
 
 
-def translate_lines_with_status(translator, sentences, batch_size=32, sample=None, progress=None, workers=1):
+def translate_lines_with_status(
+    translator, sentences, batch_size=32, sample=None, progress=None, workers=1, controls=None
+):
     """`(translations, finished)`: `translate_lines` and, per sentence, whether its translation ended.
 
     `finished[i]` is False where translation `i` reached the maximum output
@@ -40,9 +43,9 @@ def translate_lines_with_status(translator, sentences, batch_size=32, sample=Non
 
     def translate(strings):
         if sample is not None:
-            result = translator.sample_with_status(strings, *sample)
+            result = translator.sample_with_status(strings, *sample, **(controls or {}))
         else:
-            result = translator.call_with_status(strings)
+            result = translator.call_with_status(strings, **(controls or {}))
         flags = result["finished"]
         flags = [None] * len(strings) if flags is None else flags.numpy().tolist()
         return [(text(output), flag) for output, flag in zip(result["translations"].numpy(), flags)]
@@ -51,7 +54,7 @@ def translate_lines_with_status(translator, sentences, batch_size=32, sample=Non
     return [text for text, _ in results], [flag for _, flag in results]
 
 
-def nbest_lines(translator, sentences, n_best, batch_size=32, progress=None, workers=1):
+def nbest_lines(translator, sentences, n_best, batch_size=32, progress=None, workers=1, controls=None):
     """The `n_best` best translations of each sentence: a list, per sentence, of `(score, translation, finished)`.
 
     Best first, as the beam search ranks them (`translator.nbest`); `n_best` must
@@ -67,7 +70,7 @@ def nbest_lines(translator, sentences, n_best, batch_size=32, progress=None, wor
         raise ArgumentError(f"{{n_best={n_best!r}}} must be between 1 and the beam size, {{beam_size={beam_size}}}")
 
     def best(strings):
-        result = translator.nbest(strings)
+        result = translator.nbest(strings, **(controls or {}))
         rows = zip(result["scores"].numpy(), result["translations"].numpy(), result["finished"].numpy())
         return [
             [(float(score), text(output), bool(done)) for score, output, done in list(zip(*row))[:n_best]]

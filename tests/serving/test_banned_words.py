@@ -113,3 +113,25 @@ def test_a_word_bans_its_pieces_with_and_without_the_word_boundary():
     ids = banned_words.banned_ids(("Hund", "Katze"), lambda ws: [tokenize[w] for w in ws], pieces, (0, 1, 2, 3))
     assert ids == (4, 5, 6, 7, 8)
     assert banned_words.check_words(["New York", "Hund", "Hund"]) == ("New", "York", "Hund")
+
+
+def test_translate_and_evaluate_take_ban_flags(run, word, tmp_path, capsys):
+    from keras_transformer.commands import cli
+
+    source = tmp_path / "source.txt"
+    source.write_text("".join(s + "\n" for s in run[1]), encoding="utf-8")
+    argv = ["translate", "--model", str(run[0]), "--input", str(source), "--beam", "1", "--quiet"]
+    assert cli.main(argv) == 0
+    assert word in capsys.readouterr().out
+    assert cli.main([*argv, "--ban", word, "--ban", "Hund"]) == 0
+    assert word not in capsys.readouterr().out
+    hypotheses = tmp_path / "hypotheses.txt"
+    evaluate = ["evaluate", "--model", str(run[0]), "--source", str(source), "--reference", str(source)]
+    assert cli.main([*evaluate, "--beam", "1", "--quiet", "--ban", word, "--hypotheses", str(hypotheses)]) == 0
+    assert word not in hypotheses.read_text(encoding="utf-8")
+    capsys.readouterr()
+    assert cli.main([*argv, "--ban", "\u00a7\u00a7"]) in (0, 2)  # a byte-fallback word bans its bytes, or is refused
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and all(
+        line.startswith(("warning:", "keras-transformer")) for line in err.splitlines()
+    )
