@@ -65,7 +65,8 @@ import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for loadi
 from keras_transformer import decoding
 from keras_transformer.decoding import rules
 from keras_transformer.files import atomic, destinations, manifest
-from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
+from keras_transformer.models import as_transformer
+from keras_transformer.translators import TranslatorInterface, alignments, banned_words, decoding_defaults
 from keras_transformer.translators.controls import languages_of
 
 SOURCE_BUCKET = 16  # sources are padded to a multiple of this (few XLA programs)
@@ -283,6 +284,44 @@ class Translator(TranslatorInterface, tf.Module):
 
     def _source_lengths(self, sentences):
         return self._tf_source_lengths(sentences)
+
+    def _align(self, sources, outputs, layer, controls):
+        members = [as_transformer(member) for member in decoding.ensemble_members(self.model)]
+        layer = alignments.check_layer(layer, len(members[0].decoder_layers))
+        if not sources.shape[0]:
+            return []
+        source_lang, target_lang = (
+            [self._languages[which]] * sources.shape[0] if codes is None else texts(codes)
+            for which, codes in ((1, controls.source_lang), (2, controls.target_lang))
+        )
+        source = [self._aligned_source(text, code) for text, code in zip(texts(sources), source_lang)]
+        target = [self._aligned_target(text, code) for text, code in zip(texts(outputs), target_lang)]
+        source_ids = _padded([ids for ids, _, _ in source], self._source_pad)
+        decoder_inputs = _padded([ids for ids, _, _ in target], self._target_pad)
+        attention = alignments.cross_attention(members, source_ids, decoder_inputs, layer)
+        return [
+            alignments.word_alignment(weights[t0 : t0 + len(t_words), s0 : s0 + len(s_words)], s_words, t_words)
+            for weights, (_, s0, s_words), (_, t0, t_words) in zip(attention, source, target)
+        ]
+
+    def _aligned_source(self, text, code):
+        """`(source ids as the model reads them, where its words start, the word of each piece)`."""
+        ids, words = alignments.word_pieces(functools.partial(tokenize_words, self.source_tokenizer), text)
+        ids, words = ids[: self._source_limit], words[: self._source_limit]
+        row = ids + [self._source_end] * int(self._add_source_end)
+        if not self._multilingual:
+            return row, 0, words
+        language = self.source_tokenizer.languages[code]
+        if getattr(self.source_tokenizer, "source_position", "first") == "last":
+            return row + [language], 0, words
+        return [language] + row, 1, words
+
+    def _aligned_target(self, text, code):
+        """`(decoder inputs: START, a language, the pieces; the row producing the first piece; their words)`."""
+        start = [int(self._searches.start_id)] + ([self.target_tokenizer.languages[code]] if self._multilingual else [])
+        ids, words = alignments.word_pieces(functools.partial(tokenize_words, self.target_tokenizer), text)
+        keep = self._decode_length - len(start) + 1
+        return start + ids[: keep - 1], len(start) - 1, words[: keep - 1]
 
     def _trackable_children(self, *args, **kwargs):
         """The SavedModel holds the `_tf_*` functions under their public names (`_EXPORTED`)."""
@@ -514,6 +553,7 @@ class _Searches:
         compile_search = functools.partial(compile_search, jit_compile=jit_compile)
         greedy = decoding.search_for(1, search.alpha, **options)
         self.beam_size, self._compact = search.beam_size, compact
+        self.start_id = search.start_id
         self._greedy = compile_search(greedy, compact=compact)
         self._nbest = self._greedy if search == greedy else compile_search(search, compact=compact)
         self._sample = compile_search(decoding.search_for(None, search.alpha, temperature=1.0, **options))
@@ -613,6 +653,12 @@ def _pad_to_buckets(ids, max_source_length, pad_id):
     dense = ids.to_tensor(pad_id)
     pad = [[0, rows - batch], [0, tf.cast(width, tf.int32) - tf.shape(dense)[1]]]
     return tf.pad(dense, pad, constant_values=pad_id)
+
+
+def _padded(rows, pad_id):
+    """int32 `(len(rows), longest)` of `rows`, `pad_id` after each (at least one column)."""
+    width = max([len(row) for row in rows] + [1])
+    return tf.constant([row + [pad_id] * (width - len(row)) for row in rows], tf.int32)
 
 
 def _ban_mask(vocab_size, banned_ids):
