@@ -31,7 +31,6 @@ array([b'Ein Hund rennt.'], dtype=object)
 import functools
 import hashlib
 import json
-import os
 import pathlib
 import threading
 
@@ -41,6 +40,7 @@ from keras_transformer import runs
 from keras_transformer.config import END_ID, PAD_ID, START_ID, DecodingConfig
 from keras_transformer.decoding import rules
 from keras_transformer.files import destinations, ownership
+from keras_transformer.files.user_cache import cache_root
 from keras_transformer.serving import ctranslate2 as writer
 from keras_transformer.serving.translator import tokenize_words, tokenized
 from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
@@ -48,7 +48,6 @@ from keras_transformer.translators.banned_words import check_words
 from keras_transformer.translators.controls import languages_of
 
 INSTALL = 'pip install "keras-transformer[ctranslate2]"'
-CACHE_ENV = "KERAS_TRANSFORMER_CACHE"
 TYPICAL_LENGTH = 20  # output tokens at which the beam's length penalty ranks as GNMT's (module docstring of writer)
 # CTranslate2's beam stops once `beam_size * patience` hypotheses ended. transformers' `early_stopping=False`
 # (`stopping="cannot_improve"`) searches on while a live beam may still win: 4 comes closest, and higher
@@ -64,14 +63,6 @@ def require_ctranslate2():
     except ModuleNotFoundError:
         raise ValueError(f"The ctranslate2 engine needs the ctranslate2 package: {INSTALL}") from None
     return ctranslate2
-
-
-def cache_root():
-    """`$KERAS_TRANSFORMER_CACHE`, else `$XDG_CACHE_HOME/keras_transformer`, else `~/.cache/keras_transformer`."""
-    if os.environ.get(CACHE_ENV):
-        return pathlib.Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
-    return pathlib.Path(base) / "keras_transformer"
 
 
 def check_run(path):

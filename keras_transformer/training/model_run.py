@@ -121,6 +121,7 @@ class ModelRun:
             self.options.seed,
             distributed=self.options.devices.distributed,
             add_source_end=self.config.add_source_end,
+            languages=self.config.languages,
         )
 
     def build_model(self):

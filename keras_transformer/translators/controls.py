@@ -49,6 +49,11 @@ class Languages(NamedTuple):
         """`code` if it is one of `codes`; a one-line `ValueError` naming `name` and three close codes otherwise."""
         if not isinstance(code, str):
             raise ValueError(f"`{name}` must be a language code (a str). Received: {name}={code!r}")
+        if not self.codes:
+            raise ValueError(
+                f"`{name}` applies to multilingual models; this one translates one language pair. "
+                f"Received: {name}={code!r}"
+            )
         if code not in self.codes:
             close = close_matches(code, self.codes)
             hint = f"close: {', '.join(close)}" if close else f"it has {len(self.codes)}, e.g. {self.codes[0]}"

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.decoding import TruncatedOutputWarning
+from keras_transformer.files import user_cache
 from keras_transformer.opener import open_translator
 from keras_transformer.pretrained import import_pretrained
 from keras_transformer.serving import ctranslate2_engine
@@ -37,7 +38,7 @@ def cache(tmp_path_factory):
     """A fresh CTranslate2 conversion cache for this module."""
     with pytest.MonkeyPatch.context() as patch:
         folder = tmp_path_factory.mktemp("ct2-cache")
-        patch.setenv(ctranslate2_engine.CACHE_ENV, str(folder))
+        patch.setenv(user_cache.CACHE_ENV, str(folder))
         yield folder
 
 

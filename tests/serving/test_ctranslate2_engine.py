@@ -13,7 +13,7 @@ import pytest
 from keras_transformer import runs
 from keras_transformer.commands import cli
 from keras_transformer.decoding import TruncatedOutputWarning
-from keras_transformer.files import destinations
+from keras_transformer.files import destinations, user_cache
 from keras_transformer.opener import open_translator
 from keras_transformer.pretrained import import_pretrained
 from keras_transformer.serving import ctranslate2_engine
@@ -36,7 +36,7 @@ def cache(tmp_path_factory):
     """A fresh conversion cache for this module, also seen by the `serve` subprocess."""
     with pytest.MonkeyPatch.context() as patch:
         folder = tmp_path_factory.mktemp("ct2-cache")
-        patch.setenv(ctranslate2_engine.CACHE_ENV, str(folder))
+        patch.setenv(user_cache.CACHE_ENV, str(folder))
         yield folder
 
 

@@ -12,12 +12,15 @@ Example:
 """
 
 from keras_transformer.config import DecodingConfig
+from keras_transformer.decoding.rules import never_generated
+from keras_transformer.errors import ArgumentError
 from keras_transformer.kinds import MAX_BEAM_SIZE
 from keras_transformer.pretrained import shapes
 from keras_transformer.pretrained.families.generation import banned_ids, early_stopping_of
 from keras_transformer.pretrained.families.weights import as_is, assign, norm_sources, transposed
 from keras_transformer.pretrained.fields import Fields
 
+LAYER_PREFIXES = ("model.encoder.layers.", "model.decoder.layers.")  # the names of the layers' tensors
 __all__ = ["as_is", "assign", "norm_sources", "transposed"]  # what the families take from here too
 
 
@@ -97,7 +100,7 @@ def stack_shapes(config):
 
 def outer_names(tensors):
     """The names among `tensors` that are not a layer's: what a checkpoint's layout says beyond its config."""
-    return sorted(name for name in tensors if not name.startswith(("model.encoder.layers.", "model.decoder.layers.")))
+    return sorted(name for name in tensors if not name.startswith(LAYER_PREFIXES))
 
 
 def stack_sources(model):
@@ -188,3 +191,44 @@ def check_special_ids(fields, config):
     pad = fields.single_id("pad_token_id", None, vocab_size=config.source_vocab_size)
     if pad is not None and pad != config.pad_id:
         raise ValueError(f"{fields.where}: `pad_token_id` is {pad}, but config.json's is {config.pad_id}")
+
+
+def generation_json(decoding, config, base=None):
+    """generation_config.json of `decoding` (a `DecodingConfig`) for a BART-derived model of `config`.
+
+    The inverse of `generation_settings`: `base`'s other fields kept, the
+    ones it reads set from the run. `bad_words_ids` are the ids the run's searches never generate
+    (`decoding.rules.never_generated`). A setting transformers' `generate`
+    has no equivalent for is a `ValueError` naming it: GNMT's length penalty
+    with more than one beam.
+    """
+    if decoding.normalization == "gnmt" and decoding.beam_size > 1 and decoding.alpha != 0:
+        raise ArgumentError(
+            f"`normalization`='gnmt' (beam search over ((5 + length) / 6) ** {decoding.alpha:g}) has no "
+            "transformers equivalent (it divides by length ** length_penalty): export with {beam_size=1} or {alpha=0}"
+        )
+    data = dict(base or {})
+    for key in ("forced_eos_token_id", "length_penalty", "renormalize_logits", "early_stopping", "bad_words_ids"):
+        data.pop(key, None)
+    allowed = decoding.softmax_over == "allowed"
+    banned = never_generated(
+        config.start_id, config.end_id, config.target_pad, decoding.banned_ids, decoding.softmax_over
+    )
+    data.update(
+        decoder_start_token_id=config.start_id,
+        eos_token_id=config.end_id,
+        pad_token_id=config.pad_id,
+        max_length=(decoding.max_new_tokens or config.max_length) + 1,  # transformers counts the start token
+        num_beams=decoding.beam_size,
+    )
+    if banned:
+        data["bad_words_ids"] = [[int(i)] for i in banned]
+    if decoding.normalization == "length" or decoding.alpha == 0:
+        data["length_penalty"] = float(decoding.alpha)
+    if decoding.stopping == "beams_ended":
+        data["early_stopping"] = True
+    if decoding.force_end:
+        data["forced_eos_token_id"] = config.end_id
+    if allowed:
+        data["renormalize_logits"] = True
+    return dict(sorted(data.items()))
