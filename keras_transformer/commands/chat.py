@@ -14,6 +14,7 @@ import sys
 from keras_transformer.commands.arguments import (
     SEED_MAX,
     TRUST,
+    add_ban_argument,
     add_engine_argument,
     add_language_arguments,
     add_loadable_model_argument,
@@ -39,6 +40,7 @@ def add_parser(subparsers):
     add_engine_argument(parser)
     add_language_arguments(parser)
     add_prefix_argument(parser)
+    add_ban_argument(parser)
     parser.add_argument(
         "--temperature",
         type=non_negative_finite_float,
@@ -92,16 +94,19 @@ def run(args):
         sample = None if args.beam is not None else (args.temperature, args.top_k, args.top_p, seed)
         try:
             if stream:
-                print_stream(_stream(translator, text, sample, args.prefix))
+                print_stream(_stream(translator, text, sample, target_prefix=args.prefix, banned=args.ban))
             else:
-                print(translate_lines(translator, [text], sample=sample, target_prefix=args.prefix)[0], flush=True)
+                print(
+                    translate_lines(translator, [text], sample=sample, target_prefix=args.prefix, banned=args.ban)[0],
+                    flush=True,
+                )
         except KeyboardInterrupt:  # the answer stops; the chat goes on
             print(" [stopped]", flush=True)
 
 
-def _stream(translator, text, sample, target_prefix):
+def _stream(translator, text, sample, **controls):
     if sample is None:
-        return translator.stream_pieces(text, target_prefix=target_prefix)
+        return translator.stream_pieces(text, **controls)
     temperature, top_k, top_p, seed = sample
     numbers = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-    return translator.stream_pieces(text, "sample", **numbers, target_prefix=target_prefix)
+    return translator.stream_pieces(text, "sample", **numbers, **controls)

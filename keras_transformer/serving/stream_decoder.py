@@ -3,8 +3,8 @@
 `StreamDecoder` is what `Translator._stream` runs: the translator's own
 greedy and sampling searches (the same options, maximum length and ids) as
 `decoding.SteppedSearch`es, each compiled on its first stream, fed the
-source and forced beginning that the translator's `_run` would give them,
-and read one id a step into a `translators.streaming.WordCutter`. The last
+source, forced beginning and banned ids that the translator's `_run` would
+give them, and read one id a step into a `translators.streaming.WordCutter`. The last
 piece completes the text to the translator's own detokenization of the
 result, so the pieces joined are what `greedy` or `sample` returns: the
 same ids (the same loop body, and for sampling the same noise from the same
@@ -20,9 +20,11 @@ Example:
 
 import random
 
+import keras
 import tensorflow as tf
 
 from keras_transformer import decoding
+from keras_transformer.decoding import rules
 from keras_transformer.translators.streaming import WordCutter, word_starts
 
 SEED_LIMIT = 2**62  # a random seed is drawn below it, as `Translator._run_sample` draws one
@@ -58,14 +60,14 @@ class StreamDecoder:
         last piece has what is pending and the reason `"cancelled"`.
         """
         translator = self.translator
-        source_lang, target_lang, target_prefix = translator._filled(sentences, controls)
+        source_lang, target_lang, target_prefix, banned_ids = translator._filled(sentences, controls)
         source_ids = translator._source_ids(sentences, source_lang)
         prefix = translator._prefix(target_lang, target_prefix, tf.shape(source_ids)[0])
-        inputs, settings = (), {}
+        inputs, settings = (), {"ban_mask": rules.ids_mask(translator.target_pieces.shape[0], banned_ids, keras.ops)}
         if search == "sample":
             temperature, top_k, top_p, seed = sampling
             inputs = (self._noise(tf.shape(source_ids)[0], seed),)
-            settings = dict(temperature=temperature, top_k=top_k, top_p=top_p)
+            settings.update(temperature=temperature, top_k=top_k, top_p=top_p)
         steps = self.searches[search].run(source_ids, *inputs, prefix=prefix, **settings)
         cutter = WordCutter(self._text, self.starts_word)
         end = translator._target_end
