@@ -64,6 +64,9 @@ def test_a_stream_takes_the_controls(tiny):
     prefixed = streamed(translator, sentences[0], "greedy", target_prefix="Zwei Katzen")
     assert "".join(prefixed) == plain(translator, sentences[:1], "greedy", target_prefix="Zwei Katzen")[0]
     assert prefixed[0] == "Zwei"
+    banned = streamed(translator, sentences[0], "greedy", banned=["Hund"])
+    assert "".join(banned) == plain(translator, sentences[:1], "greedy", banned=["Hund"])[0]
+    assert "Hund" not in "".join(banned) and "Hund" in "".join(streamed(translator, sentences[0], "greedy"))
     with pytest.raises(ValueError, match="target_lang"):
         translator.stream(sentences[0], target_lang="de")
 

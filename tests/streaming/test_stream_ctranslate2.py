@@ -38,6 +38,9 @@ def test_the_joined_stream_is_the_engines_output(which, runs):
     # `set_random_seed` does not seed as it seeds `translate_batch`'s (docs/serving.md).
     prefixed = translator.greedy_with_status(sentences[:1], target_prefix="Ein")["translations"].numpy()[0]
     assert "".join(translator.stream(sentences[0], "greedy", target_prefix="Ein")) == prefixed.decode("utf-8")
+    if which == "tiny run":  # German words to ban
+        banned = translator.greedy_with_status(sentences[:1], banned=["Hund"])["translations"].numpy()[0]
+        assert "".join(translator.stream(sentences[0], "greedy", banned=["Hund"])) == banned.decode("utf-8")
 
 
 def test_beam_search_streams_once(runs):
