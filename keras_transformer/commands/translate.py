@@ -41,6 +41,7 @@ from keras_transformer.commands.arguments import (
     positive_int,
     setting_type,
 )
+from keras_transformer.commands.streaming import add_stream_argument, streamed_lines
 from keras_transformer.config import DecodingConfig
 from keras_transformer.input_rules import check_sentence
 from keras_transformer.serving.translation import (
@@ -77,6 +78,7 @@ def add_parser(subparsers):
         "it attends to most (Moses' i-j pairs, 0-based; the XLA engine on a run directory; docs/translating.md)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_stream_argument(parser, "one sentence at a time, to stdout; default off")
     parser.set_defaults(run=run)
 
 
@@ -124,6 +126,8 @@ def run(args):
     if args.alignments:
         check_alignments(translator, args)
     warn_truncated(translator, sentences)
+    if args.stream:
+        return streamed_lines(translator, sentences, args)
     progress = None if args.quiet or not from_file else Progress(len(sentences))
     if args.n_best:
         text = _nbest_text(translator, sentences, args, progress)

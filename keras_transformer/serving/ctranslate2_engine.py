@@ -46,6 +46,7 @@ from keras_transformer.serving.translator import tokenize_words, tokenized
 from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
 from keras_transformer.translators.banned_words import check_words
 from keras_transformer.translators.controls import languages_of
+from keras_transformer.translators.streaming import Piece, WordCutter, word_starts
 
 INSTALL = 'pip install "keras-transformer[ctranslate2]"'
 TYPICAL_LENGTH = 20  # output tokens at which the beam's length penalty ranks as GNMT's (module docstring of writer)
@@ -53,6 +54,8 @@ TYPICAL_LENGTH = 20  # output tokens at which the beam's length penalty ranks as
 # (`stopping="cannot_improve"`) searches on while a live beam may still win: 4 comes closest, and higher
 # patience gives the same strings, slower (the class docstring has the figures).
 CANNOT_IMPROVE_PATIENCE = 4
+# `translate_options` that CTranslate2's `generate_tokens` takes too (it has no beam, scores or END in its output).
+GENERATE_OPTIONS = ("min_decoding_length", "max_input_length", "max_decoding_length", "suppress_sequences")
 _lock = threading.Lock()  # one conversion at a time in this process
 
 
@@ -274,6 +277,55 @@ class CTranslate2Translator(TranslatorInterface):
     def _nbest(self, sentences, controls, hypotheses=None):
         beam_size = int(self.beam_size.numpy())
         return self._translate(sentences, controls, beam_size=beam_size, num_hypotheses=hypotheses or beam_size)
+
+    def _stream(self, search, sentences, controls, *sampling, cancel=None):
+        """Greedy search and sampling token by token, with CTranslate2's `generate_tokens`; beam search once.
+
+        Its options are `translate_batch`'s (`translate_options`), so the
+        pieces joined are `greedy`'s (or `sample`'s, for the same seed) strings.
+        """
+        options = {}
+        if search == "sample":
+            temperature, top_k, top_p, seed = (t.numpy().item() for t in sampling)
+            if temperature != 0:
+                if seed >= 0:
+                    self._ctranslate2.set_random_seed(seed)
+                options = dict(sampling_temperature=temperature, sampling_topk=top_k, sampling_topp=top_p)
+        elif search == "best" and int(self.beam_size.numpy()) > 1:
+            return super()._stream(search, sentences, controls)
+        return self._generated(sentences, controls, options, cancel)
+
+    def _generated(self, sentences, controls, sampling, cancel):
+        source = self.source_pieces(sentences, controls.source_lang)[0]
+        if not source:  # as `_hypotheses`: an empty sentence translates to ""
+            yield Piece("", (), "end")
+            return
+        prefix = (self.target_prefix(controls, 1) or [None])[0]
+        options = {
+            name: value
+            for name, value in self.translate_options(1, 1, controls.banned).items()
+            if name in GENERATE_OPTIONS
+        }
+        sampling = {"sampling_topk": 1, **sampling}  # greedy: the one likeliest token
+        steps = self.translator.generate_tokens(source, prefix, **options, **sampling, end_token=self._end)
+        cutter = WordCutter(self._text, word_starts(self._target_pieces))
+        finished = False
+        for step in steps:
+            if cancel is not None and cancel.is_set():
+                steps.close()  # CTranslate2 stops decoding
+                yield cutter.finish(cutter.text, "cancelled")
+                return
+            if step.token == self._end:
+                finished = True
+                break
+            piece = cutter.add(self._target_ids[step.token])
+            if piece is not None:
+                yield piece
+        yield cutter.finish(self._text(cutter.ids), "end" if finished else "length")
+
+    def _text(self, ids):
+        ragged = tf.RaggedTensor.from_row_lengths(tf.constant(ids, tf.int32), [len(ids)])
+        return self.target_tokenizer.detokenize(ragged).numpy()[0].decode("utf-8", errors="replace")
 
     def _source_lengths(self, sentences):
         ids = tokenized(self.source_tokenizer, sentences)

@@ -233,6 +233,7 @@ class Translator(TranslatorInterface, tf.Module):
         self._decode_length = decoding.resolve_max_length(model, max_length)
         self._compact = bool(compact)
         self._searches = _Searches(model, search, options, self._decode_length, jit_compile, compact)
+        self._stream_decoder = None  # what `stream` steps through (`stream_decoder`), built on the first stream
         # Read back by the commands, also after `tf.saved_model.load`.
         self.beam_size = tf.Variable(beam_size, trainable=False, name="beam_size")
         self.max_source_length = tf.Variable(max_source_length, trainable=False, name="max_source_length")
@@ -267,6 +268,17 @@ class Translator(TranslatorInterface, tf.Module):
             return self._tf_sample_with_controls(sentences, *controls, *sampling)
         decode = self._tf_greedy_with_controls if search == "greedy" else self._tf_call_with_controls
         return decode(sentences, *controls)
+
+    def _stream(self, search, sentences, controls, *sampling, cancel=None):
+        """Greedy search and sampling step by step (`stream_decoder`); beam search's result once."""
+        if search == "best" and self._searches.beam_size > 1:
+            return super()._stream(search, sentences, controls)
+        if self._stream_decoder is None:
+            from keras_transformer.serving.stream_decoder import StreamDecoder
+
+            self._stream_decoder = StreamDecoder(self)
+        search = "greedy" if search == "best" else search
+        return self._stream_decoder.pieces(search, sentences, controls, *sampling, cancel=cancel)
 
     def _nbest(self, sentences, controls):
         return self._tf_nbest_with_controls(sentences, *self._filled(sentences, controls))
@@ -554,6 +566,7 @@ class _Searches:
         greedy = decoding.search_for(1, search.alpha, **options)
         self.beam_size, self._compact = search.beam_size, compact
         self.start_id = search.start_id
+        self.stream_settings = (model, search, options, max_length, jit_compile)  # `stream_decoder`'s
         self._greedy = compile_search(greedy, compact=compact)
         self._nbest = self._greedy if search == greedy else compile_search(search, compact=compact)
         self._sample = compile_search(decoding.search_for(None, search.alpha, temperature=1.0, **options))

@@ -28,6 +28,11 @@ arrays with `.numpy()`:
   word it attends to most, as `(i, j)` pairs (`alignments`; the XLA
   translator of a run directory, which has the model's attention);
 - `source_lengths(sentences)`: source tokens before truncation;
+- `stream(sentence, search)`: one sentence's translation in pieces of
+  text, each given once its words are decoded (`streaming`), for
+  `search` `"best"` (the translator's own search), `"greedy"` or
+  `"sample"`; `stream_pieces` gives them as `streaming.Piece`s, with their
+  ids and, last, why the output ended;
 - `beam_size`, `max_source_length`, `languages` (a multilingual model's
   codes and default languages, `controls.Languages`) and
   `supports_sampling` (a LiteRT export does not sample).
@@ -42,7 +47,9 @@ A subclass implements `_decode(search, sentences, controls, *sampling)`
 for `search` in `"best"`, `"greedy"`, `"sample"`, `_nbest(sentences,
 controls)`, `_score(sources, targets, controls)` and
 `_source_lengths(sentences)`, each given checked inputs and
-`controls.Controls`.
+`controls.Controls`. An engine that decodes token by token gives
+`_stream(search, sentences, controls, *sampling, cancel=None)`, an iterator of
+`streaming.Piece`s; without it a stream is the whole translation, once.
 
 Example:
 
@@ -64,6 +71,9 @@ from keras_transformer.kinds import MAX_BEAM_SIZE, check_finite_number, check_in
 from keras_transformer.translators.controls import Languages, resolve
 from keras_transformer.translators.inputs import pairs, sampling
 from keras_transformer.translators.inputs import sentences as checked_sentences
+from keras_transformer.translators.streaming import Piece
+
+STREAMED_SEARCHES = ("best", "greedy", "sample")
 
 
 class TranslatorInterface:
@@ -141,6 +151,49 @@ class TranslatorInterface:
         """
         return self._source_lengths(checked_sentences(sentences))
 
+    def stream(self, sentence, search="best", *, temperature=1.0, top_k=0, top_p=1.0, seed=-1, **controls):
+        """Yields the translation of one `sentence` (a str) in pieces of text, as the decoder produces them.
+
+        Each piece is one or more whole words (with the space before them):
+        nothing given can change, and the pieces joined are the string
+        `__call__`, `greedy` or `sample` returns for `search` `"best"`,
+        `"greedy"` or `"sample"` (`sample([sentence], ...)` with the same
+        `seed`: a seed's draws depend on the batch). Greedy search and
+        sampling give each word once the next begins; beam search gives the
+        whole text once, at the end, as its best hypothesis can change at
+        any step until then (so does `"best"` with more than one beam). The
+        controls are the translating methods'.
+
+        Example:
+
+        >>> for words in translator.stream("A dog runs.", "greedy"):  # doctest: +SKIP
+        ...     print(words, end="", flush=True)
+        Ein Hund läuft.
+        """
+        options = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+        pieces = self.stream_pieces(sentence, search, **options, **controls)  # checked now, not at the first piece
+        return (piece.text for piece in pieces if piece.text)
+
+    def stream_pieces(
+        self, sentence, search="best", *, temperature=1.0, top_k=0, top_p=1.0, seed=-1, cancel=None, **controls
+    ):
+        """`stream` as `streaming.Piece`s: text, ids, and on the last one its `finish_reason` ("end", "length").
+
+        `cancel` (a `threading.Event`, or anything with `is_set()`) stops
+        the decoding at its next step once set: the last piece's reason is
+        then `"cancelled"`. The inputs are checked here, before the first
+        piece: a bad one is a `ValueError` naming it.
+        """
+        if search not in STREAMED_SEARCHES:
+            raise ValueError(f"`search` must be one of {STREAMED_SEARCHES}. Received: search={search!r}")
+        if isinstance(sentence, (list, tuple)) or getattr(sentence, "ndim", 0):
+            raise ValueError(f"`sentence` must be one str: stream one sentence at a time. Received: {sentence!r}")
+        if search == "sample" and not self.supports_sampling:
+            raise ValueError(f"{type(self).__name__} does not sample: stream with search='best' or 'greedy'")
+        sentences = checked_sentences([sentence])
+        numbers = sampling(temperature, top_k, top_p, seed) if search == "sample" else ()
+        return self._stream(search, sentences, self._controls(sentences, **controls), *numbers, cancel=cancel)
+
     def _controls(self, sentences, source_lang=None, target_lang=None, target_prefix=None, banned=None):
         """The checked `controls.Controls` of a call (see `keras_transformer.translators.controls`)."""
         return resolve(sentences, self.languages, source_lang, target_lang, target_prefix, banned)
@@ -152,6 +205,14 @@ class TranslatorInterface:
 
     def _nbest(self, sentences, controls):
         raise NotImplementedError
+
+    def _stream(self, search, sentences, controls, *sampling_numbers, cancel=None):
+        """`streaming.Piece`s of the one sentence of `sentences`; here the whole translation, once."""
+        result = self._decode(search, sentences, controls, *sampling_numbers)
+        finished = result.get("finished")
+        done = True if finished is None else bool(np.asarray(getattr(finished, "numpy", lambda: finished)())[0])
+        text = result["translations"].numpy()[0].decode("utf-8", errors="replace")
+        yield Piece(text, (), "end" if done else "length")
 
     def _score(self, sources, targets, controls):
         raise NotImplementedError
