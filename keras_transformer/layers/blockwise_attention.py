@@ -31,7 +31,7 @@ def blockwise_attention(query, key, value, mask=None, causal=False, block_size=2
             small; a full one is read block by block.
         causal: also block key `j > i` for query `i` (built per block, never
             as a `(q_len, k_len)` matrix).
-        block_size: keys per block.
+        block_size: keys per block (one block of all the keys when there are fewer).
 
     Returns:
         `(batch, heads, q_len, d_v)`, in `query`'s dtype. A query whose keys
@@ -56,6 +56,8 @@ def blockwise_attention(query, key, value, mask=None, causal=False, block_size=2
     q = ops.cast(query, "float32") * (1.0 / float(query.shape[-1]) ** 0.5)
     k, v = (ops.cast(x, "float32") for x in (key, value))
     k_len = k.shape[2] if k.shape[2] is not None else ops.shape(k)[2]
+    if isinstance(k_len, int):
+        block_size = min(block_size, k_len)  # fewer keys than a block: one block, no padding
     blocks = _Blocks(k_len, block_size, ops.shape(q)[2], mask, causal)
     return ops.cast(_attend(blocks, q, blocks.split(k), blocks.split(v)), dtype)
 

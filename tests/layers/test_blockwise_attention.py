@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 import keras_transformer as kt
+from keras_transformer.layers import attention
 from keras_transformer.layers.attention import scaled_dot_product_attention
 from keras_transformer.layers.blockwise_attention import blockwise_attention
 
@@ -89,3 +90,32 @@ def test_the_layer_with_blocks_passes_the_standard_checks(tmp_path):
         tmp_path,
         {"use_causal_mask": True},
     )
+
+
+def test_a_model_with_blocks_equals_it_without(monkeypatch):
+    calls = []
+    monkeypatch.setattr(
+        attention, "blockwise_attention", lambda *a, **k: calls.append(1) or blockwise_attention(*a, **k)
+    )
+    options = dict(num_layers=1, d_model=8, num_heads=2, d_ff=16, max_length=16)
+    plain = kt.build_transformer(50, 50, **options)
+    blocks = kt.build_transformer(50, 50, key_block_size=BLOCK, **options)
+    blocks.set_weights(plain.get_weights())
+    inputs = {
+        "encoder_inputs": np.array([[5, 6, 7, 8, 9, 10, 11], [5, 6, 7, 8, 0, 0, 0]], "int32"),
+        "decoder_inputs": np.array([[1, 4, 5, 6, 7], [1, 4, 0, 0, 0]], "int32"),
+    }
+    calls.clear()
+    np.testing.assert_allclose(blocks(inputs).numpy(), plain(inputs).numpy(), atol=1e-5, rtol=0)
+    assert len(calls) == 3  # encoder self-attention, decoder self- and cross-attention all ran in blocks
+    assert blocks.config.key_block_size == BLOCK
+    layer = blocks.get_layer("decoder_layer_0")
+    assert layer.self_attention.key_block_size == layer.cross_attention.key_block_size == BLOCK
+    assert kt.layers.DecoderLayer.from_config(layer.get_config()).cross_attention.key_block_size == BLOCK
+
+
+def test_a_model_config_refuses_blocks_with_attention_dropout():
+    with pytest.raises(ValueError, match="key_block_size"):
+        kt.build_transformer(
+            50, 50, num_layers=1, d_model=8, num_heads=2, d_ff=16, attention_dropout=0.1, key_block_size=4
+        )
