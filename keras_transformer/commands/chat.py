@@ -14,6 +14,7 @@ import sys
 from keras_transformer.commands.arguments import (
     SEED_MAX,
     TRUST,
+    add_ban_argument,
     add_engine_argument,
     add_language_arguments,
     add_loadable_model_argument,
@@ -38,6 +39,7 @@ def add_parser(subparsers):
     add_engine_argument(parser)
     add_language_arguments(parser)
     add_prefix_argument(parser)
+    add_ban_argument(parser)
     parser.add_argument(
         "--temperature",
         type=non_negative_finite_float,
@@ -86,9 +88,9 @@ def run(args):
         if not text:
             return 0
         if args.beam is not None:
-            reply = translate_lines(translator, [text], target_prefix=args.prefix)[0]
+            reply = translate_lines(translator, [text], target_prefix=args.prefix, banned=args.ban)[0]
         else:
             seed = args.seed if args.seed < 0 else args.seed + turn
             sample = (args.temperature, args.top_k, args.top_p, seed)
-            reply = translate_lines(translator, [text], sample=sample, target_prefix=args.prefix)[0]
+            reply = translate_lines(translator, [text], sample=sample, target_prefix=args.prefix, banned=args.ban)[0]
         print(reply, flush=True)

@@ -28,6 +28,7 @@ array([b'Ein Hund rennt.'], dtype=object)
 >>> translator.score(["A dog runs."], ["Ein Hund rennt."])["log_probs"]
 """
 
+import functools
 import hashlib
 import json
 import pathlib
@@ -41,8 +42,9 @@ from keras_transformer.decoding import rules
 from keras_transformer.files import destinations, ownership
 from keras_transformer.files.user_cache import cache_root
 from keras_transformer.serving import ctranslate2 as writer
-from keras_transformer.serving.translator import tokenized
-from keras_transformer.translators import TranslatorInterface, decoding_defaults
+from keras_transformer.serving.translator import tokenize_words, tokenized
+from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
+from keras_transformer.translators.banned_words import check_words
 from keras_transformer.translators.controls import languages_of
 
 INSTALL = 'pip install "keras-transformer[ctranslate2]"'
@@ -237,6 +239,8 @@ class CTranslate2Translator(TranslatorInterface):
         ]
         banned = rules.never_generated(*ids, defaults.banned_ids, defaults.softmax_over)
         self._suppress = [[self._target_pieces[i]] for i in banned]
+        unk = getattr(self.target_tokenizer, "unk_id", ids[1])
+        self._unbanned = (*ids, unk)  # what banned words never ban (`translators.banned_words`)
         self._add_source_end = bool(config.add_source_end)
         self._multilingual = bool(self._languages.codes)
         self._source_extra = int(self._add_source_end) + int(self._multilingual)
@@ -290,8 +294,17 @@ class CTranslate2Translator(TranslatorInterface):
 
     # -- decoding ------------------------------------------------------------------------------------
 
-    def translate_options(self, beam_size, num_hypotheses=1, **options):
-        """The keyword arguments this engine gives CTranslate2's `translate_batch` (`options` added)."""
+    def banned_ids_of(self, words):
+        """The ids that ban `words` in this translator's outputs (`translators.banned_words`)."""
+        tokenize = functools.partial(tokenize_words, self.target_tokenizer)
+        return banned_words.banned_ids(check_words(words), tokenize, self._target_pieces, self._unbanned)
+
+    def translate_options(self, beam_size, num_hypotheses=1, banned=(), **options):
+        """The keyword arguments this engine gives CTranslate2's `translate_batch` (`options` added).
+
+        `banned` words (`translators.banned_words`) join the ids never
+        generated in `suppress_sequences`, each as a sequence of one token.
+        """
         if beam_size > 1 and self._normalization == "gnmt":
             options["length_penalty"] = self.alpha * TYPICAL_LENGTH / (5 + TYPICAL_LENGTH)
         elif beam_size > 1:
@@ -306,7 +319,7 @@ class CTranslate2Translator(TranslatorInterface):
             min_decoding_length=0,
             max_input_length=0,  # truncated by `source_pieces`, as the XLA decoder truncates
             max_decoding_length=self._decode_length,
-            suppress_sequences=self._suppress,
+            suppress_sequences=self._suppress + [[self._target_pieces[i]] for i in self.banned_ids_of(banned)],
             return_end_token=True,
             return_scores=True,
             **options,
@@ -355,7 +368,7 @@ class CTranslate2Translator(TranslatorInterface):
     def _translate(self, sentences, controls, beam_size, num_hypotheses, **options):
         """`{"translations", "scores", "finished"}` `(batch, num_hypotheses)` from `translate_batch`."""
         batch = self.source_pieces(sentences, controls.source_lang)
-        options = self.translate_options(beam_size, num_hypotheses, **options)
+        options = self.translate_options(beam_size, num_hypotheses, controls.banned, **options)
         prefix = self.target_prefix(controls, len(batch))
         results = self.translator.translate_batch(batch, target_prefix=prefix, **options) if batch else []
         rows = [self._hypotheses(source, result, num_hypotheses, options) for source, result in zip(batch, results)]

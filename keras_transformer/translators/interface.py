@@ -24,6 +24,9 @@ arrays with `.numpy()`:
   cut off before END;
 - `nbest(sentences)`: every beam, best first, each `(batch, beam_size)`;
 - `score(sources, targets)`: `{"log_probs", "target_lengths"}`, teacher-forced;
+- `align(sources, outputs, layer=None)`: for each output word, the source
+  word it attends to most, as `(i, j)` pairs (`alignments`; the XLA
+  translator of a run directory, which has the model's attention);
 - `source_lengths(sentences)`: source tokens before truncation;
 - `beam_size`, `max_source_length`, `languages` (a multilingual model's
   codes and default languages, `controls.Languages`) and
@@ -32,7 +35,8 @@ arrays with `.numpy()`:
 The translating methods also take the controls of `controls`:
 `source_lang=` and `target_lang=` (a multilingual model's codes) and
 `target_prefix=` (the first words of the output), each a str or one per
-sentence; `score` takes the languages.
+sentence, and `banned=` (a list of words no output may hold, for the
+whole call: `banned_words`); `score` takes the languages.
 
 A subclass implements `_decode(search, sentences, controls, *sampling)`
 for `search` in `"best"`, `"greedy"`, `"sample"`, `_nbest(sentences,
@@ -117,6 +121,19 @@ class TranslatorInterface:
         controls = self._controls(sources, source_lang=source_lang, target_lang=target_lang)
         return self._score(sources, targets, controls)
 
+    def align(self, sources, outputs, layer=None, source_lang=None, target_lang=None):
+        """For each output word, the source word it attends to most: a list of `(i, j)` pairs per pair of texts.
+
+        `i` indexes the source's whitespace-separated words and `j` the
+        output's, both from 0 (Moses' `i-j`, `alignments.format_pairs`): one
+        pair per output word, read from decoder layer `layer`'s
+        cross-attention averaged over its heads (default: the second-to-last
+        layer; see `keras_transformer.translators.alignments`).
+        """
+        sources, outputs = pairs(sources, outputs)
+        controls = self._controls(sources, source_lang=source_lang, target_lang=target_lang)
+        return self._align(sources, outputs, layer, controls)
+
     def source_lengths(self, sentences):
         """Source tokens per sentence before truncation.
 
@@ -124,9 +141,9 @@ class TranslatorInterface:
         """
         return self._source_lengths(checked_sentences(sentences))
 
-    def _controls(self, sentences, source_lang=None, target_lang=None, target_prefix=None):
+    def _controls(self, sentences, source_lang=None, target_lang=None, target_prefix=None, banned=None):
         """The checked `controls.Controls` of a call (see `keras_transformer.translators.controls`)."""
-        return resolve(sentences, self.languages, source_lang, target_lang, target_prefix)
+        return resolve(sentences, self.languages, source_lang, target_lang, target_prefix, banned)
 
     # -- what each engine gives: each hook is given checked inputs and `Controls` ------------------
 
@@ -141,6 +158,12 @@ class TranslatorInterface:
 
     def _source_lengths(self, sentences):
         raise NotImplementedError
+
+    def _align(self, sources, outputs, layer, controls):
+        raise ValueError(
+            "Alignments need the model's cross-attention: open the run directory with the XLA engine "
+            f"(this is a {type(self).__name__})"
+        )
 
 
 def _warned(result):
