@@ -129,6 +129,11 @@ class ModelConfig(_Config):
         dropout: dropout on embeddings and sublayer outputs.
         attention_dropout: dropout on the attention weights.
         activation_dropout: dropout after the feed-forward activation.
+        key_block_size: None (the default): attention weights computed at
+            once; an int: attention over blocks of that many keys (the online
+            softmax), training memory linear in the length instead of
+            quadratic, the same outputs up to rounding; needs
+            `attention_dropout=0`. Decoding with a cache is unchanged.
         max_length: longest source or target sequence.
         share_embeddings: one embedding matrix for source and target (needs one
             shared vocabulary, so the two sizes must be equal).
@@ -171,6 +176,7 @@ class ModelConfig(_Config):
     dropout: float = setting(0.1, kinds.RATE)
     attention_dropout: float = setting(0.0, kinds.RATE)
     activation_dropout: float = setting(0.0, kinds.RATE)
+    key_block_size: int = setting(None, kinds.POSITIVE_INT)
     max_length: int = setting(256, kinds.LENGTH)
     share_embeddings: bool = setting(False, kinds.BOOL)
     tie_output_embedding: bool = setting(False, kinds.BOOL)
@@ -247,6 +253,11 @@ class ModelConfig(_Config):
             raise ValueError(
                 "`output_bias=True` is the tied output projection's bias (an untied one has its own): "
                 "pass `tie_output_embedding=True`, or leave `output_bias` out"
+            )
+        if self.key_block_size is not None and self.attention_dropout:
+            raise ValueError(
+                "`key_block_size` needs `attention_dropout=0` (dropout on the attention weights is not computed in "
+                f"blocks). Received: key_block_size={self.key_block_size}, attention_dropout={self.attention_dropout}"
             )
         if self.d_model % self.num_heads:
             raise ValueError(

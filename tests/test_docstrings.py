@@ -10,6 +10,7 @@ from keras_transformer import build_transformer, decoding
 MODULES = [
     "keras_transformer.kinds",
     "keras_transformer.layers.attention",
+    "keras_transformer.layers.blockwise_attention",
     "keras_transformer.layers.decoder",
     "keras_transformer.layers.decoder_layer",
     "keras_transformer.layers.embedding",

@@ -2,6 +2,7 @@
 
 from keras_transformer.layers.activations import gelu_tanh
 from keras_transformer.layers.attention import MultiHeadAttention, scaled_dot_product_attention
+from keras_transformer.layers.blockwise_attention import blockwise_attention
 from keras_transformer.layers.classification_head import SequenceClassificationHead
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.decoder_layer import DecoderLayer
@@ -26,6 +27,7 @@ __all__ = [
     "PositionwiseFeedForward",
     "SequenceClassificationHead",
     "TokenAndPositionEmbedding",
+    "blockwise_attention",
     "causal_mask",
     "gelu_tanh",
     "merge_masks",

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_transformer.kinds import check_positive_int, check_rate
+from keras_transformer.layers.blockwise_attention import blockwise_attention
 from keras_transformer.layers.hash_dropout import HashDropout
 from keras_transformer.layers.masks import causal_mask, check_mask, check_mask_shape, large_negative, merge_masks
 from keras_transformer.layers.shapes import check_sequence, fits, static_shape
@@ -150,6 +151,14 @@ class MultiHeadAttention(keras.layers.Layer):
         dropout: dropout rate on the attention weights.
         use_bias: whether the projections have biases.
         kernel_initializer: initializer of the projection kernels.
+        key_block_size: `None` (the default) computes the attention weights
+            `(batch, heads, q_len, k_len)` at once; an int computes attention
+            over blocks of that many keys with the online softmax
+            (`blockwise_attention`), so that training memory grows linearly
+            with the length instead of quadratically. Equal outputs and
+            gradients up to rounding; it needs `dropout=0` and is used without
+            a cache and when no scores are returned (otherwise the weights are
+            computed at once).
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -187,11 +196,19 @@ class MultiHeadAttention(keras.layers.Layer):
         dropout=0.0,
         use_bias=True,
         kernel_initializer="glorot_uniform",
+        key_block_size=None,
         **kwargs,
     ):
         d_model = check_positive_int("d_model", d_model)
         num_heads = check_positive_int("num_heads", num_heads)
         check_rate("dropout", dropout)
+        if key_block_size is not None:
+            key_block_size = check_positive_int("key_block_size", key_block_size)
+            if dropout:
+                raise ValueError(
+                    "`key_block_size` needs `dropout=0` (dropout on the attention weights is not computed in "
+                    f"blocks). Received: key_block_size={key_block_size}, dropout={dropout}"
+                )
         super().__init__(**kwargs)
         if d_model % num_heads:
             raise ValueError(
@@ -203,6 +220,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.dropout = dropout
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.key_block_size = key_block_size
         self.supports_masking = True
 
         def projection(name, equation, output_shape, bias_axes):
@@ -312,15 +330,28 @@ class MultiHeadAttention(keras.layers.Layer):
 
         length_axis = key_axes.index("s")
         k_len = k.shape[length_axis] if k.shape[length_axis] is not None else ops.shape(k)[length_axis]
+        blockwise = self.key_block_size is not None and cache is None and not return_attention_scores
         mask = self._attention_mask(
             query,
             k_len,
             attention_mask,
-            use_causal_mask,
+            use_causal_mask and not blockwise,  # the blocks build their own causal mask
             cache_update_index,
             key_mask if key_mask is not None else value_mask,
             "key_mask" if key_mask is not None else "value_mask",
         )
+        if blockwise:
+            if use_causal_mask:
+                self._check_causal_lengths(query.shape[1], k_len)
+            context = blockwise_attention(
+                _heads_first(q),
+                _heads_first(k),
+                _heads_first(v),
+                None if mask is None else mask[:, None],
+                causal=use_causal_mask,
+                block_size=self.key_block_size,
+            )  # (batch, heads, q_len, key_dim)
+            return self._output_projection(ops.transpose(context, (0, 2, 1, 3)), training)
         q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
         scores = ops.einsum(f"bqhk,{key_axes}->bhqs", q, k)  # (batch, heads, q_len, k_len)
         weights = masked_softmax(scores, None if mask is None else mask[:, None])
@@ -402,6 +433,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "dropout": self.dropout,
                 "use_bias": self.use_bias,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "key_block_size": self.key_block_size,
             }
         )
         return config

@@ -3,7 +3,7 @@
 import keras
 
 from keras_transformer.layers.attention import MultiHeadAttention
-from keras_transformer.layers.encoder_layer import EncoderLayer
+from keras_transformer.layers.encoder_layer import EncoderLayer, attention_outputs
 from keras_transformer.layers.hash_dropout import HashDropout
 from keras_transformer.layers.masks import check_mask, check_mask_shape
 from keras_transformer.layers.shapes import check_sequence, static_shape
@@ -76,6 +76,7 @@ class DecoderLayer(EncoderLayer):
             num_heads,
             dropout=self.attention_dropout,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            key_block_size=self.key_block_size,
             name="cross_attention",
             **common,
         )
@@ -134,12 +135,12 @@ class DecoderLayer(EncoderLayer):
             cache=self_attention_cache,
             cache_update_index=self_attention_cache_update_index,
         )
-        scores = dict(return_attention_scores=True, training=training)
+        scores = dict(return_attention_scores=return_attention_scores, training=training)
         x, (self_scores, *new_cache) = self._residual(
             decoder_sequence,
             self.self_attention_norm,
             self.self_attention_dropout,
-            lambda x: self.self_attention(x, x, **self_attention, **scores),
+            lambda x: attention_outputs(self.self_attention(x, x, **self_attention, **scores), return_attention_scores),
             training,
         )
         cross_scores = None
@@ -155,7 +156,9 @@ class DecoderLayer(EncoderLayer):
                 x,
                 self.cross_attention_norm,
                 self.cross_attention_dropout,
-                lambda x: self.cross_attention(x, encoder_sequence, **cross_attention, **scores),
+                lambda x: attention_outputs(
+                    self.cross_attention(x, encoder_sequence, **cross_attention, **scores), return_attention_scores
+                ),
                 training,
             )
         x = self._feed_forward(x, training)

@@ -77,7 +77,7 @@ class Encoder(keras.layers.Layer):
         max_length: longest input accepted.
         d_model, num_heads, d_ff, dropout, norm_first, activation,
         layer_norm_epsilon, attention_dropout, activation_dropout,
-        kernel_initializer: as in `EncoderLayer` (`build_transformer`'s
+        kernel_initializer, key_block_size: as in `EncoderLayer` (`build_transformer`'s
         layer options).
         **kwargs: standard `keras.layers.Layer` arguments.
 
@@ -108,6 +108,7 @@ class Encoder(keras.layers.Layer):
         attention_dropout=0.0,
         activation_dropout=0.0,
         kernel_initializer="glorot_uniform",
+        key_block_size=None,
         **kwargs,
     ):
         num_layers = check_positive_int("num_layers", num_layers)
@@ -127,6 +128,7 @@ class Encoder(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         self.activation_dropout = activation_dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.key_block_size = key_block_size
         self.supports_masking = True
         self.embedding = TokenAndPositionEmbedding(
             vocab_size,
@@ -152,6 +154,7 @@ class Encoder(keras.layers.Layer):
             attention_dropout=self.attention_dropout,
             activation_dropout=self.activation_dropout,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            key_block_size=self.key_block_size,
             dtype=self.dtype_policy,
         )
 
@@ -192,6 +195,7 @@ class Encoder(keras.layers.Layer):
                 "activation": self.activation,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "attention_dropout": self.attention_dropout,
+                "key_block_size": self.key_block_size,
                 "activation_dropout": self.activation_dropout,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             }

@@ -16,6 +16,23 @@ from keras_transformer.layers.shapes import check_sequence
 from keras_transformer.layers.token_sums import layer_norm
 
 
+def attention_outputs(outputs, scores_returned):
+    """A `MultiHeadAttention` call's outputs as `(output, scores or None, *cache)`.
+
+    Scores are asked for only when returned: with `key_block_size` the
+    attention then runs in blocks, without the `(q_len, k_len)` weights.
+
+    Example:
+
+    >>> attention_outputs("output", False)
+    ('output', None)
+    >>> attention_outputs(("output", "scores", "cache"), True)
+    ('output', 'scores', 'cache')
+    """
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    return outputs if scores_returned else (outputs[0], None, *outputs[1:])
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class EncoderLayer(keras.layers.Layer):
     """Self-attention then a position-wise FFN, each with residual and LayerNorm.
@@ -46,6 +63,9 @@ class EncoderLayer(keras.layers.Layer):
         attention_dropout: dropout rate on the attention weights.
         activation_dropout: dropout rate inside the feed-forward network.
         kernel_initializer: initializer of all kernels.
+        key_block_size: `None`, or attend in blocks of this many keys (the
+            online softmax: training memory linear in the length; needs
+            `attention_dropout=0`; see `MultiHeadAttention`).
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -77,6 +97,7 @@ class EncoderLayer(keras.layers.Layer):
         attention_dropout=0.0,
         activation_dropout=0.0,
         kernel_initializer="glorot_uniform",
+        key_block_size=None,
         **kwargs,
     ):
         d_model = check_positive_int("d_model", d_model)
@@ -100,6 +121,7 @@ class EncoderLayer(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         self.activation_dropout = activation_dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.key_block_size = key_block_size
         self.supports_masking = True
         common = {"dtype": self.dtype_policy}
         self.self_attention = MultiHeadAttention(
@@ -107,6 +129,7 @@ class EncoderLayer(keras.layers.Layer):
             num_heads,
             dropout=attention_dropout,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            key_block_size=key_block_size,
             name="self_attention",
             **common,
         )
@@ -155,14 +178,15 @@ class EncoderLayer(keras.layers.Layer):
         )
 
         def self_attend(x):
-            return self.self_attention(
+            outputs = self.self_attention(
                 x,
                 x,
                 attention_mask=attention_mask,
                 value_mask=padding_mask,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
                 training=training,
             )
+            return attention_outputs(outputs, return_attention_scores)
 
         x, (scores,) = self._residual(
             inputs, self.self_attention_norm, self.self_attention_dropout, self_attend, training
@@ -202,6 +226,7 @@ class EncoderLayer(keras.layers.Layer):
                 "attention_dropout": self.attention_dropout,
                 "activation_dropout": self.activation_dropout,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "key_block_size": self.key_block_size,
             }
         )
         return config

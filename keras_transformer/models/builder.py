@@ -32,6 +32,7 @@ def build_transformer(
     layer_norm_epsilon=1e-6,
     attention_dropout=0.0,
     activation_dropout=0.0,
+    key_block_size=None,
     name="transformer",
     *,
     config=None,
@@ -56,7 +57,7 @@ def build_transformer(
     when tied), as in every version so far.
 
     Args:
-        source_vocab_size ... activation_dropout: the `ModelConfig`'s options
+        source_vocab_size ... key_block_size: the `ModelConfig`'s options
             (`keras_transformer.config.ModelConfig` says what each means).
         name: model name.
         config: a `ModelConfig` instead of the options (then pass none of them).
@@ -97,6 +98,7 @@ def build_transformer(
         layer_norm_epsilon=layer_norm_epsilon,
         attention_dropout=attention_dropout,
         activation_dropout=activation_dropout,
+        key_block_size=key_block_size,
     )
     if input_vocab_size is not None:
         warnings.warn("`input_vocab_size` is now `source_vocab_size`", DeprecationWarning, stacklevel=2)
@@ -160,6 +162,7 @@ def layer_options(config):
         layer_norm_epsilon=config.layer_norm_epsilon,
         attention_dropout=config.attention_dropout,
         activation_dropout=config.activation_dropout,
+        key_block_size=config.key_block_size,
     )
 
 
