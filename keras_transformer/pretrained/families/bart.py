@@ -15,7 +15,7 @@ import numpy as np
 
 from keras_transformer.config import DecodingConfig
 from keras_transformer.kinds import MAX_BEAM_SIZE
-from keras_transformer.pretrained import shapes
+from keras_transformer.pretrained import shapes, streaming
 from keras_transformer.pretrained.fields import Fields
 
 
@@ -103,6 +103,9 @@ def as_is(value):
     return value
 
 
+as_is.streams = True  # copied into its weight a block of rows at a time where it is large (`streaming.set_weight`)
+
+
 def outer_names(tensors):
     """The names among `tensors` that are not a layer's: what a checkpoint's layout says beyond its config."""
     return sorted(name for name in tensors if not name.startswith(("model.encoder.layers.", "model.decoder.layers.")))
@@ -121,12 +124,16 @@ def assign(model, checkpoint, sources):
     """Sets `model`'s weights from `sources` (`(weight, tensor name or None for zeros, transform)`), one at a time.
 
     Every weight of the model is set exactly once; one that no source sets
-    is a `ValueError` naming it.
+    is a `ValueError` naming it. A large tensor is copied a block of rows at
+    a time (`streaming.set_weight`).
     """
+    tensors = checkpoint.tensors()
     assigned = set()
     for weight, name, transform in sources:
-        value = np.zeros(weight.shape, np.float32) if name is None else transform(checkpoint.tensor(name))
-        weight.assign(value.reshape(weight.shape))
+        if name is None:
+            weight.assign(np.zeros(weight.shape, np.float32))
+        else:
+            streaming.set_weight(weight, checkpoint, name, transform, tensors[name].shape)
         assigned.add(weight.path)
     missing = [w.path for w in model.weights if w.path not in assigned]
     if missing:
