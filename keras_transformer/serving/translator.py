@@ -547,8 +547,14 @@ def _languages(source_tokenizer, target_tokenizer):
 
 
 def _check_vocab(name, tokenizer, model_vocab):
+    """The tokenizer's ids must be the model's rows; fewer where its `detokenize` drops the ids beyond them.
+
+    A checkpoint may have rows its tokenizer never gives: NLLB-200's 256,206
+    embedding rows against its tokenizer's 256,204 ids, M2M100's 128,112
+    against 128,104. Imported tokenizers (`PieceTokenizer`) serve those.
+    """
     vocab = getattr(tokenizer, "vocab_size", model_vocab)
-    if vocab != model_vocab:
+    if vocab > model_vocab or (vocab < model_vocab and not getattr(tokenizer, "drops_ids_beyond_vocab", False)):
         raise ValueError(
             f"`{name}` does not fit the model: its vocab_size is {vocab}, the model's is "
             f"{model_vocab}. Received: {name}={tokenizer!r}"
