@@ -18,7 +18,8 @@ CTRANSLATE2 = ["ctranslate2>=4.3"]
 # `keras_transformer.litert.Translator`: the LiteRT interpreter (manylinux x86-64 and aarch64, macOS arm64 wheels).
 LITERT = ["ai-edge-litert>=2.3"]
 # `keras-transformer import`: hf:// checkpoints, and model.safetensors files.
-PRETRAINED = ["huggingface_hub>=0.26", "safetensors>=0.4"]
+# GPT-2 and BERT tokenizers: read and run by Hugging Face `tokenizers` (what transformers' fast tokenizers run).
+PRETRAINED = ["huggingface_hub>=0.26", "safetensors>=0.4", "tokenizers>=0.15"]
 
 setup(
     name="keras-transformer",

@@ -16,7 +16,7 @@ from keras_transformer.layers import *  # noqa: F401,F403
 from keras_transformer.layers import __all__ as _layers_all
 from keras_transformer.losses import MaskedSparseCategoricalCrossentropy
 from keras_transformer.metrics import MaskedAccuracy
-from keras_transformer.models import build_transformer
+from keras_transformer.models import build_decoder_only, build_encoder_only, build_transformer
 from keras_transformer.optimizers import Adam
 from keras_transformer.schedules import WarmupSchedule
 
@@ -26,6 +26,8 @@ __all__ = list(_layers_all) + [
     "MaskedSparseCategoricalCrossentropy",
     "WarmupSchedule",
     "beam_decode",
+    "build_decoder_only",
+    "build_encoder_only",
     "build_transformer",
     "greedy_decode",
     "sample_decode",

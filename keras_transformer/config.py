@@ -39,7 +39,10 @@ NORMALIZATIONS = ("gnmt", "length")
 STOPPING_RULES = ("beams_ended", "cannot_improve")
 CUT_OFF_RULES = ("after_ended", "by_score")
 SOFTMAX_OVER = ("allowed", "vocabulary")
-POSITION_LAYOUTS = ("interleaved", "concatenated", "fairseq")
+POSITION_LAYOUTS = ("interleaved", "concatenated", "fairseq", "learned")
+# The three models of the same layers: the paper's, GPT's (`build_decoder_only`), BERT's (`build_encoder_only`).
+ARCHITECTURES = ("encoder_decoder", "decoder_only", "encoder_only")
+ENCODER_HEADS = ("masked_lm", "classifier")
 
 # Names earlier versions wrote in config.json and `.keras` files, and today's name for each.
 LEGACY_NAMES = {"input_vocab_size": "source_vocab_size", "length_penalty": "alpha"}
@@ -146,6 +149,16 @@ class ModelConfig(_Config):
         start_id: the id the decoder starts from (Marian: its padding id;
             M2M100 and NLLB: `end_id`, fairseq's `</s>`).
         end_id: the id that ends an output.
+        architecture: `"encoder_decoder"` (`build_transformer`), `"decoder_only"`
+            (GPT: `build_decoder_only`, the target side alone) or
+            `"encoder_only"` (BERT: `build_encoder_only`, the source side alone).
+        segment_vocab_size: segment (token type) ids an encoder-only model
+            embeds (BERT's `type_vocab_size`); 0: none.
+        embedding_norm: a LayerNorm on the embeddings' sum (BERT's).
+        encoder_head: an encoder-only model's output, `"masked_lm"` (logits
+            over the vocabulary at every position) or `"classifier"` (logits
+            over `num_classes` from the pooled first token).
+        num_classes: the classifier head's classes.
     """
 
     source_vocab_size: int = setting(None, kinds.POSITIVE_INT)
@@ -171,6 +184,11 @@ class ModelConfig(_Config):
     target_pad_id: int = setting(None, kinds.int_range(0, 2**31 - 1))
     start_id: int = setting(START_ID, kinds.int_range(0, 2**31 - 1))
     end_id: int = setting(END_ID, kinds.int_range(0, 2**31 - 1))
+    architecture: str = setting("encoder_decoder", kinds.choice(ARCHITECTURES))
+    segment_vocab_size: int = setting(0, kinds.NON_NEGATIVE_INT)
+    embedding_norm: bool = setting(False, kinds.BOOL)
+    encoder_head: str = setting("masked_lm", kinds.choice(ENCODER_HEADS))
+    num_classes: int = setting(None, kinds.POSITIVE_INT)
 
     @property
     def decoder_layers(self):
@@ -217,7 +235,10 @@ class ModelConfig(_Config):
             value = self.target_pad if name == "target_pad_id" else getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab:
                 raise ValueError(f"`{name}` must be an id in [0, {vocab}). Received: {name}={value!r}")
-        if self.end_id == self.target_pad:
+        if self.architecture == "encoder_only" and self.start_id == self.pad_id:
+            raise ValueError(f"An encoder-only model's `start_id` ([CLS]) must not be its padding id {self.pad_id}")
+        # GPT-2 has one id for padding, start and end: a decoder-only model may too.
+        if self.architecture != "decoder_only" and self.end_id == self.target_pad:
             raise ValueError(
                 f"`end_id` must differ from the target's padding id. Received: end_id={self.end_id}, "
                 f"target padding id={self.target_pad}"
@@ -232,6 +253,8 @@ class ModelConfig(_Config):
                 f"`d_model` must be divisible by `num_heads`. Received: d_model={self.d_model}, "
                 f"num_heads={self.num_heads}"
             )
+        if self.architecture == "encoder_only" and self.encoder_head == "classifier" and self.num_classes is None:
+            raise ValueError("`encoder_head='classifier'` needs `num_classes`, the classes it tells apart")
         return self
 
 

@@ -76,8 +76,10 @@ def open_translator(path, engine=None, **options):
     """The translator of the folder `path` decoded by `engine` (None: the folder's default; see the table above).
 
     `options` are the engine's: `beam_size`, `alpha` (each checked, default
-    the folder's own), `max_length`, `compact` and `jit_compile` (xla, run
-    directories), `threads` (the batches CTranslate2 decodes side by side).
+    the folder's own), `source_lang` and `target_lang` (a multilingual
+    model's default languages, every engine), `max_length`, `compact` and
+    `jit_compile` (xla, run directories), `threads` (the batches CTranslate2
+    decodes side by side).
     An option the folder fixed at export is a `ValueError` naming it.
 
     Load only models you trust: a SavedModel is a program, and loading and
@@ -88,6 +90,12 @@ def open_translator(path, engine=None, **options):
     options = {name: value for name, value in options.items() if value is not None}
     if kind == RUN and engine == "xla":
         from keras_transformer.serving.export import open_run
+        from keras_transformer.serving.generator import is_generator_run, open_generator
+
+        if is_generator_run(path):  # a decoder-only model (GPT): a `Generator`, which continues prompts
+            options.pop("threads", None)
+            _refuse(path, "a decoder-only model", options, ("compact",), "it decodes prompts by their widths")
+            return open_generator(path, **options)
 
         options.pop("threads", None)
         return open_run(path, **options)

@@ -17,6 +17,8 @@ shape is named.
 | `multi30k-en-de` | Multi30k en→de  | 4      | 128     | 4     | 256  | 12000, sampled | 3072         |
 | `multi30k-de-en` | Multi30k de→en  | 4      | 128     | 4     | 256  | 8000           | 3072         |
 | `spa-en`         | Tatoeba es→en   | 2      | 256     | 4     | 1024 | 8000           | 6144         |
+| `gpt-ko`         | chatbot-ko, LM  | 4      | 128     | 4     | 512  | 8000           | 2048         |
+| `bert-ko`        | chatbot-ko, MLM | 2      | 128     | 4     | 512  | 8000 + [MASK]  | 2048         |
 
 The chatbot preset is the Korean Transformer chatbot tutorial's model
 (2 layers, d_model 256, 8 heads, d_ff 512, dropout 0.1).
@@ -172,6 +174,56 @@ PRESETS = {
         ),
         MULTI30K_EN_DE,
         MULTI30K_EN_DE.replace(name="multi30k-de-en", corpus="multi30k-de-en", vocab_size=8000, subword_sampling=0.0),
+        # GPT from the decoder's layers: a causal language model of the chatbot corpus's questions and
+        # answers, each pair one text (`training.causal_lm`), with GPT-2's choices (`build_decoder_only`).
+        Preset.of(
+            "gpt-ko",
+            "chatbot-ko",
+            architecture="decoder_only",
+            num_layers=4,
+            d_model=128,
+            num_heads=4,
+            d_ff=512,
+            activation="gelu_tanh",
+            norm_first=True,
+            position_layout="learned",
+            scale_embeddings=False,
+            layer_norm_epsilon=1e-5,
+            max_length=64,
+            vocab_size=8000,
+            token_budget=2048,
+            bucket_boundaries=(16, 32, 48, 64),
+            warmup_steps=400,
+            label_smoothing=0.0,
+            epochs=20,
+            beam_size=1,
+        ),
+        # BERT from the encoder's layers: masked-LM pretraining on the chatbot corpus's pairs, then a classifier
+        # fine-tuned to its label column (`training.masked_lm`), with BERT's choices (`build_encoder_only`).
+        Preset.of(
+            "bert-ko",
+            "chatbot-ko",
+            architecture="encoder_only",
+            num_layers=2,
+            d_model=128,
+            num_heads=4,
+            d_ff=512,
+            activation="gelu",
+            norm_first=False,
+            position_layout="learned",
+            scale_embeddings=False,
+            segment_vocab_size=2,
+            embedding_norm=True,
+            layer_norm_epsilon=1e-12,
+            attention_dropout=0.1,
+            max_length=64,
+            vocab_size=8000,
+            token_budget=2048,
+            bucket_boundaries=(16, 32, 48, 64),
+            warmup_steps=400,
+            label_smoothing=0.0,
+            epochs=10,
+        ),
         Preset.of(
             "spa-en",
             "spa-en",

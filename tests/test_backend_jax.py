@@ -365,6 +365,43 @@ def transformer_decodes_through_its_interface():
 
 
 @check
+def decoder_only_continues_prompts_as_its_forward_pass():
+    import keras
+    import numpy as np
+
+    from keras_transformer import build_decoder_only, decoding
+
+    keras.utils.set_random_seed(5)
+    model = build_decoder_only(40, num_layers=1, d_model=16, num_heads=2, d_ff=32, max_length=16, dropout=0.0)
+    prompts = np.array([[5, 6, 7], [8, 0, 0]], "int32")
+    ids = _np(decoding.decode(model, prompts, decoding.GreedySearch(), max_length=4).best().ids).astype(int)
+    for row, prompt in enumerate(([5, 6, 7], [8])):
+        tokens = list(prompt)
+        while len(tokens) < len(prompt) + 4 and tokens[-1] != 3:  # until END (3) or 4 new tokens
+            logits = _np(model(np.array([tokens], "int32")))[0, -1]
+            logits[[0, 2]] = -np.inf  # PAD and START are never generated
+            tokens.append(int(logits.argmax()))
+        continuation = tokens[len(prompt) :]
+        assert ids[row, : len(continuation)].tolist() == continuation, (row, ids[row], continuation)
+    beam = decoding.compile_search(model, decoding.BeamSearch(3), max_length=4)  # jax.jit
+    assert _np(beam(keras.ops.convert_to_tensor(prompts)).best().ids).shape == (2, 4)
+
+
+@check
+def encoder_only_saves_and_reloads():
+    import keras
+    import numpy as np
+
+    from keras_transformer import build_encoder_only
+
+    model = build_encoder_only(60, num_layers=1, d_model=16, num_heads=2, d_ff=32, max_length=16, start_id=2, end_id=3)
+    ids = np.array([[2, 7, 9, 3, 0]], "int32")
+    path = pathlib.Path(tempfile.mkdtemp()) / "bert.keras"
+    model.save(path)
+    np.testing.assert_allclose(_np(keras.saving.load_model(path)(ids)), _np(model(ids)), atol=1e-6)
+
+
+@check
 def beam_candidates_equal_a_full_top_k():
     import keras
     import numpy as np

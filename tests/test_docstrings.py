@@ -21,6 +21,13 @@ MODULES = [
     "keras_transformer.layers.positional_encoding",
     "keras_transformer.layers.shapes",
     "keras_transformer.layers.token_sums",
+    "keras_transformer.layers.activations",
+    "keras_transformer.layers.learned_positions",
+    "keras_transformer.layers.masked_lm_head",
+    "keras_transformer.layers.classification_head",
+    "keras_transformer.models.decoder_only",
+    "keras_transformer.models.encoder_only",
+    "keras_transformer.decoding.prompts",
     "keras_transformer.models",
     "keras_transformer.losses",
     "keras_transformer.metrics",
@@ -68,6 +75,7 @@ MODULES = [
     "keras_transformer.pretrained.families.marian_export",
     "keras_transformer.pretrained.model_card",
     "keras_transformer.translators.interface",
+    "keras_transformer.translators.controls",
 ]
 
 

@@ -23,14 +23,21 @@ argparse.ArgumentTypeError: must be a positive finite number, got 'nan'
 """
 
 import argparse
+import contextlib
 import math
+import re
 
+from keras_transformer.errors import ArgumentError
+from keras_transformer.input_rules import sentence_error
 from keras_transformer.opener import ENGINES
 
 SEED_MAX = 2**32 - 1  # NumPy's seeds, which `keras.utils.set_random_seed` sets, stop there
 INT32_MAX = 2**31 - 1
 # In the --help of the commands that load a model.
 TRUST = "Only load models you trust: a SavedModel is a program, and TensorFlow runs whatever graph it holds."
+# A code of each family of multilingual models, in the --help of the language flags.
+SOURCE_EXAMPLE, TARGET_EXAMPLE = "eng_Latn (NLLB-200) or en (M2M100)", "fra_Latn (NLLB-200) or fr (M2M100)"
+LANGUAGE_FLAGS = {"source_lang": "--source-lang", "target_lang": "--target-lang"}
 
 
 def _refuse(what, text):
@@ -169,3 +176,116 @@ def add_workers_argument(parser):
         default=1,
         help="batches decoded side by side, each on its own thread (default 1; 2 is faster on a 2-core CPU)",
     )
+
+
+def language_code(text):
+    """A language code as a multilingual model names it (`fra_Latn`, `fr`): one word; the model checks the rest."""
+    if not text or text.split() != [text]:
+        _refuse(f"a language code such as {TARGET_EXAMPLE}", text)
+    return text
+
+
+def prefix_text(text):
+    """`--prefix`: text that is not empty or blank, and that a model may read (UTF-8, no NUL)."""
+    text = non_empty(text)
+    reason = sentence_error(text)
+    if reason is not None:
+        raise argparse.ArgumentTypeError(reason)
+    return text
+
+
+def add_language_arguments(parser, served=False):
+    """`--source-lang` and `--target-lang`: a multilingual model's default languages (for `serve`, its requests')."""
+    source = "the default source language of requests that name none" if served else "the source language"
+    target = "the default language of requests that name none" if served else "the language to translate into"
+    parser.add_argument(
+        "--source-lang",
+        type=language_code,
+        default=None,
+        metavar="CODE",
+        help=f"{source}, for a multilingual model: one of its own codes, e.g. {SOURCE_EXAMPLE} "
+        "(default: the model's own). A model of one language pair takes none",
+    )
+    parser.add_argument(
+        "--target-lang",
+        type=language_code,
+        default=None,
+        metavar="CODE",
+        help=f"{target}, for a multilingual model: one of its own codes, e.g. {TARGET_EXAMPLE} "
+        + (
+            "(default: the model's own; without one, each request names its own"
+            if served
+            else "(needed unless the model has a default"
+        )
+        + "). A model of one language pair takes none",
+    )
+
+
+def add_prefix_argument(parser):
+    """`--prefix`: the forced beginning of every output."""
+    parser.add_argument(
+        "--prefix",
+        type=prefix_text,
+        default=None,
+        metavar="TEXT",
+        help='the forced beginning of every translation, e.g. --prefix "Der Hund" (terminology, interactive '
+        "translation): decoding continues after its tokens, in the --target-lang of a multilingual model",
+    )
+
+
+@contextlib.contextmanager
+def languages_as_flags():
+    """Reports a library `ValueError` about `source_lang` or `target_lang` with their flags' names.
+
+    A library error names the Python argument (`` `target_lang` 'xx' is not a
+    language of this model``); given by `--target-lang`, the line names the flag:
+
+    >>> with languages_as_flags():
+    ...     raise ValueError("`target_lang` 'xx' is not a language of this model. Received: target_lang='xx'")
+    Traceback (most recent call last):
+    ...
+    ValueError: --target-lang 'xx' is not a language of this model. Received: --target-lang 'xx'
+    """
+    try:
+        yield
+    except ArgumentError:
+        raise
+    except ValueError as error:
+        message = _PYTHON_NAMES.sub(lambda match: LANGUAGE_FLAGS[match[1] or match[2]] + " ", str(error))
+        if message == str(error):
+            raise
+        raise ValueError(message.replace("  ", " ")) from None
+
+
+_PYTHON_NAMES = re.compile(r"`(source_lang|target_lang)`|\b(source_lang|target_lang)=")
+
+
+def open_model(args, **options):
+    """The translator of `--model` by `--engine`, with `--source-lang` and `--target-lang` as its defaults.
+
+    `options` go to `keras_transformer.open_translator`. Without a target
+    language for a multilingual model, a `ValueError` that says how to give
+    one, before any sentence is translated.
+    """
+    from keras_transformer.opener import open_translator
+
+    with languages_as_flags():
+        translator = open_translator(
+            args.model, args.engine, source_lang=args.source_lang, target_lang=args.target_lang, **options
+        )
+    for name, flag in LANGUAGE_FLAGS.items():  # an engine that takes no languages may not say so itself
+        if getattr(args, name) is not None and not translator.languages.codes:
+            raise ValueError(f"{flag} applies to multilingual models; {args.model} takes no language codes")
+    require_target(translator, args.model)
+    return translator
+
+
+def require_target(translator, model):
+    """A `ValueError` if `translator` is multilingual and has no target language to translate into."""
+    codes, _, target = translator.languages
+    if codes and target is None:
+        example = next((code for code in ("fra_Latn", "fr") if code in codes), codes[-1])
+        raise ValueError(
+            f"{model} translates into {len(codes)} languages and names no default: choose one with --target-lang "
+            f"(e.g. --target-lang {example})"
+        )

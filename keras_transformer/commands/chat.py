@@ -3,6 +3,10 @@
 Example::
 
     keras-transformer chat --model saved_models/korean-chatbot --temperature 0.8 --top-p 0.9
+    keras-transformer chat --model saved_models/nllb --source-lang eng_Latn --target-lang fra_Latn --beam 4
+
+`--target-lang` chooses a multilingual model's language for every reply,
+and `--prefix` forces the beginning of every reply.
 """
 
 import sys
@@ -11,7 +15,9 @@ from keras_transformer.commands.arguments import (
     SEED_MAX,
     TRUST,
     add_engine_argument,
+    add_language_arguments,
     add_loadable_model_argument,
+    add_prefix_argument,
     int_in_range,
     non_negative_finite_float,
     non_negative_int,
@@ -30,6 +36,8 @@ def add_parser(subparsers):
     )
     add_loadable_model_argument(parser)
     add_engine_argument(parser)
+    add_language_arguments(parser)
+    add_prefix_argument(parser)
     parser.add_argument(
         "--temperature",
         type=non_negative_finite_float,
@@ -61,10 +69,10 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from keras_transformer.opener import open_translator
+    from keras_transformer.commands.arguments import open_model
     from keras_transformer.serving.translation import translate_lines
 
-    translator = open_translator(args.model, args.engine, beam_size=args.beam)
+    translator = open_model(args, beam_size=args.beam)
     interactive = sys.stdin.isatty()
     if interactive:
         print("Type a sentence; an empty line or Ctrl-D ends the chat.", file=sys.stderr)
@@ -78,9 +86,9 @@ def run(args):
         if not text:
             return 0
         if args.beam is not None:
-            reply = translate_lines(translator, [text])[0]
+            reply = translate_lines(translator, [text], target_prefix=args.prefix)[0]
         else:
             seed = args.seed if args.seed < 0 else args.seed + turn
             sample = (args.temperature, args.top_k, args.top_p, seed)
-            reply = translate_lines(translator, [text], sample=sample)[0]
+            reply = translate_lines(translator, [text], sample=sample, target_prefix=args.prefix)[0]
         print(reply, flush=True)

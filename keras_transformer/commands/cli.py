@@ -25,6 +25,10 @@ Errors. A command that fails prints one line, `keras-transformer CMD: error:
 Warnings of this package (`errors.KerasTransformerWarning`) are one line
 too, `keras-transformer CMD: warning: ...`, and the command goes on.
 
+Every command keeps the XLA programs it compiles in the user's cache
+folder and loads those an earlier run compiled (`compile_cache`;
+`KERAS_TRANSFORMER_XLA_CACHE=off` turns that off).
+
 `--traceback` (before the command) or `KERAS_TRANSFORMER_DEBUG=1` lets
 every error through with its traceback instead.
 
@@ -41,9 +45,10 @@ import os
 import sys
 import warnings
 
+from keras_transformer import compile_cache
 from keras_transformer.errors import ArgumentError, KerasTransformerWarning, first_line
 
-COMMANDS = ("train", "import", "translate", "score", "chat", "evaluate", "export", "serve", "plot")
+COMMANDS = ("train", "import", "translate", "generate", "score", "chat", "evaluate", "export", "serve", "plot")
 MODULES = {"import": "import_checkpoint"}  # commands whose module is not named as they are (a keyword)
 FLAGS = {"beam_size": "--beam"}  # Python arguments whose flag is not `--` + the name in kebab case
 NEGATED = {"jit_compile": "--no-xla"}  # Python arguments that a flag turns off
@@ -174,6 +179,7 @@ def main(argv=None):
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warnings(args.command, warnings.showwarning)
+            compile_cache.enable()  # before the first XLA compilation: a second run loads the programs
             return args.run(args) or 0
     except KeyboardInterrupt:
         print("\nInterrupted.", file=sys.stderr)

@@ -7,6 +7,8 @@ Example::
 
 (the Multi30k test set: after a `train --preset multi30k-en-de`, under
 `~/tensorflow_datasets/downloads/extracted/keras_transformer/multi30k_task1/`).
+A multilingual model translates from `--source-lang` into `--target-lang`
+(`keras-transformer translate --help`), which the scores record.
 """
 
 import json
@@ -39,9 +41,9 @@ def add_parser(subparsers):
 
 def run(args):
     from keras_transformer import evaluation
+    from keras_transformer.commands.arguments import open_model
     from keras_transformer.commands.translate import print_cut_off_lines, warn_truncated
     from keras_transformer.files import output_files, text_files
-    from keras_transformer.opener import open_translator
     from keras_transformer.serving.translation import Progress, translate_lines_with_status
 
     output_files.check_outputs(
@@ -55,7 +57,7 @@ def run(args):
         if len(refs) != len(sources):
             raise ValueError(f"{path} has {len(refs)} lines but {args.source} has {len(sources)}")
     options = dict(beam_size=args.beam, alpha=args.alpha, compact=args.compact)
-    translator = open_translator(args.model, args.engine, threads=args.workers, **options)
+    translator = open_model(args, threads=args.workers, **options)
     warn_truncated(translator, sources)
     progress = None if args.quiet else Progress(len(sources))
     hypotheses, finished = translate_lines_with_status(
@@ -67,6 +69,9 @@ def run(args):
     scores.update(
         model=str(args.model), source=str(args.source), reference=[str(p) for p in args.reference], beam_size=beam
     )
+    languages = translator.languages
+    if languages.codes:  # a multilingual model: which way it translated
+        scores.update(source_lang=languages.source_lang, target_lang=languages.target_lang)
     print(evaluation.format_scores(scores), file=sys.stderr)
     print(json.dumps(scores, indent=2, ensure_ascii=False))
     if args.hypotheses:

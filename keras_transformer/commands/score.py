@@ -9,7 +9,9 @@ One number a line, in input order: the sum of the log-probabilities of the
 target's tokens, END included (higher is likelier). Use it to filter a
 corpus or to rerank candidate translations. With `--output`, a JSON file
 with `log_probs` and `target_lengths` (the tokens scored; a target longer
-than the model's maximum output length is scored on its first tokens).
+than the model's maximum output length is scored on its first tokens). A
+multilingual model scores targets in `--target-lang` given sources in
+`--source-lang`; a target's first token is then its language's.
 """
 
 import json
@@ -18,6 +20,7 @@ import sys
 from keras_transformer.commands.arguments import (
     TRUST,
     add_engine_argument,
+    add_language_arguments,
     add_loadable_model_argument,
     add_workers_argument,
     non_empty,
@@ -33,6 +36,7 @@ def add_parser(subparsers):
     )
     add_loadable_model_argument(parser)
     add_engine_argument(parser)
+    add_language_arguments(parser)
     parser.add_argument("--source", required=True, type=non_empty, help="UTF-8 source file, one sentence a line")
     parser.add_argument("--target", required=True, type=non_empty, help="UTF-8 target file, line-aligned with --source")
     parser.add_argument("--output", type=non_empty, help="write JSON (log_probs, target_lengths) here")
@@ -43,9 +47,9 @@ def add_parser(subparsers):
 
 
 def run(args):
+    from keras_transformer.commands.arguments import open_model
     from keras_transformer.commands.translate import read_lines
     from keras_transformer.files import output_files
-    from keras_transformer.opener import open_translator
     from keras_transformer.serving.translation import Progress, score_lines
 
     output_files.check_outputs(
@@ -54,13 +58,15 @@ def run(args):
     sources, targets = read_lines(args.source), read_lines(args.target)
     if len(sources) != len(targets):
         raise ValueError(f"{args.target} has {len(targets)} lines but {args.source} has {len(sources)}")
-    translator = open_translator(args.model, args.engine, threads=args.workers)
+    translator = open_model(args, threads=args.workers)
     progress = None if args.quiet else Progress(len(sources), verb="scored")
     log_probs, lengths = score_lines(
         translator, sources, targets, args.batch_size, progress=progress, workers=args.workers
     )
     if args.output:
         report = {"model": args.model, "source": args.source, "target": args.target}
+        if translator.languages.codes:
+            report.update(source_lang=translator.languages.source_lang, target_lang=translator.languages.target_lang)
         report.update(log_probs=log_probs, target_lengths=lengths)
         output_files.write_text(args.output, json.dumps(report, indent=1) + "\n")
     else:

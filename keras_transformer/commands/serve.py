@@ -4,6 +4,15 @@ Example::
 
     keras-transformer serve --model saved_models/en-de-export --name en-de
     curl -d '{"instances": ["A dog runs."]}' http://127.0.0.1:8501/v1/models/en-de:predict
+    keras-transformer serve --model saved_models/nllb --source-lang eng_Latn --target-lang fra_Latn --name nllb
+    curl -d '{"instances": [{"sentence": "A dog runs.", "target_lang": "deu_Latn"}]}' \\
+        http://127.0.0.1:8501/v1/models/nllb:predict
+
+An instance may be an object with the controls of its translation,
+`{"sentence": ..., "source_lang": ..., "target_lang": ..., "target_prefix": ...}`
+(each but `sentence` optional); `--source-lang` and `--target-lang` are the
+languages of the requests that name none, and the model's metadata
+(`GET /v1/models/NAME/metadata`) lists its language codes and defaults.
 
 A training run directory is exported to a temporary folder first; a LiteRT
 export folder is served through its translator with the same signatures but
@@ -28,7 +37,9 @@ import tempfile
 from keras_transformer.commands.arguments import (
     TRUST,
     add_engine_argument,
+    add_language_arguments,
     int_in_range,
+    languages_as_flags,
     non_empty,
     non_negative_finite_float,
     positive_finite_float,
@@ -59,6 +70,7 @@ def add_parser(subparsers):
     )
     parser.add_argument("--version", type=positive_int, default=1, help="the version it is served as (default 1)")
     add_engine_argument(parser)
+    add_language_arguments(parser, served=True)
     _add_batching_arguments(parser.add_argument_group("batching and limits"))
     _add_connection_arguments(
         parser.add_argument_group("connections (see docs/serving.md: a reverse proxy belongs in front)")
@@ -154,14 +166,16 @@ def run(args):
     workdir = None
     try:
         kind, engine = opener.engine_for(args.model, args.engine)
-        if engine == "xla":  # a run or a SavedModel: served by a SavedModel's own signatures
-            path = pathlib.Path(args.model)
-            if kind == opener.RUN:
-                workdir = pathlib.Path(tempfile.mkdtemp(prefix="kt-serve-"))
-                path = _exported(path, workdir)
-            model = ServedModel(path, max_instances=args.max_instances)
-        else:
-            model = _served_translator(args, engine)
+        languages = dict(source_lang=args.source_lang, target_lang=args.target_lang)
+        with languages_as_flags():
+            if engine == "xla":  # a run or a SavedModel: served by a SavedModel's own signatures
+                path = pathlib.Path(args.model)
+                if kind == opener.RUN:
+                    workdir = pathlib.Path(tempfile.mkdtemp(prefix="kt-serve-"))
+                    path = _exported(path, workdir, languages)
+                model = ServedModel(path, max_instances=args.max_instances, **languages)
+            else:
+                model = _served_translator(args, engine, languages)
         if not args.no_warmup:
             _warm_up(model, 1 if args.no_batching else args.max_batch_size)
         batcher = rest.build_batcher(
@@ -182,21 +196,21 @@ def run(args):
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _served_translator(args, engine):
+def _served_translator(args, engine, languages):
     """`engine`'s translator of `--model` (a run, or a LiteRT export), as a `ServedTranslator`."""
     from keras_transformer.opener import open_translator
     from keras_transformer.serving.served_translator import ServedTranslator
 
-    translator = open_translator(args.model, engine, threads=args.threads)
+    translator = open_translator(args.model, engine, threads=args.threads, **languages)
     return ServedTranslator(translator, args.model, max_instances=args.max_instances)
 
 
-def _exported(path, workdir):
-    """The run directory `path` exported to a SavedModel under `workdir`."""
+def _exported(path, workdir, languages):
+    """The run directory `path` exported to a SavedModel under `workdir`, with its default `languages`."""
     from keras_transformer.serving.export import export_run
 
     print(f"Exporting the run {path} to a temporary SavedModel...", file=sys.stderr, flush=True)
-    export_run(path, workdir / "export")
+    export_run(path, workdir / "export", **{name: code for name, code in languages.items() if code is not None})
     return workdir / "export"
 
 

@@ -61,6 +61,15 @@ def _add_corpus_arguments(parser):
         metavar="RUN",
         help="fine-tune: start from run directory RUN's best weights and reuse its tokenizer",
     )
+    for side, example in (("source", "kor_Hang"), ("target", "eng_Latn")):
+        parser.add_argument(
+            f"--{side}-lang",
+            type=non_empty,
+            metavar="CODE",
+            help=f"with --init-from a multilingual run (an imported M2M100 or NLLB-200): the {side} language of the "
+            f"pairs, in its codes (e.g. {example}; M2M100: {example[:2]}); needed there, refused elsewhere. The run "
+            "then translates from and into them by default",
+        )
 
 
 def _add_run_arguments(parser):
@@ -77,6 +86,12 @@ def _add_run_arguments(parser):
         "(default: saved_models/PRESET, or saved_models/PRESET-finetuned with --init-from)",
     )
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    parser.add_argument(
+        "--marian-compatible",
+        action="store_true",
+        help="a new run that `export --format transformers` writes as a Marian (OPUS-MT) checkpoint: its sources "
+        "end with END and its LayerNorms' epsilon is 1e-5 (this package's defaults: no END, 1e-6)",
+    )
     parser.add_argument(
         "--overwrite", action="store_true", help="delete the run at --output and train anew (never any other folder)"
     )
@@ -148,6 +163,8 @@ def run(args):
         data_dir=args.data_dir,
         corpus_files=corpus_files(args),
         init_from=args.init_from,
+        source_lang=args.source_lang,
+        target_lang=args.target_lang,
         epochs=args.epochs,
         minutes=args.minutes,
         resume=args.resume,
@@ -156,6 +173,7 @@ def run(args):
         mixed_precision=args.mixed_precision,
         seed=args.seed,
         cpu_devices=args.cpu_devices,
+        marian_compatible=args.marian_compatible,
     )
     print(json.dumps(summary, indent=2))
     return 0

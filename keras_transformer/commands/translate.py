@@ -6,6 +6,14 @@ Example::
     keras-transformer translate --model saved_models/en-de-export --input test.en > test.hyp.de
     echo "A dog runs." | keras-transformer translate --model saved_models/multi30k-en-de --beam 1
     keras-transformer translate --model saved_models/en-de-export --n-best 4 "A dog runs."
+    keras-transformer translate --model saved_models/nllb --source-lang eng_Latn --target-lang fra_Latn "A dog runs."
+    keras-transformer translate --model saved_models/opus-mt-en-de --prefix "Der Hund" "The dog runs."
+
+A multilingual model (M2M100, NLLB-200) translates from `--source-lang` into
+`--target-lang`, codes of its own (`fra_Latn` for NLLB-200, `fr` for
+M2M100); one without a default target language needs `--target-lang`.
+`--prefix` forces the beginning of every translation: decoding continues
+after it.
 
 With `--n-best K`, each sentence gives K lines `index<TAB>score<TAB>translation`
 (index from 0, in input order; best first; score the length-normalised
@@ -23,15 +31,17 @@ import sys
 from keras_transformer.commands.arguments import (
     TRUST,
     add_engine_argument,
+    add_language_arguments,
     add_loadable_model_argument,
+    add_prefix_argument,
     add_workers_argument,
     non_empty,
+    open_model,
     positive_int,
     setting_type,
 )
 from keras_transformer.config import DecodingConfig
 from keras_transformer.input_rules import check_sentence
-from keras_transformer.opener import open_translator
 from keras_transformer.serving.translation import (
     Progress,
     nbest_lines,
@@ -50,6 +60,7 @@ def add_parser(subparsers):
     )
     parser.add_argument("sentences", nargs="*", help=SENTENCES_HELP)
     add_model_arguments(parser)
+    add_prefix_argument(parser)
     parser.add_argument("--input", type=non_empty, help="a UTF-8 file, one sentence a line (default: stdin)")
     parser.add_argument("--output", type=non_empty, help="write the translations here (default: stdout)")
     parser.add_argument(
@@ -63,9 +74,13 @@ def add_parser(subparsers):
 
 
 def add_model_arguments(parser):
-    """`--model`, `--engine`, `--beam`, `--alpha`, `--batch-size`, `--compact`, `--workers`, shared with `evaluate`."""
+    """`--model`, `--engine`, the languages, `--beam`, `--alpha`, `--batch-size`, `--compact`, `--workers`.
+
+    Shared with `evaluate`.
+    """
     add_loadable_model_argument(parser)
     add_engine_argument(parser)
+    add_language_arguments(parser)
     parser.add_argument(
         "--beam",
         type=setting_type(DecodingConfig, "beam_size"),
@@ -97,14 +112,14 @@ def run(args):
     if from_file:
         sentences = read_lines(args.input)
     options = dict(beam_size=args.beam, alpha=args.alpha, compact=args.compact)
-    translator = open_translator(args.model, args.engine, threads=args.workers, **options)
+    translator = open_model(args, threads=args.workers, **options)
     warn_truncated(translator, sentences)
     progress = None if args.quiet or not from_file else Progress(len(sentences))
     if args.n_best:
         text = _nbest_text(translator, sentences, args, progress)
     else:
         translations, finished = translate_lines_with_status(
-            translator, sentences, args.batch_size, progress=progress, workers=args.workers
+            translator, sentences, args.batch_size, progress=progress, workers=args.workers, target_prefix=args.prefix
         )
         print_cut_off_lines(finished)
         text = "".join(t + "\n" for t in translations)
@@ -118,7 +133,15 @@ def run(args):
 
 def _nbest_text(translator, sentences, args, progress):
     """`index<TAB>score<TAB>translation` lines, `args.n_best` per sentence, best first."""
-    rows = nbest_lines(translator, sentences, args.n_best, args.batch_size, progress=progress, workers=args.workers)
+    rows = nbest_lines(
+        translator,
+        sentences,
+        args.n_best,
+        args.batch_size,
+        progress=progress,
+        workers=args.workers,
+        target_prefix=args.prefix,
+    )
     print_cut_off_lines([hypotheses[0][2] for hypotheses in rows])
     return "".join(
         f"{index}\t{score:.6f}\t{text}\n" for index, hypotheses in enumerate(rows) for score, text, _ in hypotheses

@@ -20,12 +20,13 @@ from keras_transformer.datasets.corpora import (
     load_pairs,
     load_split_pairs,
 )
-from keras_transformer.datasets.pipeline import bucket_shapes, make_batches, make_eval_batches, tokenize_pairs
+from keras_transformer.datasets.pipeline import Frame, bucket_shapes, make_batches, make_eval_batches, tokenize_pairs
 from keras_transformer.datasets.readers import read_aligned, read_delimited, read_lines, seeded_split
 from keras_transformer.datasets.splits import hold_out_dev, load_splits
 
 __all__ = [
     "CORPORA",
+    "Frame",
     "get_corpus",
     "load_corpus",
     "load_file_splits",

@@ -7,6 +7,10 @@ all int32, where for a pair of token-id lists `src`, `tgt`:
     decoder_inputs = [START] + tgt    (teacher forcing: the decoder reads the previous token)
     labels         = tgt + [END]      (the next token at every position; padding is ignored by the loss)
 
+A `Frame` adds ids around them: a multilingual model's language tokens
+(`[src_lang] src [END]`, `[START] [tgt_lang] tgt`, `[tgt_lang] tgt [END]`,
+as transformers' NLLB and M2M100 tokenizers frame a pair).
+
 START, END and the padding are the tokenizers' ids (`pad_id`, `start_id`,
 `end_id`: 0, 2 and 3 for this package's own, `keras_transformer.config`; an
 imported model's own): the source side is padded with the source
@@ -99,6 +103,22 @@ def tokenize_pairs(dataset, source_tokenizer, target_tokenizer=None, batch_size=
     return dataset.batch(batch_size).map(tokenize, num_parallel_calls=AUTOTUNE).unbatch()
 
 
+class Frame(NamedTuple):
+    """Ids around every pair beyond START and END: a multilingual model's language tokens.
+
+    Args:
+        source_first: ids before each source (NLLB's and M2M100's `[src_lang]`).
+        source_last: ids after each source, after its END (NLLB's
+            `legacy_behaviour`: `X </s> [src_lang]`).
+        target_first: ids that begin each target: the decoder reads them
+            after START, and the labels start with them (`[tgt_lang]`).
+    """
+
+    source_first: tuple = ()
+    source_last: tuple = ()
+    target_first: tuple = ()
+
+
 class _Ids(NamedTuple):
     """The ids that frame and pad a pair: the source's END and padding, the target's START, END and padding."""
 
@@ -124,9 +144,9 @@ class _Ids(NamedTuple):
         )
 
 
-def _limit_length(dataset, max_length, policy, add_source_end):
-    source_room = max_length - int(add_source_end)
-    target_room = max_length - 1  # room for START (inputs) / END (labels)
+def _limit_length(dataset, max_length, policy, add_source_end, frame):
+    source_room = max_length - int(add_source_end) - len(frame.source_first) - len(frame.source_last)
+    target_room = max_length - 1 - len(frame.target_first)  # room for START (inputs) / END (labels)
     if policy == "filter":
         return dataset.filter(
             lambda ex: tf.logical_and(tf.size(ex["source"]) <= source_room, tf.size(ex["target"]) <= target_room)
@@ -139,10 +159,15 @@ def _limit_length(dataset, max_length, policy, add_source_end):
     raise ValueError(f"`length_policy` must be 'filter' or 'truncate'. Received: length_policy={policy!r}")
 
 
-def _to_model_inputs(example, add_source_end, ids):
+def _to_model_inputs(example, add_source_end, ids, frame):
     source, target = example["source"], example["target"]
-    if add_source_end:
-        source = tf.concat([source, [ids.source_end]], axis=0)
+
+    def constant(values):
+        return tf.constant(values, tf.int32, shape=[len(values)])
+
+    end = [ids.source_end] if add_source_end else []
+    source = tf.concat([constant(frame.source_first), source, constant(end + list(frame.source_last))], axis=0)
+    target = tf.concat([constant(frame.target_first), target], axis=0)
     decoder_inputs = tf.concat([[ids.start], target], axis=0)
     labels = tf.concat([target, [ids.end]], axis=0)
     return {"encoder_inputs": source, "decoder_inputs": decoder_inputs}, labels
@@ -192,6 +217,7 @@ def make_batches(
     max_length=None,
     length_policy="filter",
     add_source_end=False,
+    frame=None,
     training=True,
     shuffle_buffer=20_000,
     seed=None,
@@ -215,6 +241,8 @@ def make_batches(
         length_policy: `"filter"` drops longer examples, `"truncate"` cuts them.
         add_source_end: bool, append END to the encoder inputs (the export
             code must then do the same).
+        frame: a `Frame`, the ids around each pair beyond START and END (a
+            multilingual model's language tokens); None: none.
         training: bool; True shuffles (seeded by `seed`) and drops each
             bucket's last partial batch, so only `bucket_shapes(...)` occur.
             False keeps the order and every example (at most one extra,
@@ -257,8 +285,9 @@ def make_batches(
         dataset = cache_and_shuffle(dataset)
     ids = _Ids.of(source_tokenizer, target_tokenizer or source_tokenizer)
     examples = tokenize_pairs(dataset, source_tokenizer, target_tokenizer)
-    examples = _limit_length(examples, max_length, length_policy, add_source_end)
-    examples = examples.map(lambda ex: _to_model_inputs(ex, add_source_end, ids), num_parallel_calls=AUTOTUNE)
+    frame = Frame() if frame is None else Frame(*(tuple(int(i) for i in part) for part in frame))
+    examples = _limit_length(examples, max_length, length_policy, add_source_end, frame)
+    examples = examples.map(lambda ex: _to_model_inputs(ex, add_source_end, ids, frame), num_parallel_calls=AUTOTUNE)
     if not resample:
         examples = cache_and_shuffle(examples)
     batches = _bucket_and_batch(examples, shapes, training, ids, pad_batches=pad_batches)

@@ -73,7 +73,11 @@ class TokenSearch(Search):
     def finish(self, index, rows):
         ids, log_probs, finished = rows[:3]
         ids = ids[:, 1:]
-        length = ops.sum(ops.cast(ops.not_equal(ids, self.pad_id), "int32"), axis=1)
+        # The tokens up to the first END, END included (PAD may be END's own id: GPT-2 pads with it).
+        is_end = ops.cast(ops.equal(ids, self.end_id), "int32")
+        before_end = ops.equal(ops.cumsum(is_end, axis=1) - is_end, 0)
+        counted = ops.logical_and(before_end, ops.logical_or(ops.not_equal(ids, self.pad_id), is_end > 0))
+        length = ops.sum(ops.cast(counted, "int32"), axis=1)
         scores = self.normalise(log_probs, length)
         return SearchResult(ids[:, None], scores[:, None], finished[:, None])
 

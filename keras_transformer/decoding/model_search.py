@@ -42,8 +42,9 @@ from keras_transformer.decoding.cache import (
 )
 from keras_transformer.decoding.ensembles import ensemble_members, ensemble_model_step, ensemble_state
 from keras_transformer.decoding.greedy_search import GreedySearch  # noqa: F401  (the examples)
+from keras_transformer.decoding.prompts import prompt_state, prompt_step
 from keras_transformer.decoding.search import Search, Step
-from keras_transformer.models import as_transformer
+from keras_transformer.models import as_transformer, is_decoder_only
 
 
 class BoundSearch(NamedTuple):
@@ -117,7 +118,11 @@ def bind(model, search, max_length=None, *, cached=True):
     first = as_transformer(ensemble_members(model)[0])  # the members share vocabularies and ids
     search = search.with_ids(**first.config.special_ids())
     beams = search.beam_size
-    if not cached:
+    if is_decoder_only(model):  # a language model continues its prompts (`decoding.prompts`)
+        if not cached:
+            raise ValueError("A decoder-only model decodes with its cached step only. Received: cached=False")
+        step, initial = prompt_step(model, beams), lambda ids: prompt_state(model, ids, max_length, beams)
+    elif not cached:
         as_transformer(model)  # one model: a `ValueError` for an ensemble
         step, initial = uncached_step(model), lambda ids: uncached_state(model, ids, max_length, beams)
     elif isinstance(model, (list, tuple)):

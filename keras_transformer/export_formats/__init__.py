@@ -38,10 +38,11 @@ def export_run(run, output, format="savedmodel", *, overwrite=False, **options):
     `options` are the format's own (`FORMATS[format].options`): `beam_size`,
     `alpha`, `max_length`, `jit_compile`, and a multilingual model's
     default `source_lang` and `target_lang` for a SavedModel; `quantization`
-    for CTranslate2; `quantization`, `beam_size`, `alpha`, `max_length` for
-    LiteRT; `beam_size`, `alpha`, `max_length` (generation_config.json's)
-    and `scores` (an `evaluate --output` file, for the model card) for
-    transformers. Options left None are the format's defaults; one the format does
+    for CTranslate2; `quantization`, `beam_size`, `alpha`, `max_length`,
+    `source_lang` and `target_lang` for LiteRT; `beam_size`, `alpha`,
+    `max_length` (generation_config.json's) and `scores` (an `evaluate
+    --output` file, for the model card) for transformers. Options left None
+    are the format's defaults; one the format does
     not take is a `ValueError` (`errors.ArgumentError`) naming it and the
     formats that take it.
     """

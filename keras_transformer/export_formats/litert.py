@@ -18,7 +18,7 @@ def write(run, output, overwrite=False, **options):
 FORMAT = ExportFormat(
     name="litert",
     description="a .tflite with encode, decode_step and tokenize signatures for on-device translation",
-    options=("quantization", "beam_size", "alpha", "max_length"),
+    options=("quantization", "beam_size", "alpha", "max_length", "source_lang", "target_lang"),
     write=write,
     why_not={"jit_compile": "a LiteRT export is not XLA-compiled"},
 )

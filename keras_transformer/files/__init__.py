@@ -6,8 +6,19 @@ of the files they wrote (`run_files`, `manifest`), and a command deletes or
 replaces only those (`ownership`), in folders it may write (`destinations`);
 result files never land on what a job reads (`output_files`). Text files are
 read with errors that name the file and the line (`text_files`), JSON files from
-elsewhere bounded and checked (`json_files`). This wing
+elsewhere bounded and checked (`json_files`). What is kept between processes
+lives in the user's cache folder (`user_cache`). This wing
 imports nothing else of the package but `errors` and `input_rules`.
 """
 
-__all__ = ["atomic", "destinations", "json_files", "manifest", "output_files", "ownership", "run_files", "text_files"]
+__all__ = [
+    "atomic",
+    "destinations",
+    "json_files",
+    "manifest",
+    "output_files",
+    "ownership",
+    "run_files",
+    "text_files",
+    "user_cache",
+]

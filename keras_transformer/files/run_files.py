@@ -29,17 +29,23 @@ MEMBER = re.compile(r"member-\d+")  # an ensemble's members, each a run of its o
 # The files that training rewrites until the run finishes; a run killed after writing one and before
 # recording it still owns it.
 REWRITTEN = re.compile(
-    r"model\.keras|history\.csv|snapshots/epoch-\d+\.weights\.h5"
+    r"model\.keras|classifier\.keras|history\.csv|snapshots/epoch-\d+\.weights\.h5"
     r"|backup/(worker-\d+/)?(latest\.weights\.h5|training_metadata\.json)(\.bkp)?"
     r"|logs/(train|validation)/events\.out\.tfevents\.[^/]+"
 )
-# Every file a run writes, by its path in the run.
+# Every file a run writes, by its path in the run (an imported M2M100 or NLLB tokenizer keeps the checkpoint's
+# own files in `files/`).
 WRITTEN = re.compile(
-    r"config\.json|tokenizers/(source|target)/(tokenizer\.(model|json)|(source|target)\.spm|(target_)?vocab\.json)"
+    r"config\.json|tokenizers/(source|target)/(tokenizer\.(model|json)|(source|target)\.spm|(target_)?vocab\.json"
+    r"|hf_tokenizer\.json)"
+    r"|tokenizers/(source|target)/files/(tokenizer(_config)?\.json|vocab\.json|sentencepiece\.bpe\.model)"
     rf"|{REWRITTEN.pattern}"
 )
 # The folders a run makes, which may be empty.
-FOLDERS = re.compile(r"tokenizers(/source|/target)?|logs(/train|/validation)?|snapshots|backup(/worker-\d+)?")
+FOLDERS = re.compile(
+    r"tokenizers(/source|/target)?|tokenizers/(source|target)/files|logs(/train|/validation)?|snapshots"
+    r"|backup(/worker-\d+)?"
+)
 
 
 def files_record(path):

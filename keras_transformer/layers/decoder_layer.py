@@ -34,7 +34,9 @@ class DecoderLayer(EncoderLayer):
     then returns `(output, self_attention_cache, cross_attention_cache)`.
 
     Args:
-        Same as `EncoderLayer`.
+        use_cross_attention: whether the block attends an encoder's output;
+            False builds a decoder-only (GPT) block without those weights.
+        Others: as `EncoderLayer`.
 
     Call arguments:
         decoder_sequence: `(batch, target_len, d_model)`.
@@ -62,8 +64,12 @@ class DecoderLayer(EncoderLayer):
         Vaswani et al., "Attention Is All You Need", 2017, section 3.1.
     """
 
-    def __init__(self, d_model, num_heads, d_ff, **kwargs):
+    def __init__(self, d_model, num_heads, d_ff, use_cross_attention=True, **kwargs):
         super().__init__(d_model, num_heads, d_ff, **kwargs)
+        self.use_cross_attention = bool(use_cross_attention)
+        self.cross_attention = self.cross_attention_norm = self.cross_attention_dropout = None
+        if not self.use_cross_attention:  # a GPT block: no weights it would never use
+            return
         common = {"dtype": self.dtype_policy}
         self.cross_attention = MultiHeadAttention(
             d_model,
@@ -81,11 +87,14 @@ class DecoderLayer(EncoderLayer):
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
         check_sequence(decoder_sequence_shape, "decoder_sequence", self.d_model)
         super().build(decoder_sequence_shape)
-        if encoder_sequence_shape is not None:
+        if encoder_sequence_shape is not None and self.use_cross_attention:
             check_sequence(encoder_sequence_shape, "encoder_sequence", self.d_model)
             self.cross_attention.build(decoder_sequence_shape, encoder_sequence_shape)
             self.cross_attention_norm.build(decoder_sequence_shape)
         self.built = True
+
+    def get_config(self):
+        return {**super().get_config(), "use_cross_attention": self.use_cross_attention}
 
     def compute_cross_attention_cache(self, encoder_sequence):
         """The encoder's projected keys/values, computed once per source."""
@@ -134,7 +143,13 @@ class DecoderLayer(EncoderLayer):
             training,
         )
         cross_scores = None
-        if encoder_sequence is not None or cross_attention_cache is not None:
+        attends_encoder = encoder_sequence is not None or cross_attention_cache is not None
+        if attends_encoder and not self.use_cross_attention:
+            raise ValueError(
+                "This DecoderLayer has no cross-attention (`use_cross_attention=False`): pass no `encoder_sequence` "
+                "and no `cross_attention_cache`"
+            )
+        if attends_encoder:
             cross_attention = dict(value_mask=encoder_padding, cache=cross_attention_cache)
             x, (cross_scores, *_) = self._residual(
                 x,

@@ -8,6 +8,7 @@ from keras import ops
 from keras_transformer.kinds import check_positive_int, check_rate
 from keras_transformer.layers.attention import matmul_last_axis
 from keras_transformer.layers.hash_dropout import HashDropout
+from keras_transformer.layers.learned_positions import LearnedPositionEmbedding
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.shapes import check_sequence, static_shape
 
@@ -129,14 +130,17 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             and Marian's `scale_embedding`).
         position_layout: the position table's columns, `"interleaved"` (the
             paper's), `"concatenated"` (Marian's) or `"fairseq"` (M2M100's
-            and NLLB's, numbered from `pad_id + 1`); see `positional_encoding`.
+            and NLLB's, numbered from `pad_id + 1`), see `positional_encoding`;
+            or `"learned"`, a trained table (`LearnedPositionEmbedding`: GPT's
+            and BERT's).
         output_bias: a trained bias on the tied output logits (`reverse=True`).
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
         inputs: integer ids `(batch, length)`, or with `reverse=True` hidden
             states `(batch, length, d_model)`.
-        start_index: position of the first token (cached decoding).
+        start_index: position of the first token (cached decoding); a
+            `(batch,)` tensor gives each row its own.
         reverse: project hidden states to vocabulary logits instead.
         training: whether dropout is active.
 
@@ -189,19 +193,26 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="token_embedding",
         )
-        offset = self.pad_id + 1 if position_layout == "fairseq" else 0  # fairseq numbers positions after padding
-        self.position_encoding = PositionalEncoding(
-            max_length,
-            d_model,
-            layout=position_layout,
-            offset=offset,
-            dtype=self.dtype_policy,
-            name="position_encoding",
-        )
+        if position_layout == "learned":
+            self.position_encoding = LearnedPositionEmbedding(
+                max_length, d_model, dtype=self.dtype_policy, name="position_embedding"
+            )
+        else:
+            offset = self.pad_id + 1 if position_layout == "fairseq" else 0  # fairseq numbers positions after padding
+            self.position_encoding = PositionalEncoding(
+                max_length,
+                d_model,
+                layout=position_layout,
+                offset=offset,
+                dtype=self.dtype_policy,
+                name="position_encoding",
+            )
         self.dropout_layer = HashDropout(dropout, dtype=self.dtype_policy, name="embedding_dropout")
 
     def build(self, input_shape):
         self.token_embedding.build(input_shape)
+        if self.position_layout == "learned":
+            self.position_encoding.build()
         if self.output_bias:
             self.logits_bias = self.add_weight(
                 shape=(self.vocab_size,), initializer="zeros", name="logits_bias", dtype=self.variable_dtype

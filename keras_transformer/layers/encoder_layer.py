@@ -7,6 +7,7 @@ from keras_transformer.kinds import (
     check_positive_number,
     check_rate,
 )
+from keras_transformer.layers.activations import get_activation
 from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
 from keras_transformer.layers.hash_dropout import HashDropout
@@ -94,7 +95,7 @@ class EncoderLayer(keras.layers.Layer):
         self.d_ff = d_ff
         self.dropout = dropout
         self.norm_first = norm_first
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.layer_norm_epsilon = layer_norm_epsilon
         self.attention_dropout = attention_dropout
         self.activation_dropout = activation_dropout

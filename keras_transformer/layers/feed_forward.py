@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer.kinds import check_positive_int, check_rate
+from keras_transformer.layers.activations import get_activation
 from keras_transformer.layers.attention import is_plain_dense, matmul_last_axis
 from keras_transformer.layers.hash_dropout import HashDropout
 from keras_transformer.layers.shapes import check_sequence
@@ -54,7 +55,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.d_model = d_model
         self.d_ff = d_ff
         self.dropout = dropout
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
         init = lambda: keras.initializers.get(  # noqa: E731 (fresh copy per layer)

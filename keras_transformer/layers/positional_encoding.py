@@ -61,6 +61,34 @@ def positional_encoding(length, depth, base=10000.0, layout="interleaved"):
     return table.astype("float32")
 
 
+def position_rows(table, inputs, start_index=0):
+    """The rows of a `(positions, d_model)` position `table` that `inputs` `(batch, length, ...)` sit at.
+
+    `start_index` is the first position: a Python int (a slice), a scalar
+    tensor, or a `(batch,)` tensor that gives each row its own first
+    position, `(batch, length, d_model)` rows then. Positions before 0 (the
+    padding in front of a left-padded row, which no real token attends) read
+    row 0.
+
+    Example:
+
+    >>> table = keras.ops.reshape(keras.ops.arange(8.0), (4, 2))
+    >>> rows = position_rows(table, keras.ops.zeros((2, 1, 2)), keras.ops.convert_to_tensor([0, 3]))
+    >>> keras.ops.convert_to_numpy(rows)[:, 0].tolist()
+    [[0.0, 1.0], [6.0, 7.0]]
+    """
+    length = inputs.shape[1]
+    if isinstance(start_index, int) and isinstance(length, int):
+        return table[None, start_index : start_index + length]
+    # A gather, not a slice: it also works where the length is a symbolic
+    # dimension (JAX's shape polymorphism in functional builds).
+    positions = ops.arange(ops.shape(inputs)[1])
+    if len(getattr(start_index, "shape", ())) == 1:
+        positions = ops.maximum(positions[None] + ops.cast(start_index, positions.dtype)[:, None], 0)
+        return ops.take(table, positions, axis=0)  # (batch, length, d_model)
+    return ops.take(table, positions + start_index, axis=0)[None]
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class PositionalEncoding(keras.layers.Layer):
     """Adds the fixed sinusoidal position signal to a sequence of vectors.
@@ -85,6 +113,8 @@ class PositionalEncoding(keras.layers.Layer):
         real: optional boolean `(batch, length)`, `True` at real tokens. With
             `layout="fairseq"`, positions then count the real tokens only and
             padding gets a zero vector, as fairseq's `make_positions` does.
+            A `(batch,)` tensor gives each row its own (a left-padded prompt's
+            rows, `keras_transformer.decoding.prompts`).
 
     Example:
 
@@ -124,14 +154,7 @@ class PositionalEncoding(keras.layers.Layer):
         table = ops.convert_to_tensor(self.pos_encoding, dtype=inputs.dtype)
         if real is not None and self.layout == "fairseq":
             return inputs + _counted_positions(table, real, start_index)
-        if isinstance(start_index, int) and isinstance(length, int):
-            window = table[:, start_index : start_index + length]
-        else:
-            # A gather, not a slice: it also works where the length is a
-            # symbolic dimension (JAX's shape polymorphism in functional builds).
-            positions = ops.arange(ops.shape(inputs)[1]) + start_index
-            window = ops.take(table, positions, axis=1)
-        return inputs + window
+        return inputs + position_rows(table[0], inputs, start_index)
 
     def compute_output_shape(self, input_shape, *args, **kwargs):
         check_sequence(input_shape, "inputs", self.d_model)  # what a symbolic call runs instead of `call`
@@ -148,6 +171,8 @@ class PositionalEncoding(keras.layers.Layer):
 def _counted_positions(table, real, start_index):
     """Rows of `table` `(1, position, depth)` numbered by counting `real` tokens from `start_index`; 0 at padding."""
     real = ops.cast(real, "int32")
+    if len(getattr(start_index, "shape", ())) == 1:  # each row its own first position
+        start_index = ops.cast(start_index, "int32")[:, None]
     positions = ops.cumsum(real, axis=1) - 1 + start_index  # (batch, length)
     rows = ops.take(table[0], ops.clip(positions, 0, ops.shape(table)[1] - 1), axis=0)
     return rows * ops.cast(real, table.dtype)[..., None]

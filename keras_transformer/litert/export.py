@@ -10,7 +10,9 @@ The export is a folder:
   builtins and tensorflow-text ops only, checked on the written flatbuffer
   (`keras_transformer.litert.ops`);
 - `litert.json`: what the host loop needs (special ids, lengths, the beam
-  defaults, the tokenizer's mode and why), and what it was made from;
+  defaults, the tokenizer's mode and why, a multilingual run's languages:
+  their codes and token ids, the default source and target, where a
+  source's language token goes), and what it was made from;
 - `tokenizers/`: the run's tokenizer folders, for the tokenizer outside the
   model (`keras_transformer.litert.text`);
 - `MANIFEST.sha256`.
@@ -35,6 +37,7 @@ from keras_transformer.decoding import rules
 from keras_transformer.errors import ArgumentError, KerasTransformerWarning, first_line, literal
 from keras_transformer.files import atomic, destinations, manifest
 from keras_transformer.litert import fast_text
+from keras_transformer.litert import text as host_text
 from keras_transformer.models.loading import load_model
 
 FORMAT = "litert"
@@ -49,7 +52,18 @@ class TokenizerOutsideWarning(KerasTransformerWarning):
     """The `.tflite` cannot tokenize exactly as the run does: the export's tokenizer runs outside the model."""
 
 
-def export_run(run, output, *, quantization=None, overwrite=False, beam_size=None, alpha=None, max_length=None):
+def export_run(
+    run,
+    output,
+    *,
+    quantization=None,
+    overwrite=False,
+    beam_size=None,
+    alpha=None,
+    max_length=None,
+    source_lang=None,
+    target_lang=None,
+):
     """Writes the training run `run` as a LiteRT export folder at `output`, atomically.
 
     Every check runs before the model loads: `run` must be a run directory of
@@ -68,6 +82,9 @@ def export_run(run, output, *, quantization=None, overwrite=False, beam_size=Non
         max_length: tokens generated at most, the self-attention cache's
             length (default: the run's, else the model's; at most
             `MAX_CACHE_LENGTH`).
+        source_lang, target_lang: a multilingual run's default languages
+            recorded for the host (codes of its tokenizer; default its
+            tokenizer's), which each call may override.
 
     Returns:
         The `litert.json` written, as a dict.
@@ -91,15 +108,17 @@ def export_run(run, output, *, quantization=None, overwrite=False, beam_size=Non
     runs.warn_if_unfinished(run)
     config = runs.RunConfig.read(run)
     decoding = config.decoding or DecodingConfig()
+    tokenizer_dirs = _tokenizer_dirs(run)
+    languages = _languages(run, tokenizer_dirs, source_lang, target_lang)
     model = load_model(run / runs.MODEL)
     cache_length = _cache_length(run, model, max_length if max_length is not None else decoding.max_new_tokens)
-    tokenizer_dirs = _tokenizer_dirs(run)
     protos, reasons = zip(
         fast_text.in_model_tokenizer(tokenizer_dirs[0]), fast_text.in_model_detokenizer(tokenizer_dirs[1])
     )
     if any(reasons):
         warnings.warn(TokenizerOutsideWarning(_outside(run, *reasons)), stacklevel=2)
     info = _info(run, model, config, decoding, cache_length, quantization, beam_size, alpha, reasons)
+    info["languages"] = languages
     data = convert(model, cache_length, info, *protos, quantization=quantization)
 
     def write(tmp):
@@ -202,6 +221,34 @@ def _info(run, model, config, decoding, cache_length, quantization, beam_size, a
             "source": "tokenizers/source",
             "target": "tokenizers/target",
         },
+    }
+
+
+def _languages(run, tokenizer_dirs, source_lang, target_lang):
+    """`litert.json`'s `languages`: a multilingual run's codes and their ids, defaults and source position.
+
+    None for a run of one language pair; a language given for one is a
+    `ValueError`, and so is a code the run lacks (naming close ones).
+    """
+    from keras_transformer.translators.controls import Languages
+
+    source, target = (host_text.load_text(folder) for folder in tokenizer_dirs)
+    codes = getattr(target, "languages", None) or {}
+    if not codes:
+        for name, value in (("source_lang", source_lang), ("target_lang", target_lang)):
+            if value is not None:
+                raise ValueError(
+                    f"`{name}` applies to multilingual models; {literal(run)} translates one language pair. "
+                    f"Received: {name}={value!r}"
+                )
+        return None
+    ordered = tuple(sorted(codes, key=codes.get))
+    languages = Languages(ordered, source.source_lang, target.target_lang).with_defaults(source_lang, target_lang)
+    return {
+        "codes": {code: codes[code] for code in ordered},
+        "source_lang": languages.source_lang,
+        "target_lang": languages.target_lang,
+        "source_position": source.source_position,
     }
 
 

@@ -2,12 +2,14 @@
 
 A LiteRT folder may come from elsewhere. Its `litert.json` decides how much
 memory the host loop asks for (the beam, the cache's length, layers, heads),
-which ids it starts from and stops at, and which files it opens, so each
-field is checked before anything is allocated, as a run's `config.json` is
-(`read_info`); then the numbers are held against the model itself: the
-signatures it lists must be in the `.tflite`, and the decoder step's cache
-and output shapes must be the ones the file gives (`check_model`). A
-`ValueError` names the file and the field.
+which ids it starts from and stops at, which files it opens, and which
+token a language code forces (`languages`), so each field is checked
+before anything is allocated, as a run's `config.json` is (`read_info`);
+then the numbers are held against the model itself: the signatures it
+lists must be in the `.tflite`, and the decoder step's cache and output
+shapes must be the ones the file gives (`check_model`); the translator
+holds the languages against its tokenizer's. A `ValueError` names the file
+and the field.
 
 Example:
 
@@ -30,6 +32,9 @@ INT8_SCALES = (None, "per-tensor", "per-channel")
 MAX_VOCAB_SIZE = 2**24
 MAX_LAYERS = 1024
 _FILE_NAME = re.compile(r"[\w.-]+")
+MAX_LANGUAGES = 4096
+_LANGUAGE_FIELDS = ("codes", "source_lang", "target_lang", "source_position")
+_LANGUAGE_CODE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
 
 def read_info(folder):
@@ -73,7 +78,33 @@ def _checked(info):
         vocab_size=vocab, model_max_length=info["max_length"], where="`decoding`"
     )
     info["tokenizer"] = _tokenizer(_get(info, "tokenizer"))
+    info["languages"] = _languages(info.get("languages"), vocab)
     return info
+
+
+def _languages(languages, vocab):
+    """A multilingual export's `languages` (codes -> token ids, defaults, source position), checked; None: none."""
+    if languages is None:  # one language pair (and exports of earlier versions)
+        return None
+    if not isinstance(languages, dict) or set(languages) != set(_LANGUAGE_FIELDS):
+        raise ValueError(f"`languages` must be null or an object of {', '.join(_LANGUAGE_FIELDS)}")
+    codes = languages["codes"]
+    if not isinstance(codes, dict) or not 1 <= len(codes) <= MAX_LANGUAGES:
+        raise ValueError(f"`languages.codes` must map 1 to {MAX_LANGUAGES} language codes to their token ids")
+    for code, index in codes.items():
+        if not _LANGUAGE_CODE.fullmatch(code):
+            raise ValueError(f"`languages.codes` holds {code!r}, which is not a language code"[:300])
+        check_int_in_range(f"languages.codes[{code!r}]", index, 0, vocab - 1)
+    if len(set(codes.values())) != len(codes):
+        raise ValueError("`languages.codes` must give each language a token of its own")
+    for name in ("source_lang", "target_lang"):
+        default = languages[name]
+        if default is not None and (not isinstance(default, str) or default not in codes):
+            raise ValueError(
+                f"`languages.{name}` must be null or one of `languages.codes`. Received: {default!r}"[:300]
+            )
+    check_choice("languages.source_position", languages["source_position"], ("first", "last"))
+    return languages
 
 
 def _tokenizer(tokenizer):

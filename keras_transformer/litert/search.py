@@ -13,7 +13,11 @@ others alive, and a source is done once `k` hypotheses ended
 its current length does not beat the worst of them
 (`stopping="cannot_improve"`, transformers' rule, which imported runs
 use); a source cut off at `max_length` fills its places with its live
-beams, after the ended ones.
+beams, after the ended ones (or among them by score: `cut_off="by_score"`,
+transformers'). A forced beginning (`prefix`: a multilingual model's
+target language token, a target prefix's pieces) is taken at the first
+steps as the package's searches take it (`Search.processed`): the forced
+token at log-probability 0, every other at -inf.
 
 Example (a step whose next token is always END, id 3):
 
@@ -23,6 +27,8 @@ Example (a step whose next token is always END, id 3):
 ...     def reorder(self, rows): pass
 >>> greedy(Always(), np.zeros(2, bool), max_length=4, start_id=2, end_id=3)[0]
 [[3], [3]]
+>>> greedy(Always(), np.zeros(2, bool), max_length=4, start_id=2, end_id=3, prefix=np.array([[4, 1], [4, -1]]))[0]
+[[4, 1, 3], [4, 3]]
 """
 
 import numpy as np
@@ -38,21 +44,39 @@ def _penalty(length, alpha, normalization):
     return np.float32(rules.length_penalty(np.float32(length), np.float32(alpha), normalization))
 
 
-def _forced(log_probs, index, max_length, end_id, force_end):
-    """`log_probs` with END the only token, at log-probability 0, at the last step, when `force_end`."""
+def _forced(log_probs, index, max_length, end_id, force_end, tokens=None):
+    """`log_probs` as the search chooses from them at step `index`.
+
+    With `force_end`, END is the only token at the last step, at
+    log-probability 0; a row whose `tokens` (`(rows,)`, -1 where free) names
+    a forced token takes it, at 0, every other token at -inf (a forced
+    beginning: `Search.processed`'s rule, which transformers' forced BOS follows).
+    """
     if force_end and rules.is_forced_step(index, max_length):
         forced = rules.forced_end_scores(log_probs.shape[1], end_id).astype(log_probs.dtype)
-        return np.broadcast_to(forced, log_probs.shape).copy()
+        log_probs = np.broadcast_to(forced, log_probs.shape).copy()
+    if tokens is not None:
+        only = np.where(np.arange(log_probs.shape[1])[None] == tokens[:, None], 0.0, _NINF).astype(log_probs.dtype)
+        log_probs = np.where((tokens >= 0)[:, None], only, log_probs)
     return log_probs
 
 
-def greedy(session, done, max_length, start_id, end_id, force_end=False):
+def _prefix_tokens(prefix, index, beams=1):
+    """The forced tokens of step `index` (`(rows * beams,)`, -1 where free), or None past the prefixes."""
+    if prefix is None or index >= prefix.shape[1]:
+        return None
+    return np.repeat(np.asarray(prefix[:, index], np.int64), beams)
+
+
+def greedy(session, done, max_length, start_id, end_id, force_end=False, prefix=None):
     """Greedy search: `(outputs, log_probs, finished)`, one per row.
 
     `outputs[i]` lists the generated ids, END included where it came;
     `log_probs[i]` sums their log-probabilities; `finished[i]` is False for
     a row cut off at `max_length` before END. Rows flagged in `done` (empty
-    sources) produce nothing and count as finished.
+    sources) produce nothing and count as finished. `prefix` (int `(rows,
+    width)`, -1 where a row's prefix has ended, or None) names the tokens
+    each output begins with: a language token, a target prefix's pieces.
     """
     rows = len(done)
     finished = np.array(done, bool)
@@ -62,7 +86,8 @@ def greedy(session, done, max_length, start_id, end_id, force_end=False):
     for index in range(max_length):
         if finished.all():
             break
-        log_probs = _forced(session.step(tokens, index), index, max_length, end_id, force_end)
+        log_probs = session.step(tokens, index)
+        log_probs = _forced(log_probs, index, max_length, end_id, force_end, _prefix_tokens(prefix, index))
         choice = log_probs.argmax(axis=1).astype(np.int32)  # the first most likely token
         active = ~finished
         for row in np.flatnonzero(active):
@@ -85,13 +110,16 @@ def beam(
     force_end=False,
     stopping="beams_ended",
     cut_off="after_ended",
+    prefix=None,
 ):
     """Beam search over `session`, whose rows are `beam_size` beams per source, next to each other.
 
     Returns `(ids (batch, k, max_length), scores (batch, k), finished (batch,
-    k))`, best first: ended hypotheses by score, then cut-off ones. `ids` are
-    the generated ids, 0 after END. `stopping`: `"beams_ended"` or
-    `"cannot_improve"` (see the module's docstring).
+    k))`, best first: ended hypotheses by score, then cut-off ones (or
+    among them by score, `cut_off="by_score"`). `ids` are the generated
+    ids, 0 after END. `stopping`: `"beams_ended"` or `"cannot_improve"`
+    (see the module's docstring). `prefix` (int `(batch, width)`, -1 where
+    free, or None): the tokens each source's outputs begin with, as `greedy`'s.
     """
     check_choice("stopping", stopping, rules.STOPPING_RULES)
     check_choice("cut_off", cut_off, rules.CUT_OFF_RULES)
@@ -107,7 +135,7 @@ def beam(
     index = 0
     while index < max_length and not source_done.all():
         step = session.step(seqs[:, :, index].reshape(-1), index)
-        step = _forced(step, index, max_length, end_id, force_end)
+        step = _forced(step, index, max_length, end_id, force_end, _prefix_tokens(prefix, index, k))
         vocab = step.shape[1]
         candidates = (log_probs[:, :, None] + step.reshape(batch, k, vocab)).reshape(batch, k * vocab)
         top = _best(candidates, 2 * k)

@@ -10,9 +10,15 @@ tokenizes with these, which give the run's own ids and strings with the
 - `MarianText`: an imported OPUS-MT `MarianTokenizer` (pieces mapped to ids
   by `vocab.json`, a leading `>>lang<<` code kept whole; `detokenize` drops
   `</s>`, `<unk>` and `<pad>`, turns byte pieces into their bytes and `▁`
-  into spaces, and strips the ends).
+  into spaces, and strips the ends);
+- `FairseqText`: an imported M2M100 or NLLB-200 run's `FairseqTokenizer`,
+  with its language tokens. It runs that tokenizer itself (its
+  tensorflow-text ops, on the host): its ids are a vocabulary's, not
+  SentencePiece's, and NLLB's SentencePiece model is rebuilt from its
+  `tokenizer.json` (`keras_transformer.tokenizers.fairseq`), so a second
+  implementation could only drift from it.
 
-`load_text(folder)` reads either from a tokenizer folder of a run.
+`load_text(folder)` reads any of them from a tokenizer folder of a run.
 
 Example:
 
@@ -34,13 +40,15 @@ _ASCII_SPACE = b" \t\n\r\x0b\x0c"
 
 
 def load_text(folder):
-    """The Python tokenizer of the run's tokenizer `folder` (`SentencePieceText` or `MarianText`)."""
+    """The host tokenizer of the run's tokenizer `folder` (`SentencePieceText`, `MarianText` or `FairseqText`)."""
     folder = pathlib.Path(folder)
     try:
         config = json.loads((folder / CONFIG_FILENAME).read_text(encoding="utf-8"))
         if config.get("format") == "marian":
             vocab = json.loads((folder / config["vocab_file"]).read_text(encoding="utf-8"))
             return MarianText((folder / config["spm_file"]).read_bytes(), vocab)
+        if config.get("format") == "fairseq":
+            return FairseqText(folder)
         return SentencePieceText((folder / config["model_file"]).read_bytes())
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"{folder} is not a tokenizer folder of this package: {error}") from None
@@ -52,6 +60,8 @@ class SentencePieceText:
     Args:
         model_proto: the SentencePiece model (`tokenizer.model`'s bytes).
     """
+
+    keeps_spaces = False  # the translator strips texts first (SentencePiece would anyway)
 
     def __init__(self, model_proto):
         import sentencepiece as spm
@@ -94,6 +104,8 @@ class MarianText:
         vocab: `{piece: id}`, the checkpoint's `vocab.json`.
     """
 
+    keeps_spaces = False  # the translator strips texts first
+
     def __init__(self, model_proto, vocab):
         import sentencepiece as spm
 
@@ -130,3 +142,50 @@ class MarianText:
             joined = b"".join(self._surfaces[i] for i in row if 0 <= i < self.vocab_size)
             out.append(joined.replace("\u2581".encode("utf-8"), b" ").strip(_ASCII_SPACE))
         return out
+
+
+class FairseqText:
+    """An imported M2M100 or NLLB-200 run's `FairseqTokenizer` on the host, with its languages.
+
+    Unlike the others, it reads a text as it comes: NLLB's tokenizer keeps
+    a trailing space as a piece, as transformers' does (`keeps_spaces`;
+    the translator strips nothing but blank texts).
+
+    Args:
+        folder: the tokenizer folder (`tokenizer.json` of format
+            `"fairseq"`, the checkpoint's files in `files/`).
+
+    Attributes:
+        languages: `{code: id}` of the language tokens.
+        source_lang, target_lang: the tokenizer's default languages, or None.
+        source_position: `"first"` (`[src_lang] X </s>`) or `"last"` (`X </s> [src_lang]`).
+    """
+
+    keeps_spaces = True
+
+    def __init__(self, folder):
+        from keras_transformer.tokenizers.fairseq import FairseqTokenizer
+
+        self._tokenizer = tokenizer = FairseqTokenizer.load(folder)
+        self.vocab_size, self.unk_id = tokenizer.vocab_size, tokenizer.unk_id
+        self.byte_ids = self.blank_ids = frozenset()
+        self.languages = dict(tokenizer.languages)
+        self.source_lang, self.target_lang = tokenizer.source_lang, tokenizer.target_lang
+        self.source_position = tokenizer.source_position
+
+    def tokenize(self, texts):
+        """Lists of ids, one per text (no language token, no `</s>`)."""
+        import tensorflow as tf
+
+        texts = list(texts)
+        return self._tokenizer.tokenize(tf.constant(texts, tf.string, shape=[len(texts)])).to_list() if texts else []
+
+    def detokenize(self, rows):
+        """UTF-8 bytes, one per row of ids; the special ids (and NLLB's language tokens) are dropped."""
+        import tensorflow as tf
+
+        rows = [[int(i) for i in row] for row in rows]
+        if not rows:
+            return []
+        ids = tf.RaggedTensor.from_row_lengths(tf.constant(sum(rows, []), tf.int32), [len(row) for row in rows])
+        return self._tokenizer.detokenize(ids).numpy().tolist()

@@ -5,7 +5,8 @@ where it makes sense (`translator(strings)`, `greedy`, `nbest`, `score`,
 `source_lengths`, the `*_with_status` methods, `beam_size`,
 `max_source_length`), with NumPy arrays that also have `.numpy()` (as the
 SavedModel's tensors), so code written for `export.load` runs unchanged.
-`sample` is not offered.
+They take `target_prefix=`, and a multilingual export's (M2M100, NLLB-200)
+`source_lang=` and `target_lang=` (`Translator`). `sample` is not offered.
 
 It needs `ai-edge-litert` (`pip install 'keras-transformer[litert]'`), and
 registers tensorflow-text's LiteRT kernels (`tensorflow_text`'s
@@ -31,7 +32,7 @@ from keras_transformer.litert import search as host_search
 from keras_transformer.litert import text as host_text
 from keras_transformer.litert.info import INFO_FILE, check_model, read_info
 from keras_transformer.translators import TranslatorInterface, decoding_defaults
-from keras_transformer.translators.controls import refuse_controls
+from keras_transformer.translators.controls import Languages
 
 _ASCII_SPACE = " \t\n\r\x0b\x0c"
 
@@ -59,10 +60,19 @@ def is_export(path):
 class Translator(TranslatorInterface):
     """A LiteRT export (`keras_transformer.litert.export_run`) as a translator.
 
+    The translating methods take `target_prefix=` (the first words of the
+    output, forced as the XLA decoder forces them), and a multilingual
+    export's (M2M100, NLLB-200) `source_lang=` and `target_lang=`: the
+    source gets its language token, and the target language's token is
+    the first forced token of the output, scored 0, as transformers'
+    forced BOS is (`litert.search`).
+
     Args:
         path: the export folder.
         beam_size: beams of `__call__` and `nbest` (default: the export's; 1 = greedy).
         alpha: the length penalty's exponent (default: the export's).
+        source_lang, target_lang: a multilingual export's default languages
+            (default: those its `litert.json` records).
         num_threads: the LiteRT interpreter's CPU threads (default: its own).
 
     Example:
@@ -70,9 +80,11 @@ class Translator(TranslatorInterface):
     >>> translator = Translator("saved_models/en-de-litert", beam_size=4)
     >>> translator.nbest(["A dog runs."])["scores"].shape
     (1, 4)
+    >>> nllb = Translator("saved_models/nllb-litert", source_lang="eng_Latn")  # doctest: +SKIP
+    >>> nllb(["A dog runs."], target_lang="deu_Latn", target_prefix="Ein")  # doctest: +SKIP
     """
 
-    def __init__(self, path, *, beam_size=None, alpha=None, num_threads=None):
+    def __init__(self, path, *, beam_size=None, alpha=None, source_lang=None, target_lang=None, num_threads=None):
         from keras_transformer.files import manifest
 
         path = pathlib.Path(path)
@@ -86,12 +98,20 @@ class Translator(TranslatorInterface):
         self.max_source_length = _array(info["max_source_length"], np.int32)
         self._source_text = host_text.load_text(path / info["tokenizer"]["source"])
         self._target_text = host_text.load_text(path / info["tokenizer"]["target"])
+        self._languages = _languages(info, self._target_text, path).with_defaults(source_lang, target_lang)
+        self._language_ids = (info["languages"] or {}).get("codes", {})
+        self._source_extra = int(info["add_source_end"]) + int(bool(self._language_ids))
         text_ops = bool({"tokenize", "detokenize"} & set(info["signatures"]))
         self._interpreter = _interpreter(path / info["model_file"], text_ops, num_threads)
         check_model(info, self._interpreter, path)
         self._runners = {name: self._interpreter.get_signature_runner(name) for name in info["signatures"]}
         self._banned = np.array(self._never_generated(), np.int64)
         self._lock = threading.Lock()  # one interpreter: one call at a time
+
+    @property
+    def languages(self):
+        """The export's language codes and this translator's default source and target (`controls.Languages`)."""
+        return self._languages
 
     # -- the engine's hooks (`TranslatorInterface`), given checked inputs -------------
 
@@ -102,13 +122,13 @@ class Translator(TranslatorInterface):
         raise ValueError("A LiteRT export does not sample: use the run directory or its SavedModel export")
 
     def _decode(self, search, sentences, controls, *sampling):
-        refuse_controls(controls, "a LiteRT export")
         if search == "best":
             return {name: _array(value[:, 0]) for name, value in self._nbest(sentences, controls).items()}
-        source, done = self._sources(_texts(sentences))
+        source, done = self._sources(_texts(sentences), controls.source_lang)
+        prefix = self._prefix(controls, len(source))
         with self._lock:
             outputs, log_probs, finished = host_search.greedy(
-                self._session(source, 1), done, self.info["max_length"], *self._ids(), self._force_end()
+                self._session(source, 1), done, self.info["max_length"], *self._ids(), self._force_end(), prefix
             )
         lengths = np.array([len(output) for output in outputs], np.float32)
         scores = rules.normalise(log_probs, lengths, self._alpha, self.info["decoding"].normalization)
@@ -119,12 +139,11 @@ class Translator(TranslatorInterface):
         }
 
     def _nbest(self, sentences, controls):
-        refuse_controls(controls, "a LiteRT export")
         beams = int(self.beam_size)
         if beams == 1:
             return {name: _array(value[:, None]) for name, value in self._decode("greedy", sentences, controls).items()}
         texts = _texts(sentences)
-        source, done = self._sources(texts)
+        source, done = self._sources(texts, controls.source_lang)
         decoding = self.info["decoding"]
         with self._lock:
             ids, scores, finished = host_search.beam(
@@ -138,17 +157,20 @@ class Translator(TranslatorInterface):
                 self._force_end(),
                 decoding.stopping,
                 decoding.cut_off,
+                self._prefix(controls, len(texts)),
             )
         rows = [self._cut(row) for row in ids.reshape(-1, ids.shape[-1])]
         strings = np.array(self.detokenize(rows), object).reshape(len(texts), beams)
         return {"translations": _array(strings), "scores": _array(scores), "finished": _array(finished)}
 
     def _score(self, sources, targets, controls):
-        refuse_controls(controls, "a LiteRT export")
         sources, targets = _texts(sources), _texts(targets)
         end, length = self.info["end_id"], self.info["max_length"]
-        rows = [(row + [end])[:length] for row in self._target_text.tokenize([_strip(t) for t in targets])]
-        source, _ = self._sources(sources)
+        rows = [row + [end] for row in self._target_text.tokenize(_as_read(targets, self._target_text))]
+        if self._language_ids:  # the target starts with its language, as the model was trained
+            rows = [[language] + row for language, row in zip(self._language_tokens(controls.target_lang), rows)]
+        rows = [row[:length] for row in rows]
+        source, _ = self._sources(sources, controls.source_lang)
         totals = np.zeros(len(rows), np.float32)
         width = max((len(row) for row in rows), default=0)
         with self._lock:
@@ -163,8 +185,8 @@ class Translator(TranslatorInterface):
         return {"log_probs": _array(totals), "target_lengths": _array([len(r) for r in rows], np.int32)}
 
     def _source_lengths(self, sentences):
-        rows = self.tokenize([_strip(t) for t in _texts(sentences)])
-        return _array([len(row) + int(self.info["add_source_end"]) for row in rows], np.int32)
+        rows = self.tokenize(_as_read(_texts(sentences), self._source_text))
+        return _array([len(row) + self._source_extra for row in rows], np.int32)
 
     # -- tokenizers -------------------------------------------------------------
 
@@ -229,24 +251,56 @@ class Translator(TranslatorInterface):
         end = self.info["end_id"]
         return ids[: ids.index(end) + 1] if end in ids else ids
 
-    def _sources(self, texts):
+    def _sources(self, texts, source_lang=None):
         """`(source_ids (batch, width) int32, done (batch,))`: truncated, END added, padded; empty rows done.
 
         With `add_source_end` an empty sentence is END alone, and decodes (as
-        the run's `Translator` and transformers do); without, it is done.
+        the run's `Translator` and transformers do); without, it is done. A
+        multilingual export's sources carry the token of their `source_lang`
+        (`(batch,)` codes; None: the default), first or last as its
+        tokenizer puts it.
         """
         info = self.info
-        limit = info["max_source_length"] - int(info["add_source_end"])
-        rows = [
-            row[:limit] + [info["end_id"]] * int(info["add_source_end"])
-            for row in self.tokenize([_strip(t) for t in texts])
-        ]
+        limit = info["max_source_length"] - self._source_extra
+        end = [info["end_id"]] * int(info["add_source_end"])
+        rows = [row[:limit] + end for row in self.tokenize(_as_read(texts, self._source_text))]
+        if self._language_ids:
+            codes = source_lang if source_lang is not None else [self._languages.source_lang] * len(rows)
+            last = info["languages"]["source_position"] == "last"
+            tokens = self._language_tokens(codes)
+            rows = [row + [token] if last else [token] + row for token, row in zip(tokens, rows)]
         done = np.array([not row for row in rows], bool)
         width = max([len(row) for row in rows] + [1])
         source = np.full((len(rows), width), info["pad_id"], np.int32)
         for i, row in enumerate(rows):
             source[i, : len(row)] = row
         return source, done
+
+    def _prefix(self, controls, rows):
+        """The forced beginning of each output, int `(rows, width)` (-1 where free), or None: language, then prefix.
+
+        The prefix's text is stripped and tokenized by the target tokenizer,
+        and cut to the export's `max_length`, as the XLA decoder does.
+        """
+        forced = [[] for _ in range(rows)]
+        if controls.target_lang is not None:
+            forced = [[token] for token in self._language_tokens(controls.target_lang)]
+        if controls.target_prefix is not None:
+            texts = [_strip(text) for text in _texts(controls.target_prefix)]
+            forced = [row + more for row, more in zip(forced, self._target_text.tokenize(texts))]
+        forced = [row[: self.info["max_length"]] for row in forced]
+        width = max((len(row) for row in forced), default=0)
+        if not width:
+            return None
+        prefix = np.full((rows, width), -1, np.int64)
+        for i, row in enumerate(forced):
+            prefix[i, : len(row)] = row
+        return prefix
+
+    def _language_tokens(self, codes):
+        """The token ids of language `codes` (a `(batch,)` string tensor or a list of str, checked by `resolve`)."""
+        codes = _texts(codes) if hasattr(codes, "numpy") else codes
+        return [int(self._language_ids[code]) for code in codes]
 
     def _session(self, source, beams):
         return _Session(self._runners, source, beams, self.info, self._banned)
@@ -311,3 +365,26 @@ def _texts(sentences):
 
 def _strip(text):
     return text.strip(_ASCII_SPACE)
+
+
+def _as_read(texts, text):
+    """`texts` as the host tokenizer `text` takes them: stripped, or as they are where it `keeps_spaces`.
+
+    Either way a blank text is "" (no ids), as the XLA decoder reads it.
+    """
+    if text.keeps_spaces:
+        return ["" if not _strip(t) else t for t in texts]
+    return [_strip(t) for t in texts]
+
+
+def _languages(info, text, path):
+    """The `Languages` of `litert.json`'s `languages`, which must be the target tokenizer `text`'s own."""
+    recorded = info["languages"]
+    if (recorded or {}).get("codes", {}) != (getattr(text, "languages", None) or {}):
+        raise ValueError(
+            f"{path / INFO_FILE}: `languages` are not those of the tokenizer in {path / info['tokenizer']['target']}"
+        )
+    if recorded is None:
+        return Languages()
+    codes = tuple(sorted(recorded["codes"], key=recorded["codes"].get))
+    return Languages(codes, recorded["source_lang"], recorded["target_lang"])

@@ -1,5 +1,9 @@
 """The Transformer model: `build_transformer` and the interface of the model it builds.
 
+The same layers build GPT (`build_decoder_only`, a `DecoderOnlyModel`) and
+BERT (`build_encoder_only`, an `EncoderOnlyModel`), both `TransformerModel`s
+with one side only.
+
 `build_transformer` returns a `TransformerModel`: a functional `keras.Model`
 (inputs `encoder_inputs` and `decoder_inputs`, output the logits) that also
 exposes what decoding, export and inspection need, so that no other module
@@ -32,7 +36,21 @@ Example:
 
 import keras  # noqa: F401  (the example above)
 
+from keras_transformer.models.architectures import build_model
 from keras_transformer.models.builder import build_transformer
+from keras_transformer.models.decoder_only import DecoderOnlyModel, build_decoder_only, is_decoder_only
+from keras_transformer.models.encoder_only import EncoderOnlyModel, build_encoder_only
 from keras_transformer.models.transformer_model import TransformerModel, as_transformer, config_of
 
-__all__ = ["TransformerModel", "as_transformer", "build_transformer", "config_of"]
+__all__ = [
+    "DecoderOnlyModel",
+    "EncoderOnlyModel",
+    "TransformerModel",
+    "as_transformer",
+    "build_decoder_only",
+    "build_model",
+    "build_encoder_only",
+    "build_transformer",
+    "config_of",
+    "is_decoder_only",
+]

@@ -105,29 +105,24 @@ def build_transformer(
         config = ModelConfig(**options)
     elif options != _DEFAULT_OPTIONS:
         raise ValueError("Pass `config` or the model's options, not both.")
+    if config.architecture != "encoder_decoder":
+        raise ValueError(
+            f"`build_transformer` builds the encoder-decoder; a config of architecture={config.architecture!r} is "
+            f"built by `build_{config.architecture}`"
+        )
     return _build(config.check(), name)
 
 
 def _build(config, name):
     """The functional graph of `config`: inputs, embeddings, encoder stack, decoder stack, output head."""
-    layer_args = dict(
-        d_model=config.d_model,
-        num_heads=config.num_heads,
-        d_ff=config.d_ff,
-        dropout=config.dropout,
-        norm_first=config.norm_first,
-        activation=config.activation,
-        layer_norm_epsilon=config.layer_norm_epsilon,
-        attention_dropout=config.attention_dropout,
-        activation_dropout=config.activation_dropout,
-    )
+    layer_args = layer_options(config)
     encoder_inputs = keras.Input((None,), dtype="int32", name="encoder_inputs")
     decoder_inputs = keras.Input((None,), dtype="int32", name="decoder_inputs")
     # Embeddings attach the padding masks (True = real token) that every attention below reads.
     encoder_embedding, decoder_embedding = _embeddings(config)
 
     encoder_layers = [EncoderLayer(**layer_args, name=f"encoder_layer_{i}") for i in range(config.num_layers)]
-    encoder_norm = _final_norm(config, "encoder_norm")
+    encoder_norm = final_norm(config, "encoder_norm")
     encoder_outputs = encoder_forward(encoder_embedding, encoder_layers, encoder_norm, encoder_inputs)
     decoder_layers = [DecoderLayer(**layer_args, name=f"decoder_layer_{i}") for i in range(config.decoder_layers)]
     target_mask = None
@@ -135,7 +130,7 @@ def _build(config, name):
         target_mask = TargetPaddingMask(
             config.target_pad, config.start_id, config.decoder_attends_padding, name="decoder_padding_mask"
         )(decoder_inputs)
-    decoder_norm = _final_norm(config, "decoder_norm")
+    decoder_norm = final_norm(config, "decoder_norm")
     y = decoder_forward(decoder_embedding, decoder_layers, decoder_norm, decoder_inputs, encoder_outputs, target_mask)
 
     if config.tie_output_embedding:
@@ -150,6 +145,21 @@ def _build(config, name):
         outputs=logits,
         name=name,
         config=config,
+    )
+
+
+def layer_options(config):
+    """The keyword arguments of every `EncoderLayer` and `DecoderLayer` of `config`."""
+    return dict(
+        d_model=config.d_model,
+        num_heads=config.num_heads,
+        d_ff=config.d_ff,
+        dropout=config.dropout,
+        norm_first=config.norm_first,
+        activation=config.activation,
+        layer_norm_epsilon=config.layer_norm_epsilon,
+        attention_dropout=config.attention_dropout,
+        activation_dropout=config.activation_dropout,
     )
 
 
@@ -182,7 +192,7 @@ def _embeddings(config):
     return encoder, decoder
 
 
-def _final_norm(config, name):
+def final_norm(config, name):
     """A pre-norm stack's final LayerNorm; None for post-norm."""
     if not config.norm_first:
         return None

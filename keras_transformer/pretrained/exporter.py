@@ -2,7 +2,9 @@
 
 The folder is laid out as the family's repositories are (for Marian:
 config.json, generation_config.json, model.safetensors, source.spm,
-target.spm, vocab.json, tokenizer_config.json), with a model card
+target.spm, vocab.json, tokenizer_config.json; for M2M100 and NLLB-200 the
+same JSON files and model.safetensors beside the tokenizer's own files,
+tokenizer.json, or vocab.json and sentencepiece.bpe.model), with a model card
 (README.md, `model_card`), this package's `keras_transformer.json` and
 `MANIFEST.sha256`. An imported run records its source's JSON files and
 tensor names (`import_pretrained`): each file the run did not change is
@@ -29,6 +31,7 @@ from keras_transformer.pretrained.families import writer_of
 from keras_transformer.pretrained.model_card import model_card, read_scores
 
 PROVENANCE = destinations.TRANSFORMERS_PROVENANCE
+MARIAN_COMPATIBLE = "--marian-compatible"  # the `train` option of a run that Marian's checkpoints hold
 CARD = "README.md"
 
 
@@ -63,15 +66,11 @@ def export_checkpoint(run, output, *, overwrite=False, beam_size=None, alpha=Non
     runs.warn_if_unfinished(run)
     opened = runs.open_run(run)
     family, writer = writer_of(opened.config.pretrained)
-    if bool(opened.config.add_source_end) != family.ADD_SOURCE_END:
-        raise ValueError(
-            f"{run} was trained with add_source_end={bool(opened.config.add_source_end)}, which a {family.FAMILY} "
-            f"checkpoint has no equivalent for: its tokenizer {'ends' if family.ADD_SOURCE_END else 'does not end'} "
-            "every source with END"
-        )
+    _check_run_fits(run, opened, family, writer)
     decoding = _decoding(opened, beam_size, alpha, max_length)
-    files = checkpoint_files(opened, writer, decoding)
-    files[CARD] = model_card(opened.config, run.resolve().name, __version__, card_scores).encode("utf-8")
+    files, state = checkpoint_files(opened, writer, decoding)
+    card = model_card(opened.config, run.resolve().name, __version__, card_scores, writer.card(state))
+    files[CARD] = card.encode("utf-8")
     provenance = {"created_by": destinations.CREATOR, "format": destinations.TRANSFORMERS, "run": str(run)}
     provenance.update(model_type=writer.MODEL_TYPE, version=__version__)
 
@@ -90,18 +89,21 @@ def export_checkpoint(run, output, *, overwrite=False, beam_size=None, alpha=Non
 
 
 def checkpoint_files(opened, writer, decoding):
-    """`{name: bytes}` of the checkpoint of the opened run (`runs.Run`) in the family of `writer`.
+    """`({name: bytes}, state)`: the checkpoint of the opened run (`runs.Run`) in the family of `writer`.
 
     The source's JSON files, kept by the import, are written back as they
     were where they still read as the run's model, decoding and tokenizers;
     otherwise they are written again from the run, their other fields kept.
+    The writer's `tokenizer_files` gives the tokenizer files and the state
+    the JSON files are written in (Marian's separate vocabularies, a
+    multilingual run's languages).
     """
     from safetensors.numpy import save
 
     config, model = opened.config, opened.model
     pretrained = config.pretrained or {}
     kept = pretrained.get("json_files") or {}
-    tokenizer_files, separate = writer.tokenizer_files(opened.tokenizers, model.config)
+    tokenizer_files, state = writer.tokenizer_files(opened.tokenizers, model.config, config.languages)
     files = {
         "config.json": _json_file(
             kept.get("config.json"),
@@ -110,19 +112,19 @@ def checkpoint_files(opened, writer, decoding):
         ),
         "generation_config.json": _json_file(
             kept.get("generation_config.json"),
-            lambda original: writer.reads_as_decoding(original, decoding, model.config),
-            lambda base: writer.generation_config(decoding, model.config, base),
+            lambda original: writer.reads_as_decoding(original, decoding, model.config, state),
+            lambda base: writer.generation_config(decoding, model.config, base, state),
         ),
         writer.TOKENIZER_CONFIG: _json_file(
             kept.get(writer.TOKENIZER_CONFIG),
-            lambda original: writer.reads_as_tokenizer_config(original, separate),
-            lambda base: writer.tokenizer_config(model.config, separate, base),
+            lambda original: writer.reads_as_tokenizer_config(original, state),
+            lambda base: writer.tokenizer_config(model.config, state, base),
         ),
         **tokenizer_files,
     }
     tensors = writer.checkpoint_tensors(model, pretrained.get("tensors"))
     files["model.safetensors"] = save(tensors, metadata={"format": "pt"})
-    return files
+    return files, state
 
 
 def _json_file(kept_text, reads_as, make):
@@ -146,6 +148,26 @@ def _decoding(opened, beam_size, alpha, max_length):
     decoding = decoding.replace(**{name: value for name, value in changes.items() if value is not None})
     model_config = opened.model.config
     return decoding.check(vocab_size=model_config.target_vocab_size, model_max_length=model_config.max_length)
+
+
+def _check_run_fits(run, opened, family, writer):
+    """A one-line `ValueError` where the run's sources or model have no equivalent in the family's checkpoints.
+
+    A run of this package (no `pretrained` source) that fails is told to
+    train a new one with `train --marian-compatible`, which has Marian's.
+    """
+    own = opened.config.pretrained is None
+    hint = f"; train a new run with `train {MARIAN_COMPATIBLE}` to export it" if own else ""
+    if bool(opened.config.add_source_end) != family.ADD_SOURCE_END:
+        raise ValueError(
+            f"{run} was trained with add_source_end={bool(opened.config.add_source_end)}, which a {family.FAMILY} "
+            f"checkpoint has no equivalent for: its tokenizer {'ends' if family.ADD_SOURCE_END else 'does not end'} "
+            f"every source with END{hint}"
+        )
+    try:
+        writer.check_model(opened.model.config)
+    except ValueError as error:
+        raise ValueError(f"{run}: {error}{hint}") from None
 
 
 def _check_run(run):

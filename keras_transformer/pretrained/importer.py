@@ -71,12 +71,15 @@ def import_pretrained(source, output, *, overwrite=False):
     config = family.model_config(hf_config, tensors, str(config_path), str(weights))
     family.check_tensors(config, tensors, str(weights))
     tokenizers = family.tokenizers(checkpoint, config)
+    if hasattr(family, "config_with_tokenizers"):  # special ids that only the tokenizer names (BERT's [CLS])
+        config = family.config_with_tokenizers(config, tokenizers)
     if tokenizers.target.pad_id != config.pad_id:
         config = config.replace(target_pad_id=tokenizers.target.pad_id).check()
     generation_path = origin.folder / "generation_config.json"
     generation = checkpoint.json("generation_config.json", required=False)
     decoding = family.decoding_config(generation, config, str(generation_path))
-    model = streaming.zero_initialized(lambda: build_transformer(config=config))  # the checkpoint sets each weight
+    build = getattr(family, "build_model", build_transformer)
+    model = streaming.zero_initialized(lambda: build(config=config))  # the checkpoint sets each weight
     model.decoding_config = decoding  # the checkpoint's generation settings travel with its model.keras
     family.assign_weights(model, checkpoint)
     name = origin.uri.rstrip("/").rsplit("/", 1)[-1]
@@ -87,7 +90,7 @@ def import_pretrained(source, output, *, overwrite=False):
         model_type=family.MODEL_TYPE,
         files=checkpoint.files,
         json_files={file: text for file, text in checkpoint.texts.items() if len(text) <= MAX_KEPT_JSON_BYTES},
-        tensors=family.outer_names(tensors),
+        **({"tensors": family.outer_names(tensors)} if hasattr(family, "outer_names") else {}),
         **({"license": license_name} if license_name else {}),
     )
     run_config = runs.RunConfig(

@@ -50,13 +50,34 @@ def read_scores(path):
     return scores
 
 
-def model_card(run_config, run_name, version, scores=None):
-    """The text of README.md for the export of a run whose config.json is `run_config` (a `runs.RunConfig`)."""
+MARIAN = {
+    "kind": "A MarianMT model",
+    "tags": ("marian",),
+    "usage": (
+        "from transformers import MarianMTModel, MarianTokenizer",
+        "",
+        'tokenizer = MarianTokenizer.from_pretrained("PATH_OR_REPO")',
+        'model = MarianMTModel.from_pretrained("PATH_OR_REPO")',
+        'batch = tokenizer(["Your sentence."], return_tensors="pt", padding=True)',
+        "print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))",
+    ),
+}
+
+
+def model_card(run_config, run_name, version, scores=None, card=None):
+    """The text of README.md for the export of a run whose config.json is `run_config` (a `runs.RunConfig`).
+
+    `card` is what the writer of the checkpoint's family says of it
+    (`{"kind", "tags", "usage"}`: its model class, its Hub tags, the lines of
+    a Python example); default Marian's (`MARIAN`).
+    """
+    card = card or MARIAN
     pretrained = run_config.pretrained or {}
     source = pretrained.get("source")
     license_name = pretrained.get("license")
     front = ["---"] + ([f"license: {license_name}"] if license_name else [])
-    front += ["library_name: transformers", "pipeline_tag: translation", "tags:", "- translation", "- marian"]
+    front += ["library_name: transformers", "pipeline_tag: translation", "tags:", "- translation"]
+    front += [f"- {tag}" for tag in card["tags"]]
     if source and source.startswith(_HF):
         front.append(f"base_model: {source[len(_HF) :]}")
     front.append("---")
@@ -64,7 +85,7 @@ def model_card(run_config, run_name, version, scores=None):
         "",
         f"# {run_name}",
         "",
-        f"A MarianMT model written by keras-transformer {version} from its run `{run_name}`.",
+        f"{card['kind']} written by keras-transformer {version} from its run `{run_name}`.",
         "",
         f"- **Source checkpoint**: {_source(pretrained)}",
         f"- **License**: {license_name or 'not stated by the source checkpoint; set it before you share the model'}",
@@ -75,12 +96,7 @@ def model_card(run_config, run_name, version, scores=None):
         "## Use",
         "",
         "```python",
-        "from transformers import MarianMTModel, MarianTokenizer",
-        "",
-        'tokenizer = MarianTokenizer.from_pretrained("PATH_OR_REPO")',
-        'model = MarianMTModel.from_pretrained("PATH_OR_REPO")',
-        'batch = tokenizer(["Your sentence."], return_tensors="pt", padding=True)',
-        "print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))",
+        *card["usage"],
         "```",
         "",
         "`generation_config.json` holds the run's decoding settings (beams, length penalty, maximum length).",
@@ -104,7 +120,9 @@ def _training(config):
     data = _data(config)
     what = "fine-tuned" if config.init_from is not None else "trained from scratch"
     count = f" for {epochs} epoch{'s' * (epochs != 1)}" if isinstance(epochs, int) else ""
-    return f"{what} on {data}{count}" + (f" (preset `{preset}`)" if preset else "")
+    languages = config.languages or {}
+    pair = f" from `{languages.get('source_lang')}` into `{languages.get('target_lang')}`" if languages else ""
+    return f"{what} on {data}{pair}{count}" + (f" (preset `{preset}`)" if preset else "")
 
 
 def _data(config):

@@ -45,7 +45,7 @@ from keras_transformer.runs.run_config import (
     update_config,
     warn_if_unfinished,
 )
-from keras_transformer.runs.tokenizers import Tokenizers, load_tokenizers
+from keras_transformer.runs.tokenizers import Tokenizers, load_tokenizers, with_languages
 from keras_transformer.runs.writing import write_run
 
 __all__ = [
@@ -73,5 +73,6 @@ __all__ = [
     "read_config",
     "update_config",
     "warn_if_unfinished",
+    "with_languages",
     "write_run",
 ]

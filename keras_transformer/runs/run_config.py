@@ -18,6 +18,8 @@ from keras_transformer.files import atomic
 from keras_transformer.presets import Preset
 from keras_transformer.runs.layout import CONFIG, MODEL
 
+LANGUAGE_KEYS = ("source_lang", "target_lang")  # what config.json's `languages` holds
+
 
 class UnfinishedRunWarning(KerasTransformerWarning):
     """A run that has not finished training (interrupted, or still running) is being exported."""
@@ -88,6 +90,7 @@ class RunConfig:
     pretrained: dict = None  # an imported checkpoint's source, revision and files (`keras_transformer.pretrained`)
     members: tuple = ()
     add_source_end: bool = False
+    languages: dict = None  # a multilingual model fine-tuned on one pair: its `source_lang` and `target_lang`
     train_data_sha256: str = None
     finished: bool = False
     completed_epochs: object = 0  # an int; an ensemble's: one per member
@@ -96,6 +99,7 @@ class RunConfig:
     train_minutes: float = 0.0
     cooldown: tuple = None  # (first step, last step) of the learning rate's cooldown
     averaged: dict = None
+    classifier: dict = None  # an encoder-only preset's fine-tuned classifier: its held-out accuracy (`bert-ko`)
     files: dict = None  # the record of the files the run wrote (`files.run_files`)
     extra: dict = dataclasses.field(default_factory=dict)  # keys of a later version, kept
 
@@ -211,6 +215,16 @@ def read_config(path):
     if members is not None and not (isinstance(members, list) and all(isinstance(m, str) for m in members)):
         raise ValueError(
             f"{config_path} is corrupt: `members` must be a list of folder names. Received: members={members!r}"[:300]
+        )
+    languages = config.get("languages")
+    if languages is not None and not (
+        isinstance(languages, dict)
+        and all(isinstance(languages.get(key), (str, type(None))) for key in LANGUAGE_KEYS)
+        and set(languages) <= set(LANGUAGE_KEYS)
+    ):
+        raise ValueError(
+            f"{config_path} is corrupt: `languages` must be an object of `source_lang` and `target_lang` codes. "
+            f"Received: languages={languages!r}"[:300]
         )
     check_config_fields(config, config_path)
     return config

@@ -13,7 +13,9 @@ What the spec holds, and why it decodes as our model does:
 - the embeddings, scaled by √d_model where the model scales them, and the
   model's positional-encoding table set explicitly (ours interleaves sine
   and cosine where CTranslate2's built-in table puts all sines first; an
-  imported Marian model's table is laid out as CTranslate2's);
+  imported Marian model's table is laid out as CTranslate2's; an M2M100 or
+  NLLB model's is fairseq's, from its row `pad_id + 1` on, as CTranslate2's
+  own M2M100 converter sets it);
 - attention projections in CTranslate2's layout (self-attention q/k/v fused
   into one matrix; cross-attention q, then k/v fused), the FFN, and the
   output projection (the target embedding when tied, with its bias where
@@ -21,8 +23,10 @@ What the spec holds, and why it decodes as our model does:
 - the pieces as the vocabulary, id for id, and the tokenizer's own UNK,
   START and END pieces: `<unk>`/`<s>`/`</s>` at 1/2/3 for this package's
   tokenizers, Marian's `vocab.json` order for an imported model, whose
-  decoder starts from `<pad>` (one shared vocabulary file when source and
-  target pieces are the same).
+  decoder starts from `<pad>`, and an M2M100 or NLLB model's vocabulary
+  with its language tokens (`__de__`, `deu_Latn`), decoding from `</s>`
+  (`fairseq_pieces`); one shared vocabulary file when source and target
+  pieces are the same.
 
 Decode it with `ctranslate2.Translator(path).translate_batch(pieces,
 beam_size=1, min_decoding_length=0, suppress_sequences=[["<pad>"], ["<s>"]],
@@ -33,12 +37,24 @@ CTranslate2 divides by `length ** length_penalty` where we divide by GNMT's
 `((5 + length) / 6) ** alpha`; `length_penalty = alpha * n / (5 + n)`, with
 `n` a typical output length, ranks hypotheses of about that length alike.
 
+An M2M100 or NLLB model (its `keras_transformer.json` names the
+`source_language` position) takes each source framed as transformers'
+tokenizer frames it, `[src_lang] pieces </s>` (`pieces </s> [src_lang]`
+for NLLB's `legacy_behaviour`: CTranslate2 appends nothing), and the target
+language as the first token of the output:
+`translate_batch(sources, target_prefix=[[tgt_lang]] * len(sources))`,
+as with CTranslate2's own converter; a `target_prefix` may go on with the
+pieces of the first words of the translation, for any model.
+
 Example:
 
 >>> convert_run("saved_models/multi30k-en-de", "saved_models/en-de-ct2")
 'saved_models/en-de-ct2'
 >>> import ctranslate2
 >>> translator = ctranslate2.Translator("saved_models/en-de-ct2", inter_threads=2, intra_threads=1)
+>>> convert_run("saved_models/nllb", "saved_models/nllb-ct2")  # doctest: +SKIP
+>>> ctranslate2.Translator("saved_models/nllb-ct2").translate_batch(  # doctest: +SKIP
+...     [["eng_Latn", "▁A", "▁dog", "▁runs", ".", "</s>"]], target_prefix=[["deu_Latn"]])
 """
 
 import json
@@ -98,10 +114,8 @@ def convert_run(run, output, *, quantization=None, overwrite=False, record=None)
     runs.warn_if_unfinished(run)
     config = runs.RunConfig.read(run)
     model = load_model(run / runs.MODEL)
-    source_pieces = read_pieces(run / runs.SOURCE_TOKENIZER)
-    target_dir = run / runs.TARGET_TOKENIZER
-    target_pieces = read_pieces(target_dir) if target_dir.is_dir() else source_pieces
-    add_source_end = config.add_source_end
+    source_pieces, target_pieces, position = _vocabularies(run, model)
+    add_source_end = config.add_source_end and position is None  # a multilingual source comes framed
     spec = transformer_spec(model, source_pieces, target_pieces, add_source_end=add_source_end)
     spec.validate()
     spec.optimize(quantization=quantization)
@@ -112,6 +126,7 @@ def convert_run(run, output, *, quantization=None, overwrite=False, record=None)
         "quantization": quantization or "float32",
         "max_length": int(model.max_length),
         "add_source_end": add_source_end,
+        "source_language": position,
         **(record or {}),
     }
 
@@ -196,12 +211,14 @@ def _set_special_tokens(spec, config, target_pieces):
     spec.config.eos_token = target_pieces[config.end_id]
 
 
-def read_pieces(tokenizer_dir):
+def read_pieces(tokenizer_dir, vocab_size=None):
     """The pieces of the tokenizer saved in `tokenizer_dir`, in id order.
 
     A tokenizer of this package reserves PAD, UNK, START and END (ids 0-3),
     anything else is a `ValueError`; an imported Marian tokenizer's pieces are
-    its `vocab.json`'s, by id.
+    its `vocab.json`'s, by id; an imported M2M100 or NLLB tokenizer's are
+    `fairseq_pieces`, language tokens included, up to `vocab_size` (the
+    model's embedding rows) where given.
 
     Example:
 
@@ -217,6 +234,10 @@ def read_pieces(tokenizer_dir):
         config = json.loads((tokenizer_dir / CONFIG_FILENAME).read_text(encoding="utf-8"))
         if config.get("format") == "marian":
             return _marian_pieces(tokenizer_dir, config)
+        if config.get("format") == "fairseq":
+            from keras_transformer.tokenizers.fairseq import FairseqTokenizer
+
+            return fairseq_pieces(FairseqTokenizer.load(tokenizer_dir), vocab_size)
         processor = spm.SentencePieceProcessor(model_proto=(tokenizer_dir / config["model_file"]).read_bytes())
     except Exception as error:  # noqa: BLE001  (missing file, JSON, proto: all mean "not a tokenizer")
         raise ValueError(f"{tokenizer_dir} is not a tokenizer saved by this package: {error}") from None
@@ -224,6 +245,63 @@ def read_pieces(tokenizer_dir):
     if reserved != (PAD_ID, UNK_ID, START_ID, END_ID):
         raise ValueError(f"{tokenizer_dir}: the tokenizer must reserve pad/unk/bos/eos = 0/1/2/3. Received {reserved}")
     return [processor.id_to_piece(i) for i in range(processor.vocab_size())]
+
+
+def fairseq_pieces(tokenizer, vocab_size=None):
+    """The pieces of an M2M100 or NLLB `FairseqTokenizer` by id, its language tokens (`__de__`, `deu_Latn`) included.
+
+    An id that no piece has, and each id past the tokenizer's up to
+    `vocab_size` (a checkpoint's embedding may have more rows than its
+    tokenizer has ids), gets a placeholder piece `<unusedN>`, N the id:
+    CTranslate2 names every row, and the model never generates these.
+
+    Example:
+
+    >>> fairseq_pieces(tokenizer, 1404)[:4], fairseq_pieces(tokenizer, 1404)[-1]  # doctest: +SKIP
+    (['<s>', '<pad>', '</s>', '<unk>'], '<unused1403>')
+    """
+    from keras_transformer.tokenizers.pieces import pieces_by_id
+
+    pieces = pieces_by_id(tokenizer.vocab)
+    pieces += [None] * max(0, (vocab_size or 0) - len(pieces))
+    taken = set(pieces)
+    return [piece if piece is not None else _placeholder(index, taken) for index, piece in enumerate(pieces)]
+
+
+def _placeholder(index, taken):
+    piece = f"<unused{index}>"
+    while piece in taken:
+        piece = f"<{piece}>"
+    taken.add(piece)
+    return piece
+
+
+def _vocabularies(run, model):
+    """`(source pieces, target pieces, where the source's language token goes)`: `"first"`, `"last"`, or None.
+
+    An M2M100 or NLLB run has one tokenizer for both sides, with languages;
+    other runs have none (None).
+    """
+    from keras_transformer.tokenizers import load_tokenizer
+
+    source_dir, target_dir = run / runs.SOURCE_TOKENIZER, run / runs.TARGET_TOKENIZER
+    if _format(source_dir) == "fairseq":
+        tokenizer = load_tokenizer(source_dir)
+        pieces = fairseq_pieces(tokenizer, model.target_vocab_size)
+        return pieces, pieces, tokenizer.source_position
+    source_pieces = read_pieces(source_dir)
+    return source_pieces, read_pieces(target_dir) if target_dir.is_dir() else source_pieces, None
+
+
+def _format(tokenizer_dir):
+    """The `format` a saved tokenizer's `tokenizer.json` names (None for this package's, or an unreadable one)."""
+    from keras_transformer.tokenizers import CONFIG_FILENAME
+
+    try:
+        config = json.loads((pathlib.Path(tokenizer_dir) / CONFIG_FILENAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # `read_pieces` names what is wrong with the folder
+    return config.get("format") if isinstance(config, dict) else None
 
 
 def _marian_pieces(tokenizer_dir, config):

@@ -8,7 +8,10 @@ and tokenizers are unchanged (their sha256, recorded in the conversion's
 every method of `translators.TranslatorInterface`, decoded by
 `ctranslate2.Translator`. Greedy search gives the XLA decoder's strings
 (the same pieces in, the decode of the module docstring of
-`keras_transformer.serving.ctranslate2`, the same tokenizer out).
+`keras_transformer.serving.ctranslate2`, the same tokenizer out), with
+target prefixes and, for an imported M2M100 or NLLB run, the languages:
+transformers' greedy strings, and its beam strings but where its
+stopping rule differs (`CTranslate2Translator` says how often).
 
 The cache lives outside the run: a run directory holds only the files its
 `config.json` records (`files.destinations`), so a folder added there would
@@ -27,7 +30,6 @@ array([b'Ein Hund rennt.'], dtype=object)
 
 import hashlib
 import json
-import os
 import pathlib
 import threading
 
@@ -37,13 +39,18 @@ from keras_transformer import runs
 from keras_transformer.config import END_ID, PAD_ID, START_ID, DecodingConfig
 from keras_transformer.decoding import rules
 from keras_transformer.files import destinations, ownership
+from keras_transformer.files.user_cache import cache_root
 from keras_transformer.serving import ctranslate2 as writer
+from keras_transformer.serving.translator import tokenized
 from keras_transformer.translators import TranslatorInterface, decoding_defaults
-from keras_transformer.translators.controls import refuse_controls
+from keras_transformer.translators.controls import languages_of
 
 INSTALL = 'pip install "keras-transformer[ctranslate2]"'
-CACHE_ENV = "KERAS_TRANSFORMER_CACHE"
 TYPICAL_LENGTH = 20  # output tokens at which the beam's length penalty ranks as GNMT's (module docstring of writer)
+# CTranslate2's beam stops once `beam_size * patience` hypotheses ended. transformers' `early_stopping=False`
+# (`stopping="cannot_improve"`) searches on while a live beam may still win: 4 comes closest, and higher
+# patience gives the same strings, slower (the class docstring has the figures).
+CANNOT_IMPROVE_PATIENCE = 4
 _lock = threading.Lock()  # one conversion at a time in this process
 
 
@@ -54,14 +61,6 @@ def require_ctranslate2():
     except ModuleNotFoundError:
         raise ValueError(f"The ctranslate2 engine needs the ctranslate2 package: {INSTALL}") from None
     return ctranslate2
-
-
-def cache_root():
-    """`$KERAS_TRANSFORMER_CACHE`, else `$XDG_CACHE_HOME/keras_transformer`, else `~/.cache/keras_transformer`."""
-    if os.environ.get(CACHE_ENV):
-        return pathlib.Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
-    return pathlib.Path(base) / "keras_transformer"
 
 
 def check_run(path):
@@ -130,25 +129,59 @@ class CTranslate2Translator(TranslatorInterface):
     checked as `export.load`'s translators check them; the results are
     TensorFlow tensors, as theirs.
 
+    The translating methods take `target_prefix=` (the first words of the
+    output: their pieces go to `translate_batch`'s `target_prefix`, which
+    forces them and scores them 0, as the XLA decoder does), and an imported
+    M2M100 or NLLB run's `source_lang=` and `target_lang=`: each source is
+    framed `[src_lang] pieces </s>` (or as its tokenizer says), and the
+    target language's token begins the `target_prefix`, the forced first
+    token of transformers' `generate` (`forced_bos_token_id`); `score`
+    takes the languages, a target being `[tgt_lang] pieces </s>`.
+
     Greedy search gives the XLA decoder's translations, with scores
     normalised the same way (`log p / ((5 + length) / 6) ** alpha`, or
-    `length ** alpha` for a run that says `normalization="length"`). Beam
-    search ranks by CTranslate2's `length ** length_penalty`, with
-    `length_penalty = alpha * n / (5 + n)` at n = `TYPICAL_LENGTH` for GNMT's
-    penalty: the same order for outputs of about that length, not always
-    the same beams; the scores it returns are normalised as ours. `score`
-    takes its log-probabilities over the whole vocabulary, where the XLA
-    decoder's leave out PAD and START: never higher, lower by what the
-    model gives those two (0.1-0.5% of a sum for the tests' tiny run). Two edge cases differ from the XLA decoder: an
-    empty source translates to "" and scores 0 (CTranslate2 does not read
-    it), and a target of `max_length` tokens or more is scored on its first
-    `max_length - 1` tokens and END (CTranslate2 truncates so), where the XLA
-    decoder scores its first `max_length` tokens.
+    `length ** alpha` for a run that says `normalization="length"`; the
+    length counts a forced beginning and END). Beam search ranks by
+    CTranslate2's `length ** length_penalty`, with `length_penalty = alpha
+    * n / (5 + n)` at n = `TYPICAL_LENGTH` for GNMT's penalty: the same
+    order for outputs of about that length, not always the same beams; the
+    scores it returns are normalised as ours. For imported runs
+    (`normalization="length"`) the penalty is transformers' own, but the
+    stopping rule is CTranslate2's: a source is done once `beam_size *
+    patience` hypotheses ended. That is transformers' `early_stopping=True`
+    (`stopping="beams_ended"`, patience 1: M2M100's fixture gives its
+    beam-4 strings 40 of 40, and 480 of 480 for 120 more sentences, two
+    targets, 24 and 48 tokens at most). For `early_stopping=False` (`"cannot_improve"`, NLLB's),
+    where transformers searches on while a live beam may still win,
+    patience `CANNOT_IMPROVE_PATIENCE` (4) comes closest: NLLB's fixture
+    gives transformers' strings 40 of 40 and 474 of 480 on those
+    sentences (patience 1: 28 of 40 and 402 of 480; 8 or 1000 give what 4
+    gives), the few others being hypotheses that end after transformers
+    stopped and score higher. Two more details of CTranslate2's beam: it
+    sorts the beams cut off at the limit among the ended ones by score
+    (transformers' `cut_off="by_score"`, where this package's own runs put
+    them after), and right after a forced beginning it keeps END out of all
+    but the best beam.
+
+    `score` takes its log-probabilities over the whole vocabulary, where
+    the XLA decoder's leave out PAD and START for this package's runs:
+    never higher, lower by what the model gives those two (0.1-0.5% of a
+    sum for the tests' tiny run); for imported runs both take the whole
+    vocabulary, as transformers does. Two edge cases differ from the XLA
+    decoder: an empty source translates to "" and scores 0 (CTranslate2
+    does not read it; a multilingual source is never empty: it has its
+    language token), and a target of `max_length` tokens or more is scored
+    on its first `max_length - 1` tokens and END (the decoder's positions
+    end there), where the XLA decoder scores its first `max_length` tokens.
 
     Args:
-        path: a run directory (one model; an imported OPUS-MT run too).
+        path: a run directory (one model; an imported OPUS-MT, M2M100 or
+            NLLB run too).
         beam_size, alpha, max_length: as `export.load`'s (defaults: the
             run's `decoding` settings, else beam 4 and alpha 0.6).
+        source_lang, target_lang: a multilingual run's default languages
+            (codes of its tokenizer, checked before any conversion; default
+            its tokenizer's), which each call may override.
         cache_dir: where conversions are kept (default `cache_root()`).
         inter_threads: batches CTranslate2 decodes side by side (give as
             many as the threads that call this translator).
@@ -159,39 +192,55 @@ class CTranslate2Translator(TranslatorInterface):
     >>> translator = CTranslate2Translator("saved_models/multi30k-en-de", beam_size=1, intra_threads=2)
     >>> translator.greedy_with_status(["A dog runs."])["finished"].numpy()
     array([ True])
+    >>> nllb = CTranslate2Translator("saved_models/nllb", source_lang="eng_Latn")  # doctest: +SKIP
+    >>> nllb(["A dog runs."], target_lang="deu_Latn", target_prefix="Ein")  # doctest: +SKIP
     """
 
     def __init__(
-        self, path, *, beam_size=None, alpha=None, max_length=None, cache_dir=None, inter_threads=1, intra_threads=0
+        self,
+        path,
+        *,
+        beam_size=None,
+        alpha=None,
+        max_length=None,
+        source_lang=None,
+        target_lang=None,
+        cache_dir=None,
+        inter_threads=1,
+        intra_threads=0,
     ):
         from keras_transformer import decoding
 
         ctranslate2 = require_ctranslate2()
         path = check_run(path)
-        self.model_path = cached_model(path, cache_dir)
         config = runs.RunConfig.read(path)
+        self.source_tokenizer, self.target_tokenizer = runs.load_tokenizers(path)
+        self._languages = languages_of(self.source_tokenizer, self.target_tokenizer).with_defaults(
+            source_lang, target_lang
+        )  # checked before the conversion: a wrong code costs nothing
+        self.model_path = cached_model(path, cache_dir)
         defaults = config.decoding or DecodingConfig()
         model_max = int(_recorded(self.model_path)["max_length"])
         beam_size, alpha = decoding_defaults(config.decoding, beam_size, alpha)
         beam_size, self.alpha = decoding.check_beam_size(beam_size), float(alpha)
         limit = max_length or defaults.max_new_tokens or model_max
         self._decode_length = min(int(limit), model_max)
-        self._normalization = defaults.normalization
-        self.source_tokenizer, self.target_tokenizer = runs.load_tokenizers(path)
-        target = path / runs.TARGET_TOKENIZER
-        self._source_pieces = writer.read_pieces(path / runs.SOURCE_TOKENIZER)
-        self._target_pieces = target_pieces = writer.read_pieces(target) if target.is_dir() else self._source_pieces
-        self._target_ids = {piece: i for i, piece in enumerate(target_pieces)}
-        self._end = target_pieces[int(getattr(self.target_tokenizer, "end_id", END_ID))]
+        self._normalization, self._stopping = defaults.normalization, defaults.stopping
+        self._source_pieces, self._target_pieces = _vocabularies(path, config, self.target_tokenizer, self._languages)
+        self._target_ids = {piece: i for i, piece in enumerate(self._target_pieces)}
+        self._end = self._target_pieces[int(getattr(self.target_tokenizer, "end_id", END_ID))]
+        self._source_end = self._source_pieces[int(getattr(self.source_tokenizer, "end_id", END_ID))]
         special = config.model.special_ids() if config.model else {}
         ids = [
             special.get(name, default)
             for name, default in (("start_id", START_ID), ("end_id", END_ID), ("pad_id", PAD_ID))
         ]
         banned = rules.never_generated(*ids, defaults.banned_ids, defaults.softmax_over)
-        self._suppress = [[target_pieces[i]] for i in banned]
+        self._suppress = [[self._target_pieces[i]] for i in banned]
         self._add_source_end = bool(config.add_source_end)
-        self._source_limit = model_max - int(self._add_source_end)
+        self._multilingual = bool(self._languages.codes)
+        self._source_extra = int(self._add_source_end) + int(self._multilingual)
+        self._source_limit = model_max - self._source_extra
         self.beam_size = tf.constant(beam_size)
         self.max_source_length = tf.constant(model_max)
         self.translator = ctranslate2.Translator(
@@ -199,10 +248,14 @@ class CTranslate2Translator(TranslatorInterface):
         )
         self._ctranslate2 = ctranslate2
 
+    @property
+    def languages(self):
+        """The model's language codes and this translator's default source and target (`controls.Languages`)."""
+        return self._languages
+
     # -- the engine's hooks (`TranslatorInterface`), given checked inputs ---------------------------
 
     def _decode(self, search, sentences, controls, *sampling):
-        refuse_controls(controls, "the ctranslate2 engine")
         if search == "best":
             return _first(self._nbest(sentences, controls, hypotheses=1))
         if search == "sample":
@@ -211,26 +264,27 @@ class CTranslate2Translator(TranslatorInterface):
                 if seed >= 0:
                     self._ctranslate2.set_random_seed(seed)
                 options = dict(sampling_temperature=temperature, sampling_topk=top_k, sampling_topp=top_p)
-                return _first(self._translate(sentences, beam_size=1, num_hypotheses=1, **options))
-        return _first(self._translate(sentences, beam_size=1, num_hypotheses=1))
+                return _first(self._translate(sentences, controls, beam_size=1, num_hypotheses=1, **options))
+        return _first(self._translate(sentences, controls, beam_size=1, num_hypotheses=1))
 
     def _nbest(self, sentences, controls, hypotheses=None):
-        refuse_controls(controls, "the ctranslate2 engine")
         beam_size = int(self.beam_size.numpy())
-        return self._translate(sentences, beam_size=beam_size, num_hypotheses=hypotheses or beam_size)
+        return self._translate(sentences, controls, beam_size=beam_size, num_hypotheses=hypotheses or beam_size)
 
     def _source_lengths(self, sentences):
-        ids = self.source_tokenizer.tokenize(tf.strings.strip(sentences))
-        return tf.cast(ids.row_lengths(), tf.int32) + int(self._add_source_end)
+        ids = tokenized(self.source_tokenizer, sentences)
+        return tf.cast(ids.row_lengths(), tf.int32) + self._source_extra
 
     def _score(self, sources, targets, controls):
-        refuse_controls(controls, "the ctranslate2 engine")
-        target_ids = self.target_tokenizer.tokenize(tf.strings.strip(targets)).to_list()
         limit = self._decode_length
-        # CTranslate2 appends END, and cuts a longer target to `limit - 1` tokens and END (class docstring).
-        pieces = [[self._target_pieces[i] for i in row[:limit]] for row in target_ids]
-        results = self.translator.score_batch(self.source_pieces(sources), pieces, max_input_length=limit)
-        lengths = [min(len(row) + 1, limit) for row in target_ids]
+        pieces = [[self._target_pieces[i] for i in row] for row in tokenized(self.target_tokenizer, targets).to_list()]
+        if self._multilingual:  # the target starts with its language, as the model was trained
+            pieces = [[language] + row for language, row in zip(self._language_pieces(controls.target_lang), pieces)]
+        # CTranslate2 appends END: a longer target is scored on `limit - 1` tokens and END (class docstring).
+        pieces = [row[: limit - 1] for row in pieces]
+        source = self.source_pieces(sources, controls.source_lang)  # truncated as the XLA decoder truncates
+        results = self.translator.score_batch(source, pieces, max_input_length=0)
+        lengths = [len(row) + 1 for row in pieces]
         log_probs = [sum(result.log_probs[:n]) for result, n in zip(results, lengths)]
         return {"log_probs": tf.constant(log_probs, tf.float32), "target_lengths": tf.constant(lengths, tf.int32)}
 
@@ -244,6 +298,8 @@ class CTranslate2Translator(TranslatorInterface):
             options["length_penalty"] = self.alpha
         else:
             options["length_penalty"] = 0.0  # greedy: CTranslate2's score is the plain sum of log-probabilities
+        if beam_size > 1 and self._stopping == "cannot_improve":
+            options["patience"] = CANNOT_IMPROVE_PATIENCE
         return dict(
             beam_size=beam_size,
             num_hypotheses=num_hypotheses,
@@ -256,16 +312,52 @@ class CTranslate2Translator(TranslatorInterface):
             **options,
         )
 
-    def source_pieces(self, sentences):
-        """Pieces of each sentence, truncated as the XLA decoder truncates (CTranslate2 appends END itself)."""
-        ids = self.source_tokenizer.tokenize(tf.strings.strip(sentences)).to_list()
-        return [[self._source_pieces[i] for i in row[: self._source_limit]] for row in ids]
+    def source_pieces(self, sentences, source_lang=None):
+        """Pieces of each sentence as the model reads them, truncated as the XLA decoder truncates.
 
-    def _translate(self, sentences, beam_size, num_hypotheses, **options):
+        A multilingual model's source is framed here, `[src_lang] pieces
+        </s>` (or `pieces </s> [src_lang]`, as its tokenizer says), each
+        sentence in its `source_lang` (`(batch,)` codes; None: the
+        default); CTranslate2 appends END to the others' itself.
+        """
+        rows = tokenized(self.source_tokenizer, sentences).to_list()
+        rows = [[self._source_pieces[i] for i in row[: self._source_limit]] for row in rows]
+        if not self._multilingual:
+            return rows
+        if source_lang is None:
+            source_lang = tf.fill([len(rows)], self._languages.source_lang or "")
+        end = [self._source_end] if self._add_source_end else []
+        last = getattr(self.source_tokenizer, "source_position", "first") == "last"
+        languages = self._language_pieces(source_lang)
+        return [row + end + [code] if last else [code] + row + end for code, row in zip(languages, rows)]
+
+    def target_prefix(self, controls, count):
+        """CTranslate2's `target_prefix` for `count` sentences: the target language's token, then the prefix's pieces.
+
+        None where the call has neither (no forced beginning); a prefix is
+        cut to the output's maximum length.
+        """
+        if controls.target_lang is None and controls.target_prefix is None:
+            return None
+        rows = [[] for _ in range(count)]
+        if controls.target_lang is not None:
+            rows = [[language] for language in self._language_pieces(controls.target_lang)]
+        if controls.target_prefix is not None:
+            ids = self.target_tokenizer.tokenize(tf.strings.strip(controls.target_prefix)).to_list()
+            rows = [row + [self._target_pieces[i] for i in more] for row, more in zip(rows, ids)]
+        return [row[: self._decode_length] for row in rows]
+
+    def _language_pieces(self, codes):
+        """The language tokens' pieces of `codes` (`(batch,)` `tf.string`, checked by `resolve`)."""
+        languages = self.target_tokenizer.languages
+        return [self._target_pieces[languages[code.decode("utf-8")]] for code in codes.numpy().tolist()]
+
+    def _translate(self, sentences, controls, beam_size, num_hypotheses, **options):
         """`{"translations", "scores", "finished"}` `(batch, num_hypotheses)` from `translate_batch`."""
-        batch = self.source_pieces(sentences)
+        batch = self.source_pieces(sentences, controls.source_lang)
         options = self.translate_options(beam_size, num_hypotheses, **options)
-        results = self.translator.translate_batch(batch, **options)
+        prefix = self.target_prefix(controls, len(batch))
+        results = self.translator.translate_batch(batch, target_prefix=prefix, **options) if batch else []
         rows = [self._hypotheses(source, result, num_hypotheses, options) for source, result in zip(batch, results)]
         shape = [len(batch), num_hypotheses]
         ids, scores, finished = zip(*sum(rows, [])) if batch else ((), (), ())
@@ -285,13 +377,27 @@ class CTranslate2Translator(TranslatorInterface):
         for tokens, score in zip(result.hypotheses, result.scores):
             finished = bool(tokens) and tokens[-1] == self._end
             ids = [self._target_ids[t] for t in (tokens[:-1] if finished else tokens)]
-            length = len(tokens)  # END included, as the XLA decoder counts
+            length = len(tokens)  # END included, as the XLA decoder counts (a forced beginning too)
             raw = score * length ** options["length_penalty"] if length else 0.0
             rows.append((ids, raw / self._penalty(length), finished))
         return rows
 
     def _penalty(self, length):
         return float(rules.length_penalty(float(length), self.alpha, self._normalization))
+
+
+def _vocabularies(path, config, target_tokenizer, languages):
+    """`(source pieces, target pieces)` by id, as the conversion (`writer.convert_run`) names them.
+
+    A multilingual run (M2M100, NLLB) has one tokenizer for both sides,
+    whose pieces `writer.fairseq_pieces` completes up to the model's rows.
+    """
+    if languages.codes:
+        pieces = writer.fairseq_pieces(target_tokenizer, config.model.target_vocab_size if config.model else None)
+        return pieces, pieces
+    source = writer.read_pieces(path / runs.SOURCE_TOKENIZER)
+    target = path / runs.TARGET_TOKENIZER
+    return source, writer.read_pieces(target) if target.is_dir() else source
 
 
 def _first(result):

@@ -51,6 +51,13 @@ def export_run(model, output, *, overwrite=False, **options):
         raise ValueError(
             f"{model} is {kind}: `model` must be a run directory (config.json + model.keras + tokenizers/)"
         )
+    from keras_transformer.serving.generator import is_generator_run
+
+    if is_generator_run(model):  # a decoder-only run (GPT): its serving_default continues prompts
+        from keras_transformer.serving.generator_export import export_generator
+
+        runs.warn_if_unfinished(model)
+        return export_generator(model, output, overwrite=overwrite, **options)
     destinations.check_separate(model, output, what="the export")
     check_export_destination(output, overwrite)
     runs.warn_if_unfinished(model)

@@ -8,7 +8,10 @@ or a LiteRT export's `keras_transformer.litert.Translator`) is served through
 (`SIGNATURES`), so a client of `keras-transformer serve` sees no difference.
 A signature whose method the translator lacks is left out, and `sample`
 where the translator's `supports_sampling` is False (a LiteRT export's): a
-request for it is answered as for any unknown signature.
+request for it is answered as for any unknown signature. The signatures with
+controls (`with_controls`, `greedy_with_controls`) call the translator's
+method with `source_lang`, `target_lang` and `target_prefix`, one per
+sentence (an empty one: the translator's default).
 
 Example:
 
@@ -24,7 +27,8 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.serving.signatures import ServedModel
+from keras_transformer.serving.signatures import CONTROL_INPUTS, ServedModel
+from keras_transformer.translators.controls import Languages
 
 _STRINGS = tf.TensorSpec([None], tf.string)
 _SAMPLING = {
@@ -33,10 +37,13 @@ _SAMPLING = {
     "top_p": tf.TensorSpec([], tf.float32),
     "seed": tf.TensorSpec([], tf.int64),
 }
+_CONTROLS = {"sentences": _STRINGS, **{name: _STRINGS for name in CONTROL_INPUTS}}
 # signature -> (the translator's method, its inputs); the outputs are `_outputs`'.
 SIGNATURES = {
     "serving_default": ("call_with_status", {"sentences": _STRINGS}),
     "greedy": ("greedy_with_status", {"sentences": _STRINGS}),
+    "with_controls": ("call_with_status", _CONTROLS),
+    "greedy_with_controls": ("greedy_with_status", _CONTROLS),
     "sample": ("sample_with_status", {"sentences": _STRINGS, **_SAMPLING}),
     "nbest": ("nbest", {"sentences": _STRINGS}),
     "score": ("score", {"sources": _STRINGS, "targets": _STRINGS}),
@@ -61,6 +68,7 @@ class ServedTranslator(ServedModel):
         self.path = pathlib.Path(path)
         self.max_instances = max_instances
         self.module = translator  # what `ServedModel` reads: `beam_size`, `source_lengths`, `max_source_length`
+        self.languages = getattr(translator, "languages", Languages())
         present = {name: method for name, (method, _) in SIGNATURES.items() if hasattr(translator, method)}
         if not getattr(translator, "supports_sampling", True):
             present.pop("sample", None)
@@ -70,15 +78,29 @@ class ServedTranslator(ServedModel):
     def run(self, signature, inputs, scalars=()):
         """The signature's outputs (a dict of numpy arrays) for `inputs` (lists of bytes) and `scalars`."""
         texts = {name: [value.decode("utf-8") for value in values] for name, values in inputs.items()}
+        for name in CONTROL_INPUTS:  # "" is the translator's default (None); none given: the control is left out
+            controls = [text or None for text in texts.pop(name, [])]
+            if any(control is not None for control in controls):
+                texts[name] = controls
         outputs = self.functions[signature](**texts, **dict(scalars))
         return {name: np.asarray(getattr(value, "numpy", lambda v=value: v)()) for name, value in outputs.items()}
 
     def warm_up(self, max_batch_size, workers=None):
-        """One call of each sentence-only signature (nothing to compile); returns how many calls ran."""
-        names = [name for name in self.functions if list(self.input_specs[name]) == ["sentences"]]
+        """One call of each sentence-only signature (nothing to compile); returns how many calls ran.
+
+        A multilingual model without a default target language: its
+        signatures with controls, with a target language, instead.
+        """
+        names = self._warmed_signatures()
         for name in names:
-            self.run(name, {"sentences": [b"a"]})
+            self.run(*self._warm_up_call(name, [b"a"]))
         return len(names)
+
+    def _warmed_signatures(self):
+        plain = [name for name in self.functions if list(self.input_specs[name]) == ["sentences"]]
+        if self.languages.codes and self.languages.target_lang is None:
+            return [name for name in self.functions if name.endswith("with_controls")]
+        return plain
 
     def signature_defs(self):
         """SignatureDefs as a `Translator` export's `saved_model.pb` holds them (tensor names aside)."""

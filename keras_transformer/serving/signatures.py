@@ -8,6 +8,19 @@ and its scalar inputs (the `sample` signature's `temperature`, `top_k`,
 `top_p`, `seed`). Every problem is a `RequestError` (HTTP 400 unless said)
 whose message names it, before the request can join a batch.
 
+The controls of a translation (`translators.controls`). A row-format
+instance may be an object `{"sentence": ..., "source_lang": ...,
+"target_lang": ..., "target_prefix": ...}` (each field but `sentence`
+optional, a string or null; bare strings may stand beside such objects, each
+row its own languages): the request then runs the signature with controls
+(`CONTROLLED`: `with_controls` for `serving_default`, `greedy_with_controls`
+for `greedy`), whose inputs `sentences`, `source_lang`, `target_lang` and
+`target_prefix` a client may also give as TF Serving does, by name. An empty
+or missing control is the model's default. The language codes are checked
+here against the model's (`languages`): an unknown code (with three close
+ones), a multilingual model without a target language, or a code sent to a
+model of one language pair is a 400 naming the field.
+
 Example:
 
 >>> model = ServedModel("saved_models/en-de-export")            # doctest: +SKIP
@@ -15,6 +28,11 @@ Example:
 >>> outputs = model.run(request.signature, request.inputs, request.scalars)  # doctest: +SKIP
 >>> model.render(request, outputs)                               # doctest: +SKIP
 {'predictions': [{'translations': 'Ein Hund rennt.', 'scores': -0.41, 'finished': True}]}
+>>> nllb = ServedModel("saved_models/nllb-export", target_lang="fra_Latn")  # doctest: +SKIP
+>>> body = {"instances": ["A dog runs.", {"sentence": "A cat.", "target_lang": "deu_Latn"}]}
+>>> request = nllb.parse(body)                                   # doctest: +SKIP
+>>> request.signature, request.inputs["target_lang"]            # doctest: +SKIP
+('with_controls', [b'', b'deu_Latn'])
 """
 
 import base64
@@ -29,9 +47,15 @@ import tensorflow as tf
 
 from keras_transformer.files import destinations, manifest
 from keras_transformer.input_rules import sentence_error  # the one rule of every way in
+from keras_transformer.kinds import close_matches
 
 DEFAULT_SIGNATURE = "serving_default"
 WARMED_SIGNATURES = ("serving_default", "greedy", "nbest")  # XLA decoders: one program per shape
+# The signatures that take the controls, by the signature a request names (`translators.controls`).
+CONTROLLED = {"serving_default": "with_controls", "greedy": "greedy_with_controls"}
+CONTROL_INPUTS = ("source_lang", "target_lang", "target_prefix")
+LANGUAGE_INPUTS = ("source_lang", "target_lang")
+INSTANCE_FIELDS = ("sentence", *CONTROL_INPUTS)  # an instance object's fields
 WARM_UP_WORKERS = 4  # compiles side by side at most (each holds its own memory while it compiles)
 
 
@@ -63,12 +87,17 @@ class ServedModel:
     Args:
         path: a SavedModel directory.
         max_instances: the most instances (sentences) one request may hold.
+        source_lang, target_lang: a multilingual model's default languages,
+            for requests that name none (default: those it was exported
+            with); a code it lacks is a `ValueError`.
     """
 
     warm_up_does = "compiling the decoders"  # what `warm_up` spends its time on, for the log
 
-    def __init__(self, path, max_instances=64):
+    def __init__(self, path, max_instances=64, source_lang=None, target_lang=None):
         import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
+
+        from keras_transformer.serving.export import exported_languages
 
         self.path = pathlib.Path(path)
         self.max_instances = max_instances
@@ -82,6 +111,9 @@ class ServedModel:
                 "keras-transformer (`keras-transformer export`)."
             )
         self.input_specs = {name: fn.structured_input_signature[1] for name, fn in self.functions.items()}
+        self.languages = exported_languages(self.module).with_defaults(source_lang, target_lang)
+        if source_lang is not None or target_lang is not None:  # what the signatures read for "" (the default)
+            self.module.default_languages.assign([self.languages.source_lang or "", self.languages.target_lang or ""])
 
     # -- parsing ---------------------------------------------------------------------------------
 
@@ -93,15 +125,22 @@ class ServedModel:
         if not isinstance(name, str) or name not in self.functions:
             known = ", ".join(sorted(self.functions))
             raise RequestError(f"Serving signature name: {_short(name)} not found in signature def (known: {known})")
-        specs = self.input_specs[name]
         has_rows, has_columns = "instances" in body, "inputs" in body
         if has_rows == has_columns:
             raise RequestError("Missing 'inputs' or 'instances' key: the body needs exactly one of them")
-        if has_rows:
-            inputs, scalars = self._rows(body["instances"], specs)
+        if has_rows and _has_sentence_objects(body["instances"]):
+            name = self._controlled(name)
+            request = Request(name, self._sentence_rows(body["instances"]), (), columnar=False)
         else:
-            inputs, scalars = self._columns(body["inputs"], specs)
-        request = Request(name, inputs, tuple(sorted(scalars.items())), columnar=has_columns)
+            specs = self.input_specs[name]
+            if has_rows:
+                inputs, scalars = self._rows(body["instances"], specs)
+            else:
+                inputs, scalars = self._columns(body["inputs"], _given_controls(name, specs, body["inputs"]))
+                size = len(next(iter(inputs.values())))
+                inputs.update({c: [b""] * size for c in CONTROL_INPUTS if c in specs and c not in inputs})
+            request = Request(name, inputs, tuple(sorted(scalars.items())), columnar=has_columns)
+        self._check_languages(request)
         if request.size > self.max_instances:
             raise RequestError(
                 f"Too many instances: {request.size} in one request; at most {self.max_instances} "
@@ -140,6 +179,77 @@ class ServedModel:
         if not instances:
             raise RequestError("'instances' is empty: send at least one instance")
         return inputs, scalars
+
+    def _controlled(self, name):
+        """The signature with controls that runs instance objects sent to signature `name`."""
+        controlled = CONTROLLED.get(name, name)
+        if controlled not in CONTROLLED.values():
+            names = ", ".join(sorted({*CONTROLLED, *CONTROLLED.values()}))
+            raise RequestError(
+                f"Instances with a 'sentence' field are decoded by the signatures {names}; "
+                f"signature {name!r} takes its named inputs {sorted(self.input_specs[name])}"
+            )
+        if controlled not in self.functions:
+            raise RequestError(
+                f"This model has no {controlled!r} signature (it was exported before languages and prefixes "
+                "existed): export it again to send instances with a 'sentence' field"
+            )
+        return controlled
+
+    def _sentence_rows(self, instances):
+        """The inputs of a signature with controls from instances that are strings or `INSTANCE_FIELDS` objects."""
+        if len(instances) > self.max_instances:  # before checking each: the limit bounds the work too
+            raise RequestError(
+                f"Too many instances: {len(instances)} in one request; at most {self.max_instances} "
+                "(send several requests)",
+                status=413,
+            )
+        inputs = {name: [] for name in ("sentences", *CONTROL_INPUTS)}
+        for index, instance in enumerate(instances):
+            where = f"instances[{index}]"
+            fields = instance if isinstance(instance, dict) and not _is_b64(instance) else {"sentence": instance}
+            unknown = sorted(set(fields) - set(INSTANCE_FIELDS))
+            if unknown:
+                close = close_matches(unknown[0], INSTANCE_FIELDS, count=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise RequestError(
+                    f"{where}: unknown field {_short(unknown[0])}{hint}; an instance is a string or an object with "
+                    f"'sentence' and, optionally, {', '.join(repr(name) for name in CONTROL_INPUTS)}"
+                )
+            if "sentence" not in fields:
+                raise RequestError(
+                    f"{where} has no 'sentence' field: an instance object names the sentence to translate"
+                )
+            inputs["sentences"].append(
+                _string(fields["sentence"], f"{where}.sentence" if fields is instance else where)
+            )
+            for name in CONTROL_INPUTS:
+                value = fields.get(name)
+                inputs[name].append(b"" if value is None else _string(value, f"{where}.{name}"))
+        return inputs
+
+    def _check_languages(self, request):
+        """A `RequestError` naming the field of a language code the model lacks, or of a missing target language."""
+        codes, _, default_target = self.languages
+        given = [name for name in LANGUAGE_INPUTS if name in request.inputs]
+        if not given:
+            if codes and default_target is None:
+                reason = _no_target(codes, request.signature)
+                raise RequestError(reason[0].upper() + reason[1:])
+            return
+        known = frozenset(codes)
+        for name in given:
+            for index, value in enumerate(request.inputs[name]):
+                where = f"inputs.{name}[{index}]" if request.columnar else f"instances[{index}].{name}"
+                code = value.decode("utf-8")
+                if not code:
+                    if name == "target_lang" and codes and default_target is None:
+                        raise RequestError(f"{where}: {_no_target(codes, request.signature)}")
+                elif code not in known:
+                    try:
+                        self.languages.check(code, where)
+                    except ValueError as error:
+                        raise RequestError(str(error)) from None
 
     def _columns(self, columns, specs):
         batched = _batched_names(specs)
@@ -207,16 +317,40 @@ class ServedModel:
         if sizes[-1] < max_batch_size:
             sizes.append(max_batch_size)
         calls = [
-            (signature, [sentence] * size)
-            for signature in WARMED_SIGNATURES
-            if signature in self.functions and _batched_names(self.input_specs[signature]) == ["sentences"]
+            self._warm_up_call(signature, [sentence] * size)
+            for signature in self._warmed_signatures()
             for sentence in self._bucket_sentences()
             for size in sizes
         ]
         workers = workers or min(os.cpu_count() or 1, WARM_UP_WORKERS)
         with ThreadPoolExecutor(workers, thread_name_prefix="warm-up") as pool:
-            list(pool.map(lambda call: self.run(call[0], {"sentences": call[1]}), calls))
+            list(pool.map(lambda call: self.run(*call), calls))
         return len(calls)
+
+    def _warmed_signatures(self):
+        """The decoding signatures that take sentences alone; those with controls where requests must name a target.
+
+        A multilingual model served without a default target language
+        answers only requests that name one (`_check_languages`): its
+        signatures with controls are the ones to compile.
+        """
+        plain = [
+            signature
+            for signature in WARMED_SIGNATURES
+            if signature in self.functions and _batched_names(self.input_specs[signature]) == ["sentences"]
+        ]
+        if self.languages.codes and self.languages.target_lang is None:
+            return [CONTROLLED[name] for name in plain if CONTROLLED.get(name) in self.functions]
+        return plain
+
+    def _warm_up_call(self, signature, sentences):
+        """`(signature, inputs)` of one warm-up call: `sentences`, and a target language where one must be named."""
+        inputs = {"sentences": sentences}
+        if signature in CONTROLLED.values():
+            count = len(sentences)
+            target = self.languages.codes[0].encode("utf-8") if self.languages.codes else b""
+            inputs.update(source_lang=[b""] * count, target_lang=[target] * count, target_prefix=[b""] * count)
+        return signature, inputs
 
     def _bucket_sentences(self, bucket=16):
         """One sentence per source-length bucket, shortest first."""
@@ -235,8 +369,14 @@ class ServedModel:
     # -- metadata ------------------------------------------------------------------------------------
 
     def metadata(self, model_name, version):
-        """TF Serving's GetModelMetadataResponse as JSON: the SignatureDefs from saved_model.pb."""
-        from google.protobuf import json_format
+        """TF Serving's GetModelMetadataResponse as JSON: the SignatureDefs from saved_model.pb, and the languages.
+
+        `metadata.languages` (a `google.protobuf.Struct`, which any client of
+        the response reads) holds the model's language `codes` (none for a
+        model of one language pair) and the defaults `source_lang` and
+        `target_lang` of requests that name none (null where there is none).
+        """
+        from google.protobuf import json_format, struct_pb2
         from tensorflow_serving.apis import get_model_metadata_pb2
 
         signature_map = get_model_metadata_pb2.SignatureDefMap()
@@ -247,6 +387,10 @@ class ServedModel:
         response.model_spec.name = model_name
         response.model_spec.version.value = version
         response.metadata["signature_def"].Pack(signature_map)
+        languages = struct_pb2.Struct()
+        codes, source, target = self.languages
+        languages.update({"codes": list(codes), "source_lang": source, "target_lang": target})
+        response.metadata["languages"].Pack(languages)
         return json_format.MessageToDict(response, preserving_proto_field_name=True)
 
     def signature_defs(self):
@@ -256,6 +400,39 @@ class ServedModel:
         saved_model = saved_model_pb2.SavedModel()
         saved_model.ParseFromString((self.path / "saved_model.pb").read_bytes())
         return saved_model.meta_graphs[0].signature_def
+
+
+def _has_sentence_objects(instances):
+    """Whether row-format `instances` hold an instance object of `INSTANCE_FIELDS` ('sentence', ...).
+
+    An object with a 'sentences' field names a signature's inputs, as TF Serving's rows do.
+    """
+    return isinstance(instances, list) and any(
+        isinstance(instance, dict)
+        and not _is_b64(instance)
+        and "sentences" not in instance
+        and not set(instance).isdisjoint(INSTANCE_FIELDS)
+        for instance in instances
+    )
+
+
+def _given_controls(signature, specs, columns):
+    """`specs` without the control inputs that columnar `columns` leave out (each then the model's default)."""
+    if signature not in CONTROLLED.values() or not isinstance(columns, dict) or "sentences" not in columns:
+        return specs
+    return {name: spec for name, spec in specs.items() if name not in CONTROL_INPUTS or name in columns}
+
+
+def _no_target(codes, signature):
+    """Why a request to a multilingual model without a default target language cannot be answered, and what to send."""
+    example = next((code for code in ("fra_Latn", "fr") if code in codes), codes[-1])
+    what = f"no target language: this model translates into {len(codes)} languages and is served without a default"
+    if signature == "score":
+        return f"{what}; the score signature takes none: serve the model with a default target language"
+    return (
+        f"{what}; send each instance as an object with a 'target_lang' field, e.g. "
+        f'{{"sentence": "...", "target_lang": "{example}"}}'
+    )
 
 
 def _batched_names(specs):

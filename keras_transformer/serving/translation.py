@@ -1,12 +1,19 @@
 """Translating and scoring many sentences with a loaded model: batched by length, with progress.
 
 `translator` is what `keras_transformer.open_translator` returns (any
-`translators.TranslatorInterface`).
+`translators.TranslatorInterface`). Each helper takes the controls of
+`translators.controls` and gives them to every call: `source_lang` and
+`target_lang` (a multilingual model's codes) and, where it decodes,
+`target_prefix` (the forced beginning of each output), each None (the
+translator's default), a str for every sentence, or a list with one per
+sentence, which follows its sentence into its batch.
 
 Example:
 
 >>> translator = open_translator("saved_models/chatbot-ko")
 >>> translations, finished = translate_lines_with_status(translator, ["안녕", "오늘 너무 힘들었어"])
+>>> nllb = open_translator("saved_models/nllb", source_lang="eng_Latn")
+>>> translate_lines(nllb, ["A dog runs.", "Two cats."], target_lang=["fra_Latn", "deu_Latn"])
 """
 
 import sys
@@ -16,7 +23,18 @@ from concurrent.futures import ThreadPoolExecutor
 from keras_transformer.errors import ArgumentError
 
 
-def translate_lines(translator, sentences, batch_size=32, sample=None, progress=None, workers=1):
+def translate_lines(
+    translator,
+    sentences,
+    batch_size=32,
+    sample=None,
+    progress=None,
+    workers=1,
+    *,
+    source_lang=None,
+    target_lang=None,
+    target_prefix=None,
+):
     """Translations of `sentences` in input order, batched by similar length.
 
     `translator` is what `keras_transformer.open_translator` returns; it
@@ -25,37 +43,66 @@ def translate_lines(translator, sentences, batch_size=32, sample=None, progress=
     sample instead. `workers` threads
     translate batches side by side, as CTranslate2's `inter_threads` does:
     each batch's program uses every core, but two may use them better
-    (docs/performance.md). The translations are the same.
+    (docs/performance.md). The translations are the same. `source_lang`,
+    `target_lang` and `target_prefix`: see the module docstring.
     """
-    return translate_lines_with_status(translator, sentences, batch_size, sample, progress, workers)[0]
+    controls = dict(source_lang=source_lang, target_lang=target_lang, target_prefix=target_prefix)
+    return translate_lines_with_status(translator, sentences, batch_size, sample, progress, workers, **controls)[0]
 
 
-def translate_lines_with_status(translator, sentences, batch_size=32, sample=None, progress=None, workers=1):
+def translate_lines_with_status(
+    translator,
+    sentences,
+    batch_size=32,
+    sample=None,
+    progress=None,
+    workers=1,
+    *,
+    source_lang=None,
+    target_lang=None,
+    target_prefix=None,
+):
     """`(translations, finished)`: `translate_lines` and, per sentence, whether its translation ended.
 
     `finished[i]` is False where translation `i` reached the maximum output
     length before END (cut off), None where the model cannot tell (a
     SavedModel exported before the flag existed).
     """
+    controls = _given(len(sentences), source_lang=source_lang, target_lang=target_lang, target_prefix=target_prefix)
 
-    def translate(strings):
+    def translate(batch):
+        strings, given = [sentences[i] for i in batch], _batch_controls(controls, batch)
         if sample is not None:
-            result = translator.sample_with_status(strings, *sample)
+            result = translator.sample_with_status(strings, *sample, **given)
         else:
-            result = translator.call_with_status(strings)
+            result = translator.call_with_status(strings, **given)
         flags = result["finished"]
         flags = [None] * len(strings) if flags is None else flags.numpy().tolist()
         return [(text(output), flag) for output, flag in zip(result["translations"].numpy(), flags)]
 
-    results = _in_length_batches(translate, sentences, batch_size, progress, workers=workers)
+    results = _in_length_batches(
+        translate, range(len(sentences)), batch_size, progress, key=_length(sentences), workers=workers
+    )
     return [text for text, _ in results], [flag for _, flag in results]
 
 
-def nbest_lines(translator, sentences, n_best, batch_size=32, progress=None, workers=1):
+def nbest_lines(
+    translator,
+    sentences,
+    n_best,
+    batch_size=32,
+    progress=None,
+    workers=1,
+    *,
+    source_lang=None,
+    target_lang=None,
+    target_prefix=None,
+):
     """The `n_best` best translations of each sentence: a list, per sentence, of `(score, translation, finished)`.
 
     Best first, as the beam search ranks them (`translator.nbest`); `n_best` must
-    be at most the translator's beam size. `workers` as in `translate_lines`.
+    be at most the translator's beam size. `workers`, `source_lang`,
+    `target_lang` and `target_prefix` as in `translate_lines`.
 
     Example:
 
@@ -65,23 +112,30 @@ def nbest_lines(translator, sentences, n_best, batch_size=32, progress=None, wor
     beam_size = int(translator.beam_size.numpy())
     if isinstance(n_best, bool) or not isinstance(n_best, int) or not 1 <= n_best <= beam_size:
         raise ArgumentError(f"{{n_best={n_best!r}}} must be between 1 and the beam size, {{beam_size={beam_size}}}")
+    controls = _given(len(sentences), source_lang=source_lang, target_lang=target_lang, target_prefix=target_prefix)
 
-    def best(strings):
-        result = translator.nbest(strings)
+    def best(batch):
+        result = translator.nbest([sentences[i] for i in batch], **_batch_controls(controls, batch))
         rows = zip(result["scores"].numpy(), result["translations"].numpy(), result["finished"].numpy())
         return [
             [(float(score), text(output), bool(done)) for score, output, done in list(zip(*row))[:n_best]]
             for row in rows
         ]
 
-    return _in_length_batches(best, sentences, batch_size, progress, workers=workers)
+    return _in_length_batches(
+        best, range(len(sentences)), batch_size, progress, key=_length(sentences), workers=workers
+    )
 
 
-def score_lines(translator, sources, targets, batch_size=32, progress=None, workers=1):
+def score_lines(
+    translator, sources, targets, batch_size=32, progress=None, workers=1, *, source_lang=None, target_lang=None
+):
     """`(log_probs, target_lengths)`: each target's log-probability given its source (`translator.score`).
 
     The sum over the target's tokens, END included, and that token count.
-    `workers` as in `translate_lines`.
+    `workers`, `source_lang` and `target_lang` as in `translate_lines` (a
+    multilingual model's target starts with its language token, which
+    counts as one of the target's tokens).
 
     Example:
 
@@ -93,13 +147,40 @@ def score_lines(translator, sources, targets, batch_size=32, progress=None, work
             f"and {len(targets)} targets"
         )
 
-    def score(pairs):
-        result = translator.score([s for s, _ in pairs], [t for _, t in pairs])
+    languages = _given(len(sources), source_lang=source_lang, target_lang=target_lang)
+
+    def score(batch):
+        given = _batch_controls(languages, batch)
+        result = translator.score([sources[i] for i in batch], [targets[i] for i in batch], **given)
         return list(zip(result["log_probs"].numpy().tolist(), result["target_lengths"].numpy().tolist()))
 
-    pairs = list(zip(sources, targets))
-    results = _in_length_batches(score, pairs, batch_size, progress, key=lambda p: len(p[0]), workers=workers)
+    results = _in_length_batches(
+        score, range(len(sources)), batch_size, progress, key=_length(sources), workers=workers
+    )
     return [log_prob for log_prob, _ in results], [length for _, length in results]
+
+
+def _given(count, **controls):
+    """The controls given (None ones left out), each a str or a list of `count`; a `ValueError` naming a bad one."""
+    given = {name: value for name, value in controls.items() if value is not None}
+    for name, value in given.items():
+        if isinstance(value, (list, tuple)) and len(value) != count:
+            raise ValueError(
+                f"`{name}` must be a str or hold one entry per sentence: {count}. Received: {len(value)} entries"
+            )
+    return given
+
+
+def _batch_controls(controls, batch):
+    """`controls` for the sentences at the indices `batch`: a list's entries at those indices, else as it is."""
+    return {
+        name: [value[i] for i in batch] if isinstance(value, (list, tuple)) else value
+        for name, value in controls.items()
+    }
+
+
+def _length(sentences):
+    return lambda i: len(sentences[i])
 
 
 def _in_length_batches(function, items, batch_size, progress, key=len, workers=1):

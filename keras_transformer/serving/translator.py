@@ -64,7 +64,7 @@ import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for loadi
 from keras_transformer import decoding
 from keras_transformer.files import atomic, destinations, manifest
 from keras_transformer.translators import TranslatorInterface, decoding_defaults
-from keras_transformer.translators.controls import Languages
+from keras_transformer.translators.controls import languages_of
 
 SOURCE_BUCKET = 16  # sources are padded to a multiple of this (few XLA programs)
 _STRINGS = tf.TensorSpec([None], tf.string)
@@ -210,7 +210,7 @@ class Translator(TranslatorInterface, tf.Module):
         self.target_tokenizer = target_tokenizer or source_tokenizer
         _check_vocab("source_tokenizer", self.source_tokenizer, first.source_vocab_size)
         _check_vocab("target_tokenizer", self.target_tokenizer, first.outputs[0].shape[-1])
-        self._languages = _languages(self.source_tokenizer, self.target_tokenizer).with_defaults(
+        self._languages = languages_of(self.source_tokenizer, self.target_tokenizer).with_defaults(
             source_lang, target_lang
         )
         self._multilingual = bool(self._languages.codes)
@@ -285,7 +285,7 @@ class Translator(TranslatorInterface, tf.Module):
 
     @tf.function(input_signature=[_STRINGS], autograph=False)
     def _tf_source_lengths(self, sentences):
-        ids = _tokenized(self.source_tokenizer, sentences)
+        ids = tokenized(self.source_tokenizer, sentences)
         return tf.cast(ids.row_lengths(), tf.int32) + self._source_extra
 
     @tf.function(input_signature=[_STRINGS], autograph=False)
@@ -338,7 +338,7 @@ class Translator(TranslatorInterface, tf.Module):
         )
 
         def run():
-            ids = _tokenized(self.target_tokenizer, targets)
+            ids = tokenized(self.target_tokenizer, targets)
             ids = tf.concat([tf.cast(ids, tf.int32), tf.fill([batch, 1], self._target_end)], axis=1)
             if self._multilingual:  # the target starts with its language, as the model was trained
                 ids = tf.concat([self._language_column(target_lang, 1), ids], axis=1)
@@ -397,7 +397,7 @@ class Translator(TranslatorInterface, tf.Module):
         language token, first or last as its tokenizer says.
         """
         batch = tf.shape(sentences)[0]
-        ids = _tokenized(self.source_tokenizer, sentences)
+        ids = tokenized(self.source_tokenizer, sentences)
         ids = tf.cast(ids[:, : self._source_limit], tf.int32)
         if self._add_source_end:
             ids = tf.concat([ids, tf.RaggedTensor.from_tensor(tf.fill([batch, 1], self._source_end))], axis=1)
@@ -535,17 +535,6 @@ def _sampling_asserts(temperature, top_k, top_p):
     ]
 
 
-def _languages(source_tokenizer, target_tokenizer):
-    """The `Languages` of a multilingual tokenizer (its `languages`, by id, and defaults); none for others."""
-    codes = getattr(target_tokenizer, "languages", None) or {}
-    if not codes:
-        return Languages()
-    ordered = tuple(sorted(codes, key=codes.get))
-    return Languages(
-        ordered, getattr(source_tokenizer, "source_lang", None), getattr(target_tokenizer, "target_lang", None)
-    )
-
-
 def _check_vocab(name, tokenizer, model_vocab):
     """The tokenizer's ids must be the model's rows; fewer where its `detokenize` drops the ids beyond them.
 
@@ -561,7 +550,7 @@ def _check_vocab(name, tokenizer, model_vocab):
         )
 
 
-def _tokenized(tokenizer, sentences):
+def tokenized(tokenizer, sentences):
     """The ids of `sentences` as `tokenizer` gives them, none for a blank one.
 
     Not stripped first: spaces are the tokenizer's to read (NLLB's keeps a trailing one, as transformers' does).

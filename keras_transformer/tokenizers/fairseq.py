@@ -130,6 +130,8 @@ class FairseqTokenizer(PieceTokenizer):
         strings = tf.convert_to_tensor(strings, tf.string)
         if self.family == "nllb":  # transformers' NLLB normalizer: runs of spaces become one
             strings = tf.strings.regex_replace(strings, " {2,}", " ")
+            # Its Metaspace prepends `▁` to a text that does not start with one: a leading space is that `▁`.
+            strings = tf.strings.regex_replace(strings, "^ ", "")
         return self.piece_ids(strings)
 
     @tf.function

@@ -414,4 +414,8 @@ def load_tokenizer(directory, name=None):
         from keras_transformer.tokenizers.fairseq import FairseqTokenizer
 
         return FairseqTokenizer.load(directory, name=name)
+    if kind == "huggingface":  # an imported GPT-2's or BERT's
+        from keras_transformer.tokenizers.huggingface import HuggingFaceTokenizer
+
+        return HuggingFaceTokenizer.load(directory, name=name)
     return SubwordTokenizer.load(directory, name=name)

@@ -74,16 +74,41 @@ def _resumed_tokenizers(output):
 
 
 def _copy_folder(source, destination):
-    """Copies the files of the tokenizer folder `source` into `destination`, each written atomically."""
+    """Copies the files of the tokenizer folder `source` (its subfolders' too) into `destination`, atomically each.
+
+    An imported M2M100 or NLLB tokenizer keeps the checkpoint's own files in a subfolder (`files/`).
+    """
     from keras_transformer.files import atomic
 
     destination.mkdir(parents=True, exist_ok=True)
-    for path in sorted(source.iterdir()):
-        if path.is_file() and not path.is_symlink():
-            atomic.write_bytes(destination / path.name, path.read_bytes())
+    for path in sorted(source.rglob("*")):
+        if path.is_file() and not any(p.is_symlink() for p in (path, *path.relative_to(source).parents)):
+            atomic.write_bytes(destination / path.relative_to(source), path.read_bytes())
 
 
-def make_datasets(preset, splits, tokenizers, seed, distributed=False, add_source_end=False):
+def language_frame(tokenizers, languages):
+    """The `datasets.Frame` of a multilingual model's pairs in `languages` (`{"source_lang", "target_lang"}`).
+
+    As transformers' NLLB and M2M100 tokenizers frame them: the source
+    language token first (`[src_lang] X </s>`), or last where the
+    tokenizer's `source_position` says so (`X </s> [src_lang]`, NLLB's
+    `legacy_behaviour`); the target language token begins the target
+    (decoder inputs `</s> [tgt_lang] Y`, labels `[tgt_lang] Y </s>`).
+    None for `languages` None (a model of one language pair).
+    """
+    from keras_transformer.datasets import Frame
+
+    if not languages:
+        return None
+    source, target = tokenizers
+    source_id = source.language_id(languages["source_lang"], "source_lang")
+    target_id = target.language_id(languages["target_lang"], "target_lang")
+    if getattr(source, "source_position", "first") == "last":
+        return Frame(source_last=(source_id,), target_first=(target_id,))
+    return Frame(source_first=(source_id,), target_first=(target_id,))
+
+
+def make_datasets(preset, splits, tokenizers, seed, distributed=False, add_source_end=False, languages=None):
     """`(train, validation)` batches of `splits` for `preset`: bucketed by length, padded to a token budget.
 
     `tokenizers` are the run's `runs.Tokenizers`. A pair is kept up to the
@@ -92,7 +117,9 @@ def make_datasets(preset, splits, tokenizers, seed, distributed=False, add_sourc
     The training batches are shuffled with `seed` and tokenized with subword
     sampling where the preset asks for it (this package's own tokenizers);
     `distributed` shards them by data; `add_source_end` ends each source with
-    END (imported models).
+    END (imported models, and runs trained to be exported as Marian's);
+    `languages` (`{"source_lang", "target_lang"}`) frames each pair with a
+    multilingual model's language tokens (`language_frame`).
     """
     import tensorflow as tf
 
@@ -111,12 +138,22 @@ def make_datasets(preset, splits, tokenizers, seed, distributed=False, add_sourc
         # fine-tunes on its preset's buckets, the pairs longer than the largest left out.
         max_length=min(preset.model.max_length, buckets[-1]),
         add_source_end=add_source_end,
+        frame=language_frame(tokenizers, languages),
     )
     source, target = tokenizers
     if data.subword_sampling and tokenizers.shared:
         source = target = source.sampler(data.subword_sampling)
+    language_model = preset.model.architecture == "decoder_only"
+    if language_model:  # GPT: each pair one text, read by the decoder alone
+        from keras_transformer.training.causal_lm import as_texts
+
+        splits = as_texts(splits)
     train = make_batches(strings(splits["train"]), source, target, seed=seed, **batching)
     validation = make_eval_batches(strings(splits["validation"]), *tokenizers, pad_batches=True, **batching)
+    if language_model:
+        from keras_transformer.training.causal_lm import language_model_batches
+
+        train, validation = language_model_batches(train), language_model_batches(validation)
     if distributed:
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA

@@ -2,13 +2,16 @@
 
 The run fine-tuned from must be one model's finished run of this package; the
 new run's model has its shape (`SHAPE_FIELDS`) and starts from its weights, and
-config.json records it (`record`).
+config.json records it (`record`). A multilingual model (an imported M2M100
+or NLLB-200) is fine-tuned on one language pair, which the run names
+(`languages`) and records, so that it translates into it by default.
 """
 
 import hashlib
 import pathlib
 
 from keras_transformer import runs
+from keras_transformer.errors import ArgumentError, literal
 
 # What must match between a preset and the run it fine-tunes: the model's shape, and the vocabulary.
 SHAPE_FIELDS = (
@@ -112,3 +115,49 @@ def _file_sha256(path):
         for block in iter(lambda: file.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def languages(init_from, source_lang=None, target_lang=None):
+    """`{"source_lang", "target_lang"}` of the pairs a run fine-tuned from `init_from` trains on; None: one pair.
+
+    A multilingual model (its tokenizer has language tokens) needs both,
+    each one of its codes; a model of one language pair (or a run trained
+    from scratch: `init_from` None) takes neither. Anything else is a
+    one-line `ArgumentError` that says what to give. Reads `init_from`'s
+    tokenizers: call it after the checks that need no TensorFlow.
+    """
+    given = {"source_lang": source_lang, "target_lang": target_lang}
+    named = ", ".join(f"{{{key}={literal(value)}}}" for key, value in given.items() if value is not None)
+    if init_from is None:
+        if named:
+            raise ArgumentError(
+                "`source_lang` and `target_lang` choose the pair a multilingual model (an imported M2M100 or NLLB-200 "
+                f"run, {{init_from=RUN}}) is fine-tuned on; a run trained from scratch has one. Received: {named}"
+            )
+        return None
+    tokenizers = runs.load_tokenizers(init_from)
+    codes = tokenizers.languages
+    if not codes:
+        if named:
+            raise ArgumentError(
+                f"{literal(init_from)} translates one language pair: it takes no source or target language. "
+                f"Received: {named}"
+            )
+        return None
+    from keras_transformer.translators.controls import Languages
+
+    ordered = tuple(sorted(codes, key=codes.get))
+    if source_lang is None or target_lang is None:
+        source_example = getattr(tokenizers.source, "source_lang", None) or ordered[0]
+        target_example = next(code for code in (ordered[-1], ordered[0]) if code != source_example)
+        example = f"{{source_lang={source_example}}} {{target_lang={target_example}}}"
+        raise ArgumentError(
+            f"{literal(init_from)} is a multilingual model ({len(ordered)} languages): name the pair it is "
+            f"fine-tuned on with both {example} (its own codes). Received: {named or 'neither'}"
+        )
+    try:
+        for key, code in given.items():
+            Languages(ordered).check(code, key)
+    except ValueError as error:
+        raise ArgumentError(literal(str(error))) from None
+    return given

@@ -107,6 +107,13 @@ class ModelRun:
 
     def make_datasets(self):
         """The training and validation batches (`data.make_datasets`), sharded by data under a strategy."""
+        if self.config.model.architecture == "encoder_only":  # BERT: masked-LM batches (`masked_lm`)
+            from keras_transformer.training import masked_lm
+
+            self.train_batches, self.validation_batches = masked_lm.make_datasets(
+                self.preset, self.splits, self.tokenizers, self.options.seed, self.config.model.source_vocab_size
+            )
+            return
         self.train_batches, self.validation_batches = data.make_datasets(
             self.preset,
             self.splits,
@@ -114,13 +121,14 @@ class ModelRun:
             self.options.seed,
             distributed=self.options.devices.distributed,
             add_source_end=self.config.add_source_end,
+            languages=self.config.languages,
         )
 
     def build_model(self):
         """The compiled model and its learning-rate schedule (call it in the strategy's scope)."""
-        from keras_transformer.models import build_transformer
+        from keras_transformer.models.architectures import build_model
 
-        self.model = build_transformer(config=self.config.model)
+        self.model = build_model(self.config.model)  # the paper's, or GPT's (`gpt-ko`)
         if self.initial_weights is not None:
             fine_tuning.set_initial_weights(self.model, self.initial_weights, self.init_from)
         self.schedule = compile_model(
@@ -163,6 +171,13 @@ class ModelRun:
         minutes_used = self.minutes()
         chief_folders = [output / runs.SNAPSHOTS, output / runs.BACKUP] if self.is_chief else []
         destination.remove_rewritten(output, [self.backup] + chief_folders)
+        if self.is_chief and config.model.architecture == "encoder_only":  # BERT: then its classifier
+            from keras_transformer.training import masked_lm
+
+            figures = masked_lm.fine_tune_classifier(
+                output, self.splits, self.tokenizers.source, self.options.seed, verbose=self.options.verbose
+            )
+            config = config.replace(classifier=figures)
         if self.is_chief:
             # One write: the run is finished exactly when its record holds its final files.
             config = config.replace(
@@ -199,11 +214,14 @@ def start_config(preset, output, state, tokenizers, **fields):
     to record (the sources, the seed, `add_source_end` of a fine-tuned import...).
     """
     config = runs.RunConfig.read(output) if state == "resume" else runs.RunConfig()
+    source_size, target_size = tokenizers.source.vocab_size, tokenizers.target.vocab_size
+    if preset.model.architecture == "encoder_only":  # BERT: one row more, for [MASK] (`masked_lm.mask_id`)
+        source_size = target_size = source_size + 1
     return config.replace(
         created_by=destinations.CREATOR,
         version=__version__,
         preset=preset,
-        model=preset.model.with_vocabulary(tokenizers.source.vocab_size, tokenizers.target.vocab_size),
+        model=preset.model.with_vocabulary(source_size, target_size),
         **fields,
         decoding=preset.decoding.replace(max_new_tokens=preset.decoding.max_new_tokens or preset.model.max_length),
         finished=False,

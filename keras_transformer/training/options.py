@@ -22,18 +22,31 @@ class Sources:
             the bundled corpus.
         corpus_files: the user's own corpus (`corpora.load_file_splits`), or None.
         init_from: a run directory to fine-tune, or None.
+        source_lang, target_lang: the language pair of the data, in a
+            multilingual `init_from`'s codes (`fine_tuning.languages`), or None.
     """
 
     data_dir: object = None
     corpus_files: dict = None
     init_from: object = None
+    source_lang: str = None
+    target_lang: str = None
+
+    @property
+    def languages(self):
+        """`{"source_lang", "target_lang"}` where either is given, else None."""
+        if self.source_lang is None and self.target_lang is None:
+            return None
+        return {"source_lang": self.source_lang, "target_lang": self.target_lang}
 
     def record(self):
-        """What config.json records of them: `data_dir` always, `corpus_files` and `init_from` when given.
+        """What config.json records of them: `data_dir` always, `corpus_files`, `init_from`, `languages` when given.
 
         `corpus_files` are recorded with each file's sha256, and `init_from` as
         its absolute path with its model's sha256, beside what a fine-tuned
-        run keeps of it (`fine_tuning.inherited_fields`).
+        run keeps of it (`fine_tuning.inherited_fields`); `languages` are
+        the pair a multilingual model is fine-tuned on, its translations'
+        default.
         """
         recorded = {"data_dir": None if self.data_dir is None else str(self.data_dir)}
         if self.corpus_files is not None:
@@ -45,6 +58,8 @@ class Sources:
 
             recorded["init_from"] = fine_tuning.record(self.init_from)
             recorded.update(fine_tuning.inherited_fields(self.init_from))
+        if self.languages is not None:
+            recorded["languages"] = self.languages
         return recorded
 
 

@@ -11,7 +11,7 @@ import pathlib
 from keras_transformer import runs
 from keras_transformer.files import destinations
 from keras_transformer.presets import get_preset
-from keras_transformer.training import destination, ensembles, fine_tuning, model_run
+from keras_transformer.training import destination, ensembles, fine_tuning, marian_compatible, model_run
 from keras_transformer.training.options import Budget, Devices, Options, Sources, is_int
 
 
@@ -19,10 +19,11 @@ class TrainingRun:
     """One call of `train`, step by step.
 
     `run()` takes the steps in turn: `check` (what `output` holds, and so
-    what to do with it), `load_data` (the splits; a resumed run's must be the
-    data it started on), `load_initial_weights` (of the run fine-tuned from),
-    `clear` (a replaced run's files, once every check has passed) and
-    `train_models`.
+    what to do with it), `check_languages` (a multilingual model is
+    fine-tuned on one named pair), `load_data` (the splits; a resumed run's
+    must be the data it started on), `load_initial_weights` (of the run
+    fine-tuned from), `clear` (a replaced run's files, once every check has
+    passed) and `train_models`.
 
     Args:
         preset: the `Preset` to train (`resolve_preset`).
@@ -31,6 +32,8 @@ class TrainingRun:
         options: an `options.Options` (default: the preset's budget, one device).
         resume: continue the run in `output`.
         overwrite: replace the run in `output`.
+        marian_compatible: a run that exports as a Marian checkpoint
+            (`marian_compatible`): its sources end with END.
 
     Example:
 
@@ -38,26 +41,31 @@ class TrainingRun:
     >>> summary = run.run()
     """
 
-    def __init__(self, preset, output, sources, options, resume=False, overwrite=False):
+    def __init__(self, preset, output, sources, options, resume=False, overwrite=False, marian_compatible=False):
         self.preset, self.output, self.sources, self.options = preset, pathlib.Path(output), sources, options
-        self.resume, self.overwrite = resume, overwrite
+        self.resume, self.overwrite, self.marian_compatible = resume, overwrite, marian_compatible
         self.state = self.splits = self.initial_weights = None
 
     @classmethod
-    def plan(
-        cls, preset=None, overrides=None, *, output=None, sources=None, options=None, resume=False, overwrite=False
-    ):
+    def plan(cls, preset=None, overrides=None, *, output=None, sources=None, options=None, **how):
         """The run of preset `preset` (a name; default `init_from`'s or `"chatbot-ko"`) with `overrides` (a dict).
 
-        Every argument is checked here, before any file is read but
-        `init_from`'s config.json: a bad one is a ValueError naming it.
+        `how` holds `resume`, `overwrite` and `marian_compatible`. Every
+        argument is checked here, before any file is read but `init_from`'s
+        config.json: a bad one is a ValueError naming it.
         """
         sources, options = sources or Sources(), options or Options()
+        if sources.init_from is None:  # languages without a multilingual model to fine-tune: refused now
+            fine_tuning.languages(None, sources.source_lang, sources.target_lang)
+        if how.get("marian_compatible"):
+            marian_compatible.check_new_run(sources.init_from)
         resolved = resolve_preset(preset, overrides or {}, sources)
+        if how.get("marian_compatible"):
+            resolved = marian_compatible.marian_preset(resolved, overrides or {})
         options.check()
         check_combination(resolved, options.devices.strategy, sources.init_from)
         output = destination.output_path(resolved, output, sources.init_from)
-        return cls(resolved, output, sources, options, resume=resume, overwrite=overwrite)
+        return cls(resolved, output, sources, options, **how)
 
     def run(self):
         """Takes the steps in turn; returns the summary of `train`."""
@@ -65,6 +73,7 @@ class TrainingRun:
         if self.state == "finished":
             config = runs.RunConfig.read(self.output)
             return {**model_run.summary(self.output, config, 0.0), "message": "a finished run: nothing to resume"}
+        self.check_languages()
         self.load_data()
         self.load_initial_weights()
         self.clear()
@@ -73,6 +82,22 @@ class TrainingRun:
     def check(self):
         """What to do with `output` (`destination.check_output`); changes nothing."""
         self.state = destination.check_output(self.output, self.resume, self.overwrite)
+
+    def check_languages(self):
+        """The pair a multilingual model is fine-tuned on: both named, each its code (`fine_tuning.languages`).
+
+        A resumed run's must be the pair it started on.
+        """
+        sources = self.sources
+        if sources.init_from is None:
+            return
+        fine_tuning.languages(sources.init_from, sources.source_lang, sources.target_lang)
+        if self.state == "resume":
+            recorded = runs.RunConfig.read(self.output).languages
+            if recorded is not None and recorded != sources.languages:
+                pair = f"{recorded['source_lang']} -> {recorded['target_lang']}"
+                holds = f"a run fine-tuned on another language pair, {pair} (resume it on that pair)"
+                raise destinations.DestinationInUseError(self.output, holds, ["overwrite"])
 
     def load_data(self):
         """The splits, checked before anything is deleted; a resumed run's must be the data it started on."""
@@ -98,6 +123,8 @@ class TrainingRun:
     def train_models(self):
         """Trains the model, or the members of an ensemble preset; returns the summary of `train`."""
         recorded = self.sources.record()
+        if self.marian_compatible:
+            recorded.update(marian_compatible.RECORDED)
         if self.preset.training.ensemble > 1:
             return ensembles.train_ensemble(
                 self.preset, self.output, self.state, self.splits, self.options, recorded=recorded
@@ -166,6 +193,8 @@ def train(
     data_dir=None,
     corpus_files=None,
     init_from=None,
+    source_lang=None,
+    target_lang=None,
     epochs=None,
     minutes=None,
     resume=False,
@@ -175,6 +204,7 @@ def train(
     seed=0,
     cpu_devices=None,
     verbose="auto",
+    marian_compatible=False,
     **overrides,
 ):
     """Trains preset `preset` and writes a run directory (see `keras_transformer.runs`) to `output`.
@@ -205,6 +235,15 @@ def train(
             reused, byte for byte. The model's shape is the run's; a `preset`
             (with `overrides`) of another shape is a ValueError naming the
             fields.
+        source_lang, target_lang: the language pair of the data, where
+            `init_from` is a multilingual model (an imported M2M100 or
+            NLLB-200 run), in its codes (`deu_Latn` for NLLB, `de` for
+            M2M100); both needed there, and refused for any other run. The
+            pairs are framed with their language tokens as transformers'
+            tokenizers frame them (`[src_lang] X </s>`; the decoder reads
+            `</s> [tgt_lang] Y`, and learns `[tgt_lang] Y </s>`), and
+            config.json records them (`languages`): the run translates from
+            and into them unless told otherwise.
         epochs: number of epochs, a positive int; default the preset's.
         minutes: stop after this many minutes of this call (a positive,
             finite number; the epoch under way ends early); default: what
@@ -220,6 +259,11 @@ def train(
         cpu_devices: split the CPU into this many logical devices (to run
             `mirrored` without accelerators).
         verbose: Keras's `fit` verbosity.
+        marian_compatible: train a new run that `export --format transformers`
+            writes as a Marian checkpoint: its sources end with END and its
+            LayerNorms' epsilon is Marian's 1e-5 (this package's defaults are
+            neither); a preset Marian cannot hold is refused
+            (`training.marian_compatible`).
         **overrides: preset fields to change, e.g. `d_model=128`.
 
     Returns:
@@ -245,9 +289,8 @@ def train(
     that takes a run directory decodes with the members' mean distribution
     (`keras_transformer.decoding.make_ensemble_step_fn`).
     """
-    sources = Sources(data_dir, corpus_files, init_from)
+    sources = Sources(data_dir, corpus_files, init_from, source_lang, target_lang)
     options = Options(Budget(epochs, minutes), Devices(strategy, mixed_precision, cpu_devices), seed, verbose)
-    run = TrainingRun.plan(
-        preset, overrides, output=output, sources=sources, options=options, resume=resume, overwrite=overwrite
-    )
+    how = dict(resume=resume, overwrite=overwrite, marian_compatible=marian_compatible)
+    run = TrainingRun.plan(preset, overrides, output=output, sources=sources, options=options, **how)
     return run.run()

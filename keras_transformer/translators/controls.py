@@ -46,6 +46,11 @@ class Languages(NamedTuple):
         """`code` if it is one of `codes`; a one-line `ValueError` naming `name` and three close codes otherwise."""
         if not isinstance(code, str):
             raise ValueError(f"`{name}` must be a language code (a str). Received: {name}={code!r}")
+        if not self.codes:
+            raise ValueError(
+                f"`{name}` applies to multilingual models; this one translates one language pair. "
+                f"Received: {name}={code!r}"
+            )
         if code not in self.codes:
             close = close_matches(code, self.codes)
             hint = f"close: {', '.join(close)}" if close else f"it has {len(self.codes)}, e.g. {self.codes[0]}"
@@ -57,6 +62,29 @@ class Languages(NamedTuple):
         source = self.source_lang if source_lang is None else self.check(source_lang, "source_lang")
         target = self.target_lang if target_lang is None else self.check(target_lang, "target_lang")
         return self._replace(source_lang=source, target_lang=target)
+
+
+def languages_of(source_tokenizer, target_tokenizer):
+    """The `Languages` of a multilingual model's tokenizers (their `languages`, ordered by id, and defaults).
+
+    A tokenizer without languages (this package's, Marian's) gives
+    `Languages()`: one language pair. The defaults are the source
+    tokenizer's `source_lang` and the target tokenizer's `target_lang`.
+
+    Example:
+
+    >>> class Fairseq:  # what `tokenizers.fairseq.FairseqTokenizer` has
+    ...     languages, source_lang, target_lang = {"fra_Latn": 9, "deu_Latn": 8}, "deu_Latn", None
+    >>> languages_of(Fairseq(), Fairseq())
+    Languages(codes=('deu_Latn', 'fra_Latn'), source_lang='deu_Latn', target_lang=None)
+    """
+    codes = getattr(target_tokenizer, "languages", None) or {}
+    if not codes:
+        return Languages()
+    ordered = tuple(sorted(codes, key=codes.get))
+    return Languages(
+        ordered, getattr(source_tokenizer, "source_lang", None), getattr(target_tokenizer, "target_lang", None)
+    )
 
 
 class Controls(NamedTuple):
@@ -126,10 +154,3 @@ def _per_sentence(sentences, name, value, checked):
     if count is not None and len(value) != count:
         raise ValueError(f"`{name}` must hold one entry per sentence: {count}. Received: {len(value)} entries")
     return tf.constant([checked(item, f"{name}[{i}]") for i, item in enumerate(value)], tf.string, shape=[len(value)])
-
-
-def refuse_controls(controls, engine):
-    """A one-line `ValueError` if any of `controls` is given to `engine`, which does not take them."""
-    names = [name for name, value in controls._asdict().items() if value is not None]
-    if names:
-        raise ValueError(f"{engine} does not take {' or '.join(names)}: open the run directory with the xla engine")

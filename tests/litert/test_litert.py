@@ -116,6 +116,25 @@ def test_greedy_and_beam_equal_the_run_translators(exported, sentences):
     assert (beam["finished"] == expected["finished"].numpy()).mean() >= 0.98
 
 
+def test_a_target_prefix_is_forced_as_the_run_translator_forces_it(exported):
+    """The host search takes the prefix's pieces first, scored 0, for greedy and beam: the XLA decoder's outputs."""
+    _, _, translator, reference = exported
+    _, pairs = tiny_run_dir()
+    sentences = [s for s, _ in pairs[:6]]
+    prefixes = ["Ein Hund", "", "Ein Hund", None, "Zwei", "Ein Hund"]  # one per sentence; none: decoding as usual
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tiny model runs on, past max_length, for some of them
+        for search in ("greedy_with_status", "call_with_status"):
+            ours = getattr(translator, search)(sentences, target_prefix=prefixes)
+            theirs = getattr(reference, search)(sentences, target_prefix=prefixes)
+            assert ours["translations"].tolist() == theirs["translations"].numpy().tolist(), search
+            np.testing.assert_allclose(ours["scores"], theirs["scores"].numpy(), atol=1e-4)
+        plain = translator.greedy(sentences).tolist()
+    forced = ours["translations"].tolist()
+    assert [forced[1], forced[3]] == [plain[1], plain[3]] and forced != plain
+    assert all(text.decode("utf-8").startswith(prefix) for text, prefix in zip(forced, prefixes) if prefix)
+
+
 def test_nbest_score_and_empty_inputs_answer_as_load_does(exported):
     run, _, translator, reference = exported
     _, pairs = tiny_run_dir()
@@ -241,6 +260,10 @@ def _set(path, value):
     return edit
 
 
+def _languages(codes, target_lang=None, source_position="first"):
+    return {"codes": codes, "source_lang": None, "target_lang": target_lang, "source_position": source_position}
+
+
 @pytest.mark.parametrize(
     "edit, words",
     [
@@ -260,6 +283,13 @@ def _set(path, value):
         (_set("tokenizer.source", "../../etc"), "`tokenizer.source` must be a folder inside the export"),
         (lambda info: info.pop("signatures"), "no `signatures`"),
         (_set("signatures", ["encode"]), "`signatures` must list"),
+        (_set("languages", "all"), "`languages` must be null or an object"),
+        (_set("languages", _languages({"de": 10**9})), "`languages.codes['de']` must be an int in [0, 399]"),
+        (_set("languages", _languages({"../x": 5})), "holds '../x', which is not a language code"),
+        (_set("languages", _languages({"de": 5, "fr": 5})), "must give each language a token of its own"),
+        (_set("languages", _languages({"de": 5}, target_lang=["de"])), "`languages.target_lang` must be null or"),
+        (_set("languages", _languages({"de": 5}, source_position="middle")), "`languages.source_position` must be"),
+        (_set("languages", _languages({"de": 5})), "`languages` are not those of the tokenizer"),  # it has none
     ],
     ids=lambda value: value if isinstance(value, str) else None,
 )

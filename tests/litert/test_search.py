@@ -81,3 +81,39 @@ def test_greedy_with_force_end_scores_the_forced_end_zero():
     assert [row + [PAD] * (LENGTH - len(row)) for row in outputs] == ids[:, 0].tolist()
     np.testing.assert_allclose(log_probs, scores[:, 0], atol=1e-5)
     assert ours.all() and finished.all() and any(len(row) == LENGTH for row in outputs)
+
+
+@pytest.mark.parametrize("beams", [1, K])
+def test_a_forced_prefix_is_taken_as_the_package_searches_take_it(beams):
+    """Each row's first tokens forced (a language token, a target prefix's pieces), scored 0; then searched on."""
+    table = tables(seed=5)
+    prefix = np.array([[4, 5], [6, -1], [-1, -1], [7, 8], [8, 8], [5, -1]])  # -1: free
+    banned = (PAD, START)
+    options = dict(start_id=START, end_id=END, pad_id=PAD, banned_ids=banned, softmax_over="vocabulary")
+    options.update(alpha=1.0, normalization="length")
+    if beams > 1:
+        searcher = BeamSearch(beam_size=beams, stopping="cannot_improve", **options)
+    else:
+        searcher = GreedySearch(**options)
+
+    def step_fn(tokens, index, state):
+        rows = tf.range(tf.shape(tokens)[0]) // beams
+        return tf.gather_nd(tf.constant(table), tf.stack([rows, tokens], axis=1)), state
+
+    expected = searcher.run(step_fn, tf.zeros((BATCH * beams, 1)), BATCH, LENGTH, prefix=tf.constant(prefix))
+    session, done = Session(table, beams, banned), np.zeros(BATCH, bool)
+    if beams == 1:
+        outputs, log_probs, _ = search.greedy(session, done, LENGTH, START, END, prefix=prefix)
+        best = np.array([row + [PAD] * (LENGTH - len(row)) for row in outputs])
+        scores = log_probs / np.array([len(row) for row in outputs])  # alpha 1, "length"
+        np.testing.assert_array_equal(best, expected.ids.numpy()[:, 0])
+    else:
+        ids, scores, _ = search.beam(
+            session, done, beams, LENGTH, START, END, 1.0, "length", False, "cannot_improve", prefix=prefix
+        )
+        assert (ids == expected.ids.numpy()).all(axis=-1).mean() >= 0.9  # ties, as above
+        best, scores = ids[:, 0], scores[:, 0]
+    np.testing.assert_allclose(scores, expected.scores.numpy()[:, 0], atol=1e-5)
+    for row, forced in zip(best, prefix):
+        kept = forced[forced >= 0]
+        assert row[: len(kept)].tolist() == kept.tolist()  # every output begins with its prefix

@@ -4,6 +4,7 @@ import json
 import pathlib
 import shutil
 import sys
+import warnings
 
 import keras
 import numpy as np
@@ -11,7 +12,9 @@ import pytest
 
 from keras_transformer import runs
 from keras_transformer.commands import cli
-from keras_transformer.files import destinations
+from keras_transformer.decoding import TruncatedOutputWarning
+from keras_transformer.files import destinations, user_cache
+from keras_transformer.opener import open_translator
 from keras_transformer.pretrained import import_pretrained
 from keras_transformer.serving import ctranslate2_engine
 
@@ -33,7 +36,7 @@ def cache(tmp_path_factory):
     """A fresh conversion cache for this module, also seen by the `serve` subprocess."""
     with pytest.MonkeyPatch.context() as patch:
         folder = tmp_path_factory.mktemp("ct2-cache")
-        patch.setenv(ctranslate2_engine.CACHE_ENV, str(folder))
+        patch.setenv(user_cache.CACHE_ENV, str(folder))
         yield folder
 
 
@@ -81,6 +84,24 @@ def test_translate_gives_the_xla_greedy_strings(which, run, marian, capsys, tmp_
     theirs = translate(capsys, model, sentences, tmp_path, "ctranslate2")
     assert theirs == ours
     assert len(ours) == len(sentences) >= 10 and len(set(ours)) > len(ours) // 2  # real, varied translations
+
+
+@pytest.mark.parametrize("which, prefix", [("tiny run", "Ein Hund"), ("imported Marian", "네 말이")])
+def test_a_target_prefix_gives_the_xla_strings(which, prefix, run, marian):
+    """The prefix's pieces as CTranslate2's `target_prefix`: greedy gives the XLA decoder's strings, beams begin so."""
+    model, sentences = (run[0], run[1]) if which == "tiny run" else marian
+    sentences = list(sentences[:6])
+    xla, ct2 = (open_translator(model, engine, beam_size=4, max_length=20) for engine in ("xla", "ctranslate2"))
+    prefixes = [prefix, "", prefix, None, prefix, prefix]  # one per sentence; none: decoding as usual
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TruncatedOutputWarning)
+        ours = xla.greedy(sentences, target_prefix=prefixes).numpy().tolist()
+        theirs = ct2.greedy(sentences, target_prefix=prefixes).numpy().tolist()
+        plain = ct2.greedy(sentences).numpy().tolist()
+        beams = ct2.nbest(sentences, target_prefix=prefix)["translations"].numpy()
+    assert theirs == ours
+    assert [theirs[1], theirs[3]] == [plain[1], plain[3]] and theirs != plain
+    assert all(text.decode("utf-8").startswith(prefix) for text in [*theirs[::2], *beams.ravel()])
 
 
 def test_score_gives_the_xla_log_probs(run, capsys, tmp_path):

@@ -170,7 +170,10 @@ BAD = [
     pytest.param({"instances": [3]}, 400, "must be a string", id="non-string-instance"),
     pytest.param({"instances": [["a"]]}, 400, "must be a string", id="nested-list-instance"),
     pytest.param({"instances": [{"b64": "%%%"}]}, 400, "not valid base64", id="bad-b64"),
-    pytest.param({"instances": [{"sentence": "a"}]}, 400, "wrong input names", id="wrong-input-name"),
+    pytest.param({"instances": [{"sentences": "a", "x": 1}]}, 400, "wrong input names", id="wrong-input-name"),
+    pytest.param(
+        {"instances": [{"sentence": "a"}]}, 400, "no 'with_controls' signature", id="sentence-object-old-export"
+    ),
     pytest.param({"inputs": {"sentences": ["a"], "extra": 1}}, 400, "wrong input names", id="extra-input"),
     pytest.param({"signature_name": "nope", "instances": ["a"]}, 400, "nope", id="unknown-signature"),
     pytest.param({"instances": "a"}, 400, "must be a JSON list", id="instances-not-list"),

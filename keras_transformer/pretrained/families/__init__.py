@@ -11,33 +11,39 @@ in the same four parts (after keras-hub's `utils/transformers/convert_*.py`):
 - the generation settings: `decoding_config(generation, config, where)` -> `DecodingConfig`;
 
 and its `MODEL_TYPE` (transformers' name), `FAMILY` (for messages),
-`ADD_SOURCE_END` (whether its sources end with END) and `outer_names(tensors)`
-(the tensors beyond the layers', which an export writes again); optionally
-`license_of(checkpoint)`, its family's license where the repository's README
-names none. A new family is one module like `marian`, added to `FAMILIES`:
-`marian` (OPUS-MT), `m2m100` (M2M100 and NLLB-200).
+`ADD_SOURCE_END` (whether its sources end with END); optionally
+`outer_names(tensors)` (the tensors beyond the layers', which an export
+writes again) and `license_of(checkpoint)` (its family's license where the
+repository's README names none). A family whose model is not the encoder-decoder has
+`build_model(config)` (`gpt2`: the decoder alone, `bert`: the encoder
+alone), and one whose special ids are its tokenizer's
+`config_with_tokenizers(config, tokenizers)`. A new family is one module
+like `marian`, added to `FAMILIES`: `marian` (OPUS-MT), `m2m100` (M2M100 and
+NLLB-200), `gpt2`, `bert`.
 
 A family that runs are written back as (`pretrained.export_checkpoint`) has
-a writer module in the same four parts the other way (`marian_export`: its
-`hf_config`, `checkpoint_tensors`, `tokenizer_files` and `tokenizer_config`,
-`generation_config`), registered in `WRITERS`. This package's own runs are
+a writer module in the same four parts the other way (`marian_export`,
+`m2m100_export`: its `hf_config`, `checkpoint_tensors`, `tokenizer_files`
+and `tokenizer_config`, `generation_config`, each with its `reads_as_*`
+that keeps a source's file where it still holds), registered in `WRITERS`,
+and a `card(state)` for the model card. This package's own runs are
 written as Marian checkpoints (`writer_of`).
 
 Example:
 
 >>> sorted(FAMILIES), sorted(WRITERS)
-(['m2m_100', 'marian'], ['marian'])
+(['bert', 'gpt2', 'm2m_100', 'marian'], ['m2m_100', 'marian'])
 >>> family_of({"model_type": "mbart"}, "config.json")
 Traceback (most recent call last):
 ...
-ValueError: config.json: model_type 'mbart' is not one keras-transformer imports. Supported: ['m2m_100', 'marian']
-"""
+ValueError: config.json: model_type 'mbart' is not one keras-transformer imports. Supported: ['bert', 'gpt2', 'm2m_100', 'marian']
+"""  # noqa: E501  (a doctest's output is one line)
 
-from keras_transformer.pretrained.families import m2m100, marian, marian_export
+from keras_transformer.pretrained.families import bert, gpt2, m2m100, m2m100_export, marian, marian_export
 
 PARTS = ("model_config", "check_tensors", "assign_weights", "tokenizers", "decoding_config")
-FAMILIES = {module.MODEL_TYPE: module for module in (marian, m2m100)}
-WRITERS = {module.MODEL_TYPE: module for module in (marian_export,)}
+FAMILIES = {module.MODEL_TYPE: module for module in (marian, m2m100, gpt2, bert)}
+WRITERS = {module.MODEL_TYPE: module for module in (marian_export, m2m100_export)}
 OWN_RUNS = marian.MODEL_TYPE  # the family this package's own runs are written as
 
 

@@ -11,12 +11,17 @@ Example:
 ['model.encoder.layers.0.fc1.bias', 'model.encoder.layers.0.fc1.weight']
 """
 
-import numpy as np
-
 from keras_transformer.config import DecodingConfig
+from keras_transformer.decoding.rules import never_generated
+from keras_transformer.errors import ArgumentError
 from keras_transformer.kinds import MAX_BEAM_SIZE
-from keras_transformer.pretrained import shapes, streaming
+from keras_transformer.pretrained import shapes
+from keras_transformer.pretrained.families.generation import banned_ids, early_stopping_of
+from keras_transformer.pretrained.families.weights import as_is, assign, norm_sources, transposed
 from keras_transformer.pretrained.fields import Fields
+
+LAYER_PREFIXES = ("model.encoder.layers.", "model.decoder.layers.")  # the names of the layers' tensors
+__all__ = ["as_is", "assign", "norm_sources", "transposed"]  # what the families take from here too
 
 
 def matrix(info, name, weights):
@@ -93,22 +98,9 @@ def stack_shapes(config):
     return shapes
 
 
-def transposed(value):
-    """A PyTorch linear layer's `(outputs, inputs)` matrix as a Keras kernel, and back."""
-    return value.T
-
-
-def as_is(value):
-    """A tensor that both libraries lay out alike (biases, LayerNorms, embeddings)."""
-    return value
-
-
-as_is.streams = True  # copied into its weight a block of rows at a time where it is large (`streaming.set_weight`)
-
-
 def outer_names(tensors):
     """The names among `tensors` that are not a layer's: what a checkpoint's layout says beyond its config."""
-    return sorted(name for name in tensors if not name.startswith(("model.encoder.layers.", "model.decoder.layers.")))
+    return sorted(name for name in tensors if not name.startswith(LAYER_PREFIXES))
 
 
 def stack_sources(model):
@@ -120,32 +112,12 @@ def stack_sources(model):
     return sources
 
 
-def assign(model, checkpoint, sources):
-    """Sets `model`'s weights from `sources` (`(weight, tensor name or None for zeros, transform)`), one at a time.
-
-    Every weight of the model is set exactly once; one that no source sets
-    is a `ValueError` naming it. A large tensor is copied a block of rows at
-    a time (`streaming.set_weight`).
-    """
-    tensors = checkpoint.tensors()
-    assigned = set()
-    for weight, name, transform in sources:
-        if name is None:
-            weight.assign(np.zeros(weight.shape, np.float32))
-        else:
-            streaming.set_weight(weight, checkpoint, name, transform, tensors[name].shape)
-        assigned.add(weight.path)
-    missing = [w.path for w in model.weights if w.path not in assigned]
-    if missing:
-        raise ValueError(f"no checkpoint weight was found for {missing[:5]}")
-
-
 ATTENTION = {"query": "q_proj", "key": "k_proj", "value": "v_proj"}
 
 
 def layer_sources(layer, prefix):
     blocks = [("self_attention", "self_attn", "self_attention_norm", "self_attn_layer_norm")]
-    if hasattr(layer, "cross_attention"):
+    if getattr(layer, "cross_attention", None) is not None:  # a GPT block has none
         blocks.append(("cross_attention", "encoder_attn", "cross_attention_norm", "encoder_attn_layer_norm"))
     sources = []
     for ours, theirs, our_norm, their_norm in blocks:
@@ -165,10 +137,6 @@ def layer_sources(layer, prefix):
     return sources
 
 
-def norm_sources(norm, prefix):
-    return [(norm.gamma, f"{prefix}.weight", as_is), (norm.beta, f"{prefix}.bias", as_is)]
-
-
 def generation_settings(generation, config, where="generation_config.json", family="this"):
     """The checkpoint's generation settings (`generation_config.json`, a dict) as a `DecodingConfig`.
 
@@ -186,21 +154,9 @@ def generation_settings(generation, config, where="generation_config.json", fami
     (`DecodingConfig.check`): a `ValueError` names `where` and the field.
     """
     fields = Fields(generation, where, family)
-    banned, bad_words = [], fields.raw("bad_words_ids", [])
-    if not isinstance(bad_words, list):
-        raise ValueError(f"{where}: `bad_words_ids` must be a list of lists of ids. Received: {bad_words!r}"[:300])
-    for ids in bad_words:
-        if not (isinstance(ids, list) and len(ids) == 1):
-            raise ValueError(
-                f"{where}: bad_words_ids {ids!r}"[:200] + " is a sequence of tokens; keras-transformer bans "
-                "single tokens only"
-            )
-        banned.append(
-            Fields({"bad_words_ids": ids}, where).single_id("bad_words_ids", vocab_size=config.target_vocab_size)
-        )
-    early_stopping = fields.raw("early_stopping", False)
-    if early_stopping not in (True, False) or not isinstance(early_stopping, bool):
-        raise ValueError(f"{where}: early_stopping={early_stopping!r} is not supported (true or false)"[:300])
+    banned = banned_ids(fields, config.target_vocab_size)
+    bad_words = fields.raw("bad_words_ids", [])
+    early_stopping = early_stopping_of(fields)
     check_special_ids(fields, config)
     renormalize = fields.bool("renormalize_logits", False)
     if renormalize and not {config.start_id, config.target_pad} <= set(banned):
@@ -218,7 +174,7 @@ def generation_settings(generation, config, where="generation_config.json", fami
         stopping="beams_ended" if early_stopping else "cannot_improve",
         cut_off="by_score",
         force_end=forced_end == config.end_id,
-        banned_ids=tuple(banned),
+        banned_ids=banned,
         softmax_over="allowed" if renormalize else "vocabulary",
     ).check(vocab_size=config.target_vocab_size, model_max_length=config.max_length, where=where)
 
@@ -235,3 +191,44 @@ def check_special_ids(fields, config):
     pad = fields.single_id("pad_token_id", None, vocab_size=config.source_vocab_size)
     if pad is not None and pad != config.pad_id:
         raise ValueError(f"{fields.where}: `pad_token_id` is {pad}, but config.json's is {config.pad_id}")
+
+
+def generation_json(decoding, config, base=None):
+    """generation_config.json of `decoding` (a `DecodingConfig`) for a BART-derived model of `config`.
+
+    The inverse of `generation_settings`: `base`'s other fields kept, the
+    ones it reads set from the run. `bad_words_ids` are the ids the run's searches never generate
+    (`decoding.rules.never_generated`). A setting transformers' `generate`
+    has no equivalent for is a `ValueError` naming it: GNMT's length penalty
+    with more than one beam.
+    """
+    if decoding.normalization == "gnmt" and decoding.beam_size > 1 and decoding.alpha != 0:
+        raise ArgumentError(
+            f"`normalization`='gnmt' (beam search over ((5 + length) / 6) ** {decoding.alpha:g}) has no "
+            "transformers equivalent (it divides by length ** length_penalty): export with {beam_size=1} or {alpha=0}"
+        )
+    data = dict(base or {})
+    for key in ("forced_eos_token_id", "length_penalty", "renormalize_logits", "early_stopping", "bad_words_ids"):
+        data.pop(key, None)
+    allowed = decoding.softmax_over == "allowed"
+    banned = never_generated(
+        config.start_id, config.end_id, config.target_pad, decoding.banned_ids, decoding.softmax_over
+    )
+    data.update(
+        decoder_start_token_id=config.start_id,
+        eos_token_id=config.end_id,
+        pad_token_id=config.pad_id,
+        max_length=(decoding.max_new_tokens or config.max_length) + 1,  # transformers counts the start token
+        num_beams=decoding.beam_size,
+    )
+    if banned:
+        data["bad_words_ids"] = [[int(i)] for i in banned]
+    if decoding.normalization == "length" or decoding.alpha == 0:
+        data["length_penalty"] = float(decoding.alpha)
+    if decoding.stopping == "beams_ended":
+        data["early_stopping"] = True
+    if decoding.force_end:
+        data["forced_eos_token_id"] = config.end_id
+    if allowed:
+        data["renormalize_logits"] = True
+    return dict(sorted(data.items()))

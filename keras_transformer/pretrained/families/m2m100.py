@@ -21,6 +21,7 @@ from keras_transformer.config import ModelConfig
 from keras_transformer.kinds import MAX_LENGTH
 from keras_transformer.pretrained import shapes
 from keras_transformer.pretrained.families import bart
+from keras_transformer.pretrained.families.weights import as_is, assign, norm_sources
 from keras_transformer.pretrained.fields import Fields
 from keras_transformer.runs import Tokenizers
 from keras_transformer.tokenizers.fairseq import from_m2m100_files, from_nllb_files
@@ -36,6 +37,7 @@ _RATES = ("dropout", "attention_dropout", "activation_dropout")
 # The names of a checkpoint's tensors beyond the layers' (embeddings, final norms): its layout.
 outer_names = bart.outer_names
 _EMBEDDINGS = ("model.shared.weight", "model.encoder.embed_tokens.weight")
+_COPIES = ("model.decoder.embed_tokens.weight", "lm_head.weight")  # the tied embedding under other names
 
 
 def model_config(hf_config, tensors, where="config.json", weights="the weights file"):
@@ -80,10 +82,10 @@ def model_config(hf_config, tensors, where="config.json", weights="the weights f
 def check_tensors(config, tensors, weights):
     """Every tensor an M2M100 model of `config` needs is in `tensors`, of its shape, and nothing else is."""
     d, vocab = config.d_model, config.source_vocab_size
-    required = {_embedding(tensors): (vocab, d), **bart.stack_shapes(config)}
+    required = {embedding_name(tensors): (vocab, d), **bart.stack_shapes(config)}
     for side in ("encoder", "decoder"):
         required[f"model.{side}.layer_norm.weight"] = required[f"model.{side}.layer_norm.bias"] = (d,)
-    optional = {name: (vocab, d) for name in (*_EMBEDDINGS, "model.decoder.embed_tokens.weight", "lm_head.weight")}
+    optional = {name: (vocab, d) for name in (*_EMBEDDINGS, *_COPIES)}
     shapes.check_shapes(required, optional, tensors, weights, FAMILY)
 
 
@@ -142,12 +144,33 @@ def license_of(checkpoint):
 
 def assign_weights(model, checkpoint):
     """Sets `model`'s weights from an M2M100 checkpoint, one tensor at a time (checked by `check_tensors`)."""
-    tensors = checkpoint.tensors()
-    sources = [(model.encoder_embedding.embeddings, _embedding(tensors), bart.as_is)]
+    assign(model, checkpoint, weight_sources(model, checkpoint.tensors()))
+
+
+def weight_sources(model, names):
+    """`(model weight, tensor name, transform)` of every weight of an M2M100 `model`: import and export read it.
+
+    `names` are the tensors a checkpoint holds, which name the one token
+    embedding (`model.shared.weight`, else the encoder's `embed_tokens`);
+    the other names it may go by (the decoder's, `lm_head.weight`) are
+    copies of it, and the positions are computed, never stored.
+    """
+    sources = [(model.encoder_embedding.embeddings, embedding_name(names), as_is)]
     for side, norm in (("encoder", model.encoder_norm), ("decoder", model.decoder_norm)):
-        sources += bart.norm_sources(norm, f"model.{side}.layer_norm")
-    bart.assign(model, checkpoint, sources + bart.stack_sources(model))
+        sources += norm_sources(norm, f"model.{side}.layer_norm")
+    return sources + bart.stack_sources(model)
 
 
-def _embedding(tensors):
-    return next(name for name in _EMBEDDINGS if name in tensors)
+def tensor_shapes(config, names=()):
+    """`{name: shape}` of the tensors an M2M100 model of `config` is written as (the embedding's copies in `names`)."""
+    d, vocab = config.d_model, config.source_vocab_size
+    shapes = {embedding_name(names): (vocab, d), **bart.stack_shapes(config)}
+    for side in ("encoder", "decoder"):
+        shapes[f"model.{side}.layer_norm.weight"] = shapes[f"model.{side}.layer_norm.bias"] = (d,)
+    shapes.update({name: (vocab, d) for name in (*_EMBEDDINGS, *_COPIES) if name in names})
+    return shapes
+
+
+def embedding_name(names):
+    """The token embedding's tensor among `names`: `model.shared.weight`, else the encoder's `embed_tokens`."""
+    return next((name for name in _EMBEDDINGS if name in names), _EMBEDDINGS[0])

@@ -19,6 +19,7 @@ from keras_transformer.kinds import MAX_LENGTH
 from keras_transformer.pretrained import shapes
 from keras_transformer.pretrained.families import bart, marian_tensors
 from keras_transformer.pretrained.families.marian_tensors import tensor_shapes, weight_sources
+from keras_transformer.pretrained.families.weights import assign
 from keras_transformer.pretrained.fields import Fields
 from keras_transformer.runs import Tokenizers
 from keras_transformer.tokenizers.marian import MarianTokenizer
@@ -123,7 +124,7 @@ def tokenizers(checkpoint, config):
 
 def assign_weights(model, checkpoint):
     """Sets `model`'s weights from a Marian checkpoint, one tensor at a time (checked by `check_tensors`)."""
-    bart.assign(model, checkpoint, weight_sources(model, model.config, checkpoint.tensors()))
+    assign(model, checkpoint, weight_sources(model, model.config, checkpoint.tensors()))
 
 
 def _embedding_name(tensors, fields):

@@ -35,12 +35,11 @@ import json
 
 import numpy as np
 
-from keras_transformer.decoding.rules import never_generated
-from keras_transformer.errors import ArgumentError
 from keras_transformer.layers.positional_encoding import positional_encoding
 from keras_transformer.pretrained.checkpoints import TensorInfo
-from keras_transformer.pretrained.families import marian
+from keras_transformer.pretrained.families import bart, marian
 from keras_transformer.pretrained.families.marian_tensors import tensor_shapes, transposed, weight_sources
+from keras_transformer.pretrained.model_card import MARIAN as MARIAN_CARD
 from keras_transformer.tokenizers.marian import MarianTokenizer
 
 MODEL_TYPE = marian.MODEL_TYPE
@@ -70,7 +69,7 @@ def check_model(config):
     if config.layer_norm_epsilon != marian.LAYER_NORM_EPSILON:
         raise ValueError(
             f"`layer_norm_epsilon`={config.layer_norm_epsilon!r} has no Marian equivalent: its LayerNorms use "
-            f"{marian.LAYER_NORM_EPSILON!r}, which its config.json cannot change (train with layer_norm_epsilon=1e-5)"
+            f"{marian.LAYER_NORM_EPSILON!r}, which its config.json cannot change"
         )
     if config.activation not in ACTIVATION_NAMES:
         raise ValueError(
@@ -134,47 +133,17 @@ def reads_as_model(original, config):
     return read.replace(target_pad_id=config.target_pad_id) == config
 
 
-def generation_config(decoding, config, base=None):
+def generation_config(decoding, config, base=None, state=None):
     """generation_config.json of `decoding` (a `DecodingConfig`) for a model of `config`: `base`'s other fields.
 
-    `bad_words_ids` are the ids the run's searches never generate
-    (`decoding.rules.never_generated`). A setting transformers' `generate`
-    has no equivalent for is a `ValueError` naming it: GNMT's length penalty
-    with more than one beam.
+    As every BART-derived family writes it (`bart.generation_json`); a
+    setting transformers' `generate` has no equivalent for is a `ValueError`
+    naming it. `state` (the tokenizers', `tokenizer_files`) changes nothing here.
     """
-    if decoding.normalization == "gnmt" and decoding.beam_size > 1 and decoding.alpha != 0:
-        raise ArgumentError(
-            f"`normalization`='gnmt' (beam search over ((5 + length) / 6) ** {decoding.alpha:g}) has no "
-            "transformers equivalent (it divides by length ** length_penalty): export with {beam_size=1} or {alpha=0}"
-        )
-    data = dict(base or {})
-    for key in ("forced_eos_token_id", "length_penalty", "renormalize_logits", "early_stopping", "bad_words_ids"):
-        data.pop(key, None)
-    allowed = decoding.softmax_over == "allowed"
-    banned = never_generated(
-        config.start_id, config.end_id, config.target_pad, decoding.banned_ids, decoding.softmax_over
-    )
-    data.update(
-        decoder_start_token_id=config.start_id,
-        eos_token_id=config.end_id,
-        pad_token_id=config.pad_id,
-        max_length=(decoding.max_new_tokens or config.max_length) + 1,  # transformers counts the start token
-        num_beams=decoding.beam_size,
-    )
-    if banned:
-        data["bad_words_ids"] = [[int(i)] for i in banned]
-    if decoding.normalization == "length" or decoding.alpha == 0:
-        data["length_penalty"] = float(decoding.alpha)
-    if decoding.stopping == "beams_ended":
-        data["early_stopping"] = True
-    if decoding.force_end:
-        data["forced_eos_token_id"] = config.end_id
-    if allowed:
-        data["renormalize_logits"] = True
-    return dict(sorted(data.items()))
+    return bart.generation_json(decoding, config, base)
 
 
-def reads_as_decoding(original, decoding, config):
+def reads_as_decoding(original, decoding, config, state=None):
     """Whether generation_config.json `original` (a dict) imports as `decoding`: then it is written back."""
     try:
         return marian.decoding_config(original, config) == decoding
@@ -248,13 +217,16 @@ def _derived(name, config, tensors):
     return copies[name]
 
 
-def tokenizer_files(tokenizers, config):
+def tokenizer_files(tokenizers, config, languages=None):
     """`{name: bytes}`: source.spm, target.spm, vocab.json (and target_vocab.json) of a run's `tokenizers`.
 
     An import's `MarianTokenizer`s give their files as they were read; this
     package's own tokenizers (`SubwordTokenizer`) their SentencePiece model
     and `{piece: id}` of its pieces, so the ids stay the run's. Returns the
-    files and whether the vocabularies are separate (`separate_vocabs`).
+    files and the state the other files are written in: whether the
+    vocabularies are separate (`separate_vocabs`). A Marian run has no
+    `languages` (a run's config.json `languages`, which training refuses
+    for a model of one pair).
     """
     source, target = tokenizers
     if isinstance(source, MarianTokenizer) and isinstance(target, MarianTokenizer):
@@ -323,3 +295,8 @@ def _vocab_json(model_proto, side):
         )
     vocab = {piece: index for index, piece in enumerate(pieces)}
     return (json.dumps(vocab, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+
+
+def card(state):
+    """What the model card says of a Marian checkpoint (`model_card.MARIAN`): its class, tags and example."""
+    return MARIAN_CARD

@@ -23,7 +23,8 @@ Example:
 ((10, 8), (16, 8))
 """
 
-from keras_transformer.pretrained.families.bart import as_is, outer_names, stack_shapes, stack_sources, transposed
+from keras_transformer.pretrained.families.bart import outer_names, stack_shapes, stack_sources
+from keras_transformer.pretrained.families.weights import as_is, transposed
 
 __all__ = ["as_is", "embedding_names", "outer_names", "tensor_shapes", "transposed", "weight_sources"]
 

@@ -25,13 +25,21 @@ into two target languages: the source and target ids the tokenizer gives
 (language tokens included), greedy and beam-4 `generate` ids and strings
 (forced BOS, `max_new_tokens`, a `length_penalty` of 1.0), the beams'
 scores, and the teacher-forced logits of a few pairs
-(`reference_logits.npz`).
+(`reference_logits.npz`); and under `training`, the ids of fine-tuning
+pairs as transformers frames them for `model(**batch)`: `input_ids` and
+`labels` of `tokenizer(sources, text_target=targets)` with `src_lang` and
+`tgt_lang` set, and `decoder_input_ids` of `shift_tokens_right(labels)`,
+for a pair of languages each way (NLLB's also under `legacy_behaviour`).
 
 The tests need neither torch nor transformers. To rebuild (CPU, a few minutes):
 
     python -m venv /tmp/m2m-ref
     /tmp/m2m-ref/bin/pip install torch transformers sentencepiece protobuf safetensors
     /tmp/m2m-ref/bin/python tests/data/m2m100/make_fixtures.py
+
+`--references-only` rewrites reference.json and reference_logits.npz from
+the committed checkpoints, leaving their files as they are (the
+`training` ids were added so, with the same outputs as before elsewhere).
 
 Written with torch 2.13 and transformers 5.24.
 """
@@ -249,8 +257,67 @@ def references(model, tokenizer, kind, folder):
         logits[f"{target}_input_ids"] = pairs_in["input_ids"].numpy()
         logits[f"{target}_decoder_input_ids"] = decoder_inputs.numpy()
         logits[f"{target}_logits"] = out.logits.numpy()
+    reference["training"] = training_references(model, tokenizer, kind)
     (folder / "reference.json").write_text(json.dumps(reference, ensure_ascii=False, indent=1), encoding="utf-8")
     np.savez_compressed(folder / "reference_logits.npz", **logits)
+
+
+# Fine-tuning pairs whose ids `training` records: chatbot questions and answers, and spacing a tokenizer normalizes.
+TRAINING_PAIRS = [
+    ("요즘 너무 바빠", "쉬엄쉬엄 하세요."),
+    ("주말에 비 온대", "우산 챙기세요."),
+    ("  두 칸  띄운 질문 ", "답 "),
+    ("English and 한국어 mixed", "섞어 써도 돼요."),
+]
+# (source language, target language) of each family's fine-tuning pairs: each way.
+TRAINING_LANGUAGES = {
+    "m2m100": (("ko", "en"), ("en", "ko")),
+    "nllb": (("kor_Hang", "eng_Latn"), ("eng_Latn", "kor_Hang")),
+}
+
+
+def training_references(model, tokenizer, kind):
+    """The ids transformers gives fine-tuning pairs: `input_ids`, `labels`, `decoder_input_ids`, per pair of languages.
+
+    NLLB's `legacy_behaviour` puts the language last on both sides
+    (`X </s> [src]`, labels `Y </s> [tgt]`), unlike the forced BOS that
+    `generate` decodes with: recorded as transformers gives it.
+    """
+    sources, targets = [s for s, _ in TRAINING_PAIRS], [t for _, t in TRAINING_PAIRS]
+    framings = []
+    legacy_options = (False, True) if kind == "nllb" else (False,)
+    for source_lang, target_lang in TRAINING_LANGUAGES[kind]:
+        for legacy in legacy_options:
+            if kind == "nllb":
+                tokenizer.legacy_behaviour = legacy
+            tokenizer.src_lang, tokenizer.tgt_lang = source_lang, target_lang
+            encoded = tokenizer(sources, text_target=targets)
+            start = model.config.decoder_start_token_id
+            shifted = [
+                shift_tokens_right(torch.tensor([labels]), model.config.pad_token_id, start)[0].tolist()
+                for labels in encoded["labels"]
+            ]
+            framings.append(
+                {
+                    "source_lang": source_lang,
+                    "target_lang": target_lang,
+                    "legacy_behaviour": legacy,
+                    "input_ids": encoded["input_ids"],
+                    "labels": encoded["labels"],
+                    "decoder_input_ids": shifted,
+                }
+            )
+    if kind == "nllb":
+        tokenizer.legacy_behaviour = False
+    return {"pairs": [list(pair) for pair in TRAINING_PAIRS], "framings": framings}
+
+
+def rebuild_references(kind, folder):
+    """reference.json and reference_logits.npz again, from the committed checkpoint in `folder` (left unchanged)."""
+    print("references of", folder, flush=True)
+    model = M2M100ForConditionalGeneration.from_pretrained(folder).eval()
+    tokenizer = (M2M100Tokenizer if kind == "m2m100" else NllbTokenizer).from_pretrained(folder)
+    references(model, tokenizer, kind, folder)
 
 
 def _unpadded(rows, tokenizer):
@@ -259,5 +326,11 @@ def _unpadded(rows, tokenizer):
 
 
 if __name__ == "__main__":
-    build("m2m100", HERE / "m2m100", seed=0)
-    build("nllb", HERE / "nllb", seed=1)
+    import sys
+
+    if sys.argv[1:] == ["--references-only"]:
+        rebuild_references("m2m100", HERE / "m2m100")
+        rebuild_references("nllb", HERE / "nllb")
+    else:
+        build("m2m100", HERE / "m2m100", seed=0)
+        build("nllb", HERE / "nllb", seed=1)

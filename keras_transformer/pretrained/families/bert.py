@@ -1,0 +1,214 @@
+"""BERT checkpoints in this package's terms: config, weights, tokenizer, generation settings.
+
+The module of one family of checkpoints, `model_type: "bert"`, in the four
+parts every family has (`keras_transformer.pretrained.families`). BERT is
+the Transformer's encoder alone (`build_encoder_only`): token, learned
+position and segment embeddings summed and normalized, post-norm blocks,
+the exact GELU, and a head: the masked-LM head of a `BertForMaskedLM`
+(`cls.predictions`: a transform, then the tied embedding with its bias) or
+the classifier of a `BertForSequenceClassification` (`bert.pooler`,
+`classifier`). Its tokenizer is WordPiece over `vocab.txt`, lower-cased
+where `tokenizer_config.json` says so; `[CLS]` starts a text and `[SEP]`
+ends it.
+
+Every field is read with its kind and range, and the sizes are held against
+the weights file's tensors before anything is built (`shapes`).
+"""
+
+from keras_transformer.config import DecodingConfig, ModelConfig
+from keras_transformer.kinds import MAX_LENGTH
+from keras_transformer.pretrained import shapes
+from keras_transformer.pretrained.families.weights import as_is, assign, dense_sources, norm_sources
+from keras_transformer.pretrained.fields import Fields
+from keras_transformer.runs import Tokenizers
+
+MODEL_TYPE = "bert"
+FAMILY = "BERT"
+ADD_SOURCE_END = False  # the tokenizer adds [SEP] itself
+ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+_RATES = (("hidden_dropout_prob", "dropout"), ("attention_probs_dropout_prob", "attention_dropout"))
+
+
+def _prefix(tensors):
+    """`"bert."` for a task model's file (`BertForMaskedLM`, ...), `""` for a `BertModel`'s."""
+    return "bert." if "bert.embeddings.word_embeddings.weight" in tensors else ""
+
+
+def model_config(hf_config, tensors, where="config.json", weights="the weights file"):
+    """The `ModelConfig` of a BERT `config.json` (a dict) whose weights file holds `tensors`.
+
+    The head is the file's: a classifier where it holds `classifier.weight`,
+    else the masked-LM head. `[CLS]` and `[SEP]` are the tokenizer's
+    (`config_with_tokenizers`); until then they stand at the ids after the
+    padding id.
+    """
+    fields = Fields(hf_config, where, FAMILY)
+    prefix = _prefix(tensors)
+    embedding = f"{prefix}embeddings.word_embeddings.weight"
+    if embedding not in tensors or len(tensors[embedding].shape) != 2:
+        raise ValueError(f"{weights} has no token embedding matrix (`{embedding}`), which BERT holds")
+    rows, width = tensors[embedding].shape
+    d_model = fields.int("hidden_size", low=1, high=2**20)
+    shapes.check_field(where, "hidden_size", d_model, width, f"columns in `{embedding}`", weights)
+    vocab = fields.int("vocab_size", low=3)
+    shapes.check_field(where, "vocab_size", vocab, rows, f"rows in `{embedding}`", weights)
+    layers = fields.int("num_hidden_layers", low=1)
+    found = shapes.layer_count(tensors, f"{prefix}encoder.layer")
+    shapes.check_field(where, "num_hidden_layers", layers, found, "layers", weights)
+    if fields.choice("position_embedding_type", ["absolute"], "absolute") != "absolute" or fields.bool(
+        "is_decoder", False
+    ):
+        raise ValueError(f"{where}: keras-transformer imports BERT encoders with absolute positions")
+    if not fields.bool("tie_word_embeddings", True):
+        raise ValueError(f"{where}: `tie_word_embeddings` must be true; keras-transformer ties BERT's output")
+    classes = tensors["classifier.weight"].shape[0] if "classifier.weight" in tensors else None
+    pad = fields.single_id("pad_token_id", 0, vocab_size=vocab)
+    return ModelConfig(
+        source_vocab_size=vocab,
+        target_vocab_size=vocab,
+        architecture="encoder_only",
+        num_layers=layers,
+        d_model=d_model,
+        num_heads=fields.int("num_attention_heads", low=1, high=d_model),
+        d_ff=fields.int("intermediate_size", low=1),
+        **{ours: _rate(fields, theirs) for theirs, ours in _RATES},
+        max_length=fields.int("max_position_embeddings", low=2, high=MAX_LENGTH),
+        segment_vocab_size=fields.int("type_vocab_size", 2, low=0, high=2**16),
+        embedding_norm=True,
+        activation=ACTIVATIONS[fields.choice("hidden_act", sorted(ACTIVATIONS), "gelu")],
+        layer_norm_epsilon=fields.number("layer_norm_eps", 1e-12, low=1e-30),
+        position_layout="learned",
+        scale_embeddings=False,
+        tie_output_embedding=True,
+        encoder_head="masked_lm" if classes is None else "classifier",
+        num_classes=classes,
+        pad_id=pad,
+        start_id=(pad + 1) % vocab,
+        end_id=(pad + 2) % vocab,
+    ).check()
+
+
+def _rate(fields, name):
+    rate = fields.number(name, 0.1, low=0)
+    if rate >= 1:
+        raise ValueError(f"{fields.where}: `{name}` must be a number in [0, 1). Received: {name}={rate!r}")
+    return rate
+
+
+def check_tensors(config, tensors, weights):
+    """Every tensor a BERT of `config` needs is in `tensors`, of its shape, and nothing else is."""
+    d, ffn, vocab, prefix = config.d_model, config.d_ff, config.source_vocab_size, _prefix(tensors)
+    embeddings = f"{prefix}embeddings"
+    required = {
+        f"{embeddings}.word_embeddings.weight": (vocab, d),
+        f"{embeddings}.position_embeddings.weight": (config.max_length, d),
+        f"{embeddings}.LayerNorm.weight": (d,),
+        f"{embeddings}.LayerNorm.bias": (d,),
+    }
+    if config.segment_vocab_size:
+        required[f"{embeddings}.token_type_embeddings.weight"] = (config.segment_vocab_size, d)
+    pooler = {f"{prefix}pooler.dense.weight": (d, d), f"{prefix}pooler.dense.bias": (d,)}
+    optional = {f"{embeddings}.position_ids": (1, config.max_length), **pooler}
+    if config.encoder_head == "classifier":
+        required.update(pooler)
+        required.update({"classifier.weight": (config.num_classes, d), "classifier.bias": (config.num_classes,)})
+    else:
+        transform = "cls.predictions.transform"
+        required.update({f"{transform}.dense.weight": (d, d), f"{transform}.dense.bias": (d,)})
+        required.update({f"{transform}.LayerNorm.weight": (d,), f"{transform}.LayerNorm.bias": (d,)})
+        required["cls.predictions.bias"] = (vocab,)
+        optional.update({"cls.predictions.decoder.weight": (vocab, d), "cls.predictions.decoder.bias": (vocab,)})
+        optional.update(
+            {"cls.seq_relationship.weight": (2, d), "cls.seq_relationship.bias": (2,)}
+        )  # BertForPreTraining's next-sentence head: not imported
+    for index in range(config.num_layers):
+        layer = f"{prefix}encoder.layer.{index}"
+        for name in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
+            required.update({f"{layer}.{name}.weight": (d, d), f"{layer}.{name}.bias": (d,)})
+        required.update({f"{layer}.intermediate.dense.weight": (ffn, d), f"{layer}.intermediate.dense.bias": (ffn,)})
+        required.update({f"{layer}.output.dense.weight": (d, ffn), f"{layer}.output.dense.bias": (d,)})
+        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
+            required[f"{layer}.{norm}.weight"] = required[f"{layer}.{norm}.bias"] = (d,)
+    shapes.check_shapes(required, optional, tensors, weights, FAMILY)
+
+
+def tokenizers(checkpoint, config):
+    """The checkpoint's WordPiece tokenizer (`tokenizer.json`, else `vocab.txt`), one for both sides."""
+    from keras_transformer.tokenizers.huggingface import HuggingFaceTokenizer
+
+    size = config.source_vocab_size
+    settings = Fields(checkpoint.json("tokenizer_config.json", required=False), "tokenizer_config.json", FAMILY)
+    if checkpoint.has("tokenizer.json"):
+        tokenizer = HuggingFaceTokenizer.from_tokenizer_file(checkpoint.path("tokenizer.json"), size, **_no_ids())
+    else:
+        lowercase = settings.bool("do_lower_case", True)
+        strip = settings.raw("strip_accents", None)
+        if strip is not None and not isinstance(strip, bool):
+            raise ValueError(f"tokenizer_config.json: `strip_accents` must be true, false or null. Received: {strip!r}")
+        tokenizer = HuggingFaceTokenizer.from_wordpiece_file(
+            checkpoint.path("vocab.txt"), size, lowercase=lowercase, strip_accents=strip, **_no_ids()
+        )
+    vocab = tokenizer.vocab
+    missing = [token for token in ("[CLS]", "[SEP]", "[MASK]") if token not in vocab]
+    if missing:
+        raise ValueError(f"{checkpoint.folder}: the tokenizer has no {missing[0]}, which BERT's holds")
+    tokenizer.pad_id, tokenizer.start_id, tokenizer.end_id = config.pad_id, vocab["[CLS]"], vocab["[SEP]"]
+    tokenizer.mask_id = vocab["[MASK]"]
+    return Tokenizers(tokenizer, tokenizer)
+
+
+def _no_ids():
+    return dict(pad_id=None, start_id=None, end_id=None)
+
+
+def config_with_tokenizers(config, tokenizers):
+    """`config` with the tokenizer's `[CLS]` and `[SEP]` as its start and end ids."""
+    return config.replace(start_id=tokenizers.source.start_id, end_id=tokenizers.source.end_id).check()
+
+
+def decoding_config(generation, config, where="generation_config.json"):
+    """BERT generates nothing: the package's defaults, recorded as every run's are."""
+    return DecodingConfig()
+
+
+def build_model(config):
+    """The model a BERT of `config` is imported into."""
+    from keras_transformer.models import build_encoder_only
+
+    return build_encoder_only(config=config)
+
+
+def assign_weights(model, checkpoint):
+    """Sets `model`'s weights from a BERT checkpoint, one tensor at a time (checked by `check_tensors`)."""
+    config, prefix = model.config, _prefix(checkpoint.tensors())
+    embedding = model.encoder_embedding
+    sources = [
+        (embedding.embeddings, f"{prefix}embeddings.word_embeddings.weight", as_is),
+        (embedding.position_encoding.embeddings, f"{prefix}embeddings.position_embeddings.weight", as_is),
+    ]
+    if config.segment_vocab_size:
+        sources.append((model.segment_embedding.embeddings, f"{prefix}embeddings.token_type_embeddings.weight", as_is))
+    sources += norm_sources(model.embedding_norm, f"{prefix}embeddings.LayerNorm")
+    for index, layer in enumerate(model.encoder_layers):
+        name = f"{prefix}encoder.layer.{index}"
+        attention = layer.self_attention
+        for dense, part in (
+            (attention.query_dense, "query"),
+            (attention.key_dense, "key"),
+            (attention.value_dense, "value"),
+        ):
+            sources += dense_sources(dense, f"{name}.attention.self.{part}")
+        sources += dense_sources(attention.output_dense, f"{name}.attention.output.dense")
+        sources += norm_sources(layer.self_attention_norm, f"{name}.attention.output.LayerNorm")
+        sources += dense_sources(layer.ffn.inner_dense, f"{name}.intermediate.dense")
+        sources += dense_sources(layer.ffn.output_dense, f"{name}.output.dense")
+        sources += norm_sources(layer.ffn_norm, f"{name}.output.LayerNorm")
+    head = model.head
+    if config.encoder_head == "classifier":
+        sources += dense_sources(head.pooler, f"{prefix}pooler.dense")
+        sources += dense_sources(head.classifier, "classifier")
+    else:
+        sources += dense_sources(head.dense, "cls.predictions.transform.dense")
+        sources += norm_sources(head.norm, "cls.predictions.transform.LayerNorm")
+        sources.append((embedding.logits_bias, "cls.predictions.bias", as_is))
+    assign(model, checkpoint, sources)

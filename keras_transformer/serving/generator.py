@@ -1,0 +1,255 @@
+"""`Generator`: a decoder-only model (GPT) and its tokenizer, continuing text prompts.
+
+What a `Translator` is to an encoder-decoder, a `Generator` is to a
+language model, with the same methods (`translators.TranslatorInterface`:
+`__call__`, `greedy`, `sample`, the `*_with_status` forms, `nbest`,
+`score`, `source_lengths`), its "translations" the continuations and its
+"sentences" the prompts; `generate_with_status` takes every setting at once.
+Each prompt is tokenized (an empty one is the model's start id alone, as
+GPT-2 starts a text from `<|endoftext|>`), the batch is padded to a width
+of a multiple of 8 (each width compiles once), and the search continues
+every prompt (`keras_transformer.decoding.prompts`) with the run's
+generation settings: an imported GPT-2 decodes as transformers' `generate`
+does. The outputs are the continuations alone, their special tokens
+dropped, a newline inside one written as a space.
+
+`keras_transformer.export.load(RUN)` and `keras-transformer generate` open
+a decoder-only run as a `Generator`. Streaming (token by token, as they
+come) has its seam in `generate_with_status`: the loop runs compiled to the
+end today.
+
+Example:
+
+>>> generator = open_generator("saved_models/gpt2-tiny")  # doctest: +SKIP
+>>> generator.generate_with_status(["오늘 너무"], max_length=8)  # doctest: +SKIP
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer import decoding, runs
+from keras_transformer.config import DecodingConfig
+from keras_transformer.input_rules import check_sentence
+from keras_transformer.translators.interface import TranslatorInterface
+
+WIDTH_STEP = 8  # prompts are padded to a multiple of it: one compiled program per width
+DEFAULT_MAX_LENGTH = 20  # tokens generated at most where neither the caller nor the run says
+
+
+class Generator(TranslatorInterface):
+    """Continues prompts with a decoder-only `model` and its `tokenizer` (see the module).
+
+    Args:
+        model: a `DecoderOnlyModel`.
+        tokenizer: its tokenizer (`tokenize`, `detokenize`).
+        decoding: the run's `DecodingConfig` (the search's rules and defaults).
+        beam_size, alpha, max_length: defaults instead of the run's.
+        **options: `add_start` (begin every prompt with the start id, as
+            this package's own language models were trained: False),
+            `batch_size` (prompts per compiled call, 16) and
+            `jit_compile` (compile the searches with XLA, True).
+    """
+
+    def __init__(self, model, tokenizer, decoding=None, beam_size=None, alpha=None, max_length=None, **options):
+        self.model, self.tokenizer = model, tokenizer
+        self.decoding = decoding or DecodingConfig(beam_size=1)
+        self.beams = beam_size or self.decoding.beam_size  # the default search's beams (1: greedy)
+        self.alpha = self.decoding.alpha if alpha is None else alpha
+        self.max_length = max_length or self.decoding.max_new_tokens or DEFAULT_MAX_LENGTH
+        self.add_start = options.get("add_start", False)
+        self.batch_size = options.get("batch_size", 16)
+        self.jit_compile = options.get("jit_compile", True)
+        self._compiled = {}
+
+    @property
+    def beam_size(self):
+        """The default search's beams, a tensor as a translator's (`beams` is the int)."""
+        return tf.constant(self.beams, tf.int32)
+
+    @property
+    def max_source_length(self):
+        """The longest prompt, in tokens, that leaves room for `max_length` generated ones (a tensor, as a
+        translator's)."""
+        return tf.constant(self.model.max_length - self.max_length + 1, tf.int32)
+
+    def generate_with_status(
+        self, prompts, beam_size=None, temperature=None, top_k=0, top_p=1.0, seed=None, max_length=None
+    ):
+        """`(continuations, finished)`: each prompt's best continuation (a list of str), and whether it ended.
+
+        `beam_size` (1 = greedy) or `temperature` (sampling, with `top_k`,
+        `top_p`, `seed`) choose the search; `max_length` counts the tokens
+        generated (END included; default the run's, cut to what the
+        longest prompt leaves of the model's positions). A prompt that
+        cannot fit the model's positions with them is a `ValueError` naming it.
+        """
+        settings = dict(beam_size=beam_size, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+        result = self._search(prompts, settings, max_length)
+        return self._texts([ids[0] for ids, _, _ in result]), [bool(finished[0]) for _, _, finished in result]
+
+    # -- the translator's hooks ------------------------------------------------------------------
+
+    def _decode(self, search, sentences, controls, *sampling_numbers):
+        _check_no_prefix(controls)
+        settings = {"greedy": dict(beam_size=1), "best": {}}.get(search)
+        if settings is None:  # sampling: temperature 0 is greedy, seed -1 a random one
+            temperature, top_k, top_p, seed = (x.numpy().item() for x in sampling_numbers)
+            settings = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=None if seed < 0 else seed)
+            if temperature == 0:
+                settings = dict(beam_size=1)
+        result = self._search(_texts_of(sentences), settings, None)
+        return _status([ids[0] for ids, _, _ in result], result, self, column=0)
+
+    def _nbest(self, sentences, controls):
+        _check_no_prefix(controls)
+        result = self._search(_texts_of(sentences), dict(beam_size=self.beams), None)
+        beams = len(result[0][0]) if result else self.beams
+        return _status([ids for ids, _, _ in result], result, self, column=slice(None), beams=beams)
+
+    def _score(self, sources, targets, controls):
+        """The log-probability of each target continuing its prompt, END included, and its token count."""
+        del controls  # a language model has no languages (`resolve` refused any)
+        prompts, continuations = _texts_of(sources), _texts_of(targets)
+        log_probs, lengths = [], []
+        for prompt, target in zip(self._token_ids(prompts), self._token_ids(continuations, start=False)):
+            ids = prompt + target + [self.model.config.end_id]
+            logits = np.asarray(self.model(np.array([ids[:-1]], np.int32)))[0, len(prompt) - 1 :]
+            shifted = logits - logits.max(-1, keepdims=True)
+            log_softmax = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+            chosen = log_softmax[np.arange(len(target) + 1), ids[len(prompt) :]]
+            log_probs.append(float(chosen.sum()))
+            lengths.append(len(target) + 1)
+        return {"log_probs": tf.constant(log_probs, tf.float32), "target_lengths": tf.constant(lengths, tf.int32)}
+
+    def _source_lengths(self, sentences):
+        return tf.constant([len(row) for row in self._token_ids(_texts_of(sentences))], tf.int32)
+
+    # -- the search ------------------------------------------------------------------------------
+
+    def _search(self, prompts, settings, max_length):
+        """`[(ids, scores, finished)]`, one per prompt, of the search `settings` name."""
+        token_ids = self._token_ids(prompts)
+        if max_length is None:  # the default: as many as the longest prompt leaves room for
+            longest = max(map(len, token_ids), default=1)
+            max_length = max(1, min(self.max_length, self.model.max_length - longest + 1))
+        self._check_room(token_ids, max_length)
+        sampling = settings.get("temperature") is not None
+        beam_size = None if sampling else settings.get("beam_size") or self.beams
+        search = decoding.search_for(
+            beam_size,
+            self.alpha,
+            temperature=settings.get("temperature"),
+            top_k=settings.get("top_k", 0),
+            top_p=settings.get("top_p", 1.0),
+            **self.decoding.search_options(),
+        )
+        rng = np.random.default_rng(settings.get("seed"))
+        out = []
+        for start in range(0, len(token_ids), self.batch_size):
+            batch = token_ids[start : start + self.batch_size]
+            ids = self._padded(batch, max_length)
+            inputs = (rng.random((len(ids), max_length), dtype=np.float32),) if sampling else ()
+            result = self._compiled_search(search, ids.shape[1], max_length)(ids, *inputs)
+            arrays = [np.asarray(x) for x in (result.ids, result.scores, result.finished)]
+            out += list(zip(*arrays))[: len(batch)]
+        return out
+
+    def _compiled_search(self, search, width, max_length):
+        key = (search, width, max_length)
+        if key not in self._compiled:
+            self._compiled[key] = decoding.compile_search(self.model, search, max_length, jit_compile=self.jit_compile)
+        return self._compiled[key]
+
+    def _token_ids(self, prompts, start=True):
+        if isinstance(prompts, str):
+            raise ValueError("`prompts` must be a list of strings. Received: one string")
+        prompts = [check_sentence(p, f"prompts[{i}]") for i, p in enumerate(prompts)]
+        rows = self.tokenizer.tokenize(prompts).to_list() if prompts else []
+        if not start:
+            return rows
+        first = [self.model.config.start_id]
+        return [first + row if self.add_start else row or first for row in rows]
+
+    def _check_room(self, rows, max_length):
+        room = self.model.max_length - max_length + 1
+        for index, row in enumerate(rows):
+            if len(row) > room:
+                raise ValueError(
+                    f"prompts[{index}] has {len(row)} tokens; with max_length={max_length} new tokens the "
+                    f"model's {self.model.max_length} positions hold prompts of {room} at most"
+                )
+
+    def _padded(self, rows, max_length):
+        """`(batch_size, width)` ids, right-padded: width a multiple of `WIDTH_STEP` where it fits."""
+        longest = max(len(row) for row in rows)
+        width = min(-(-longest // WIDTH_STEP) * WIDTH_STEP, self.model.max_length - max_length + 1)
+        ids = np.full((self.batch_size, width), self.model.config.target_pad, np.int32)
+        for index, row in enumerate(rows):
+            ids[index, : len(row)] = row
+        return ids
+
+    def _texts(self, rows):
+        end = self.model.config.end_id
+        rows = [[int(i) for i in row] for row in rows]
+        rows = [row[: row.index(end)] if end in row else row for row in rows]
+        if not rows:
+            return []
+        ragged = tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1)
+        texts = [t.decode("utf-8") for t in np.asarray(self.tokenizer.detokenize(ragged)).tolist()]
+        return [" ".join(text.splitlines()) if "\n" in text or "\r" in text else text for text in texts]
+
+
+def _check_no_prefix(controls):
+    """A `target_prefix` is a translator's control: a generator's continuation starts where its prompt ends."""
+    prefix = controls.target_prefix
+    if prefix is not None and any(prefix.numpy().tolist()):
+        raise ValueError(
+            "`target_prefix` applies to translators; a generator continues its prompt: end the prompt with it"
+        )
+
+
+def _texts_of(sentences):
+    """A checked 1-D string tensor as a list of str."""
+    return [s.decode("utf-8") for s in sentences.numpy().tolist()]
+
+
+def _status(ids, result, generator, column, beams=None):
+    """`{"translations", "scores", "finished"}` of the rows `ids` (one per prompt, or each prompt's beams)."""
+    if beams is None:
+        texts = generator._texts(ids)
+    else:
+        flat = generator._texts([row for rows in ids for row in rows])
+        texts = [flat[i : i + beams] for i in range(0, len(flat), beams)]
+    scores = np.array([scores[column] for _, scores, _ in result], np.float32)
+    finished = np.array([finished[column] for _, _, finished in result], bool)
+    return {
+        "translations": tf.constant(texts, tf.string),
+        "scores": tf.constant(scores),
+        "finished": tf.constant(finished),
+    }
+
+
+def open_generator(path, beam_size=None, alpha=None, max_length=None, jit_compile=True, **unused):
+    """The `Generator` of the decoder-only run directory at `path`, with its generation settings unless given."""
+    run = runs.open_run(path)
+    if run.config.model.architecture != "decoder_only":
+        architecture = run.config.model.architecture
+        raise ValueError(f"{path} holds a {architecture} model; a generator continues decoder-only ones")
+    options = dict(beam_size=beam_size, alpha=alpha, max_length=max_length, jit_compile=jit_compile)
+    options["add_start"] = run.config.pretrained is None  # trained here: on [START] + text (`training.causal_lm`)
+    return Generator(run.model, run.tokenizers.target, run.config.decoding, **options)
+
+
+def is_generator_run(path):
+    """Whether the run directory at `path` holds a decoder-only model (opened as a `Generator`).
+
+    An encoder-only run (BERT) is a `ValueError`: it neither translates nor
+    generates; its `model.keras` gives logits.
+    """
+    architecture = runs.RunConfig.read(path).model.architecture
+    if architecture == "encoder_only":
+        raise ValueError(
+            f"{path} holds an encoder-only model (BERT): it neither translates nor generates; load its "
+            f"{runs.MODEL} with keras.saving.load_model for its logits"
+        )
+    return architecture == "decoder_only"

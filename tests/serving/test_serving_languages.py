@@ -1,0 +1,215 @@
+"""Languages and prefixes over REST: instance objects, mixed with strings, through every served engine.
+
+The tiny NLLB-200 fixture (tests/data/m2m100/nllb) is imported and exported
+once for the module, without a default target language. The expected
+strings are transformers' greedy outputs in its reference.json for sentences
+whose translations into both targets ended before its `max_new_tokens`
+(the fixture decodes with one beam), and the Python translator's own
+outputs. Bad fields are 400s checked before any decoding, in process; the
+translators of the other engines answer the same instances through
+`ServedTranslator`; one server process checks the same over HTTP.
+"""
+
+import json
+import pathlib
+
+import httpx
+import pytest
+
+from keras_transformer import export
+from keras_transformer.pretrained import import_pretrained
+from keras_transformer.serving import ctranslate2_engine
+from keras_transformer.serving.served_translator import ServedTranslator
+from keras_transformer.serving.signatures import RequestError, ServedModel
+
+from serving_fixtures import Server, ok, post
+
+DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
+NLLB = DATA / "m2m100" / "nllb"
+SOURCE, FIRST, SECOND = "kor_Hang", "eng_Latn", "kor_Hang"  # the fixture's source language and two targets
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return json.loads((NLLB / "reference.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def ended(reference):
+    """Three sentences whose greedy translations into both targets ended before transformers' limit."""
+    limit = reference["max_new_tokens"]
+    return [
+        i
+        for i, sentence in enumerate(reference["sentences"])
+        if sentence.strip() and all(len(t["greedy_ids"][i]) < limit for t in reference["targets"].values())
+    ][:3]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    path = tmp_path_factory.mktemp("nllb") / "run"
+    import_pretrained(NLLB, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def exported(run, tmp_path_factory):
+    path = tmp_path_factory.mktemp("nllb-export") / "export"
+    export.export_run(run, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def model(exported):
+    """The export served without a default target language: each request names its own."""
+    return ServedModel(exported)
+
+
+def _predict(model, body):
+    request = model.parse(body)
+    return request, model.render(request, model.run(request.signature, request.inputs, request.scalars))
+
+
+def _greedy(reference, target, i):
+    return reference["targets"][target]["greedy"][i]
+
+
+def test_instance_objects_translate_into_their_own_languages(model, exported, reference, ended):
+    sentences = [reference["sentences"][i] for i in ended]
+    targets = [FIRST, SECOND, FIRST]
+    body = {"instances": [{"sentence": s, "target_lang": t} for s, t in zip(sentences, targets)]}
+    request, answer = _predict(model, body)
+    assert request.signature == "with_controls"
+    texts = [prediction["translations"] for prediction in answer["predictions"]]
+    assert texts == [_greedy(reference, t, i) for t, i in zip(targets, ended)]
+    python = export.load(exported)(sentences, target_lang=targets).numpy()
+    assert texts == [text.decode("utf-8") for text in python]
+    # The greedy signature, and TF Serving's columnar form naming the inputs, give the same strings.
+    request, answer = _predict(model, {"signature_name": "greedy", **body})
+    assert request.signature == "greedy_with_controls"
+    assert [prediction["translations"] for prediction in answer["predictions"]] == texts
+    columns = {"sentences": sentences, "target_lang": targets}
+    request, answer = _predict(model, {"signature_name": "with_controls", "inputs": columns})
+    assert answer["outputs"]["translations"] == texts
+
+
+def test_strings_and_objects_mix_under_a_served_default(exported, reference, ended):
+    served = ServedModel(exported, target_lang=FIRST)  # the default of `serve --target-lang`
+    a, b, c = (reference["sentences"][i] for i in ended)
+    body = {"instances": [a, {"sentence": b, "target_lang": SECOND}, {"sentence": c, "source_lang": None}]}
+    _, answer = _predict(served, body)
+    texts = [prediction["translations"] for prediction in answer["predictions"]]
+    assert texts == [_greedy(reference, FIRST, ended[0]), _greedy(reference, SECOND, ended[1])] + [
+        _greedy(reference, FIRST, ended[2])
+    ]
+    _, answer = _predict(served, {"instances": [a]})  # bare strings alone: the plain signature, the default
+    assert answer["predictions"][0]["translations"] == texts[0]
+
+
+def test_a_prefix_begins_the_translation_as_in_python(model, exported, reference, ended):
+    sentence, prefix = reference["sentences"][ended[0]], "네 말이"
+    body = {"instances": [{"sentence": sentence, "target_lang": SECOND, "target_prefix": prefix}]}
+    _, answer = _predict(model, body)
+    text = answer["predictions"][0]["translations"]
+    python = export.load(exported)([sentence], target_lang=SECOND, target_prefix=prefix).numpy()[0]
+    assert text == python.decode("utf-8") and text.startswith(prefix)
+
+
+def test_metadata_lists_the_languages(exported):
+    served = ServedModel(exported, target_lang=FIRST)
+    languages = served.metadata("nllb", 1)["metadata"]["languages"]
+    assert languages["@type"].endswith("google.protobuf.Struct")
+    value = languages["value"]
+    assert len(value["codes"]) == 202 and FIRST in value["codes"] and SECOND in value["codes"]
+    assert (value["source_lang"], value["target_lang"]) == (SOURCE, FIRST)
+
+
+@pytest.mark.parametrize(
+    "instances, message",
+    [
+        (["안녕"], "No target language: this model translates into 202 languages and is served without a default"),
+        (
+            [{"sentence": "안녕", "target_lang": FIRST}, {"sentence": "안녕", "target_lang": "eng_latn"}],
+            "`instances[1].target_lang` 'eng_latn' is not a language of this model; close: eng_Latn",
+        ),
+        (
+            [{"sentence": "안녕", "target_lang": FIRST, "source_lang": "kor"}],
+            "`instances[0].source_lang` 'kor' is not a language of this model; close: ",
+        ),
+        (
+            ["안녕", {"sentence": "안녕", "target_lang": FIRST}],
+            "instances[0].target_lang: no target language: this model translates into 202 languages",
+        ),
+        ([{"sentence": "안녕", "target_lang": 3}], "instances[0].target_lang"),
+        ([{"sentence": "안녕", "target_lang": FIRST, "target_prefix": ["a"]}], "instances[0].target_prefix"),
+        ([{"sentence": "안녕", "targetlang": FIRST}], "instances[0]: unknown field 'targetlang' (did you mean"),
+        ([{"target_lang": FIRST}], "instances[0] has no 'sentence' field"),
+    ],
+)
+def test_bad_fields_are_400s_naming_the_instance_and_field(model, instances, message):
+    with pytest.raises(RequestError) as refused:
+        model.parse({"instances": instances})
+    assert refused.value.status == 400 and message in str(refused.value), str(refused.value)
+    assert len(str(refused.value).splitlines()) == 1
+
+
+@pytest.fixture(scope="module", params=["xla", "ctranslate2", "litert"])
+def engine_translator(request, run, reference, tmp_path_factory):
+    """A translator of each engine that `serve` serves through `ServedTranslator`, greedy, with the source language."""
+    options = dict(beam_size=1, max_length=reference["max_new_tokens"], source_lang=SOURCE)
+    if request.param == "xla":
+        from keras_transformer.opener import open_translator
+
+        return open_translator(run, "xla", **options)
+    if request.param == "ctranslate2":
+        pytest.importorskip("ctranslate2")
+        from keras_transformer.opener import open_translator
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(ctranslate2_engine.CACHE_ENV, str(tmp_path_factory.mktemp("ct2-cache")))
+            return open_translator(run, "ctranslate2", **options)
+    pytest.importorskip("ai_edge_litert")
+    from keras_transformer import litert
+    from keras_transformer.litert.export import TokenizerOutsideWarning
+    from keras_transformer.opener import open_translator
+
+    folder = tmp_path_factory.mktemp("litert") / "export"
+    with pytest.warns(TokenizerOutsideWarning):
+        litert.export_run(run, folder, **options)
+    return open_translator(folder, "litert")
+
+
+def test_every_served_engine_takes_the_same_instances(engine_translator, run, reference, ended):
+    """`ServedTranslator` (how `serve` serves the CTranslate2 and LiteRT engines): transformers' strings."""
+    served = ServedTranslator(engine_translator, run)
+    assert {"with_controls", "greedy_with_controls"} <= set(served.functions)
+    sentences = [reference["sentences"][i] for i in ended]
+    body = {"instances": [sentences[0], {"sentence": sentences[1], "target_lang": SECOND}]}
+    with pytest.raises(RequestError, match=r"instances\[0\].target_lang: no target language"):
+        served.parse(body)
+    body["instances"][0] = {"sentence": sentences[0], "target_lang": FIRST}
+    body["instances"].append({"sentence": sentences[2], "target_lang": SECOND, "target_prefix": "네 말이"})
+    _, answer = _predict(served, body)
+    texts = [prediction["translations"] for prediction in answer["predictions"]]
+    assert texts[:2] == [_greedy(reference, FIRST, ended[0]), _greedy(reference, SECOND, ended[1])]
+    assert texts[2].startswith("네 말이")
+    languages = served.metadata("nllb", 1)["metadata"]["languages"]["value"]
+    assert len(languages["codes"]) == 202 and (languages["source_lang"], languages["target_lang"]) == (SOURCE, None)
+
+
+def test_over_http(exported, reference, ended):
+    server = Server(exported, "--no-warmup", "--target-lang", FIRST, "--timeout", "300", name="nllb")
+    try:
+        a, b = (reference["sentences"][i] for i in ended[:2])
+        answer = ok(post(server, {"instances": [a, {"sentence": b, "target_lang": SECOND}]}))
+        texts = [prediction["translations"] for prediction in answer["predictions"]]
+        assert texts == [_greedy(reference, FIRST, ended[0]), _greedy(reference, SECOND, ended[1])]
+        refused = post(server, {"instances": [a, {"sentence": b, "target_lang": "kor_hang"}]})
+        assert refused.status_code == 400
+        error = refused.json()["error"]
+        assert error.startswith("`instances[1].target_lang` 'kor_hang' is not a language of this model; close: ")
+        assert "kor_Hang" in error
+        metadata = ok(httpx.get(f"{server.url}/v1/models/nllb/metadata"))
+        assert metadata["metadata"]["languages"]["value"]["target_lang"] == FIRST
+    finally:
+        server.stop()
