@@ -228,7 +228,7 @@ def read_page(browser, url, sentence):
 
 def check_page_against_predict(browser, server, sentence):
     translation, nbest = read_page(browser, server.url + "/", sentence)
-    best = ok(post(server, {"instances": [sentence]}))["predictions"][0]
+    best = ok(post(server, {"signature_name": "greedy", "instances": [sentence]}))["predictions"][0]  # streamed
     listed = ok(post(server, {"signature_name": "nbest", "instances": [sentence]}))["predictions"][0]
     assert translation == best["translations"].strip()  # the browser's .text trims the ends
     assert [text for _, text in nbest] == [text.strip() for text in listed["translations"]]

@@ -168,6 +168,19 @@ def add_engine_argument(parser):
     )
 
 
+def add_ban_argument(parser):
+    """`--ban WORD`, repeatable: words no output may hold (`translators.banned_words`)."""
+    parser.add_argument(
+        "--ban",
+        metavar="WORD",
+        action="append",
+        type=non_empty,
+        default=None,
+        help="a word no output may hold (repeatable): the ids of its pieces are never produced, so those pieces "
+        "are banned inside other words too (docs/translating.md)",
+    )
+
+
 def add_workers_argument(parser):
     """`--workers`: batches decoded side by side."""
     parser.add_argument(

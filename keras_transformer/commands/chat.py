@@ -14,6 +14,7 @@ import sys
 from keras_transformer.commands.arguments import (
     SEED_MAX,
     TRUST,
+    add_ban_argument,
     add_engine_argument,
     add_language_arguments,
     add_loadable_model_argument,
@@ -24,6 +25,7 @@ from keras_transformer.commands.arguments import (
     probability,
     setting_type,
 )
+from keras_transformer.commands.streaming import add_stream_argument, print_stream
 from keras_transformer.config import DecodingConfig
 from keras_transformer.input_rules import check_sentence
 
@@ -38,6 +40,7 @@ def add_parser(subparsers):
     add_engine_argument(parser)
     add_language_arguments(parser)
     add_prefix_argument(parser)
+    add_ban_argument(parser)
     parser.add_argument(
         "--temperature",
         type=non_negative_finite_float,
@@ -65,6 +68,7 @@ def add_parser(subparsers):
         default=None,
         help="use beam search with this many beams instead of sampling",
     )
+    add_stream_argument(parser, "default: on when stdout is a terminal")
     parser.set_defaults(run=run)
 
 
@@ -74,8 +78,9 @@ def run(args):
 
     translator = open_model(args, beam_size=args.beam)
     interactive = sys.stdin.isatty()
+    stream = sys.stdout.isatty() if args.stream is None else args.stream
     if interactive:
-        print("Type a sentence; an empty line or Ctrl-D ends the chat.", file=sys.stderr)
+        print("Type a sentence; an empty line or Ctrl-D ends the chat; Ctrl-C stops an answer.", file=sys.stderr)
     turn = 0
     while True:
         if interactive:
@@ -85,10 +90,23 @@ def run(args):
         text = check_sentence(line, f"input line {turn}").decode("utf-8").strip()
         if not text:
             return 0
-        if args.beam is not None:
-            reply = translate_lines(translator, [text], target_prefix=args.prefix)[0]
-        else:
-            seed = args.seed if args.seed < 0 else args.seed + turn
-            sample = (args.temperature, args.top_k, args.top_p, seed)
-            reply = translate_lines(translator, [text], sample=sample, target_prefix=args.prefix)[0]
-        print(reply, flush=True)
+        seed = args.seed if args.seed < 0 else args.seed + turn
+        sample = None if args.beam is not None else (args.temperature, args.top_k, args.top_p, seed)
+        try:
+            if stream:
+                print_stream(_stream(translator, text, sample, target_prefix=args.prefix, banned=args.ban))
+            else:
+                print(
+                    translate_lines(translator, [text], sample=sample, target_prefix=args.prefix, banned=args.ban)[0],
+                    flush=True,
+                )
+        except KeyboardInterrupt:  # the answer stops; the chat goes on
+            print(" [stopped]", flush=True)
+
+
+def _stream(translator, text, sample, **controls):
+    if sample is None:
+        return translator.stream_pieces(text, **controls)
+    temperature, top_k, top_p, seed = sample
+    numbers = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    return translator.stream_pieces(text, "sample", **numbers, **controls)

@@ -61,7 +61,7 @@ def run(args):
     warn_truncated(translator, sources)
     progress = None if args.quiet else Progress(len(sources))
     hypotheses, finished = translate_lines_with_status(
-        translator, sources, args.batch_size, progress=progress, workers=args.workers
+        translator, sources, args.batch_size, progress=progress, workers=args.workers, banned=args.ban
     )
     print_cut_off_lines(finished)
     scores = evaluation.score(hypotheses, references)

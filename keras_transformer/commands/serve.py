@@ -188,12 +188,26 @@ def run(args):
             always_wait=args.always_wait,
         )
         limits = rest.Limits(max_body_bytes=args.max_body_bytes, timeout_s=args.timeout)
-        app = rest.create_app(model, batcher, name, args.version, limits)
+        app = rest.create_app(
+            model, batcher, name, args.version, limits, _streams(args, kind, engine, model, languages)
+        )
         return _serve(uvicorn, app, sock, name, model, batcher, connection_limits)
     finally:
         sock.close()
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _streams(args, kind, engine, model, languages):
+    """What decodes `:stream` word by word: the run's XLA translator, or the engine's; a SavedModel's: none."""
+    from keras_transformer import opener
+    from keras_transformer.serving.sse import Streams
+
+    if engine != "xla":
+        return Streams(model.module, args.threads)
+    if kind == opener.RUN:
+        return Streams(opener.open_translator(args.model, **languages), args.threads)
+    return None  # its signatures' whole answers, once (docs/serving.md)
 
 
 def _served_translator(args, engine, languages):

@@ -30,6 +30,7 @@ import sys
 
 from keras_transformer.commands.arguments import (
     TRUST,
+    add_ban_argument,
     add_engine_argument,
     add_language_arguments,
     add_loadable_model_argument,
@@ -40,6 +41,7 @@ from keras_transformer.commands.arguments import (
     positive_int,
     setting_type,
 )
+from keras_transformer.commands.streaming import add_stream_argument, streamed_lines
 from keras_transformer.config import DecodingConfig
 from keras_transformer.input_rules import check_sentence
 from keras_transformer.serving.translation import (
@@ -69,12 +71,19 @@ def add_parser(subparsers):
         default=None,
         help="print the K best translations of each sentence, as index<TAB>score<TAB>translation (K <= --beam)",
     )
+    parser.add_argument(
+        "--alignments",
+        action="store_true",
+        help="print each translation as 'translation ||| 0-0 1-2 ...': for each output word j, the source word i "
+        "it attends to most (Moses' i-j pairs, 0-based; the XLA engine on a run directory; docs/translating.md)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_stream_argument(parser, "one sentence at a time, to stdout; default off")
     parser.set_defaults(run=run)
 
 
 def add_model_arguments(parser):
-    """`--model`, `--engine`, the languages, `--beam`, `--alpha`, `--batch-size`, `--compact`, `--workers`.
+    """`--model`, `--engine`, the languages, `--beam`, `--alpha`, `--batch-size`, `--compact`, `--workers`, `--ban`.
 
     Shared with `evaluate`.
     """
@@ -101,6 +110,7 @@ def add_model_arguments(parser):
         "inputs, but more to compile before the first ones (a run directory only)",
     )
     add_workers_argument(parser)
+    add_ban_argument(parser)
 
 
 def run(args):
@@ -113,15 +123,27 @@ def run(args):
         sentences = read_lines(args.input)
     options = dict(beam_size=args.beam, alpha=args.alpha, compact=args.compact)
     translator = open_model(args, threads=args.workers, **options)
+    if args.alignments:
+        check_alignments(translator, args)
     warn_truncated(translator, sentences)
+    if args.stream:
+        return streamed_lines(translator, sentences, args)
     progress = None if args.quiet or not from_file else Progress(len(sentences))
     if args.n_best:
         text = _nbest_text(translator, sentences, args, progress)
     else:
         translations, finished = translate_lines_with_status(
-            translator, sentences, args.batch_size, progress=progress, workers=args.workers, target_prefix=args.prefix
+            translator,
+            sentences,
+            args.batch_size,
+            progress=progress,
+            workers=args.workers,
+            target_prefix=args.prefix,
+            banned=args.ban,
         )
         print_cut_off_lines(finished)
+        if args.alignments:
+            translations = aligned_lines(translator, sentences, translations, args.batch_size)
         text = "".join(t + "\n" for t in translations)
     if args.output:
         output_files.write_text(args.output, text)
@@ -141,11 +163,31 @@ def _nbest_text(translator, sentences, args, progress):
         progress=progress,
         workers=args.workers,
         target_prefix=args.prefix,
+        banned=args.ban,
     )
     print_cut_off_lines([hypotheses[0][2] for hypotheses in rows])
     return "".join(
         f"{index}\t{score:.6f}\t{text}\n" for index, hypotheses in enumerate(rows) for score, text, _ in hypotheses
     )
+
+
+def check_alignments(translator, args):
+    """Refuses `--alignments` with `--n-best`, or on an engine without the model's attention, before translating."""
+    if args.n_best:
+        raise ValueError("--alignments prints one translation a line: give it without --n-best")
+    translator.align([], [])  # the engine's one-line refusal, if it has no attention to read
+
+
+def aligned_lines(translator, sentences, translations, batch_size):
+    """`translation ||| i-j ...` for each translation (`translators.alignments`)."""
+    from keras_transformer.translators.alignments import format_pairs
+
+    lines = []
+    for start in range(0, len(sentences), batch_size):
+        chunk = slice(start, start + batch_size)
+        pairs = translator.align(sentences[chunk], translations[chunk])
+        lines += [f"{text} ||| {format_pairs(row)}" for text, row in zip(translations[chunk], pairs)]
+    return lines
 
 
 def read_lines(path=None):

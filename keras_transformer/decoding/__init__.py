@@ -8,7 +8,8 @@ a search, the one place where a beam of 1 means greedy. `decode` runs a
 search over the cached step of a model from `build_transformer` (`cache`)
 or of an ensemble (`ensembles`), and `compile_search` compiles it into one
 XLA program, or segments that drop the finished sources (`compaction`), with
-the step traced once (`traced_step`). `greedy_decode`, `beam_decode` and
+the step traced once (`traced_step`); `SteppedSearch` compiles its step
+alone, for a loop in Python that reads each id as it comes (`stepped`). `greedy_decode`, `beam_decode` and
 `sample_decode` are the one-call forms. Decoding knows models and layers,
 and nothing of training or serving.
 """
@@ -44,6 +45,7 @@ from keras_transformer.decoding.search import (
     check_beam_size,
 )
 from keras_transformer.decoding.settings import search_for
+from keras_transformer.decoding.stepped import SteppedSearch
 
 __all__ = [
     "BeamSearch",
@@ -56,6 +58,7 @@ __all__ = [
     "Search",
     "SearchResult",
     "Step",
+    "SteppedSearch",
     "TruncatedOutputWarning",
     "beam_decode",
     "bind",

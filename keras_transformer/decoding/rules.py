@@ -70,6 +70,20 @@ def banned_mask(vocab_size, ids, xp=np):
     return functools.reduce(xp.logical_or, [xp.equal(vocab, i) for i in ids], xp.equal(vocab, -1))
 
 
+def ids_mask(vocab_size, ids, xp=np):
+    """Boolean `(vocab_size,)`: True at each id of the 1-D array `ids` (a call's banned words; none: all False).
+
+    Unlike `banned_mask`, `ids` may be a tensor of any length, known only
+    when the search runs (a SavedModel's input).
+    """
+    return xp.any(xp.equal(xp.arange(vocab_size)[:, None], xp.reshape(ids, (1, -1))), axis=1)
+
+
+def ban(scores, mask, xp=np):
+    """`scores` `(..., vocab)` with -inf where `mask` `(vocab,)` is True: those ids are never produced."""
+    return xp.where(mask, NEG_INF, scores)
+
+
 def is_forced_step(index, max_length):
     """Whether step `index` is the last of `max_length`, where `force_end` leaves END the only token."""
     return index == max_length - 1

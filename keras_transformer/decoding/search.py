@@ -176,6 +176,10 @@ class Search:
             token allowed (transformers' `forced_eos_token_id`), so every
             output ends.
         softmax_over: `"allowed"` or `"vocabulary"`, see above.
+        ban_mask: bool `(vocab,)`, True at the ids a call bans besides
+            (its banned words, `translators.banned_words`), set to -inf as
+            `banned_ids` are (`rules.ban`); a tensor given per call
+            (`compile_search`'s settings, `rules.ids_mask`). None: none.
     """
 
     alpha: float = 0.6
@@ -186,6 +190,7 @@ class Search:
     banned_ids: tuple = None
     force_end: bool = False
     softmax_over: str = "allowed"
+    ban_mask: object = None
 
     beam_size = 1  # hypotheses per source (`BeamSearch` sets it)
 
@@ -219,7 +224,7 @@ class Search:
     def processed(self, logits, index=None, max_length=None, forced=None):
         """`logits` `(..., vocab)` as float32, as the search chooses from them.
 
-        The `never_generated` ids at -inf and, with `force_end` at the last
+        The `never_generated` ids and those of `ban_mask` at -inf and, with `force_end` at the last
         step (`index == max_length - 1`; not applied where either is None),
         every token but END at -inf and END at 0. With
         `softmax_over="vocabulary"` these are log-probabilities, taken
@@ -234,6 +239,8 @@ class Search:
         vocab_size = ops.shape(logits)[-1]
         if self.never_generated:
             logits = ops.where(rules.banned_mask(vocab_size, self.never_generated, ops), NEG_INF, logits)
+        if self.ban_mask is not None:
+            logits = rules.ban(logits, self.ban_mask, ops)
         if self.force_end and index is not None and max_length is not None:
             forced_end = rules.forced_end_scores(vocab_size, self.end_id, ops)
             logits = ops.where(rules.is_forced_step(index, max_length), forced_end, logits)

@@ -41,12 +41,17 @@ def traced_once(step_fn):
 
 
 def _open_sizes(x):
-    """The spec of `x` with every size unknown but the last of a tensor of rank 2 or more (widths, heads' size)."""
+    """The spec of `x` with every size unknown but the last of a tensor of rank 2 or more (widths, heads' size).
+
+    A boolean tensor's sizes are all unknown: a padding mask's last is the
+    source's width, which differs between calls (`SteppedSearch` traces
+    its step with each width's concrete shapes).
+    """
     import tensorflow as tf
 
     x = tf.convert_to_tensor(x)
     shape = x.shape.as_list()
-    if len(shape) >= 2:
+    if len(shape) >= 2 and x.dtype != tf.bool:
         shape = [None] * (len(shape) - 1) + shape[-1:]
     else:
         shape = [None] * len(shape)

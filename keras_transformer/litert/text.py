@@ -82,6 +82,10 @@ class SentencePieceText:
             if not (processor.is_control(i) or processor.is_unknown(i) or processor.is_byte(i))
         ]
 
+    def pieces_by_id(self):
+        """Every piece by id (a list of str): what banned words are read against."""
+        return [self._processor.id_to_piece(i) for i in range(self.vocab_size)]
+
     def tokenize(self, texts):
         """Lists of ids, one per text (no START or END)."""
         return [list(ids) for ids in self._processor.encode(list(texts))] if texts else []
@@ -124,6 +128,13 @@ class MarianText:
             if piece not in _MARIAN_SPECIALS:
                 byte = _BYTE_PIECE.fullmatch(piece)
                 self._surfaces[index] = bytes([int(byte.group(1), 16)]) if byte else piece.encode("utf-8")
+
+    def pieces_by_id(self):
+        """Every piece by id (None where the vocabulary has none)."""
+        pieces = [None] * self.vocab_size
+        for piece, index in self._vocab.items():
+            pieces[index] = piece
+        return pieces
 
     def tokenize(self, texts):
         """Lists of Marian ids, one per text, without `</s>`."""
@@ -172,6 +183,13 @@ class FairseqText:
         self.languages = dict(tokenizer.languages)
         self.source_lang, self.target_lang = tokenizer.source_lang, tokenizer.target_lang
         self.source_position = tokenizer.source_position
+
+    def pieces_by_id(self):
+        """Every piece by id (a list of str)."""
+        import tensorflow as tf
+
+        pieces = self._tokenizer.id_to_piece(tf.range(self.vocab_size)).numpy().tolist()
+        return [piece.decode("utf-8") for piece in pieces]
 
     def tokenize(self, texts):
         """Lists of ids, one per text (no language token, no `</s>`)."""

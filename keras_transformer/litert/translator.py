@@ -31,7 +31,7 @@ from keras_transformer.litert import fast_text
 from keras_transformer.litert import search as host_search
 from keras_transformer.litert import text as host_text
 from keras_transformer.litert.info import INFO_FILE, check_model, read_info
-from keras_transformer.translators import TranslatorInterface, decoding_defaults
+from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
 from keras_transformer.translators.controls import Languages
 
 _ASCII_SPACE = " \t\n\r\x0b\x0c"
@@ -128,7 +128,12 @@ class Translator(TranslatorInterface):
         prefix = self._prefix(controls, len(source))
         with self._lock:
             outputs, log_probs, finished = host_search.greedy(
-                self._session(source, 1), done, self.info["max_length"], *self._ids(), self._force_end(), prefix
+                self._session(source, 1, controls.banned),
+                done,
+                self.info["max_length"],
+                *self._ids(),
+                self._force_end(),
+                prefix,
             )
         lengths = np.array([len(output) for output in outputs], np.float32)
         scores = rules.normalise(log_probs, lengths, self._alpha, self.info["decoding"].normalization)
@@ -147,7 +152,7 @@ class Translator(TranslatorInterface):
         decoding = self.info["decoding"]
         with self._lock:
             ids, scores, finished = host_search.beam(
-                self._session(source, beams),
+                self._session(source, beams, controls.banned),
                 done,
                 beams,
                 self.info["max_length"],
@@ -302,8 +307,19 @@ class Translator(TranslatorInterface):
         codes = _texts(codes) if hasattr(codes, "numpy") else codes
         return [int(self._language_ids[code]) for code in codes]
 
-    def _session(self, source, beams):
-        return _Session(self._runners, source, beams, self.info, self._banned)
+    def _session(self, source, beams, banned=()):
+        """The decoder's session for `source`; `banned` words (`translators.banned_words`) join the banned ids."""
+        banned = np.union1d(self._banned, np.array(self.banned_ids_of(banned), np.int64)).astype(np.int64)
+        return _Session(self._runners, source, beams, self.info, banned)
+
+    def banned_ids_of(self, words):
+        """The ids that ban `words` in this export's outputs (`translators.banned_words`)."""
+        words = banned_words.check_words(words)
+        if not words:
+            return ()
+        text, info = self._target_text, self.info
+        unbanned = (info["start_id"], info["end_id"], info["target_pad_id"], text.unk_id)
+        return banned_words.banned_ids(words, text.tokenize, text.pieces_by_id(), unbanned)
 
 
 class _Session:

@@ -28,6 +28,7 @@ array([b'Ein Hund rennt.'], dtype=object)
 >>> translator.score(["A dog runs."], ["Ein Hund rennt."])["log_probs"]
 """
 
+import functools
 import hashlib
 import json
 import pathlib
@@ -41,9 +42,11 @@ from keras_transformer.decoding import rules
 from keras_transformer.files import destinations, ownership
 from keras_transformer.files.user_cache import cache_root
 from keras_transformer.serving import ctranslate2 as writer
-from keras_transformer.serving.translator import tokenized
-from keras_transformer.translators import TranslatorInterface, decoding_defaults
+from keras_transformer.serving.translator import tokenize_words, tokenized
+from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
+from keras_transformer.translators.banned_words import check_words
 from keras_transformer.translators.controls import languages_of
+from keras_transformer.translators.streaming import Piece, WordCutter, word_starts
 
 INSTALL = 'pip install "keras-transformer[ctranslate2]"'
 TYPICAL_LENGTH = 20  # output tokens at which the beam's length penalty ranks as GNMT's (module docstring of writer)
@@ -51,6 +54,8 @@ TYPICAL_LENGTH = 20  # output tokens at which the beam's length penalty ranks as
 # (`stopping="cannot_improve"`) searches on while a live beam may still win: 4 comes closest, and higher
 # patience gives the same strings, slower (the class docstring has the figures).
 CANNOT_IMPROVE_PATIENCE = 4
+# `translate_options` that CTranslate2's `generate_tokens` takes too (it has no beam, scores or END in its output).
+GENERATE_OPTIONS = ("min_decoding_length", "max_input_length", "max_decoding_length", "suppress_sequences")
 _lock = threading.Lock()  # one conversion at a time in this process
 
 
@@ -237,6 +242,8 @@ class CTranslate2Translator(TranslatorInterface):
         ]
         banned = rules.never_generated(*ids, defaults.banned_ids, defaults.softmax_over)
         self._suppress = [[self._target_pieces[i]] for i in banned]
+        unk = getattr(self.target_tokenizer, "unk_id", ids[1])
+        self._unbanned = (*ids, unk)  # what banned words never ban (`translators.banned_words`)
         self._add_source_end = bool(config.add_source_end)
         self._multilingual = bool(self._languages.codes)
         self._source_extra = int(self._add_source_end) + int(self._multilingual)
@@ -271,6 +278,55 @@ class CTranslate2Translator(TranslatorInterface):
         beam_size = int(self.beam_size.numpy())
         return self._translate(sentences, controls, beam_size=beam_size, num_hypotheses=hypotheses or beam_size)
 
+    def _stream(self, search, sentences, controls, *sampling, cancel=None):
+        """Greedy search and sampling token by token, with CTranslate2's `generate_tokens`; beam search once.
+
+        Its options are `translate_batch`'s (`translate_options`), so the
+        pieces joined are `greedy`'s (or `sample`'s, for the same seed) strings.
+        """
+        options = {}
+        if search == "sample":
+            temperature, top_k, top_p, seed = (t.numpy().item() for t in sampling)
+            if temperature != 0:
+                if seed >= 0:
+                    self._ctranslate2.set_random_seed(seed)
+                options = dict(sampling_temperature=temperature, sampling_topk=top_k, sampling_topp=top_p)
+        elif search == "best" and int(self.beam_size.numpy()) > 1:
+            return super()._stream(search, sentences, controls)
+        return self._generated(sentences, controls, options, cancel)
+
+    def _generated(self, sentences, controls, sampling, cancel):
+        source = self.source_pieces(sentences, controls.source_lang)[0]
+        if not source:  # as `_hypotheses`: an empty sentence translates to ""
+            yield Piece("", (), "end")
+            return
+        prefix = (self.target_prefix(controls, 1) or [None])[0]
+        options = {
+            name: value
+            for name, value in self.translate_options(1, 1, controls.banned).items()
+            if name in GENERATE_OPTIONS
+        }
+        sampling = {"sampling_topk": 1, **sampling}  # greedy: the one likeliest token
+        steps = self.translator.generate_tokens(source, prefix, **options, **sampling, end_token=self._end)
+        cutter = WordCutter(self._text, word_starts(self._target_pieces))
+        finished = False
+        for step in steps:
+            if cancel is not None and cancel.is_set():
+                steps.close()  # CTranslate2 stops decoding
+                yield cutter.finish(cutter.text, "cancelled")
+                return
+            if step.token == self._end:
+                finished = True
+                break
+            piece = cutter.add(self._target_ids[step.token])
+            if piece is not None:
+                yield piece
+        yield cutter.finish(self._text(cutter.ids), "end" if finished else "length")
+
+    def _text(self, ids):
+        ragged = tf.RaggedTensor.from_row_lengths(tf.constant(ids, tf.int32), [len(ids)])
+        return self.target_tokenizer.detokenize(ragged).numpy()[0].decode("utf-8", errors="replace")
+
     def _source_lengths(self, sentences):
         ids = tokenized(self.source_tokenizer, sentences)
         return tf.cast(ids.row_lengths(), tf.int32) + self._source_extra
@@ -290,8 +346,17 @@ class CTranslate2Translator(TranslatorInterface):
 
     # -- decoding ------------------------------------------------------------------------------------
 
-    def translate_options(self, beam_size, num_hypotheses=1, **options):
-        """The keyword arguments this engine gives CTranslate2's `translate_batch` (`options` added)."""
+    def banned_ids_of(self, words):
+        """The ids that ban `words` in this translator's outputs (`translators.banned_words`)."""
+        tokenize = functools.partial(tokenize_words, self.target_tokenizer)
+        return banned_words.banned_ids(check_words(words), tokenize, self._target_pieces, self._unbanned)
+
+    def translate_options(self, beam_size, num_hypotheses=1, banned=(), **options):
+        """The keyword arguments this engine gives CTranslate2's `translate_batch` (`options` added).
+
+        `banned` words (`translators.banned_words`) join the ids never
+        generated in `suppress_sequences`, each as a sequence of one token.
+        """
         if beam_size > 1 and self._normalization == "gnmt":
             options["length_penalty"] = self.alpha * TYPICAL_LENGTH / (5 + TYPICAL_LENGTH)
         elif beam_size > 1:
@@ -306,7 +371,7 @@ class CTranslate2Translator(TranslatorInterface):
             min_decoding_length=0,
             max_input_length=0,  # truncated by `source_pieces`, as the XLA decoder truncates
             max_decoding_length=self._decode_length,
-            suppress_sequences=self._suppress,
+            suppress_sequences=self._suppress + [[self._target_pieces[i]] for i in self.banned_ids_of(banned)],
             return_end_token=True,
             return_scores=True,
             **options,
@@ -355,7 +420,7 @@ class CTranslate2Translator(TranslatorInterface):
     def _translate(self, sentences, controls, beam_size, num_hypotheses, **options):
         """`{"translations", "scores", "finished"}` `(batch, num_hypotheses)` from `translate_batch`."""
         batch = self.source_pieces(sentences, controls.source_lang)
-        options = self.translate_options(beam_size, num_hypotheses, **options)
+        options = self.translate_options(beam_size, num_hypotheses, controls.banned, **options)
         prefix = self.target_prefix(controls, len(batch))
         results = self.translator.translate_batch(batch, target_prefix=prefix, **options) if batch else []
         rows = [self._hypotheses(source, result, num_hypotheses, options) for source, result in zip(batch, results)]

@@ -15,6 +15,7 @@ Example::
     translator(["A man is riding a bike."])
 """
 
+import functools
 import pathlib
 
 import tensorflow as tf
@@ -23,8 +24,9 @@ from keras_transformer import decoding, runs
 from keras_transformer.config import DecodingConfig
 from keras_transformer.errors import ArgumentError, first_line
 from keras_transformer.files import destinations, manifest
-from keras_transformer.serving.translator import SIGNATURES, Translator, check_export_destination
-from keras_transformer.translators import TranslatorInterface, decoding_defaults
+from keras_transformer.serving.translator import SIGNATURES, Translator, check_export_destination, texts, tokenize_words
+from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
+from keras_transformer.translators.banned_words import check_words
 from keras_transformer.translators.controls import Languages
 
 __all__ = ["SIGNATURES", "LoadedTranslator", "Translator", "export_run", "open_run", "open_saved_model"]
@@ -134,11 +136,24 @@ class LoadedTranslator(TranslatorInterface):
         return self._required("score")(sources, targets)
 
     def _controlled(self, controls):
-        """Whether a call needs the functions with controls: a language or a prefix to give."""
-        return any(control is not None for control in controls)
+        """Whether a call needs the functions with controls: a language, a prefix or banned words to give."""
+        return any(control is not None for control in controls.per_sentence) or bool(controls.banned)
 
     def _filled(self, sentences, controls):
-        return [tf.fill(tf.shape(sentences)[:1], "") if c is None else c for c in controls]
+        """The per-sentence controls ("" where not given), then the banned ids where the export takes them."""
+        filled = [tf.fill(tf.shape(sentences)[:1], "") if c is None else c for c in controls.per_sentence]
+        if not hasattr(self.module, "target_pieces"):  # exported before banned words
+            if controls.banned:
+                raise ValueError("This SavedModel was exported before `banned` words existed: export it again")
+            return filled
+        ids = self.banned_ids_of(controls.banned)
+        return [*filled, tf.constant(ids, tf.int32, shape=[len(ids)])]
+
+    def banned_ids_of(self, words):
+        """The ids that ban `words` in this export's outputs (`translators.banned_words`)."""
+        tokenizer, pieces = self.module.target_tokenizer, texts(self.module.target_pieces)
+        tokenize = functools.partial(tokenize_words, tokenizer)
+        return banned_words.banned_ids(check_words(words), tokenize, pieces, self.module.unbanned_ids.numpy())
 
     def _source_lengths(self, sentences):
         return self.module.source_lengths(sentences)

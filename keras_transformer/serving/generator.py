@@ -200,7 +200,12 @@ class Generator(TranslatorInterface):
 
 
 def _check_no_prefix(controls):
-    """A `target_prefix` is a translator's control: a generator's continuation starts where its prompt ends."""
+    """A `target_prefix` is a translator's control: a generator's continuation starts where its prompt ends.
+
+    So are `banned` words, which a generator does not take (yet).
+    """
+    if controls.banned:
+        raise ValueError("`banned` words apply to translators (encoder-decoder runs); a generator takes none")
     prefix = controls.target_prefix
     if prefix is not None and any(prefix.numpy().tolist()):
         raise ValueError(

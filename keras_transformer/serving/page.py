@@ -1,12 +1,13 @@
-"""The page served at `/`: type a sentence, see its translation and n-best list.
+"""The page served at `/`: type a sentence, see its translation word by word, and the n-best list.
 
 Plain HTML and a little JavaScript, with no external assets (the server works
-offline). The page calls the predict API itself: `serving_default` for the
-translation and `nbest` (when the model has it) for the list with scores.
+offline). The page calls the API itself: `:stream` with `greedy` for the
+translation, each piece shown as it arrives (one `<span>` each), and
+`:predict` with `nbest` for the beam search's list with scores.
 
 Example:
 
->>> "translator:predict" in render("translator")
+>>> "translator:predict" in render("translator") and "translator:stream" in render("translator")
 True
 """
 
@@ -38,6 +39,30 @@ TEMPLATE = """<!doctype html>
 <table id="nbest"><thead><tr><th>#</th><th>score</th><th>translation</th></tr></thead><tbody></tbody></table>
 <script>
 const PREDICT = __PREDICT__;
+const STREAM = __STREAM__;
+async function stream(sentence, shown) {
+  // Server-Sent Events over fetch: each "data:" line one JSON event (serving/sse.py).
+  const response = await fetch(STREAM, {
+    method: "POST",
+    headers: {"Content-Type": "application/json"},
+    body: JSON.stringify({signature_name: "greedy", instances: [sentence]}),
+  });
+  if (!response.ok) throw new Error((await response.json()).error || response.statusText);
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = "";
+  for (;;) {
+    const {value, done} = await reader.read();
+    if (done) return;
+    buffered += value;
+    const events = buffered.split("\\n\\n");
+    buffered = events.pop();
+    for (const text of events) {
+      const event = JSON.parse(text.replace(/^data: /, ""));
+      if (event.error) throw new Error(event.error);
+      if (event.token) shown.appendChild(document.createElement("span")).textContent = event.token.text;
+    }
+  }
+}
 async function predict(signature, sentence) {
   const response = await fetch(PREDICT, {
     method: "POST",
@@ -56,8 +81,9 @@ document.getElementById("form").addEventListener("submit", async (event) => {
   document.getElementById("busy").textContent = "translating...";
   document.body.dataset.state = "busy";
   try {
-    const [best, nbest] = await Promise.all([predict("serving_default", sentence), predict("nbest", sentence)]);
-    document.getElementById("translation").textContent = best.translations;
+    const shown = document.getElementById("translation");
+    shown.replaceChildren();
+    const [, nbest] = await Promise.all([stream(sentence, shown), predict("nbest", sentence)]);
     rows.replaceChildren();
     nbest.translations.forEach((text, i) => {
       const row = rows.insertRow();
@@ -81,6 +107,9 @@ document.getElementById("form").addEventListener("submit", async (event) => {
 
 def render(name):
     """The page for the model served as `name`."""
-    return TEMPLATE.replace("__TITLE__", html.escape(name)).replace(
-        "__PREDICT__", json.dumps(f"/v1/models/{name}:predict").replace("<", "\\u003c")
-    )
+
+    def url(action):
+        return json.dumps(f"/v1/models/{name}:{action}").replace("<", "\\u003c")
+
+    page = TEMPLATE.replace("__TITLE__", html.escape(name)).replace("__PREDICT__", url("predict"))
+    return page.replace("__STREAM__", url("stream"))

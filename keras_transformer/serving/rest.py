@@ -3,6 +3,8 @@
 Routes (as TF Serving's, so a client written for TF Serving works unchanged):
 
 - `POST /v1/models/NAME:predict`, `POST /v1/models/NAME/versions/N:predict`
+- `POST /v1/models/NAME:stream`: `:predict`'s body, answered word by word as
+  Server-Sent Events (`sse`)
 - `GET /v1/models/NAME` (and `/versions/N`): the model's version status
 - `GET /v1/models/NAME/metadata` (and `/versions/N/metadata`): the signature defs
 - `GET /`: a page to try the model in a browser
@@ -27,13 +29,13 @@ import json
 import logging
 import re
 
-from keras_transformer.serving import page
+from keras_transformer.serving import page, sse
 from keras_transformer.serving.batching import QueueFull
 from keras_transformer.serving.signatures import RequestError
 
 try:
     import fastapi
-    from fastapi.responses import HTMLResponse, Response
+    from fastapi.responses import HTMLResponse, Response, StreamingResponse
     from starlette.requests import ClientDisconnect
 except ModuleNotFoundError as error:  # pragma: no cover  (the extra is part of the test install)
     raise ModuleNotFoundError(
@@ -42,7 +44,9 @@ except ModuleNotFoundError as error:  # pragma: no cover  (the extra is part of 
         name=error.name,
     ) from None
 
-ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+))?(?P<rest>:predict|/metadata)?$")
+ROUTE = re.compile(
+    r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+))?(?P<rest>:predict|:stream|/metadata)?$"
+)
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 MODEL_NAME_RULE = "1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit"
 LONG_INTEGER_DIGITS = 320  # more digits than any float64 holds (309): kept as text, never converted
@@ -91,19 +95,23 @@ def check_model_name(name):
     return name
 
 
-def create_app(model, batcher, name, version=1, limits=Limits()):
+def create_app(model, batcher, name, version=1, limits=Limits(), streams=None):
     """The FastAPI app serving `model` (a `ServedModel`) as `name`, batching through `batcher`.
 
     `batcher` is a `DynamicBatcher` whose `run_batch(key, inputs)` runs
-    `model.run(*key... )`: build both with `build_batcher`. The app closes the
+    `model.run(*key... )`: build both with `build_batcher`. `streams` (an
+    `sse.Streams`) decodes `:stream` requests word by word; without it a
+    stream is the batcher's whole answer, once. The app closes the
     batcher (answering every queued request) when it shuts down. A `name`
     that `check_model_name` refuses is a `ValueError`.
     """
     check_model_name(name)
+    streams = streams or sse.Streams(batch=_batched_stream(batcher, limits))
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
+        streams.close()
         await asyncio.to_thread(batcher.close)
 
     app = fastapi.FastAPI(title=f"keras-transformer: {name}", lifespan=lifespan, docs_url=None, redoc_url=None)
@@ -116,7 +124,7 @@ def create_app(model, batcher, name, version=1, limits=Limits()):
     @app.api_route("/v1/models/{path:path}", methods=["GET", "POST"])
     async def models(path: str, request: fastapi.Request):
         try:
-            return await _models(path, request, model, batcher, name, version, limits)
+            return await _models(path, request, model, (batcher, streams), name, version, limits)
         except Exception as error:  # noqa: BLE001  (a bug here: one JSON line to the client, one log line)
             logger.error("Internal error answering %s %s", request.method, request.url.path, exc_info=error)
             return _error(500, f"Internal error: {type(error).__name__}: {_first_line(error)}")
@@ -128,7 +136,7 @@ def create_app(model, batcher, name, version=1, limits=Limits()):
     return app
 
 
-async def _models(path, request, model, batcher, name, version, limits):
+async def _models(path, request, model, engines, name, version, limits):
     route = ROUTE.match(f"/v1/models/{path}")
     if route is None:
         return _error(404, f"Malformed request: {request.method} /v1/models/{path}")
@@ -137,7 +145,9 @@ async def _models(path, request, model, batcher, name, version, limits):
         return _error(404, found)
     action = route["rest"] or ""
     if action == ":predict" and request.method == "POST":
-        return await _predict(request, model, batcher, limits)
+        return await _predict(request, model, engines[0], limits)
+    if action == ":stream" and request.method == "POST":
+        return await _stream(request, model, engines[1], limits)
     if request.method == "GET" and action == "/metadata":
         return _json(model.metadata(name, version))
     if request.method == "GET" and not action:
@@ -190,6 +200,30 @@ async def _predict(request, model, batcher, limits):
     except Exception as error:  # noqa: BLE001  (a failed signature call: reported, the server goes on)
         return _error(_tf_status(error), f"{type(error).__name__}: {_first_line(error)}")
     return _json(model.render(parsed, outputs))
+
+
+async def _stream(request, model, streams, limits):
+    try:
+        parsed = sse.check(model.parse(_decode(await _read_body(request, limits.max_body_bytes))))
+    except RequestError as error:
+        return _error(error.status, str(error))
+    lines = sse.events(request, parsed, streams, limits.timeout_s)
+    return StreamingResponse(lines, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+def _batched_stream(batcher, limits):
+    """`Streams`' `batch`: one instance of a request through `batcher`, its whole answer as one piece."""
+    from keras_transformer.translators.streaming import Piece
+
+    def batch(request, instance):
+        inputs = {name: values[instance : instance + 1] for name, values in request.inputs.items()}
+        outputs = batcher.submit((request.signature, request.scalars), inputs).result(limits.timeout_s)
+        finished = outputs.get("finished")
+        done = True if finished is None else bool(finished[0])
+        text = outputs["translations"][0].decode("utf-8", errors="replace")
+        yield Piece(text, (), "end" if done else "length")
+
+    return batch
 
 
 async def _read_body(request, limit):

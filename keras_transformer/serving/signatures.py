@@ -110,7 +110,10 @@ class ServedModel:
                 f"{self.path} has no serving signatures: export it again with this version of "
                 "keras-transformer (`keras-transformer export`)."
             )
-        self.input_specs = {name: fn.structured_input_signature[1] for name, fn in self.functions.items()}
+        specs = {name: fn.structured_input_signature[1] for name, fn in self.functions.items()}
+        # A call's banned ids (`translators.banned_words`) are no REST field: every request bans none.
+        self._takes_banned = {name for name, spec in specs.items() if "banned_ids" in spec}
+        self.input_specs = {name: {k: v for k, v in spec.items() if k != "banned_ids"} for name, spec in specs.items()}
         self.languages = exported_languages(self.module).with_defaults(source_lang, target_lang)
         if source_lang is not None or target_lang is not None:  # what the signatures read for "" (the default)
             self.module.default_languages.assign([self.languages.source_lang or "", self.languages.target_lang or ""])
@@ -283,6 +286,8 @@ class ServedModel:
         specs = self.input_specs[signature]
         arguments = {name: tf.constant(values, tf.string) for name, values in inputs.items()}
         arguments.update({name: tf.constant(value, specs[name].dtype) for name, value in scalars})
+        if signature in self._takes_banned:
+            arguments["banned_ids"] = tf.zeros([0], tf.int32)
         return {name: tensor.numpy() for name, tensor in self.functions[signature](**arguments).items()}
 
     @staticmethod

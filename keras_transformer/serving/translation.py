@@ -6,7 +6,8 @@
 `target_lang` (a multilingual model's codes) and, where it decodes,
 `target_prefix` (the forced beginning of each output), each None (the
 translator's default), a str for every sentence, or a list with one per
-sentence, which follows its sentence into its batch.
+sentence, which follows its sentence into its batch; and `banned`, a list of
+words for every sentence (`translators.banned_words`).
 
 Example:
 
@@ -34,6 +35,7 @@ def translate_lines(
     source_lang=None,
     target_lang=None,
     target_prefix=None,
+    banned=None,
 ):
     """Translations of `sentences` in input order, batched by similar length.
 
@@ -46,7 +48,7 @@ def translate_lines(
     (docs/performance.md). The translations are the same. `source_lang`,
     `target_lang` and `target_prefix`: see the module docstring.
     """
-    controls = dict(source_lang=source_lang, target_lang=target_lang, target_prefix=target_prefix)
+    controls = dict(source_lang=source_lang, target_lang=target_lang, target_prefix=target_prefix, banned=banned)
     return translate_lines_with_status(translator, sentences, batch_size, sample, progress, workers, **controls)[0]
 
 
@@ -61,6 +63,7 @@ def translate_lines_with_status(
     source_lang=None,
     target_lang=None,
     target_prefix=None,
+    banned=None,
 ):
     """`(translations, finished)`: `translate_lines` and, per sentence, whether its translation ended.
 
@@ -69,6 +72,7 @@ def translate_lines_with_status(
     SavedModel exported before the flag existed).
     """
     controls = _given(len(sentences), source_lang=source_lang, target_lang=target_lang, target_prefix=target_prefix)
+    controls = {**controls, "banned": banned} if banned else controls
 
     def translate(batch):
         strings, given = [sentences[i] for i in batch], _batch_controls(controls, batch)
@@ -97,6 +101,7 @@ def nbest_lines(
     source_lang=None,
     target_lang=None,
     target_prefix=None,
+    banned=None,
 ):
     """The `n_best` best translations of each sentence: a list, per sentence, of `(score, translation, finished)`.
 
@@ -113,6 +118,7 @@ def nbest_lines(
     if isinstance(n_best, bool) or not isinstance(n_best, int) or not 1 <= n_best <= beam_size:
         raise ArgumentError(f"{{n_best={n_best!r}}} must be between 1 and the beam size, {{beam_size={beam_size}}}")
     controls = _given(len(sentences), source_lang=source_lang, target_lang=target_lang, target_prefix=target_prefix)
+    controls = {**controls, "banned": banned} if banned else controls
 
     def best(batch):
         result = translator.nbest([sentences[i] for i in batch], **_batch_controls(controls, batch))
@@ -172,9 +178,12 @@ def _given(count, **controls):
 
 
 def _batch_controls(controls, batch):
-    """`controls` for the sentences at the indices `batch`: a list's entries at those indices, else as it is."""
+    """`controls` for the sentences at the indices `batch`: a list's entries at those indices, else as it is.
+
+    `banned` words are the whole call's: every batch gets them all.
+    """
     return {
-        name: [value[i] for i in batch] if isinstance(value, (list, tuple)) else value
+        name: [value[i] for i in batch] if isinstance(value, (list, tuple)) and name != "banned" else value
         for name, value in controls.items()
     }
 

@@ -58,12 +58,15 @@ an `InvalidArgumentError` that names it (they are not clamped).
 
 import functools
 
+import keras
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for loading)
 
 from keras_transformer import decoding
+from keras_transformer.decoding import rules
 from keras_transformer.files import atomic, destinations, manifest
-from keras_transformer.translators import TranslatorInterface, decoding_defaults
+from keras_transformer.models import as_transformer
+from keras_transformer.translators import TranslatorInterface, alignments, banned_words, decoding_defaults
 from keras_transformer.translators.controls import languages_of
 
 SOURCE_BUCKET = 16  # sources are padded to a multiple of this (few XLA programs)
@@ -75,8 +78,9 @@ _SAMPLE_SPECS = [
     tf.TensorSpec([], tf.float32),
     tf.TensorSpec([], tf.int64),
 ]
-# The controls (`translators.controls`): source language, target language, target prefix, one each per sentence.
-_CONTROL_SPECS = [_STRINGS, _STRINGS, _STRINGS]
+# The controls (`translators.controls`): source language, target language, target prefix, one each per sentence,
+# and the ids that the call's banned words ban (`translators.banned_words`), for the whole call.
+_CONTROL_SPECS = [_STRINGS, _STRINGS, _STRINGS, tf.TensorSpec([None], tf.int32)]
 # The SavedModel's functions, by name, and the `Translator` tf.functions they are. The
 # Python methods of those names check their inputs first, then call these.
 _EXPORTED = {
@@ -152,6 +156,10 @@ class Translator(TranslatorInterface, tf.Module):
             `keras_transformer.translators.controls`, each a str or one per
             sentence: a multilingual model's languages, and the first words
             of the output (decoding continues from them).
+        banned: words no output may hold, for every sentence: the ids of
+            their pieces are never produced (`translators.banned_words`;
+            the SavedModel's `*_with_controls` take those ids, `banned_ids`,
+            which `banned_ids_of(words)` gives).
 
     Returns:
         string tensor `(batch,)`, the translations. A translation cut off at
@@ -225,12 +233,18 @@ class Translator(TranslatorInterface, tf.Module):
         self._decode_length = decoding.resolve_max_length(model, max_length)
         self._compact = bool(compact)
         self._searches = _Searches(model, search, options, self._decode_length, jit_compile, compact)
+        self._stream_decoder = None  # what `stream` steps through (`stream_decoder`), built on the first stream
         # Read back by the commands, also after `tf.saved_model.load`.
         self.beam_size = tf.Variable(beam_size, trainable=False, name="beam_size")
         self.max_source_length = tf.Variable(max_source_length, trainable=False, name="max_source_length")
         codes, source, target = self._languages
         self.language_codes = tf.Variable(tf.constant(codes, tf.string, shape=[len(codes)]), trainable=False)
         self.default_languages = tf.Variable([source or "", target or ""], trainable=False)
+        # The target pieces by id: what a call's banned words are read against, also after loading.
+        self.target_pieces = tf.Variable(_pieces(self.target_tokenizer, first.outputs[0].shape[-1]), trainable=False)
+        unk = getattr(self.target_tokenizer, "unk_id", self._target_end)
+        specials = sorted({self._target_end, self._target_pad, unk, *first.config.special_ids().values()})
+        self.unbanned_ids = tf.Variable(specials, trainable=False)  # what banned words never ban
 
     @property
     def languages(self):
@@ -239,12 +253,32 @@ class Translator(TranslatorInterface, tf.Module):
 
     # The engine's hooks (`TranslatorInterface`): its compiled functions, given checked inputs.
 
+    def banned_ids_of(self, words):
+        """The ids that ban `words` (a list of str) in this translator's outputs (`translators.banned_words`)."""
+        return banned_words.banned_ids(
+            banned_words.check_words(words), self._tokenize_words, texts(self.target_pieces), self.unbanned_ids.numpy()
+        )
+
+    def _tokenize_words(self, words):
+        return tokenize_words(self.target_tokenizer, words)
+
     def _decode(self, search, sentences, controls, *sampling):
         controls = self._filled(sentences, controls)
         if search == "sample":
             return self._tf_sample_with_controls(sentences, *controls, *sampling)
         decode = self._tf_greedy_with_controls if search == "greedy" else self._tf_call_with_controls
         return decode(sentences, *controls)
+
+    def _stream(self, search, sentences, controls, *sampling, cancel=None):
+        """Greedy search and sampling step by step (`stream_decoder`); beam search's result once."""
+        if search == "best" and self._searches.beam_size > 1:
+            return super()._stream(search, sentences, controls)
+        if self._stream_decoder is None:
+            from keras_transformer.serving.stream_decoder import StreamDecoder
+
+            self._stream_decoder = StreamDecoder(self)
+        search = "greedy" if search == "best" else search
+        return self._stream_decoder.pieces(search, sentences, controls, *sampling, cancel=cancel)
 
     def _nbest(self, sentences, controls):
         return self._tf_nbest_with_controls(sentences, *self._filled(sentences, controls))
@@ -253,11 +287,53 @@ class Translator(TranslatorInterface, tf.Module):
         return self._tf_score_with_controls(sources, targets, *self._filled(sources, controls)[:2])
 
     def _filled(self, sentences, controls):
-        """`controls` with "" for each one not given (the graph's defaults)."""
-        return [tf.fill(tf.shape(sentences)[:1], "") if c is None else c for c in controls]
+        """`controls` as the graph takes them: "" for each one not given (its default), then the banned ids."""
+        if controls.banned and self._compact:
+            raise ValueError("A Translator built with `compact=True` takes no `banned` words: build one without")
+        filled = [tf.fill(tf.shape(sentences)[:1], "") if c is None else c for c in controls.per_sentence]
+        ids = self.banned_ids_of(controls.banned)
+        return [*filled, tf.constant(ids, tf.int32, shape=[len(ids)])]
 
     def _source_lengths(self, sentences):
         return self._tf_source_lengths(sentences)
+
+    def _align(self, sources, outputs, layer, controls):
+        members = [as_transformer(member) for member in decoding.ensemble_members(self.model)]
+        layer = alignments.check_layer(layer, len(members[0].decoder_layers))
+        if not sources.shape[0]:
+            return []
+        source_lang, target_lang = (
+            [self._languages[which]] * sources.shape[0] if codes is None else texts(codes)
+            for which, codes in ((1, controls.source_lang), (2, controls.target_lang))
+        )
+        source = [self._aligned_source(text, code) for text, code in zip(texts(sources), source_lang)]
+        target = [self._aligned_target(text, code) for text, code in zip(texts(outputs), target_lang)]
+        source_ids = _padded([ids for ids, _, _ in source], self._source_pad)
+        decoder_inputs = _padded([ids for ids, _, _ in target], self._target_pad)
+        attention = alignments.cross_attention(members, source_ids, decoder_inputs, layer)
+        return [
+            alignments.word_alignment(weights[t0 : t0 + len(t_words), s0 : s0 + len(s_words)], s_words, t_words)
+            for weights, (_, s0, s_words), (_, t0, t_words) in zip(attention, source, target)
+        ]
+
+    def _aligned_source(self, text, code):
+        """`(source ids as the model reads them, where its words start, the word of each piece)`."""
+        ids, words = alignments.word_pieces(functools.partial(tokenize_words, self.source_tokenizer), text)
+        ids, words = ids[: self._source_limit], words[: self._source_limit]
+        row = ids + [self._source_end] * int(self._add_source_end)
+        if not self._multilingual:
+            return row, 0, words
+        language = self.source_tokenizer.languages[code]
+        if getattr(self.source_tokenizer, "source_position", "first") == "last":
+            return row + [language], 0, words
+        return [language] + row, 1, words
+
+    def _aligned_target(self, text, code):
+        """`(decoder inputs: START, a language, the pieces; the row producing the first piece; their words)`."""
+        start = [int(self._searches.start_id)] + ([self.target_tokenizer.languages[code]] if self._multilingual else [])
+        ids, words = alignments.word_pieces(functools.partial(tokenize_words, self.target_tokenizer), text)
+        keep = self._decode_length - len(start) + 1
+        return start + ids[: keep - 1], len(start) - 1, words[: keep - 1]
 
     def _trackable_children(self, *args, **kwargs):
         """The SavedModel holds the `_tf_*` functions under their public names (`_EXPORTED`)."""
@@ -311,23 +387,23 @@ class Translator(TranslatorInterface, tf.Module):
     # The same with the controls (`translators.controls`): a "" entry is the translator's default.
 
     @tf.function(input_signature=[_STRINGS, *_CONTROL_SPECS], autograph=False)
-    def _tf_call_with_controls(self, sentences, source_lang, target_lang, target_prefix):
-        return self._run(sentences, self._searches.best, (source_lang, target_lang, target_prefix))
+    def _tf_call_with_controls(self, sentences, source_lang, target_lang, target_prefix, banned_ids):
+        return self._run(sentences, self._searches.best, (source_lang, target_lang, target_prefix, banned_ids))
 
     @tf.function(input_signature=[_STRINGS, *_CONTROL_SPECS], autograph=False)
-    def _tf_greedy_with_controls(self, sentences, source_lang, target_lang, target_prefix):
-        return self._run(sentences, self._searches.greedy, (source_lang, target_lang, target_prefix))
+    def _tf_greedy_with_controls(self, sentences, source_lang, target_lang, target_prefix, banned_ids):
+        return self._run(sentences, self._searches.greedy, (source_lang, target_lang, target_prefix, banned_ids))
 
     @tf.function(input_signature=[_STRINGS, *_CONTROL_SPECS, *_SAMPLE_SPECS[1:]], autograph=False)
     def _tf_sample_with_controls(
-        self, sentences, source_lang, target_lang, target_prefix, temperature, top_k, top_p, seed
+        self, sentences, source_lang, target_lang, target_prefix, banned_ids, temperature, top_k, top_p, seed
     ):
-        controls = (source_lang, target_lang, target_prefix)
+        controls = (source_lang, target_lang, target_prefix, banned_ids)
         return self._run_sample(sentences, controls, temperature, top_k, top_p, seed)
 
     @tf.function(input_signature=[_STRINGS, *_CONTROL_SPECS], autograph=False)
-    def _tf_nbest_with_controls(self, sentences, source_lang, target_lang, target_prefix):
-        controls = (source_lang, target_lang, target_prefix)
+    def _tf_nbest_with_controls(self, sentences, source_lang, target_lang, target_prefix, banned_ids):
+        controls = (source_lang, target_lang, target_prefix, banned_ids)
         return self._run(sentences, self._searches.nbest, controls, beams=self._searches.beam_size)
 
     @tf.function(input_signature=[_STRINGS, _STRINGS, _STRINGS, _STRINGS], autograph=False)
@@ -352,36 +428,37 @@ class Translator(TranslatorInterface, tf.Module):
             return tf.cond(batch > 0, run, lambda: empty)
 
     def _defaults(self, sentences):
-        """The controls of a plain call: the default languages, no prefix."""
+        """The controls of a plain call: the default languages, no prefix, nothing banned."""
         fill = functools.partial(tf.fill, tf.shape(sentences)[:1])
-        return fill(self.default_languages[0]), fill(self.default_languages[1]), fill("")
+        return fill(self.default_languages[0]), fill(self.default_languages[1]), fill(""), tf.zeros([0], tf.int32)
 
     def _run_sample(self, sentences, controls, temperature, top_k, top_p, seed):
         with tf.control_dependencies(_sampling_asserts(temperature, top_k, top_p)):
             seed = tf.cond(seed < 0, lambda: tf.random.uniform([], 0, 2**62, tf.int64), lambda: seed)
 
-        def decode(source_ids, prefix):
+        def decode(source_ids, prefix, ban_mask):
             shape = tf.stack([tf.shape(source_ids)[0], self._decode_length])
             noise = tf.random.stateless_uniform(shape, tf.stack([seed, 0]))
-            return self._searches.sample(source_ids, noise, temperature, top_k, top_p, prefix)
+            return self._searches.sample(source_ids, noise, temperature, top_k, top_p, prefix, ban_mask)
 
         return self._run(sentences, decode, controls)
 
     def _run(self, sentences, decode, controls, beams=None):
-        """`{"translations", "scores", "finished"}` of `sentences` by `decode(source_ids, prefix) -> SearchResult`.
+        """`{"translations", "scores", "finished"}` of `sentences` by `decode(source_ids, prefix, ban_mask)`.
 
-        `controls` are `(source_lang, target_lang, target_prefix)`, each
-        `(batch,)`. Each output is `(batch,)`, or `(batch, beams)` when
-        `beams` is given.
+        `decode` returns a `SearchResult`. `controls` are `(source_lang,
+        target_lang, target_prefix)`, each `(batch,)`, and the banned ids
+        `(n,)`, which reach the search as its `ban_mask` (`rules.ids_mask`).
+        Each output is `(batch,)`, or `(batch, beams)` when `beams` is given.
         """
         batch = tf.shape(sentences)[0]
         shape = [0] if beams is None else [0, beams]
-        source_lang, target_lang, target_prefix = controls
+        source_lang, target_lang, target_prefix, banned_ids = controls
 
         def run():
             source_ids = self._source_ids(sentences, source_lang)
             prefix = self._prefix(target_lang, target_prefix, tf.shape(source_ids)[0])
-            ids, scores, finished = decode(source_ids, prefix)
+            ids, scores, finished = decode(source_ids, prefix, _ban_mask(self.target_pieces.shape[0], banned_ids))
             return _status(self._detokenize(ids[:batch]), scores[:batch], finished[:batch])
 
         def empty():
@@ -487,25 +564,32 @@ class _Searches:
         compile_search = functools.partial(decoding.compile_search, model, max_length=max_length)
         compile_search = functools.partial(compile_search, jit_compile=jit_compile)
         greedy = decoding.search_for(1, search.alpha, **options)
-        self.beam_size = search.beam_size
+        self.beam_size, self._compact = search.beam_size, compact
+        self.start_id = search.start_id
+        self.stream_settings = (model, search, options, max_length, jit_compile)  # `stream_decoder`'s
         self._greedy = compile_search(greedy, compact=compact)
         self._nbest = self._greedy if search == greedy else compile_search(search, compact=compact)
         self._sample = compile_search(decoding.search_for(None, search.alpha, temperature=1.0, **options))
         scoring = decoding.search_for(1, 0.0, **options)  # plain log-probabilities, with the search's ids and bans
         self.score = decoding.compile_scores(model, search=scoring, jit_compile=jit_compile)
 
-    def greedy(self, source_ids, prefix):
-        return self._greedy(source_ids, prefix=prefix).best()
+    def greedy(self, source_ids, prefix, ban_mask):
+        return self._greedy(source_ids, prefix=prefix, **self._ban(ban_mask)).best()
 
-    def nbest(self, source_ids, prefix):
-        return self._nbest(source_ids, prefix=prefix)
+    def nbest(self, source_ids, prefix, ban_mask):
+        return self._nbest(source_ids, prefix=prefix, **self._ban(ban_mask))
 
-    def best(self, source_ids, prefix):
+    def best(self, source_ids, prefix, ban_mask):
         """The best hypothesis of `nbest`."""
-        return self._nbest(source_ids, prefix=prefix).best()
+        return self.nbest(source_ids, prefix, ban_mask).best()
 
-    def sample(self, source_ids, noise, temperature, top_k, top_p, prefix):
-        return self._sample(source_ids, noise, temperature=temperature, top_k=top_k, top_p=top_p, prefix=prefix).best()
+    def sample(self, source_ids, noise, temperature, top_k, top_p, prefix, ban_mask):
+        settings = dict(temperature=temperature, top_k=top_k, top_p=top_p, ban_mask=ban_mask)
+        return self._sample(source_ids, noise, prefix=prefix, **settings).best()
+
+    def _ban(self, ban_mask):
+        """The setting of a call's banned ids; none for a compacting decode (`Translator._filled` refuses bans)."""
+        return {} if self._compact else {"ban_mask": ban_mask}
 
 
 def check_export_destination(path, overwrite):
@@ -550,6 +634,23 @@ def _check_vocab(name, tokenizer, model_vocab):
         )
 
 
+def _pieces(tokenizer, vocab_size):
+    """`tokenizer`'s pieces by id, `(vocab_size,)` `tf.string` ("" where it has none)."""
+    if not hasattr(tokenizer, "id_to_piece"):
+        return tf.fill([vocab_size], "")
+    return tf.reshape(tokenizer.id_to_piece(tf.range(vocab_size)), [vocab_size])
+
+
+def tokenize_words(tokenizer, words):
+    """`tokenizer`'s ids of each of `words` (a list of str), as lists."""
+    return tokenizer.tokenize(tf.constant(words, tf.string, shape=[len(words)])).to_list()
+
+
+def texts(strings):
+    """A string tensor (or variable) as a list of str."""
+    return [text.decode("utf-8") for text in tf.convert_to_tensor(strings).numpy().tolist()]
+
+
 def tokenized(tokenizer, sentences):
     """The ids of `sentences` as `tokenizer` gives them, none for a blank one.
 
@@ -571,3 +672,14 @@ def _pad_to_buckets(ids, max_source_length, pad_id):
     dense = ids.to_tensor(pad_id)
     pad = [[0, rows - batch], [0, tf.cast(width, tf.int32) - tf.shape(dense)[1]]]
     return tf.pad(dense, pad, constant_values=pad_id)
+
+
+def _padded(rows, pad_id):
+    """int32 `(len(rows), longest)` of `rows`, `pad_id` after each (at least one column)."""
+    width = max([len(row) for row in rows] + [1])
+    return tf.constant([row + [pad_id] * (width - len(row)) for row in rows], tf.int32)
+
+
+def _ban_mask(vocab_size, banned_ids):
+    """Bool `(vocab_size,)`, True at `banned_ids`: the search's `ban_mask` (`rules.ids_mask`)."""
+    return rules.ids_mask(vocab_size, banned_ids, keras.ops)

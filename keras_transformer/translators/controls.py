@@ -1,10 +1,12 @@
-"""The controls of a translation: its source and target language, and a forced beginning of the output.
+"""The controls of a translation: its languages, a forced beginning of the output, and banned words.
 
 A multilingual model (M2M100, NLLB-200) is told the language of each source
 and the language to translate into; any model can be given the first words
-of its output (`target_prefix`), from which decoding continues. Every
-translator takes them per call, each a str (for every sentence) or a list
-with one per sentence, and `resolve` checks them in Python before any
+of its output (`target_prefix`), from which decoding continues, and words
+that must never appear (`banned`, a list of words for the whole call:
+`banned_words`). Every translator takes them per call, the first three
+each a str (for every sentence) or a list with one per sentence, and
+`resolve` checks them in Python before any
 engine runs: an unknown language code is one line naming three close ones,
 a multilingual model without a target language one line that says how to
 give one, a language given to a model of one language pair one line that
@@ -12,7 +14,7 @@ says it has none.
 
 What reaches an engine is `Controls`: three 1-D `tf.string` tensors, one
 entry per sentence, every language filled in (None for a model without
-languages, and for no prefix).
+languages, and for no prefix), and the banned words (a tuple of str).
 
 Example:
 
@@ -28,6 +30,7 @@ import tensorflow as tf
 
 from keras_transformer.input_rules import sentence_error
 from keras_transformer.kinds import close_matches
+from keras_transformer.translators.banned_words import check_words
 
 HOW_TO_NAME = (
     'name one with target_lang= in Python, --target-lang on the command line or a "target_lang" field in a '
@@ -88,20 +91,29 @@ def languages_of(source_tokenizer, target_tokenizer):
 
 
 class Controls(NamedTuple):
-    """Per sentence `(batch,)` `tf.string`: source and target language codes, and the forced prefix (or None)."""
+    """Per sentence `(batch,)` `tf.string`: source and target language codes, the forced prefix (or None);
+    and the call's `banned` words (a tuple of str, `banned_words`)."""
 
     source_lang: tf.Tensor = None
     target_lang: tf.Tensor = None
     target_prefix: tf.Tensor = None
+    banned: tuple = ()
+
+    @property
+    def per_sentence(self):
+        """The three per-sentence tensors (or None each): what the engines' graphs take."""
+        return (self.source_lang, self.target_lang, self.target_prefix)
 
 
-def resolve(sentences, languages, source_lang=None, target_lang=None, target_prefix=None):
+def resolve(sentences, languages, source_lang=None, target_lang=None, target_prefix=None, banned=None):
     """The `Controls` of a call on `sentences` (checked, 1-D `tf.string`), for a model of `languages`.
 
     Each control is None (the model's default), a str for every sentence, or
-    a list with one per sentence (None entries: the default). A bad one is a
-    one-line `ValueError`.
+    a list with one per sentence (None entries: the default); `banned` is
+    None or a list of words for every sentence. A bad one is a one-line
+    `ValueError`.
     """
+    words = check_words(banned)
     if not languages.codes:
         for name, value in (("source_lang", source_lang), ("target_lang", target_lang)):
             if value is not None and (not isinstance(value, (list, tuple)) or any(v is not None for v in value)):
@@ -109,7 +121,7 @@ def resolve(sentences, languages, source_lang=None, target_lang=None, target_pre
                     f"`{name}` applies to multilingual models; this one translates one language pair. "
                     f"Received: {name}={value!r}"
                 )
-        return Controls(target_prefix=_prefix(sentences, target_prefix))
+        return Controls(target_prefix=_prefix(sentences, target_prefix), banned=words)
 
     def code(default):
         def checked(value, name):
@@ -124,7 +136,7 @@ def resolve(sentences, languages, source_lang=None, target_lang=None, target_pre
 
     source = _per_sentence(sentences, "source_lang", source_lang, code(languages.source_lang))
     target = _per_sentence(sentences, "target_lang", target_lang, code(languages.target_lang))
-    return Controls(source, target, _prefix(sentences, target_prefix))
+    return Controls(source, target, _prefix(sentences, target_prefix), words)
 
 
 def _prefix(sentences, target_prefix):

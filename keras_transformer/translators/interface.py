@@ -24,7 +24,15 @@ arrays with `.numpy()`:
   cut off before END;
 - `nbest(sentences)`: every beam, best first, each `(batch, beam_size)`;
 - `score(sources, targets)`: `{"log_probs", "target_lengths"}`, teacher-forced;
+- `align(sources, outputs, layer=None)`: for each output word, the source
+  word it attends to most, as `(i, j)` pairs (`alignments`; the XLA
+  translator of a run directory, which has the model's attention);
 - `source_lengths(sentences)`: source tokens before truncation;
+- `stream(sentence, search)`: one sentence's translation in pieces of
+  text, each given once its words are decoded (`streaming`), for
+  `search` `"best"` (the translator's own search), `"greedy"` or
+  `"sample"`; `stream_pieces` gives them as `streaming.Piece`s, with their
+  ids and, last, why the output ended;
 - `beam_size`, `max_source_length`, `languages` (a multilingual model's
   codes and default languages, `controls.Languages`) and
   `supports_sampling` (a LiteRT export does not sample).
@@ -32,13 +40,16 @@ arrays with `.numpy()`:
 The translating methods also take the controls of `controls`:
 `source_lang=` and `target_lang=` (a multilingual model's codes) and
 `target_prefix=` (the first words of the output), each a str or one per
-sentence; `score` takes the languages.
+sentence, and `banned=` (a list of words no output may hold, for the
+whole call: `banned_words`); `score` takes the languages.
 
 A subclass implements `_decode(search, sentences, controls, *sampling)`
 for `search` in `"best"`, `"greedy"`, `"sample"`, `_nbest(sentences,
 controls)`, `_score(sources, targets, controls)` and
 `_source_lengths(sentences)`, each given checked inputs and
-`controls.Controls`.
+`controls.Controls`. An engine that decodes token by token gives
+`_stream(search, sentences, controls, *sampling, cancel=None)`, an iterator of
+`streaming.Piece`s; without it a stream is the whole translation, once.
 
 Example:
 
@@ -60,6 +71,9 @@ from keras_transformer.kinds import MAX_BEAM_SIZE, check_finite_number, check_in
 from keras_transformer.translators.controls import Languages, resolve
 from keras_transformer.translators.inputs import pairs, sampling
 from keras_transformer.translators.inputs import sentences as checked_sentences
+from keras_transformer.translators.streaming import Piece
+
+STREAMED_SEARCHES = ("best", "greedy", "sample")
 
 
 class TranslatorInterface:
@@ -117,6 +131,19 @@ class TranslatorInterface:
         controls = self._controls(sources, source_lang=source_lang, target_lang=target_lang)
         return self._score(sources, targets, controls)
 
+    def align(self, sources, outputs, layer=None, source_lang=None, target_lang=None):
+        """For each output word, the source word it attends to most: a list of `(i, j)` pairs per pair of texts.
+
+        `i` indexes the source's whitespace-separated words and `j` the
+        output's, both from 0 (Moses' `i-j`, `alignments.format_pairs`): one
+        pair per output word, read from decoder layer `layer`'s
+        cross-attention averaged over its heads (default: the second-to-last
+        layer; see `keras_transformer.translators.alignments`).
+        """
+        sources, outputs = pairs(sources, outputs)
+        controls = self._controls(sources, source_lang=source_lang, target_lang=target_lang)
+        return self._align(sources, outputs, layer, controls)
+
     def source_lengths(self, sentences):
         """Source tokens per sentence before truncation.
 
@@ -124,9 +151,52 @@ class TranslatorInterface:
         """
         return self._source_lengths(checked_sentences(sentences))
 
-    def _controls(self, sentences, source_lang=None, target_lang=None, target_prefix=None):
+    def stream(self, sentence, search="best", *, temperature=1.0, top_k=0, top_p=1.0, seed=-1, **controls):
+        """Yields the translation of one `sentence` (a str) in pieces of text, as the decoder produces them.
+
+        Each piece is one or more whole words (with the space before them):
+        nothing given can change, and the pieces joined are the string
+        `__call__`, `greedy` or `sample` returns for `search` `"best"`,
+        `"greedy"` or `"sample"` (`sample([sentence], ...)` with the same
+        `seed`: a seed's draws depend on the batch). Greedy search and
+        sampling give each word once the next begins; beam search gives the
+        whole text once, at the end, as its best hypothesis can change at
+        any step until then (so does `"best"` with more than one beam). The
+        controls are the translating methods'.
+
+        Example:
+
+        >>> for words in translator.stream("A dog runs.", "greedy"):  # doctest: +SKIP
+        ...     print(words, end="", flush=True)
+        Ein Hund läuft.
+        """
+        options = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+        pieces = self.stream_pieces(sentence, search, **options, **controls)  # checked now, not at the first piece
+        return (piece.text for piece in pieces if piece.text)
+
+    def stream_pieces(
+        self, sentence, search="best", *, temperature=1.0, top_k=0, top_p=1.0, seed=-1, cancel=None, **controls
+    ):
+        """`stream` as `streaming.Piece`s: text, ids, and on the last one its `finish_reason` ("end", "length").
+
+        `cancel` (a `threading.Event`, or anything with `is_set()`) stops
+        the decoding at its next step once set: the last piece's reason is
+        then `"cancelled"`. The inputs are checked here, before the first
+        piece: a bad one is a `ValueError` naming it.
+        """
+        if search not in STREAMED_SEARCHES:
+            raise ValueError(f"`search` must be one of {STREAMED_SEARCHES}. Received: search={search!r}")
+        if isinstance(sentence, (list, tuple)) or getattr(sentence, "ndim", 0):
+            raise ValueError(f"`sentence` must be one str: stream one sentence at a time. Received: {sentence!r}")
+        if search == "sample" and not self.supports_sampling:
+            raise ValueError(f"{type(self).__name__} does not sample: stream with search='best' or 'greedy'")
+        sentences = checked_sentences([sentence])
+        numbers = sampling(temperature, top_k, top_p, seed) if search == "sample" else ()
+        return self._stream(search, sentences, self._controls(sentences, **controls), *numbers, cancel=cancel)
+
+    def _controls(self, sentences, source_lang=None, target_lang=None, target_prefix=None, banned=None):
         """The checked `controls.Controls` of a call (see `keras_transformer.translators.controls`)."""
-        return resolve(sentences, self.languages, source_lang, target_lang, target_prefix)
+        return resolve(sentences, self.languages, source_lang, target_lang, target_prefix, banned)
 
     # -- what each engine gives: each hook is given checked inputs and `Controls` ------------------
 
@@ -136,11 +206,25 @@ class TranslatorInterface:
     def _nbest(self, sentences, controls):
         raise NotImplementedError
 
+    def _stream(self, search, sentences, controls, *sampling_numbers, cancel=None):
+        """`streaming.Piece`s of the one sentence of `sentences`; here the whole translation, once."""
+        result = self._decode(search, sentences, controls, *sampling_numbers)
+        finished = result.get("finished")
+        done = True if finished is None else bool(np.asarray(getattr(finished, "numpy", lambda: finished)())[0])
+        text = result["translations"].numpy()[0].decode("utf-8", errors="replace")
+        yield Piece(text, (), "end" if done else "length")
+
     def _score(self, sources, targets, controls):
         raise NotImplementedError
 
     def _source_lengths(self, sentences):
         raise NotImplementedError
+
+    def _align(self, sources, outputs, layer, controls):
+        raise ValueError(
+            "Alignments need the model's cross-attention: open the run directory with the XLA engine "
+            f"(this is a {type(self).__name__})"
+        )
 
 
 def _warned(result):

@@ -43,6 +43,23 @@ def test_the_xla_searches_never_generate_what_the_rule_bans(model, monkeypatch):
     assert chosen not in banned
 
 
+@pytest.mark.parametrize(
+    "search",
+    [decoding.GreedySearch(), decoding.BeamSearch(3), decoding.SamplingSearch(temperature=1.0, seed=4)],
+    ids=["greedy", "beam", "sampling"],
+)
+def test_a_calls_ban_mask_is_never_generated_by_any_search(model, search):
+    """The ids of `ban_mask` (a call's banned words) go through `rules.ban`: each search chooses others."""
+    free = keras.ops.convert_to_numpy(decoding.decode(model, SOURCE, search, max_length=6).ids)
+    chosen = sorted({int(i) for i in free.ravel()} - {0, 3})[:3]  # END stays: the outputs end
+    mask = rules.ids_mask(40, keras.ops.convert_to_tensor(chosen, "int32"), keras.ops)
+    banned = keras.ops.convert_to_numpy(decoding.decode(model, SOURCE, search.replace(ban_mask=mask), max_length=6).ids)
+    assert chosen and not set(chosen) & set(banned.ravel().tolist())
+    none = rules.ids_mask(40, keras.ops.zeros((0,), "int32"), keras.ops)
+    same = keras.ops.convert_to_numpy(decoding.decode(model, SOURCE, search.replace(ban_mask=none), max_length=6).ids)
+    np.testing.assert_array_equal(same, free)
+
+
 class ConstantSession:
     """A decoder step whose log-probabilities are the same at every step: token 4 likely, END (3) next."""
 

@@ -138,5 +138,6 @@ def test_the_savedmodel_takes_the_target_language(imported, tmp_path):
         source_lang=tf.constant(["", ""]),
         target_lang=tf.constant([target, target]),
         target_prefix=tf.constant(["", ""]),
+        banned_ids=tf.zeros([0], tf.int32),
     )
     assert strings(outputs["translations"]) == beams[:2]

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from keras_transformer import export
+from keras_transformer.files import user_cache
 from keras_transformer.pretrained import import_pretrained
-from keras_transformer.serving import ctranslate2_engine
 from keras_transformer.serving.served_translator import ServedTranslator
 from keras_transformer.serving.signatures import RequestError, ServedModel
 
@@ -166,7 +166,7 @@ def engine_translator(request, run, reference, tmp_path_factory):
         from keras_transformer.opener import open_translator
 
         with pytest.MonkeyPatch.context() as patch:
-            patch.setenv(ctranslate2_engine.CACHE_ENV, str(tmp_path_factory.mktemp("ct2-cache")))
+            patch.setenv(user_cache.CACHE_ENV, str(tmp_path_factory.mktemp("ct2-cache")))
             return open_translator(run, "ctranslate2", **options)
     pytest.importorskip("ai_edge_litert")
     from keras_transformer import litert

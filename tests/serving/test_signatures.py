@@ -28,12 +28,19 @@ EXPECTED = {
     "nbest": ({"sentences": tf.string}, TRANSLATION_OUTPUTS, 2),
     "score": ({"sources": tf.string, "targets": tf.string}, {"log_probs": tf.float32, "target_lengths": tf.int32}, 1),
 }
-CONTROLS = {"sentences": tf.string, "source_lang": tf.string, "target_lang": tf.string, "target_prefix": tf.string}
+CONTROLS = {
+    "sentences": tf.string,
+    "source_lang": tf.string,
+    "target_lang": tf.string,
+    "target_prefix": tf.string,
+    "banned_ids": tf.int32,
+}
 EXPECTED.update(
     with_controls=(CONTROLS, TRANSLATION_OUTPUTS, 1),
     greedy_with_controls=(CONTROLS, TRANSLATION_OUTPUTS, 1),
 )
 PER_SENTENCE = ("sentences", "sources", "targets", "source_lang", "target_lang", "target_prefix")
+RANK_ONE = (*PER_SENTENCE, "banned_ids")  # the ids of the call's banned words
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +85,7 @@ def test_every_signature_has_its_named_inputs_and_outputs(exported):
         assert {k: v.dtype for k, v in signature.inputs.items()} == {k: v.as_datatype_enum for k, v in inputs.items()}
         assert {k: v.dtype for k, v in signature.outputs.items()} == {k: v.as_datatype_enum for k, v in outputs.items()}
         for key, tensor in signature.inputs.items():
-            expected_rank = 1 if key in PER_SENTENCE else 0
+            expected_rank = 1 if key in RANK_ONE else 0
             assert len(tensor.tensor_shape.dim) == expected_rank, (name, key)
         for key, tensor in signature.outputs.items():
             dims = [d.size for d in tensor.tensor_shape.dim]

@@ -1,0 +1,60 @@
+"""Printing a translation as it is decoded: `--stream` of `chat` and `translate`.
+
+Example::
+
+    keras-transformer chat --model saved_models/korean-chatbot            # streams on a terminal
+    keras-transformer translate --model saved_models/multi30k-en-de --stream "A dog runs."
+"""
+
+import argparse
+import sys
+
+
+def add_stream_argument(parser, default_help):
+    """`--stream` / `--no-stream`: print the words of each answer as they are decoded."""
+    parser.add_argument(
+        "--stream",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"print the words as they are decoded ({default_help}); beam search prints its answer at the end",
+    )
+
+
+def print_stream(pieces, out=None):
+    """Prints each `translators.streaming.Piece`'s text as it comes, then a newline; the last piece's reason.
+
+    Ctrl-C stops the answer where it is: the words printed stay, the
+    decoding stops at its next step, and the reason is `"cancelled"`.
+    """
+    out = out or sys.stdout
+    reason = "cancelled"
+    try:
+        for piece in pieces:
+            out.write(piece.text)
+            out.flush()
+            reason = piece.finish_reason or reason
+    except KeyboardInterrupt:
+        pieces.close()
+        out.write(" [stopped]")
+        reason = "cancelled"
+    out.write("\n")
+    out.flush()
+    return reason
+
+
+def streamed_lines(translator, sentences, args):
+    """`translate --stream`: each sentence's translation printed as it is decoded, one line each."""
+    from keras_transformer.errors import ArgumentError
+
+    for flag, value in (("--output", args.output), ("--n-best", args.n_best)):
+        if value:
+            raise ArgumentError(f"--stream prints to stdout as it decodes: it takes no {flag}")
+    for number, sentence in enumerate(sentences, 1):
+        text = sentence.decode("utf-8") if isinstance(sentence, bytes) else sentence
+        if print_stream(translator.stream_pieces(text, target_prefix=getattr(args, "prefix", None))) == "length":
+            print(
+                f"warning: sentence {number}: the translation reached the maximum output length before END; "
+                "it is cut off",
+                file=sys.stderr,
+            )
+    return 0

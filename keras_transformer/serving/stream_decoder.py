@@ -1,0 +1,99 @@
+"""A `Translator`'s streams: its greedy search and sampling, one compiled step at a time, cut into words.
+
+`StreamDecoder` is what `Translator._stream` runs: the translator's own
+greedy and sampling searches (the same options, maximum length and ids) as
+`decoding.SteppedSearch`es, each compiled on its first stream, fed the
+source, forced beginning and banned ids that the translator's `_run` would
+give them, and read one id a step into a `translators.streaming.WordCutter`. The last
+piece completes the text to the translator's own detokenization of the
+result, so the pieces joined are what `greedy` or `sample` returns: the
+same ids (the same loop body, and for sampling the same noise from the same
+seed) and the same strings. Beam search has no stream here: the
+`Translator` gives its result once.
+
+Example:
+
+>>> decoder = StreamDecoder(translator)  # doctest: +SKIP
+>>> list(decoder.pieces("greedy", tf.constant(["A dog runs."]), controls))  # doctest: +SKIP
+[Piece(text='Ein', ids=(120,)), Piece(text=' Hund', ids=(87,)), Piece(text=' läuft.', ids=(301, 4, 3), ...)]
+"""
+
+import random
+
+import keras
+import tensorflow as tf
+
+from keras_transformer import decoding
+from keras_transformer.decoding import rules
+from keras_transformer.translators.streaming import WordCutter, word_starts
+
+SEED_LIMIT = 2**62  # a random seed is drawn below it, as `Translator._run_sample` draws one
+
+
+class StreamDecoder:
+    """The stepped greedy and sampling searches of `translator` (a `serving.Translator`)."""
+
+    def __init__(self, translator):
+        self.translator = translator
+        model, search, options, length, jit_compile = translator._searches.stream_settings
+        self.length = length
+
+        def stepped(beam_size, **sampling):
+            chosen = decoding.search_for(beam_size, search.alpha, **sampling, **options)
+            return decoding.SteppedSearch(model, chosen, length, jit_compile)
+
+        self.searches = {"greedy": stepped(1), "sample": stepped(None, temperature=1.0)}
+        tokenizer = translator.target_tokenizer
+        vocab = decoding.ensemble_members(model)[0].outputs[0].shape[-1]
+        pieces = tokenizer.id_to_piece(tf.range(vocab, dtype=tf.int32)).numpy()
+        self.starts_word = word_starts(piece.decode("utf-8", errors="replace") for piece in pieces)
+
+    @property
+    def traces(self):
+        """Traces of every stepped search's compiled parts so far (each traces once per shape)."""
+        return sum(search.traces for search in self.searches.values())
+
+    def pieces(self, search, sentences, controls, *sampling, cancel=None):
+        """`translators.streaming.Piece`s of the one sentence of `sentences` (`"greedy"` or `"sample"`).
+
+        `cancel` (with `is_set()`) is read before each step: once set, the
+        last piece has what is pending and the reason `"cancelled"`.
+        """
+        translator = self.translator
+        source_lang, target_lang, target_prefix, banned_ids = translator._filled(sentences, controls)
+        source_ids = translator._source_ids(sentences, source_lang)
+        prefix = translator._prefix(target_lang, target_prefix, tf.shape(source_ids)[0])
+        inputs, settings = (), {"ban_mask": rules.ids_mask(translator.target_pieces.shape[0], banned_ids, keras.ops)}
+        if search == "sample":
+            temperature, top_k, top_p, seed = sampling
+            inputs = (self._noise(tf.shape(source_ids)[0], seed),)
+            settings.update(temperature=temperature, top_k=top_k, top_p=top_p)
+        steps = self.searches[search].run(source_ids, *inputs, prefix=prefix, **settings)
+        cutter = WordCutter(self._text, self.starts_word)
+        end = translator._target_end
+        for chosen in steps:
+            if cancel is not None and cancel.is_set():
+                yield cutter.finish(cutter.text, "cancelled")
+                return
+            if int(chosen[0]) == end:  # the last step: END has no text (`finish` gives what is left)
+                continue
+            piece = cutter.add(chosen[0])
+            if piece is not None:
+                yield piece
+        result = steps.result
+        finished = bool(result.finished.numpy()[0, 0])
+        text = translator._detokenize(result.ids[:1, 0]).numpy()[0].decode("utf-8", errors="replace")
+        yield cutter.finish(text, "end" if finished else "length")
+
+    def _noise(self, rows, seed):
+        """`Translator._run_sample`'s noise: the same draws for the same seed; a random seed for -1."""
+        seed = tf.cast(seed, tf.int64)
+        if int(seed) < 0:
+            seed = tf.constant(random.randrange(SEED_LIMIT), tf.int64)
+        return tf.random.stateless_uniform(tf.stack([rows, self.length]), tf.stack([seed, tf.constant(0, tf.int64)]))
+
+    def _text(self, ids):
+        """The translator's detokenization of `ids`, padded to the output length (one traced shape)."""
+        pad = self.translator._target_pad
+        row = tf.constant([list(ids) + [pad] * (self.length - len(ids))], tf.int32)
+        return self.translator._detokenize(row).numpy()[0].decode("utf-8", errors="replace")
