@@ -635,10 +635,16 @@ def _check_vocab(name, tokenizer, model_vocab):
 
 
 def _pieces(tokenizer, vocab_size):
-    """`tokenizer`'s pieces by id, `(vocab_size,)` `tf.string` ("" where it has none)."""
+    """`tokenizer`'s pieces by id, `(vocab_size,)` `tf.string` ("" where it has none).
+
+    The model may have rows beyond the tokenizer's ids (NLLB-200's padding
+    rows, `_check_vocab`): those have no piece.
+    """
     if not hasattr(tokenizer, "id_to_piece"):
         return tf.fill([vocab_size], "")
-    return tf.reshape(tokenizer.id_to_piece(tf.range(vocab_size)), [vocab_size])
+    known = min(vocab_size, getattr(tokenizer, "vocab_size", vocab_size))
+    pieces = tf.reshape(tokenizer.id_to_piece(tf.range(known)), [known])
+    return tf.concat([pieces, tf.fill([vocab_size - known], "")], 0)
 
 
 def tokenize_words(tokenizer, words):
