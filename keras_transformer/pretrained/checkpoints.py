@@ -9,10 +9,15 @@ naming it:
 - Tensors are listed from the weights file's header first (`tensors()`:
   names, shapes, dtypes; nothing is read), so that a config can be checked
   against the shapes the file holds before a model is built; then they are
-  read one at a time (`tensor(name)`), each as float32 of the shape the
+  read one at a time (`tensor(name)`), or a large one a block of rows at a
+  time (`row_blocks(name, max_bytes)`), each as float32 of the shape the
   header gave, with no NaN or infinite value.
 
-Weights are read from `model.safetensors`, else `tf_model.h5` (h5py; its
+Weights are read from `model.safetensors` (its header through the
+safetensors package, its tensors with plain reads at the offsets the header
+gives: a memory map would leave every page read resident in the importing
+process, which then holds the whole file beside the model), else
+`tf_model.h5` (h5py; its
 TensorFlow names are turned into PyTorch's as transformers names them), else
 `pytorch_model.bin` through torch's `weights_only` loader, which unpickles
 tensors and nothing else; never through a plain unpickle, which runs whatever
@@ -26,6 +31,7 @@ Example:
 TensorInfo(shape=(58101, 512), dtype='F32')
 """
 
+import json
 import pathlib
 import re
 from typing import NamedTuple
@@ -109,11 +115,32 @@ class Checkpoint:
     def tensor(self, name):
         """Tensor `name` as float32, of the shape `tensors()` gives it; NaN or infinity is a `ValueError`."""
         reader = self._open()
+        return self._checked(reader, name, None, reader.infos[name].shape)
+
+    def row_blocks(self, name, max_bytes):
+        """`(start, rows)` blocks of tensor `name`'s first axis, each at most `max_bytes` of float32 (one row at least).
+
+        Each block is read, converted and checked as `tensor` checks a whole
+        tensor, so that a large tensor (an embedding) never sits in memory
+        whole beside the weight it is copied into.
+        """
+        reader = self._open()
+        shape = reader.infos[name].shape
+        if not shape:
+            yield 0, self.tensor(name)
+            return
+        row_bytes = 4 * int(np.prod(shape[1:], dtype=np.int64))
+        step = max(1, max_bytes // max(row_bytes, 1))
+        for start in range(0, shape[0], step):
+            stop = min(start + step, shape[0])
+            yield start, self._checked(reader, name, (start, stop), (stop - start, *shape[1:]))
+
+    def _checked(self, reader, name, rows, shape):
         try:
-            value = np.asarray(reader.read(name), np.float32)
+            value = np.asarray(reader.read(name, rows), np.float32)
         except Exception as error:  # noqa: BLE001  (each format's reader has its own errors for a damaged file)
             raise ValueError(f"{reader.path}: tensor `{name}` cannot be read: {_first_line(error)}") from None
-        if value.shape != reader.infos[name].shape:
+        if value.shape != tuple(shape):
             raise ValueError(
                 f"{reader.path}: tensor `{name}` holds shape {value.shape}, not the {reader.infos[name].shape} "
                 "its header gives"
@@ -130,7 +157,17 @@ class Checkpoint:
 
 
 class _Safetensors:
-    """The tensors of a `model.safetensors`, read through the safetensors package (memory-mapped)."""
+    """The tensors of a `model.safetensors`: its header checked by the safetensors package, its data read plainly.
+
+    The safetensors package validates the header (dtypes, shapes, offsets
+    that tile the data); the tensors are then read with plain reads at the
+    header's offsets, a block of rows at a time where asked, and converted
+    from their dtype to float32 by NumPy (BF16 as the upper half of a
+    float32's bits). No memory map stays open: the importing process holds
+    no more of the file than the block it is converting.
+    """
+
+    _NUMPY = {"F16": "<f2", "F32": "<f4", "F64": "<f8", "BF16": "<u2"}
 
     def __init__(self, path):
         try:
@@ -141,20 +178,48 @@ class _Safetensors:
             ) from None
         self.path = path
         try:
-            self._file = safe_open(str(path), framework="np")
-            self.infos = {}
-            for name in self._file.keys():
-                part = self._file.get_slice(name)
-                self.infos[name] = TensorInfo(tuple(part.get_shape()), part.get_dtype())
+            with safe_open(str(path), framework="np") as handle:
+                self.infos = {}
+                for name in handle.keys():
+                    part = handle.get_slice(name)
+                    self.infos[name] = TensorInfo(tuple(part.get_shape()), part.get_dtype())
+            self._offsets, self._data_start = _safetensors_offsets(path)
         except Exception as error:  # noqa: BLE001  (safetensors' SafetensorError for a damaged header)
             raise ValueError(f"{path} is not a readable safetensors file: {_first_line(error)}") from None
 
-    def read(self, name):
-        if self.infos[name].dtype == "BF16":  # NumPy has no bfloat16: TensorFlow reads it
-            from safetensors import safe_open
+    def read(self, name, rows=None):
+        """Tensor `name` (or its rows `[start, stop)`) as an array of its own dtype, or float32 for BF16."""
+        shape, dtype = self.infos[name]
+        begin, end = self._offsets[name]
+        if dtype not in self._NUMPY:
+            raise ValueError(f"dtype {dtype} is not a float")
+        item = np.dtype(self._NUMPY[dtype])
+        start, stop = (0, shape[0] if shape else 1) if rows is None else rows
+        row_items = int(np.prod(shape[1:], dtype=np.int64)) if shape else 1
+        count = (stop - start) * row_items
+        if end - begin != int(np.prod(shape, dtype=np.int64)) * item.itemsize:
+            raise ValueError(f"its {end - begin} bytes do not hold shape {shape} of {dtype}")
+        value = np.empty(count, item)
+        with open(self.path, "rb", buffering=0) as handle:
+            handle.seek(self._data_start + begin + start * row_items * item.itemsize)
+            view = memoryview(value).cast("B")
+            while view:  # a raw read may return fewer bytes than asked
+                got = handle.readinto(view)
+                if not got:
+                    raise ValueError("the file ends inside the tensor")
+                view = view[got:]
+        if dtype == "BF16":  # NumPy has no bfloat16: its bits are a float32's upper half
+            value = (value.astype(np.uint32) << 16).view(np.float32)
+        return value.reshape((stop - start, *shape[1:]) if shape else ())
 
-            return safe_open(str(self.path), framework="tf").get_tensor(name).numpy().astype(np.float32)
-        return self._file.get_tensor(name)
+
+def _safetensors_offsets(path):
+    """`({name: (begin, end)}, data start)` from a safetensors header (8 bytes of length, then JSON)."""
+    with open(path, "rb") as handle:
+        length = int.from_bytes(handle.read(8), "little")
+        header = json.loads(handle.read(length))
+    offsets = {name: tuple(entry["data_offsets"]) for name, entry in header.items() if name != "__metadata__"}
+    return offsets, 8 + length
 
 
 class _H5:
@@ -178,9 +243,12 @@ class _H5:
 
         handle.visititems(visit)
 
-    def read(self, name):
+    def read(self, name, rows=None):
         item, transpose = self._datasets[name]
-        value = item[()]
+        if rows is None:
+            value = item[()]
+        else:
+            value = item[:, rows[0] : rows[1]] if transpose else item[rows[0] : rows[1]]
         return value.T if transpose else value
 
 
@@ -226,8 +294,9 @@ class _TorchBin:
             for key, value in self._state.items()
         }
 
-    def read(self, name):
-        return self._state[name].float().numpy()
+    def read(self, name, rows=None):
+        value = self._state[name] if rows is None else self._state[name][rows[0] : rows[1]]
+        return value.float().numpy()
 
 
 def _first_line(error):

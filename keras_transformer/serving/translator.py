@@ -620,8 +620,14 @@ def _sampling_asserts(temperature, top_k, top_p):
 
 
 def _check_vocab(name, tokenizer, model_vocab):
+    """The tokenizer's ids must be the model's rows; fewer where its `detokenize` drops the ids beyond them.
+
+    A checkpoint may have rows its tokenizer never gives: NLLB-200's 256,206
+    embedding rows against its tokenizer's 256,204 ids, M2M100's 128,112
+    against 128,104. Imported tokenizers (`PieceTokenizer`) serve those.
+    """
     vocab = getattr(tokenizer, "vocab_size", model_vocab)
-    if vocab != model_vocab:
+    if vocab > model_vocab or (vocab < model_vocab and not getattr(tokenizer, "drops_ids_beyond_vocab", False)):
         raise ValueError(
             f"`{name}` does not fit the model: its vocab_size is {vocab}, the model's is "
             f"{model_vocab}. Received: {name}={tokenizer!r}"
@@ -629,10 +635,16 @@ def _check_vocab(name, tokenizer, model_vocab):
 
 
 def _pieces(tokenizer, vocab_size):
-    """`tokenizer`'s pieces by id, `(vocab_size,)` `tf.string` ("" where it has none)."""
+    """`tokenizer`'s pieces by id, `(vocab_size,)` `tf.string` ("" where it has none).
+
+    The model may have rows beyond the tokenizer's ids (NLLB-200's padding
+    rows, `_check_vocab`): those have no piece.
+    """
     if not hasattr(tokenizer, "id_to_piece"):
         return tf.fill([vocab_size], "")
-    return tf.reshape(tokenizer.id_to_piece(tf.range(vocab_size)), [vocab_size])
+    known = min(vocab_size, getattr(tokenizer, "vocab_size", vocab_size))
+    pieces = tf.reshape(tokenizer.id_to_piece(tf.range(known)), [known])
+    return tf.concat([pieces, tf.fill([vocab_size - known], "")], 0)
 
 
 def tokenize_words(tokenizer, words):

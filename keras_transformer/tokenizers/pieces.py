@@ -50,6 +50,9 @@ class PieceTokenizer(tf.Module):
         name: name of the module.
     """
 
+    # `detokenize` drops ids of the model's rows beyond `vocab_size` (a checkpoint's padding rows).
+    drops_ids_beyond_vocab = True
+
     def __init__(self, model_proto, vocab, hidden=(), unk_piece="<unk>", strip="both", name=None):
         super().__init__(name=name)
         if strip not in ("both", "first_space"):

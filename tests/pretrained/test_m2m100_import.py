@@ -110,6 +110,25 @@ def test_import_prints_the_license_once(tmp_path, capsys):
     assert err.count("cc-by-nc-4.0") == 1 and "non-commercial" in err
 
 
+def test_embedding_rows_beyond_the_tokenizers_ids_translate(tmp_path):
+    """NLLB-200 has 256,206 embedding rows for its tokenizer's 256,204 ids: the translator takes such a run."""
+    from safetensors.numpy import load_file, save_file
+
+    from keras_transformer import export
+
+    folder = _copy_with(tmp_path, "nllb")
+    tensors = load_file(folder / "model.safetensors")
+    rows = tensors["model.shared.weight"].shape[0]
+    for name in [n for n in tensors if n.endswith(("shared.weight", "embed_tokens.weight", "lm_head.weight"))]:
+        tensors[name] = np.concatenate([tensors[name], np.zeros((2, tensors[name].shape[1]), np.float32)])
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    settings = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    (folder / "config.json").write_text(json.dumps({**settings, "vocab_size": rows + 2}), encoding="utf-8")
+    import_pretrained(folder, tmp_path / "run")
+    translator = export.load(tmp_path / "run", beam_size=1, max_length=8, source_lang="eng_Latn")
+    assert len(translator.greedy(["A dog runs."], target_lang="fra_Latn").numpy()) == 1
+
+
 def _copy_with(tmp_path, kind, remove=(), config=None):
     folder = tmp_path / kind
     shutil.copytree(FIXTURES / kind, folder)

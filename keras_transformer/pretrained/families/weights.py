@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from keras_transformer.pretrained import streaming
+
 
 def transposed(value):
     """A torch `Linear` weight `(out, in)` as a Keras kernel `(in, out)`, and back."""
@@ -13,15 +15,22 @@ def as_is(value):
     return value
 
 
+as_is.streams = True  # copied into its weight a block of rows at a time where it is large (`streaming.set_weight`)
+
+
 def assign(model, checkpoint, sources):
     """Sets each `(weight, tensor name or None for zeros, transform)` of `sources`; every weight exactly once.
 
-    A weight of `model` that no source sets is a `ValueError` naming it.
+    A weight of `model` that no source sets is a `ValueError` naming it. A
+    large tensor is copied a block of rows at a time (`streaming.set_weight`).
     """
+    tensors = checkpoint.tensors()
     assigned = set()
     for weight, name, transform in sources:
-        value = np.zeros(weight.shape, np.float32) if name is None else transform(checkpoint.tensor(name))
-        weight.assign(np.asarray(value, np.float32).reshape(weight.shape))
+        if name is None:
+            weight.assign(np.zeros(weight.shape, np.float32))
+        else:
+            streaming.set_weight(weight, checkpoint, name, transform, tensors[name].shape)
         assigned.add(weight.path)
     missing = [w.path for w in model.weights if w.path not in assigned]
     if missing:
