@@ -8,7 +8,7 @@ from keras_transformer.config import DataConfig, TrainingConfig
 from keras_transformer.files import atomic, destinations
 from keras_transformer.models import build_transformer
 from keras_transformer.presets import Preset
-from keras_transformer.pretrained import streaming
+from keras_transformer.pretrained import weight_blocks
 from keras_transformer.pretrained.checkpoints import Checkpoint
 from keras_transformer.pretrained.families import family_of
 from keras_transformer.pretrained.model_card import MAX_CARD_BYTES, license_of
@@ -79,7 +79,7 @@ def import_pretrained(source, output, *, overwrite=False):
     generation = checkpoint.json("generation_config.json", required=False)
     decoding = family.decoding_config(generation, config, str(generation_path))
     build = getattr(family, "build_model", build_transformer)
-    model = streaming.zero_initialized(lambda: build(config=config))  # the checkpoint sets each weight
+    model = weight_blocks.zero_initialized(lambda: build(config=config))  # the checkpoint sets each weight
     model.decoding_config = decoding  # the checkpoint's generation settings travel with its model.keras
     family.assign_weights(model, checkpoint)
     name = origin.uri.rstrip("/").rsplit("/", 1)[-1]

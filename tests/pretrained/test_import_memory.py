@@ -6,7 +6,7 @@ block size lowered to a tenth of it, the NumPy memory held while the weights
 are set, and while the run's model.keras is written, is counted with
 `tracemalloc` (NumPy reports its buffers to it): a whole copy of the
 embedding would be counted, a block of it is well below. Counted, not timed.
-The values are checked too: streaming changes none of them.
+The values are checked too: copying in blocks changes none of them.
 """
 
 import pathlib
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.models import build_transformer
-from keras_transformer.pretrained import streaming
+from keras_transformer.pretrained import weight_blocks
 from keras_transformer.pretrained.checkpoints import Checkpoint
 from keras_transformer.pretrained.families import family_of
 from keras_transformer.runs import writing
@@ -62,8 +62,8 @@ def test_row_blocks_tile_the_tensor_within_the_block_size(imported):
 
 def test_weights_are_set_without_a_whole_copy_of_the_embedding(imported, monkeypatch):
     checkpoint, family, config, embedding_bytes = imported
-    monkeypatch.setattr(streaming, "BLOCK_BYTES", embedding_bytes // 10)
-    model = streaming.zero_initialized(lambda: build_transformer(config=config))
+    monkeypatch.setattr(weight_blocks, "BLOCK_BYTES", embedding_bytes // 10)
+    model = weight_blocks.zero_initialized(lambda: build_transformer(config=config))
     _, peak = numpy_peak(lambda: family.assign_weights(model, checkpoint))
     assert peak < embedding_bytes / 2, f"{peak} bytes held while setting a {embedding_bytes}-byte embedding"
     embeddings = [w for w in model.weights if tuple(w.shape) == checkpoint.tensors()[EMBEDDING].shape]
@@ -75,7 +75,7 @@ def test_weights_are_set_without_a_whole_copy_of_the_embedding(imported, monkeyp
 def test_zero_initialized_model_keeps_its_config_and_starts_at_zero(imported):
     _, _, config, _ = imported
     keras.backend.clear_session()  # the same automatic names for both models
-    model = streaming.zero_initialized(lambda: build_transformer(config=config))
+    model = weight_blocks.zero_initialized(lambda: build_transformer(config=config))
     assert all(not np.any(keras.ops.convert_to_numpy(w.value)) for w in model.weights)
     keras.backend.clear_session()
     assert model.get_config() == build_transformer(config=config).get_config()  # the initializers included

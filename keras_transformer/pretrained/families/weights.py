@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from keras_transformer.pretrained import streaming
+from keras_transformer.pretrained import weight_blocks
 
 
 def transposed(value):
@@ -15,14 +15,14 @@ def as_is(value):
     return value
 
 
-as_is.streams = True  # copied into its weight a block of rows at a time where it is large (`streaming.set_weight`)
+as_is.streams = True  # copied into its weight a block of rows at a time where it is large (`weight_blocks.set_weight`)
 
 
 def assign(model, checkpoint, sources):
     """Sets each `(weight, tensor name or None for zeros, transform)` of `sources`; every weight exactly once.
 
     A weight of `model` that no source sets is a `ValueError` naming it. A
-    large tensor is copied a block of rows at a time (`streaming.set_weight`).
+    large tensor is copied a block of rows at a time (`weight_blocks.set_weight`).
     """
     tensors = checkpoint.tensors()
     assigned = set()
@@ -30,7 +30,7 @@ def assign(model, checkpoint, sources):
         if name is None:
             weight.assign(np.zeros(weight.shape, np.float32))
         else:
-            streaming.set_weight(weight, checkpoint, name, transform, tensors[name].shape)
+            weight_blocks.set_weight(weight, checkpoint, name, transform, tensors[name].shape)
         assigned.add(weight.path)
     missing = [w.path for w in model.weights if w.path not in assigned]
     if missing:
