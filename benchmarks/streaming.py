@@ -49,7 +49,8 @@ def main(argv=None):
     controls = {"target_lang": args.target_lang} if args.target_lang else {}
     translator = open_translator(args.run, beam_size=1, max_length=args.max_length)
     started = time.perf_counter()
-    plain = translator.greedy([args.sentence], **controls).numpy()[0].decode("utf-8")
+    status = translator.greedy_with_status([args.sentence], **controls)
+    plain = status["translations"].numpy()[0].decode("utf-8")
     streamed = "".join(translator.stream(args.sentence, "greedy", **controls))
     compile_s = time.perf_counter() - started
     whole, first, total, pieces = [], [], [], []
@@ -72,7 +73,8 @@ def main(argv=None):
         "machine": describe_machine(),
         "run": args.run,
         "max_length": args.max_length,
-        "output_tokens": int(tokens),
+        "output_tokens_retokenized": int(tokens),  # the output's text tokenized again (not the ids decoded)
+        "reached_max_length": not bool(status["finished"].numpy()[0]),
         "output_words": words,
         "pieces": pieces[-1],
         "joined_equals_plain": streamed == plain,
