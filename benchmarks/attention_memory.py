@@ -29,7 +29,7 @@ Not run by CI.
 
 Example:
 
-    python benchmarks/attention_memory.py --torch-python /work/refvenv/bin/python
+    python benchmarks/attention_memory.py --torch-python /path/to/torch-venv/bin/python
     python benchmarks/attention_memory.py --systems ours,ours_blocks --lengths 128,2048
 """
 

@@ -42,7 +42,7 @@ Writes `benchmarks/results/nllb_real_size/nllb_real_size-DATE.json` and
 
 Example:
 
-    python benchmarks/nllb_real_size.py --torch-python /work/refvenv/bin/python
+    python benchmarks/nllb_real_size.py --torch-python /path/to/torch-venv/bin/python
 """
 
 import argparse

@@ -34,8 +34,8 @@ Writes JSON (with the command and the machine) to
 
 Example:
 
-    python benchmarks/real_size.py decode --torch-python /work/venv-ref/bin/python --sentences 500
-    python benchmarks/real_size.py train --torch-python /work/venv-ref/bin/python
+    python benchmarks/real_size.py decode --torch-python /path/to/torch-venv/bin/python --sentences 500
+    python benchmarks/real_size.py train --torch-python /path/to/torch-venv/bin/python
 """
 
 import argparse
