@@ -51,7 +51,8 @@ def streamed_lines(translator, sentences, args):
             raise ArgumentError(f"--stream prints to stdout as it decodes: it takes no {flag}")
     for number, sentence in enumerate(sentences, 1):
         text = sentence.decode("utf-8") if isinstance(sentence, bytes) else sentence
-        if print_stream(translator.stream_pieces(text, target_prefix=getattr(args, "prefix", None))) == "length":
+        pieces = translator.stream_pieces(text, target_prefix=args.prefix, banned=args.ban)
+        if print_stream(pieces) == "length":
             print(
                 f"warning: sentence {number}: the translation reached the maximum output length before END; "
                 "it is cut off",

@@ -24,6 +24,7 @@ import threading
 import time
 
 import pytest
+from child_signals import default_sigint
 
 from keras_transformer import runs, training
 from keras_transformer.commands import cli
@@ -412,12 +413,6 @@ def ctrl_c_reaches_python():
     signal.signal(signal.SIGINT, handler)
 
 
-def _default_sigint():
-    """In a child before exec: SIGINT at its default, unblocked, whatever this process has."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
 def test_ctrl_c_during_a_stall_stops_the_download_at_once(offline_env, monkeypatch, capsys, ctrl_c_reaches_python):
     monkeypatch.setenv(downloads.TIMEOUT_ENV, "60")
 
@@ -455,7 +450,7 @@ def test_sigint_ends_the_train_command_during_a_stall_at_once(offline_env, tmp_p
             env=environment,
             stderr=subprocess.PIPE,
             text=True,
-            preexec_fn=_default_sigint,
+            preexec_fn=default_sigint,
         )
         reader = threading.Thread(target=lambda: lines.extend((time.monotonic(), line) for line in process.stderr))
         reader.start()

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 import pytest
+from child_signals import default_sigint
 
 from keras_transformer.commands import cli
 from keras_transformer.pretrained import sources
@@ -331,7 +332,11 @@ def test_ctrl_c_stops_an_import_waiting_on_a_silent_hub_at_once(tmp_path):
         }
         command = [sys.executable, "-m", "keras_transformer_cli", "import", "hf://org/name"]
         process = subprocess.Popen(
-            [*command, "--output", str(tmp_path / "run")], env=environment, stderr=subprocess.PIPE, text=True
+            [*command, "--output", str(tmp_path / "run")],
+            env=environment,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=default_sigint,  # Ctrl-C as a terminal delivers it, whatever earlier tests left
         )
         deadline = time.monotonic() + 120
         while not hub.requests and time.monotonic() < deadline and process.poll() is None:

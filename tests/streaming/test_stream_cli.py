@@ -28,6 +28,17 @@ def test_translate_stream_prints_the_plain_lines(capsys, monkeypatch):
     assert streamed == plain and len(plain.splitlines()) == 4
 
 
+def test_translate_stream_keeps_the_banned_words_out(capsys, monkeypatch):
+    path, pairs = tiny_run_dir()
+    sentences = [source for source, _ in pairs[:4]]
+    plain = run_cli(capsys, monkeypatch, "translate", "--model", path, "--beam", "1", *sentences)
+    word = max(plain.split(), key=len)  # a word the model says without a ban
+    argv = ["translate", "--model", path, "--beam", "1", "--ban", word, *sentences]
+    banned = run_cli(capsys, monkeypatch, *argv)
+    assert word not in banned.split()
+    assert run_cli(capsys, monkeypatch, *argv[:-4], "--stream", *sentences) == banned
+
+
 def test_chat_streams_the_same_answers(capsys, monkeypatch):
     path, pairs = tiny_run_dir()
     lines = "".join(source + "\n" for source, _ in pairs[:3]) + "\n"
