@@ -68,9 +68,10 @@ SECOND_PROCESS_MODULES = {
 
 
 # The modules that take longest, longest first: seconds of one worker (from timelines of both processes' two
-# workers, 2026-11-28). pytest-xdist hands whole modules to the workers
-# in test order (setup.cfg: --dist loadfile --no-loadscope-reorder): these go out first, so that no long module
-# starts while the other worker has nothing left to do (unlisted modules that ran last left 70 s tails).
+# workers, 2026-11-28; the multilingual, streaming and banned-words modules from a full run's durations the same
+# day). pytest-xdist hands whole modules to the workers in test order (setup.cfg: --dist loadfile
+# --no-loadscope-reorder): these go out first, so that no long module starts while the other worker has nothing
+# left to do (unlisted modules that ran last left 70 s tails).
 LONGEST_MODULES = (
     "test_decoding.py",  # 257 s
     "test_cli_inference.py",  # 242
@@ -83,12 +84,15 @@ LONGEST_MODULES = (
     "test_litert.py",  # 122
     "test_data_safety.py",  # 117
     "test_model_interface.py",  # 102
+    "test_cli_languages.py",  # 98
     "test_signatures.py",  # 93
     "test_compaction.py",  # 90
+    "test_m2m100_decoding.py",  # 86
+    "test_saved_outputs.py",  # 84
     "test_properties.py",  # 80
     "test_faults.py",  # 79
-    "test_saved_outputs.py",  # 84
     "test_layers.py",  # 77
+    "test_serving_languages.py",  # 76
     "test_serving_inputs.py",  # 75
     "test_own_corpora.py",  # 74
     "test_fine_tuning.py",  # 71
@@ -98,6 +102,11 @@ LONGEST_MODULES = (
     "test_load.py",  # 62
     "test_determinism.py",  # 57
     "test_cli_quiet.py",  # 54
+    "test_transformers_export.py",  # 39
+    "test_multilingual_fine_tuning.py",  # 39
+    "test_m2m100_export.py",  # 39
+    "test_stream_api.py",  # 38
+    "test_banned_words.py",  # 38
     "test_ensembles.py",
     "test_strategies.py",
 )
