@@ -42,7 +42,7 @@ from keras_transformer.decoding import rules
 from keras_transformer.files import destinations, ownership
 from keras_transformer.files.user_cache import cache_root
 from keras_transformer.serving import ctranslate2 as writer
-from keras_transformer.serving.translator import tokenize_words, tokenized
+from keras_transformer.serving.token_ids import tokenize_words, tokenized
 from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
 from keras_transformer.translators.banned_words import check_words
 from keras_transformer.translators.controls import languages_of

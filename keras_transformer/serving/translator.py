@@ -66,10 +66,18 @@ from keras_transformer import decoding
 from keras_transformer.decoding import rules
 from keras_transformer.files import atomic, destinations, manifest
 from keras_transformer.models import as_transformer
+from keras_transformer.serving.token_ids import (
+    check_vocab,
+    pad_to_buckets,
+    padded,
+    pieces_by_id,
+    texts,
+    tokenize_words,
+    tokenized,
+)
 from keras_transformer.translators import TranslatorInterface, alignments, banned_words, decoding_defaults
 from keras_transformer.translators.controls import languages_of
 
-SOURCE_BUCKET = 16  # sources are padded to a multiple of this (few XLA programs)
 _STRINGS = tf.TensorSpec([None], tf.string)
 _SAMPLE_SPECS = [
     _STRINGS,
@@ -216,8 +224,8 @@ class Translator(TranslatorInterface, tf.Module):
         self._tf_variables = [v.value for member in decoding.ensemble_members(model) for v in member.variables]
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer or source_tokenizer
-        _check_vocab("source_tokenizer", self.source_tokenizer, first.source_vocab_size)
-        _check_vocab("target_tokenizer", self.target_tokenizer, first.outputs[0].shape[-1])
+        check_vocab("source_tokenizer", self.source_tokenizer, first.source_vocab_size)
+        check_vocab("target_tokenizer", self.target_tokenizer, first.outputs[0].shape[-1])
         self._languages = languages_of(self.source_tokenizer, self.target_tokenizer).with_defaults(
             source_lang, target_lang
         )
@@ -241,7 +249,9 @@ class Translator(TranslatorInterface, tf.Module):
         self.language_codes = tf.Variable(tf.constant(codes, tf.string, shape=[len(codes)]), trainable=False)
         self.default_languages = tf.Variable([source or "", target or ""], trainable=False)
         # The target pieces by id: what a call's banned words are read against, also after loading.
-        self.target_pieces = tf.Variable(_pieces(self.target_tokenizer, first.outputs[0].shape[-1]), trainable=False)
+        self.target_pieces = tf.Variable(
+            pieces_by_id(self.target_tokenizer, first.outputs[0].shape[-1]), trainable=False
+        )
         unk = getattr(self.target_tokenizer, "unk_id", self._target_end)
         specials = sorted({self._target_end, self._target_pad, unk, *first.config.special_ids().values()})
         self.unbanned_ids = tf.Variable(specials, trainable=False)  # what banned words never ban
@@ -308,8 +318,8 @@ class Translator(TranslatorInterface, tf.Module):
         )
         source = [self._aligned_source(text, code) for text, code in zip(texts(sources), source_lang)]
         target = [self._aligned_target(text, code) for text, code in zip(texts(outputs), target_lang)]
-        source_ids = _padded([ids for ids, _, _ in source], self._source_pad)
-        decoder_inputs = _padded([ids for ids, _, _ in target], self._target_pad)
+        source_ids = padded([ids for ids, _, _ in source], self._source_pad)
+        decoder_inputs = padded([ids for ids, _, _ in target], self._target_pad)
         attention = alignments.cross_attention(members, source_ids, decoder_inputs, layer)
         return [
             alignments.word_alignment(weights[t0 : t0 + len(t_words), s0 : s0 + len(s_words)], s_words, t_words)
@@ -419,7 +429,7 @@ class Translator(TranslatorInterface, tf.Module):
             if self._multilingual:  # the target starts with its language, as the model was trained
                 ids = tf.concat([self._language_column(target_lang, 1), ids], axis=1)
             ids = ids[:, : self._decode_length]
-            target = _pad_to_buckets(ids, self._decode_length, self._target_pad)
+            target = pad_to_buckets(ids, self._decode_length, self._target_pad)
             log_probs = self._searches.score(self._source_ids(sources, source_lang), target)[:batch]
             return {"log_probs": log_probs, "target_lengths": tf.cast(ids.row_lengths(), tf.int32)}
 
@@ -467,7 +477,7 @@ class Translator(TranslatorInterface, tf.Module):
         return tf.cond(batch > 0, run, empty)
 
     def _source_ids(self, sentences, source_lang):
-        """Source ids `(batch', width)` in buckets (`_pad_to_buckets`); empty sentences all padding.
+        """Source ids `(batch', width)` in buckets (`pad_to_buckets`); empty sentences all padding.
 
         With `add_source_end`, an empty sentence is its END alone (see the
         class docstring); a multilingual model's sources carry their
@@ -483,9 +493,9 @@ class Translator(TranslatorInterface, tf.Module):
             last = getattr(self.source_tokenizer, "source_position", "first") == "last"
             ids = tf.concat([ids, language] if last else [language, ids], axis=1)
         if self._source_extra:
-            return _pad_to_buckets(ids, self.max_source_length, self._source_pad)
+            return pad_to_buckets(ids, self.max_source_length, self._source_pad)
         empty = ids.row_lengths() == 0
-        source = _pad_to_buckets(ids, self.max_source_length, self._source_pad)
+        source = pad_to_buckets(ids, self.max_source_length, self._source_pad)
         return tf.where(tf.pad(empty, [[0, tf.shape(source)[0] - batch]])[:, None], self._source_pad, source)
 
     def _language_column(self, codes, which):
@@ -617,73 +627,6 @@ def _sampling_asserts(temperature, top_k, top_p):
         check(top_k >= 0, "`top_k` must be an int >= 0 (0 = off). Received: top_k=", top_k),
         check((top_p > 0) & (top_p <= 1), "`top_p` must be in (0, 1] (1 = off). Received: top_p=", top_p),
     ]
-
-
-def _check_vocab(name, tokenizer, model_vocab):
-    """The tokenizer's ids must be the model's rows; fewer where its `detokenize` drops the ids beyond them.
-
-    A checkpoint may have rows its tokenizer never gives: NLLB-200's 256,206
-    embedding rows against its tokenizer's 256,204 ids, M2M100's 128,112
-    against 128,104. Imported tokenizers (`PieceTokenizer`) serve those.
-    """
-    vocab = getattr(tokenizer, "vocab_size", model_vocab)
-    if vocab > model_vocab or (vocab < model_vocab and not getattr(tokenizer, "drops_ids_beyond_vocab", False)):
-        raise ValueError(
-            f"`{name}` does not fit the model: its vocab_size is {vocab}, the model's is "
-            f"{model_vocab}. Received: {name}={tokenizer!r}"
-        )
-
-
-def _pieces(tokenizer, vocab_size):
-    """`tokenizer`'s pieces by id, `(vocab_size,)` `tf.string` ("" where it has none).
-
-    The model may have rows beyond the tokenizer's ids (NLLB-200's padding
-    rows, `_check_vocab`): those have no piece.
-    """
-    if not hasattr(tokenizer, "id_to_piece"):
-        return tf.fill([vocab_size], "")
-    known = min(vocab_size, getattr(tokenizer, "vocab_size", vocab_size))
-    pieces = tf.reshape(tokenizer.id_to_piece(tf.range(known)), [known])
-    return tf.concat([pieces, tf.fill([vocab_size - known], "")], 0)
-
-
-def tokenize_words(tokenizer, words):
-    """`tokenizer`'s ids of each of `words` (a list of str), as lists."""
-    return tokenizer.tokenize(tf.constant(words, tf.string, shape=[len(words)])).to_list()
-
-
-def texts(strings):
-    """A string tensor (or variable) as a list of str."""
-    return [text.decode("utf-8") for text in tf.convert_to_tensor(strings).numpy().tolist()]
-
-
-def tokenized(tokenizer, sentences):
-    """The ids of `sentences` as `tokenizer` gives them, none for a blank one.
-
-    Not stripped first: spaces are the tokenizer's to read (NLLB's keeps a trailing one, as transformers' does).
-    """
-    blank = tf.equal(tf.strings.strip(sentences), "")
-    return tokenizer.tokenize(tf.where(blank, "", sentences))
-
-
-def _pad_to_buckets(ids, max_source_length, pad_id):
-    """Ragged ids -> dense `(batch', width)` of `pad_id`: batch to a power of two, width to a multiple of 16."""
-    batch = tf.shape(ids.row_lengths())[0]
-    width = tf.reduce_max(tf.concat([ids.row_lengths(), [1]], 0))
-    width = tf.minimum(
-        (width + SOURCE_BUCKET - 1) // SOURCE_BUCKET * SOURCE_BUCKET, tf.cast(max_source_length, width.dtype)
-    )
-    rows = tf.cast(2.0 ** tf.round(tf.math.log(tf.cast(batch, tf.float32)) / tf.math.log(2.0)), tf.int32)
-    rows = tf.where(rows < batch, 2 * rows, rows)
-    dense = ids.to_tensor(pad_id)
-    pad = [[0, rows - batch], [0, tf.cast(width, tf.int32) - tf.shape(dense)[1]]]
-    return tf.pad(dense, pad, constant_values=pad_id)
-
-
-def _padded(rows, pad_id):
-    """int32 `(len(rows), longest)` of `rows`, `pad_id` after each (at least one column)."""
-    width = max([len(row) for row in rows] + [1])
-    return tf.constant([row + [pad_id] * (width - len(row)) for row in rows], tf.int32)
 
 
 def _ban_mask(vocab_size, banned_ids):
