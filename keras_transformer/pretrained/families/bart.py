@@ -193,6 +193,33 @@ def check_special_ids(fields, config):
         raise ValueError(f"{fields.where}: `pad_token_id` is {pad}, but config.json's is {config.pad_id}")
 
 
+def config_fields(config, activation_names):
+    """The config.json fields that Marian and M2M100 both read, from `config` (a `ModelConfig`).
+
+    `activation_names` maps this package's activations to the family's
+    `activation_function` names (its exporter checks the activation first).
+    """
+    return dict(
+        vocab_size=config.source_vocab_size,
+        d_model=config.d_model,
+        encoder_layers=config.num_layers,
+        decoder_layers=config.decoder_layers,
+        encoder_attention_heads=config.num_heads,
+        decoder_attention_heads=config.num_heads,
+        encoder_ffn_dim=config.d_ff,
+        decoder_ffn_dim=config.d_ff,
+        dropout=config.dropout,
+        attention_dropout=config.attention_dropout,
+        activation_dropout=config.activation_dropout,
+        max_position_embeddings=config.max_length,
+        activation_function=activation_names[config.activation],
+        scale_embedding=config.scale_embeddings,
+        pad_token_id=config.pad_id,
+        decoder_start_token_id=config.start_id,
+        eos_token_id=config.end_id,
+    )
+
+
 def generation_json(decoding, config, base=None):
     """generation_config.json of `decoding` (a `DecodingConfig`) for a BART-derived model of `config`.
 

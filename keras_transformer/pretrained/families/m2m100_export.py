@@ -80,26 +80,7 @@ def hf_config(config, base=None):
     """config.json of an M2M100 model of `config` (a `ModelConfig`): `base`'s other fields, ours set."""
     check_model(config)
     data = dict(CONFIG_BASE if base is None else base)
-    data.update(
-        vocab_size=config.source_vocab_size,
-        d_model=config.d_model,
-        encoder_layers=config.num_layers,
-        decoder_layers=config.decoder_layers,
-        encoder_attention_heads=config.num_heads,
-        decoder_attention_heads=config.num_heads,
-        encoder_ffn_dim=config.d_ff,
-        decoder_ffn_dim=config.d_ff,
-        dropout=config.dropout,
-        attention_dropout=config.attention_dropout,
-        activation_dropout=config.activation_dropout,
-        max_position_embeddings=config.max_length,
-        activation_function=ACTIVATION_NAMES[config.activation],
-        scale_embedding=config.scale_embeddings,
-        tie_word_embeddings=True,
-        pad_token_id=config.pad_id,
-        decoder_start_token_id=config.start_id,
-        eos_token_id=config.end_id,
-    )
+    data.update(bart.config_fields(config, ACTIVATION_NAMES), tie_word_embeddings=True)
     return data
 
 
