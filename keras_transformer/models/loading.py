@@ -5,7 +5,7 @@ drawn from its initializer, reads the whole `model.weights.h5` member into
 memory (when it judges memory free enough), then reads each weight from that
 copy and assigns it, which leaves the random values' memory behind in
 TensorFlow's allocator. For an OPUS-MT-base run (282 MB of weights) that
-peaked at 1.04 GB over the imports, and kept 0.59 GB. Here:
+peaked at 1.04 GB over the imports and kept 0.54 GB (now 0.39 GB and 0.35 GB). Here:
 
 - the model is built from the archive's `config.json` with its variables
   deferred (`keras.StatelessScope(initialize_variables=False)`): nothing is
