@@ -11,6 +11,7 @@ exceed. Each check fails on `keras.saving.load_model`.
 """
 
 import collections
+import pathlib
 import tracemalloc
 import zipfile
 
@@ -131,3 +132,12 @@ def test_an_archive_it_does_not_read_goes_to_keras(saved, tmp_path):
             target.writestr(name, source.read(name))
     assert loading.read_once(compressed) is None
     assert_same_model(loading.load_model(compressed), model, compressed)
+
+
+def test_a_trained_runs_optimizer_state_is_not_read(reads):
+    """A run saved while training holds Adam's moments too (twice the weights); loading without compiling skips them."""
+    path = pathlib.Path(__file__).parent / "data" / "run_11d2bb5" / "model.keras"
+    loaded = loading.read_once(path)
+    assert loaded is not None
+    assert reads and not [name for name in reads if name.startswith("/optimizer/")]
+    assert_same_model(loaded, keras.saving.load_model(path, compile=False), path)

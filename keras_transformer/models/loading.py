@@ -16,11 +16,12 @@ peaked at 1.04 GB over the imports and kept 0.54 GB (now 0.39 GB and 0.35 GB). H
   weight that several layers share (tied embeddings) is read once.
 
 Which dataset holds which variable is what Keras's saving walk says (the one
-`model.save` takes, run against a store that only records). An archive this
-does not understand (a compressed or missing weights member, assets, a
-dataset without its variable or the reverse, a Keras without those
-internals) is loaded by `keras.saving.load_model`, as before: the same
-model either way.
+`model.save` takes, run against a store that only records); a trained run's
+optimizer state is not read (nor by Keras, without compiling). An archive
+this does not understand (a compressed or missing weights member, assets, a
+variable without its dataset, a dataset of neither a variable nor the
+optimizer, a Keras without those internals) is loaded by
+`keras.saving.load_model`, as before: the same model either way.
 
 A `.keras` file that is cut off is one line that says so (Keras says "File
 not found" of one that exists): a `.keras` file is a zip archive, and one
@@ -83,7 +84,11 @@ def read_once(path):
     sources = variable_sources(model, saving_lib)
     with _member(path, info) as member, h5py.File(member, "r") as weights:
         stored = _datasets(weights)
-        understood = sources is not None and set(stored) == set(sources)
+        # A trained run's optimizer state too, which a model loaded without compiling does not read (nor Keras).
+        unread = set(stored) - set(sources or {})
+        understood = (
+            sources is not None and set(sources) <= set(stored) and all(n.startswith("optimizer/") for n in unread)
+        )
         if understood and not any(_mismatch(stored[name], v) for name, v in sources.items()):
             for name, variable in reversed(sources.items()):  # a variable stored twice: its first dataset
                 variable._initializer = _reader(stored[name])
