@@ -28,6 +28,7 @@ import pathlib
 
 from keras_transformer import runs
 from keras_transformer.files import destinations
+from keras_transformer.translators.precision import decoding_precision
 
 ENGINES = ("xla", "ctranslate2", "litert")
 RUN, SAVED_MODEL, LITERT = "run directory", "SavedModel export", "LiteRT export"
@@ -79,7 +80,10 @@ def open_translator(path, engine=None, **options):
     the folder's own), `source_lang` and `target_lang` (a multilingual
     model's default languages, every engine), `max_length`, `compact` and
     `jit_compile` (xla, run directories), `threads` (the batches CTranslate2
-    decodes side by side).
+    decodes side by side), `precision` (`"float32"`, `"bfloat16"` or
+    `"int8"`: the weights in low precision where this CPU and the engine
+    make them faster, else float32 with a one-line warning;
+    `translators.precision`).
     An option the folder fixed at export is a `ValueError` naming it.
 
     Load only models you trust: a SavedModel is a program, and loading and
@@ -88,6 +92,9 @@ def open_translator(path, engine=None, **options):
     kind, engine = engine_for(path, engine)
     path = pathlib.Path(path)
     options = {name: value for name, value in options.items() if value is not None}
+    precision = options.pop("precision", None)
+    if engine != "ctranslate2":  # CTranslate2 says what it has kernels for, as it loads
+        decoding_precision(precision, engine, saved_model=kind == SAVED_MODEL)
     if kind == RUN and engine == "xla":
         from keras_transformer.serving.export import open_run
         from keras_transformer.serving.generator import is_generator_run, open_generator
@@ -103,7 +110,7 @@ def open_translator(path, engine=None, **options):
         from keras_transformer.serving.ctranslate2_engine import CTranslate2Translator
 
         _refuse(path, "the ctranslate2 engine", options, ("compact", "jit_compile"), "CTranslate2 batches as it likes")
-        return CTranslate2Translator(path, inter_threads=options.pop("threads", 1), **options)
+        return CTranslate2Translator(path, inter_threads=options.pop("threads", 1), precision=precision, **options)
     if kind == SAVED_MODEL:
         from keras_transformer.serving.export import open_saved_model
 

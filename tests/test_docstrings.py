@@ -35,6 +35,8 @@ MODULES = [
     "keras_transformer.schedules",
     "keras_transformer.optimizers",
     "keras_transformer.training.precision",
+    "keras_transformer.cpu_units",
+    "keras_transformer.translators.precision",
     "keras_transformer.decoding.search",
     "keras_transformer.decoding.greedy_search",
     "keras_transformer.decoding.sampling_search",

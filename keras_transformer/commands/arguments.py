@@ -30,6 +30,7 @@ import re
 from keras_transformer.errors import ArgumentError
 from keras_transformer.input_rules import sentence_error
 from keras_transformer.opener import ENGINES
+from keras_transformer.translators.precision import PRECISIONS
 
 SEED_MAX = 2**32 - 1  # NumPy's seeds, which `keras.utils.set_random_seed` sets, stop there
 INT32_MAX = 2**31 - 1
@@ -158,13 +159,21 @@ def add_loadable_model_argument(parser):
 
 
 def add_engine_argument(parser):
-    """`--engine`: what decodes `--model` (`keras_transformer.opener`: the folder's default when not given)."""
+    """`--engine`: what decodes `--model` (the folder's default when not given), and `--precision`: in what."""
     parser.add_argument(
         "--engine",
         choices=ENGINES,
         default=None,
         help="the decoder: xla (the default for runs and SavedModels), ctranslate2 (a run directory, converted "
         "once and cached; needs the ctranslate2 extra) or litert (a LiteRT export's own, its default)",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=None,
+        help="the weights' precision: float32 (the default), or int8 or bfloat16 where the CPU has the units and the "
+        "engine decodes them faster (today int8 with --engine ctranslate2 on a CPU with VNNI); else float32, "
+        "with a one-line warning",
     )
 
 
@@ -284,7 +293,12 @@ def open_model(args, **options):
 
     with languages_as_flags():
         translator = open_translator(
-            args.model, args.engine, source_lang=args.source_lang, target_lang=args.target_lang, **options
+            args.model,
+            args.engine,
+            source_lang=args.source_lang,
+            target_lang=args.target_lang,
+            precision=args.precision,
+            **options,
         )
     for name, flag in LANGUAGE_FLAGS.items():  # an engine that takes no languages may not say so itself
         if getattr(args, name) is not None and not translator.languages.codes:

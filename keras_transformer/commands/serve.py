@@ -157,6 +157,7 @@ def run(args):
     from keras_transformer import opener
     from keras_transformer.serving import connections
     from keras_transformer.serving.signatures import ServedModel
+    from keras_transformer.translators.precision import decoding_precision
 
     name = _model_name(rest, args)
     connection_limits = connections.budget(
@@ -169,6 +170,7 @@ def run(args):
         languages = dict(source_lang=args.source_lang, target_lang=args.target_lang)
         with languages_as_flags():
             if engine == "xla":  # a run or a SavedModel: served by a SavedModel's own signatures
+                decoding_precision(args.precision, engine, saved_model=kind == opener.SAVED_MODEL)
                 path = pathlib.Path(args.model)
                 if kind == opener.RUN:
                     workdir = pathlib.Path(tempfile.mkdtemp(prefix="kt-serve-"))
@@ -215,7 +217,7 @@ def _served_translator(args, engine, languages):
     from keras_transformer.opener import open_translator
     from keras_transformer.serving.served_translator import ServedTranslator
 
-    translator = open_translator(args.model, engine, threads=args.threads, **languages)
+    translator = open_translator(args.model, engine, threads=args.threads, precision=args.precision, **languages)
     return ServedTranslator(translator, args.model, max_instances=args.max_instances)
 
 

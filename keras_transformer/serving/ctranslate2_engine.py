@@ -46,9 +46,11 @@ from keras_transformer.serving.token_ids import tokenize_words, tokenized
 from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
 from keras_transformer.translators.banned_words import check_words
 from keras_transformer.translators.controls import languages_of
+from keras_transformer.translators.precision import decoding_precision
 from keras_transformer.translators.streaming import Piece, WordCutter, word_starts
 
 INSTALL = 'pip install "keras-transformer[ctranslate2]"'
+COMPUTE_TYPES = {"float32": "float32", "bfloat16": "bfloat16", "int8": "int8_float32"}  # CTranslate2's names
 TYPICAL_LENGTH = 20  # output tokens at which the beam's length penalty ranks as GNMT's (module docstring of writer)
 # CTranslate2's beam stops once `beam_size * patience` hypotheses ended. transformers' `early_stopping=False`
 # (`stopping="cannot_improve"`) searches on while a live beam may still win: 4 comes closest, and higher
@@ -191,6 +193,11 @@ class CTranslate2Translator(TranslatorInterface):
         inter_threads: batches CTranslate2 decodes side by side (give as
             many as the threads that call this translator).
         intra_threads: threads per batch (0: CTranslate2's default).
+        precision: `"float32"` (None), or `"int8"` / `"bfloat16"` where this
+            CPU has the units and CTranslate2 the kernels
+            (`translators.precision`; else float32 with a one-line warning).
+            The cached conversion stays float32: CTranslate2 quantizes it
+            as it loads.
 
     Example:
 
@@ -213,6 +220,7 @@ class CTranslate2Translator(TranslatorInterface):
         cache_dir=None,
         inter_threads=1,
         intra_threads=0,
+        precision=None,
     ):
         from keras_transformer import decoding
 
@@ -250,8 +258,13 @@ class CTranslate2Translator(TranslatorInterface):
         self._source_limit = model_max - self._source_extra
         self.beam_size = tf.constant(beam_size)
         self.max_source_length = tf.constant(model_max)
+        self.precision = _precision(ctranslate2, precision)
         self.translator = ctranslate2.Translator(
-            str(self.model_path), device="cpu", inter_threads=inter_threads, intra_threads=intra_threads
+            str(self.model_path),
+            device="cpu",
+            compute_type=COMPUTE_TYPES[self.precision],
+            inter_threads=inter_threads,
+            intra_threads=intra_threads,
         )
         self._ctranslate2 = ctranslate2
 
@@ -463,6 +476,13 @@ def _vocabularies(path, config, target_tokenizer, languages):
     source = writer.read_pieces(path / runs.SOURCE_TOKENIZER)
     target = path / runs.TARGET_TOKENIZER
     return source, writer.read_pieces(target) if target.is_dir() else source
+
+
+def _precision(ctranslate2, precision):
+    """What CTranslate2 decodes in when `precision` is asked for (`translators.precision`)."""
+    kernels = ctranslate2.get_supported_compute_types("cpu")
+    supported = [name for name, compute_type in COMPUTE_TYPES.items() if compute_type in kernels]
+    return decoding_precision(precision, "ctranslate2", supported=supported)
 
 
 def _first(result):

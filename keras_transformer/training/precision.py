@@ -23,9 +23,8 @@ True
 
 import warnings
 
+from keras_transformer import cpu_units
 from keras_transformer.errors import KerasTransformerWarning
-
-BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 def cpu_bf16_units(cpuinfo_path="/proc/cpuinfo"):
@@ -36,15 +35,7 @@ def cpu_bf16_units(cpuinfo_path="/proc/cpuinfo"):
     >>> isinstance(cpu_bf16_units(), tuple)
     True
     """
-    try:
-        with open(cpuinfo_path) as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return tuple(sorted(flags.intersection(BF16_CPU_FLAGS)))
-    except OSError:
-        pass
-    return ()
+    return cpu_units.units("bfloat16", cpuinfo_path)
 
 
 def _has_accelerator():

@@ -81,6 +81,7 @@ class TranslatorInterface:
 
     supports_sampling = True
     languages = Languages()  # a multilingual model's codes and defaults (`controls`)
+    precision = "float32"  # what the weights decode in (`translators.precision`)
 
     def __call__(self, sentences, **controls):
         """Beam search (greedy when `beam_size=1`): strings `(batch,)` -> strings."""
