@@ -14,6 +14,7 @@ import sys
 
 PACKAGES = ("tensorflow", "tensorflow-text", "keras", "keras-hub", "torch", "jax", "sacrebleu")
 # Environment variables that change what a benchmark measures (threads, XLA options, the Keras backend).
+VECTOR_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8", "amx_tile")
 SETTINGS_PREFIXES = ("TF_XLA_", "TF_NUM_", "TF_ENABLE_", "XLA_FLAGS", "OMP_", "KERAS_BACKEND", "CT2_")
 
 
@@ -27,6 +28,16 @@ def cpu_model():
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def cpu_vector_flags():
+    """The CPU's vector and low-precision units that decide a benchmark's speed (AVX2, AVX-512, bf16, VNNI, AMX)."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
+    except OSError:
+        return []
+    return sorted(flag for flag in flags if flag in VECTOR_FLAGS)
 
 
 def tf_cpu_allocator(tf):
@@ -51,6 +62,7 @@ def describe_machine():
     return {
         "host": platform.node(),
         "cpu": cpu_model(),
+        "cpu_flags": cpu_vector_flags(),
         "cpus": os.cpu_count(),
         "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "load_average_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
@@ -65,8 +77,9 @@ def machine_line(info=None):
     """`describe_machine()` on one line."""
     info = info or describe_machine()
     versions = ", ".join(f"{name} {version}" for name, version in info["versions"].items())
+    flags = " ".join(info.get("cpu_flags", []))
     return (
-        f"{info['host']} | {info['cpu']} | {info['cpus']} CPUs ({info['cpus_usable']} usable, "
+        f"{info['host']} | {info['cpu']} ({flags}) | {info['cpus']} CPUs ({info['cpus_usable']} usable, "
         f"load {info['load_average_1min']}) | GPUs: {', '.join(info['gpus']) or 'none'} | "
         f"TensorFlow CPU allocator: {info['tf_cpu_allocator']} | {versions}"
         + "".join(f" | {name}={value}" for name, value in info.get("settings", {}).items())
