@@ -365,6 +365,37 @@ def transformer_decodes_through_its_interface():
 
 
 @check
+def cached_greedy_starts_from_an_id_shared_with_padding():
+    """Marian starts the decoder from its padding id: the cached step must not mask START as padding."""
+    import numpy as np
+
+    import keras_transformer as kt
+    from keras_transformer import decoding
+    from keras_transformer.config import ModelConfig
+
+    config = ModelConfig(
+        source_vocab_size=24,
+        target_vocab_size=24,
+        num_layers=1,
+        d_model=16,
+        num_heads=2,
+        d_ff=32,
+        dropout=0.0,
+        max_length=10,
+        pad_id=6,
+        start_id=6,
+        end_id=1,
+    )
+    model = kt.build_transformer(config=config)
+    source = np.array([[5, 7, 8, 1], [9, 4, 1, 6]], "int32")
+    search = decoding.GreedySearch(**config.special_ids())
+    cached = decoding.decode(model, source, search, max_length=6).best()
+    uncached = decoding.decode(model, source, search, max_length=6, cached=False).best()
+    np.testing.assert_array_equal(_np(cached.ids), _np(uncached.ids))
+    np.testing.assert_allclose(_np(cached.scores), _np(uncached.scores), rtol=1e-5, atol=1e-5)
+
+
+@check
 def decoder_only_continues_prompts_as_its_forward_pass():
     import keras
     import numpy as np

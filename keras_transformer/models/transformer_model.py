@@ -279,6 +279,9 @@ class TransformerModel(keras.Model):
         queries = token_ids.shape[1]
         x = self.decoder_embedding(ops.reshape(token_ids, (-1, 1)), start_index=index, training=False)
         x = ops.reshape(x, (-1, queries, ops.shape(x)[-1]))  # (batch, queries, d_model)
+        # A step's tokens are never padding, though START may share PAD's id (Marian's): no Keras mask. JAX keeps
+        # the embedding's mask through a reshape that changes nothing, and it would mask START.
+        keras.src.backend.set_keras_mask(x, None)
         new_caches = []
         for layer, cache, cross_cache in zip(self.decoder_layers, self_attention_caches, cross_attention_caches):
             x, cache, _ = layer(
