@@ -172,8 +172,8 @@ def add_engine_argument(parser):
         choices=PRECISIONS,
         default=None,
         help="the weights' precision: float32 (the default), or int8 or bfloat16 where the CPU has the units and the "
-        "engine decodes them faster (today int8 with --engine ctranslate2 on a CPU with VNNI); else float32, "
-        "with a one-line warning",
+        "engine decodes them faster (today int8 with --engine ctranslate2, on a CPU with VNNI, for models of "
+        "d_model 512 or more); else float32, with a one-line warning",
     )
 
 

@@ -194,8 +194,9 @@ class CTranslate2Translator(TranslatorInterface):
             many as the threads that call this translator).
         intra_threads: threads per batch (0: CTranslate2's default).
         precision: `"float32"` (None), or `"int8"` / `"bfloat16"` where this
-            CPU has the units and CTranslate2 the kernels
-            (`translators.precision`; else float32 with a one-line warning).
+            CPU has the units, CTranslate2 the kernels and the model is wide
+            enough for int8 to be faster (`translators.precision`; else
+            float32 with a one-line warning).
             The cached conversion stays float32: CTranslate2 quantizes it
             as it loads.
 
@@ -258,7 +259,7 @@ class CTranslate2Translator(TranslatorInterface):
         self._source_limit = model_max - self._source_extra
         self.beam_size = tf.constant(beam_size)
         self.max_source_length = tf.constant(model_max)
-        self.precision = _precision(ctranslate2, precision)
+        self.precision = _precision(ctranslate2, precision, config.model.d_model if config.model else None)
         self.translator = ctranslate2.Translator(
             str(self.model_path),
             device="cpu",
@@ -478,11 +479,11 @@ def _vocabularies(path, config, target_tokenizer, languages):
     return source, writer.read_pieces(target) if target.is_dir() else source
 
 
-def _precision(ctranslate2, precision):
-    """What CTranslate2 decodes in when `precision` is asked for (`translators.precision`)."""
+def _precision(ctranslate2, precision, width):
+    """What CTranslate2 decodes a model `width` wide in when `precision` is asked for (`translators.precision`)."""
     kernels = ctranslate2.get_supported_compute_types("cpu")
     supported = [name for name, compute_type in COMPUTE_TYPES.items() if compute_type in kernels]
-    return decoding_precision(precision, "ctranslate2", supported=supported)
+    return decoding_precision(precision, "ctranslate2", supported=supported, width=width)
 
 
 def _first(result):

@@ -7,8 +7,9 @@ used only where it was measured faster than float32 (docs/performance.md,
 
 - the CPU must have the units (`cpu_units`: AVX-512 BF16 or AMX for
   bfloat16, VNNI or AMX for int8);
-- the ctranslate2 engine runs int8 (1.37× its float32 on an OPUS-MT-base
-  shape) and any type CTranslate2 has kernels for on this CPU;
+- the ctranslate2 engine runs int8 for models at least `INT8_MIN_WIDTH`
+  (512) wide: 2.4× its float32 on an OPUS-MT-base shape (d_model 512), but
+  0.2× on a d_model-128 model, on the same AMD EPYC with VNNI;
 - the xla engine, SavedModels and LiteRT exports decode in float32:
   TensorFlow's XLA:CPU runs bf16 products at about 0.6× float32's and Keras's
   int8 weights decoded slower than float32, and an export's weights are
@@ -24,7 +25,7 @@ Example:
 >>> import warnings
 >>> with warnings.catch_warnings(record=True) as caught:
 ...     warnings.simplefilter("always")
-...     decoding_precision("int8", "ctranslate2", supported=["int8"], cpuinfo_path="/nonexistent")
+...     decoding_precision("int8", "ctranslate2", supported=["int8"], width=512, cpuinfo_path="/nonexistent")
 'float32'
 >>> print(caught[0].message)
 this CPU has no int8 units (amx_int8 or avx512_vnni or avx_vnni): decoding in float32
@@ -36,6 +37,7 @@ from keras_transformer import cpu_units
 from keras_transformer.errors import KerasTransformerWarning
 
 PRECISIONS = ("float32", "bfloat16", "int8")
+INT8_MIN_WIDTH = 512  # CTranslate2's int8 against its float32: 2.4x at d_model 512, 0.2x at 128
 
 _NOT_FASTER = {
     "xla": {
@@ -55,7 +57,9 @@ def check_precision(precision):
     return precision
 
 
-def decoding_precision(precision, engine, *, saved_model=False, supported=None, cpuinfo_path="/proc/cpuinfo"):
+def decoding_precision(
+    precision, engine, *, saved_model=False, supported=None, width=None, cpuinfo_path="/proc/cpuinfo"
+):
     """The precision `engine` decodes in when `precision` is asked for; a one-line warning when it is float32 instead.
 
     Args:
@@ -64,6 +68,7 @@ def decoding_precision(precision, engine, *, saved_model=False, supported=None, 
         saved_model: whether the xla engine decodes a SavedModel export.
         supported: the precisions the engine has kernels for on this CPU
             (CTranslate2's), None when the engine never runs low precision.
+        width: the model's `d_model` (None: not known).
         cpuinfo_path: where the CPU's flags are read.
     """
     precision = check_precision(precision)
@@ -77,6 +82,11 @@ def decoding_precision(precision, engine, *, saved_model=False, supported=None, 
         reason = reason[precision]
     if reason is None and precision not in (supported or ()):
         reason = f"the {engine} engine has no {precision} kernels for this CPU"
+    if reason is None and precision == "int8" and (width or 0) < INT8_MIN_WIDTH:
+        reason = (
+            f"CTranslate2's int8 decodes models narrower than d_model {INT8_MIN_WIDTH} slower than float32 "
+            f"(this one: {width or 'unknown'})"
+        )
     if reason is not None:
         return _float32(reason)
     return precision

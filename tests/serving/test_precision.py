@@ -9,6 +9,7 @@ from keras_transformer.commands import cli
 from keras_transformer.errors import KerasTransformerWarning
 from keras_transformer.files import user_cache
 from keras_transformer.opener import open_translator
+from keras_transformer.translators import precision as precision_module
 from keras_transformer.translators.precision import decoding_precision
 
 from trained_runs import tiny_run_dir
@@ -54,11 +55,19 @@ def test_a_cpu_without_the_units_decodes_float32_with_one_line(asked, monkeypatc
 
 def test_the_ctranslate2_engine_runs_int8_where_the_cpu_has_vnni(monkeypatch):
     cpu_with(monkeypatch, WITH_UNITS)
-    assert decoded("int8", "ctranslate2", supported=["float32", "int8"]) == ("int8", [])
-    precision, lines = decoded("bfloat16", "ctranslate2", supported=["float32", "int8"])
+    assert decoded("int8", "ctranslate2", supported=["float32", "int8"], width=512) == ("int8", [])
+    precision, lines = decoded("bfloat16", "ctranslate2", supported=["float32", "int8"], width=512)
     assert precision == "float32" and lines == [
         "the ctranslate2 engine has no bfloat16 kernels for this CPU: decoding in float32"
     ]
+
+
+@pytest.mark.parametrize("width", [128, None])
+def test_ctranslate2_int8_is_not_used_where_it_is_slower_than_float32(width, monkeypatch):
+    cpu_with(monkeypatch, WITH_UNITS)
+    precision, lines = decoded("int8", "ctranslate2", supported=["float32", "int8"], width=width)
+    assert precision == "float32" and len(lines) == 1
+    assert f"narrower than d_model {precision_module.INT8_MIN_WIDTH} slower than float32" in lines[0]
 
 
 @pytest.mark.parametrize(
@@ -93,6 +102,10 @@ def test_ctranslate2_loads_its_conversion_as_int8(tiny_run, monkeypatch):
     pytest.importorskip("ctranslate2", reason="the ctranslate2 engine needs the ctranslate2 extra")
     path, sources = tiny_run
     cpu_with(monkeypatch, WITH_UNITS)
+    with pytest.warns(KerasTransformerWarning, match="narrower than d_model 512"):  # the tiny run is
+        narrow = open_translator(path, "ctranslate2", beam_size=1, precision="int8")
+    assert narrow.translator.compute_type == "float32"
+    monkeypatch.setattr(precision_module, "INT8_MIN_WIDTH", 0)  # as if it were wide
     plain = open_translator(path, "ctranslate2", beam_size=1)
     int8 = open_translator(path, "ctranslate2", beam_size=1, precision="int8")
     assert (plain.precision, plain.translator.compute_type) == ("float32", "float32")
