@@ -1,7 +1,7 @@
 """`--engine ctranslate2` against CTranslate2 called directly: what the engine adds around `translate_batch`.
 
 Both decode the same sentences greedily with the same converted model (the
-engine's cache, `ctranslate2_engine.cached_model`), in the same batches of
+engine's cache, `ctranslate2_cache.cached_model`), in the same batches of
 `--batch-size`, with one `ctranslate2.Translator` of `inter_threads=1,
 intra_threads=--threads`:
 

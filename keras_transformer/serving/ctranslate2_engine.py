@@ -1,10 +1,8 @@
 """CTranslate2 as a decoding engine: a run directory translated by CTranslate2, with the run's own tokenizers.
 
 `CTranslate2Translator(path)` (what `keras_transformer.open_translator(path,
-"ctranslate2")` gives) converts the run once (`convert_run`) into
-a cache folder (`cache_root()`), reuses that conversion while the run's model
-and tokenizers are unchanged (their sha256, recorded in the conversion's
-`keras_transformer.json`), converts again when they change, and answers
+"ctranslate2")` gives) decodes the run's conversion, kept in a cache folder
+and converted again when the run changes (`ctranslate2_cache`), and answers
 every method of `translators.TranslatorInterface`, decoded by
 `ctranslate2.Translator`. Greedy search gives the XLA decoder's strings
 (the same pieces in, the decode of the module docstring of
@@ -12,13 +10,6 @@ every method of `translators.TranslatorInterface`, decoded by
 target prefixes and, for an imported M2M100 or NLLB run, the languages:
 transformers' greedy strings, and its beam strings but where its
 stopping rule differs (`CTranslate2Translator` says how often).
-
-The cache lives outside the run: a run directory holds only the files its
-`config.json` records (`files.destinations`), so a folder added there would
-make `train --overwrite` refuse the run. A cache folder is replaced only
-when it is a CTranslate2 export of this package that holds nothing but its
-manifest's files, atomically (a crash leaves the previous one); anything
-else there is refused with `UnsafeDestinationError` and left as it is.
 
 Example:
 
@@ -29,19 +20,14 @@ array([b'Ein Hund rennt.'], dtype=object)
 """
 
 import functools
-import hashlib
-import json
-import pathlib
-import threading
 
 import tensorflow as tf
 
 from keras_transformer import runs
 from keras_transformer.config import END_ID, PAD_ID, START_ID, DecodingConfig
 from keras_transformer.decoding import rules
-from keras_transformer.files import destinations, ownership
-from keras_transformer.files.user_cache import cache_root
 from keras_transformer.serving import ctranslate2 as writer
+from keras_transformer.serving.ctranslate2_cache import cached_model, check_run, recorded, require_ctranslate2
 from keras_transformer.serving.token_ids import tokenize_words, tokenized
 from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
 from keras_transformer.translators.banned_words import check_words
@@ -49,7 +35,6 @@ from keras_transformer.translators.controls import languages_of
 from keras_transformer.translators.precision import decoding_precision
 from keras_transformer.translators.streaming import Piece, WordCutter, word_starts
 
-INSTALL = 'pip install "keras-transformer[ctranslate2]"'
 COMPUTE_TYPES = {"float32": "float32", "bfloat16": "bfloat16", "int8": "int8_float32"}  # CTranslate2's names
 TYPICAL_LENGTH = 20  # output tokens at which the beam's length penalty ranks as GNMT's (module docstring of writer)
 # CTranslate2's beam stops once `beam_size * patience` hypotheses ended. transformers' `early_stopping=False`
@@ -58,72 +43,6 @@ TYPICAL_LENGTH = 20  # output tokens at which the beam's length penalty ranks as
 CANNOT_IMPROVE_PATIENCE = 4
 # `translate_options` that CTranslate2's `generate_tokens` takes too (it has no beam, scores or END in its output).
 GENERATE_OPTIONS = ("min_decoding_length", "max_input_length", "max_decoding_length", "suppress_sequences")
-_lock = threading.Lock()  # one conversion at a time in this process
-
-
-def require_ctranslate2():
-    """The `ctranslate2` module, or a one-line `ValueError` saying what to install."""
-    try:
-        import ctranslate2
-    except ModuleNotFoundError:
-        raise ValueError(f"The ctranslate2 engine needs the ctranslate2 package: {INSTALL}") from None
-    return ctranslate2
-
-
-def check_run(path):
-    """`path` as a `pathlib.Path` if it is a run directory; a one-line `ValueError` for anything else."""
-    path = pathlib.Path(path)
-    if not runs.is_run_dir(path):
-        raise ValueError(
-            f"{path} is not a run directory: the ctranslate2 engine converts run directories (`keras-transformer "
-            "train` or `import`); open exports with `keras_transformer.open_translator`"
-        )
-    return path
-
-
-def fingerprint(run):
-    """The sha256 of what a conversion reads: `model.keras`, every tokenizer file, and `add_source_end`."""
-    run = pathlib.Path(run)
-    files = [run / runs.MODEL, *sorted(p for p in (run / "tokenizers").rglob("*") if p.is_file())]
-    lines = [f"add_source_end={runs.RunConfig.read(run).add_source_end}"]
-    lines += [f"{ownership.sha256(file)}  {file.relative_to(run).as_posix()}" for file in files]
-    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
-
-
-def cached_model(run, cache_dir=None):
-    """The folder of `run`'s CTranslate2 conversion, converted now if missing or out of date.
-
-    The folder is `cache_dir` (default `cache_root()`)`/ctranslate2/NAME-HASH`,
-    HASH of the run's absolute path. A conversion is reused while its
-    recorded `run_sha256` is the run's `fingerprint` and every file its
-    manifest lists is there; otherwise it is replaced (only a CTranslate2
-    export of this package, file by file).
-
-    Example:
-
-    >>> cached_model("saved_models/multi30k-en-de")
-    PosixPath('/home/me/.cache/keras_transformer/ctranslate2/multi30k-en-de-3f2a9c1b7d4e')
-    """
-    require_ctranslate2()
-    run = check_run(run).resolve()
-    where = hashlib.sha256(str(run).encode()).hexdigest()[:12]
-    folder = pathlib.Path(cache_dir or cache_root()) / "ctranslate2" / f"{run.name}-{where}"
-    with _lock:
-        destinations.recover(folder)
-        expected = fingerprint(run)
-        if _recorded(folder).get("run_sha256") != expected or not destinations.is_whole(
-            folder, destinations.CTRANSLATE2
-        ):
-            folder.parent.mkdir(parents=True, exist_ok=True)
-            writer.convert_run(run, folder, overwrite=True, record={"run_sha256": expected})
-    return folder
-
-
-def _recorded(folder):
-    try:
-        return json.loads((folder / writer.PROVENANCE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
 
 
 class CTranslate2Translator(TranslatorInterface):
@@ -234,7 +153,7 @@ class CTranslate2Translator(TranslatorInterface):
         )  # checked before the conversion: a wrong code costs nothing
         self.model_path = cached_model(path, cache_dir)
         defaults = config.decoding or DecodingConfig()
-        model_max = int(_recorded(self.model_path)["max_length"])
+        model_max = int(recorded(self.model_path)["max_length"])
         beam_size, alpha = decoding_defaults(config.decoding, beam_size, alpha)
         beam_size, self.alpha = decoding.check_beam_size(beam_size), float(alpha)
         limit = max_length or defaults.max_new_tokens or model_max

@@ -16,7 +16,7 @@ from keras_transformer.decoding import TruncatedOutputWarning
 from keras_transformer.files import destinations, user_cache
 from keras_transformer.opener import open_translator
 from keras_transformer.pretrained import import_pretrained
-from keras_transformer.serving import ctranslate2_engine
+from keras_transformer.serving import ctranslate2_cache, ctranslate2_engine
 
 from serving_fixtures import Server, post
 from trained_runs import DATA, MAX_LENGTH, tiny_run_dir
@@ -153,43 +153,43 @@ def model_bin(folder):
 def test_converts_once_and_again_when_the_model_changes(run, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(run[0], copy)
-    folder = ctranslate2_engine.cached_model(copy, tmp_path / "cache")
+    folder = ctranslate2_cache.cached_model(copy, tmp_path / "cache")
     first = model_bin(folder)
-    assert ctranslate2_engine.cached_model(copy, tmp_path / "cache") == folder
+    assert ctranslate2_cache.cached_model(copy, tmp_path / "cache") == folder
     assert model_bin(folder) == first  # reused: not written again
     model = keras.saving.load_model(copy / runs.MODEL, compile=False)
     model.weights[0].assign(model.weights[0] + 0.01)
     model.save(copy / runs.MODEL)
-    assert ctranslate2_engine.cached_model(copy, tmp_path / "cache") == folder
+    assert ctranslate2_cache.cached_model(copy, tmp_path / "cache") == folder
     assert model_bin(folder) != first
     recorded = json.loads((folder / "keras_transformer.json").read_text(encoding="utf-8"))
-    assert recorded["run_sha256"] == ctranslate2_engine.fingerprint(copy)
+    assert recorded["run_sha256"] == ctranslate2_cache.fingerprint(copy)
     assert destinations.is_own_ctranslate2(folder)
 
 
 @pytest.mark.parametrize("name", ["model.bin", "shared_vocabulary.json", "config.json"])
 def test_a_file_deleted_from_the_cache_is_converted_again(run, tmp_path, name):
-    folder = ctranslate2_engine.cached_model(run[0], tmp_path / "cache")
+    folder = ctranslate2_cache.cached_model(run[0], tmp_path / "cache")
     content = (folder / name).read_bytes()
     (folder / name).unlink()
-    assert ctranslate2_engine.cached_model(run[0], tmp_path / "cache") == folder
+    assert ctranslate2_cache.cached_model(run[0], tmp_path / "cache") == folder
     assert (folder / name).read_bytes() == content and destinations.is_own_ctranslate2(folder)
     translator = ctranslate2_engine.CTranslate2Translator(run[0], beam_size=1, cache_dir=tmp_path / "cache")
     assert translator.greedy(run[1][:2]).shape == (2,)
 
 
 def test_never_touches_a_foreign_file_in_the_cache(run, tmp_path):
-    folder = ctranslate2_engine.cached_model(run[0], tmp_path / "cache")
+    folder = ctranslate2_cache.cached_model(run[0], tmp_path / "cache")
     (folder / "notes.txt").write_text("mine", encoding="utf-8")
     before = model_bin(folder)
     with pytest.raises(destinations.UnsafeDestinationError, match="notes.txt"):
-        ctranslate2_engine.cached_model(run[0], tmp_path / "cache")
+        ctranslate2_cache.cached_model(run[0], tmp_path / "cache")
     assert (folder / "notes.txt").read_text(encoding="utf-8") == "mine" and model_bin(folder) == before
     shutil.rmtree(folder)
     folder.mkdir()
     (folder / "model.bin").write_bytes(b"someone else's model")
     with pytest.raises(destinations.UnsafeDestinationError, match="not a CTranslate2 export"):
-        ctranslate2_engine.cached_model(run[0], tmp_path / "cache")
+        ctranslate2_cache.cached_model(run[0], tmp_path / "cache")
     assert (folder / "model.bin").read_bytes() == b"someone else's model"
 
 
@@ -233,4 +233,4 @@ def test_refuses_exports(kind, tmp_path, capsys):
 def test_says_what_to_install(run, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # `import ctranslate2` now fails
     err = one_line_error(capsys, "translate", "--model", run[0], "--engine", "ctranslate2", "A dog runs.")
-    assert ctranslate2_engine.INSTALL in err
+    assert ctranslate2_cache.INSTALL in err
