@@ -29,7 +29,7 @@ and the reorder of a 6-layer cache.
 
 Every system's warm time (one pass) is per round (the first pass compiles and is
 reported apart), with the output ids compared to `tf`'s. Writes JSON with the
-command, the machine and its CPU flags. Not run by CI.
+command and the machine (its CPU flags among them). Not run by CI.
 
 Example:
 
@@ -118,8 +118,6 @@ def main(args):
     sys.path.insert(0, str(HERE))
     from machine import describe_machine
 
-    from keras_transformer import cpu_units
-
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="decode-levers-"))
     args.ids, args.out = str(scratch / "ids.npy"), str(scratch)
     write_ids(args.run, args.sentences, args.ids)
@@ -135,10 +133,6 @@ def main(args):
         "benchmark": "decode_levers",
         "command": " ".join([sys.executable.rsplit("/", 1)[-1], *sys.argv]),
         "machine": describe_machine(),
-        "cpu_flags": sorted(
-            cpu_units.cpu_flags()
-            & {"avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8", "amx_tile"}
-        ),
         "settings": {
             "sentences": args.sentences,
             "batch": BATCH,

@@ -82,8 +82,6 @@ def main(args):
     sys.path.insert(0, str(HERE))
     from machine import describe_machine
 
-    from keras_transformer import cpu_units
-
     references = read_gz(pathlib.Path(args.data_dir) / "test_2016_flickr.de.gz", args.sentences)
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="precision-"))
     rows, strings = [], {}
@@ -110,7 +108,6 @@ def main(args):
         "benchmark": "precision",
         "command": " ".join(["python", *sys.argv]),
         "machine": describe_machine(),
-        "cpu_flags": sorted(cpu_units.cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni"}),
         "settings": {key: value for key, value in vars(args).items() if key not in ("child", "outputs")},
         "results": rows,
     }
