@@ -42,7 +42,7 @@ SOFTMAX_OVER = ("allowed", "vocabulary")
 POSITION_LAYOUTS = ("interleaved", "concatenated", "fairseq", "learned")
 # The three models of the same layers: the paper's, GPT's (`build_decoder_only`), BERT's (`build_encoder_only`).
 ARCHITECTURES = ("encoder_decoder", "decoder_only", "encoder_only")
-ENCODER_HEADS = ("masked_lm", "classifier")
+ENCODER_HEADS = ("masked_lm", "classifier", "none")
 
 # Names earlier versions wrote in config.json and `.keras` files, and today's name for each.
 LEGACY_NAMES = {"input_vocab_size": "source_vocab_size", "length_penalty": "alpha"}
@@ -161,8 +161,9 @@ class ModelConfig(_Config):
             embeds (BERT's `type_vocab_size`); 0: none.
         embedding_norm: a LayerNorm on the embeddings' sum (BERT's).
         encoder_head: an encoder-only model's output, `"masked_lm"` (logits
-            over the vocabulary at every position) or `"classifier"` (logits
-            over `num_classes` from the pooled first token).
+            over the vocabulary at every position), `"classifier"` (logits
+            over `num_classes` from the pooled first token) or `"none"` (the
+            hidden states: a `BertModel`'s, for sentence embeddings).
         num_classes: the classifier head's classes.
     """
 

@@ -6,7 +6,8 @@ LayerNorm: BERT's), this package's `EncoderLayer`s, and a head: a
 masked-LM head (`MaskedLMHead`, then the tied output projection with its
 bias: logits over the vocabulary at every position) or a
 sequence-classification head (`SequenceClassificationHead`: the pooled
-first token, then logits over the classes).
+first token, then logits over the classes), or none (the hidden states, as
+a `BertModel` gives them, for sentence embeddings).
 
 Example:
 
@@ -65,8 +66,9 @@ def build_encoder_only(
     Inputs: `token_ids` `(batch, length)` (`pad_id` = padding, never
     attended) and, with `segment_vocab_size` > 0, `segment_ids` of the same
     shape (called on `token_ids` alone, the segments are all 0). Output:
-    the masked-LM logits `(batch, length, vocab_size)`, or with
-    `encoder_head="classifier"` the class logits `(batch, num_classes)`.
+    the masked-LM logits `(batch, length, vocab_size)`, with
+    `encoder_head="classifier"` the class logits `(batch, num_classes)`, or
+    with `encoder_head="none"` the hidden states `(batch, length, d_model)`.
     The defaults are BERT's (its base model's sizes): learned positions,
     two segments, a LayerNorm on the embeddings, post-norm layers, the
     exact GELU, LayerNorm epsilon 1e-12; `start_id` is `[CLS]` (the token
@@ -74,7 +76,7 @@ def build_encoder_only(
 
     Its layers are named `encoder_embedding`, `segment_embedding`,
     `embedding_norm`, `encoder_layer_{i}`, `encoder_norm` (pre-norm),
-    `masked_lm_head` or `classifier_head`.
+    `masked_lm_head`, `classifier_head` or `hidden_states` (no head).
 
     Args:
         vocab_size ... end_id: the `ModelConfig`'s options.
@@ -142,10 +144,12 @@ def _build(config, name):
     if masked_lm:
         hidden = MaskedLMHead(config.d_model, config.activation, config.layer_norm_epsilon, name="masked_lm_head")(x)
         outputs = embedding(hidden, reverse=True)
-    else:
+    elif config.encoder_head == "classifier":
         outputs = SequenceClassificationHead(
             config.d_model, config.num_classes, config.dropout, name="classifier_head"
         )(x)
+    else:  # "none": the hidden states themselves (a `BertModel`)
+        outputs = keras.layers.Identity(name="hidden_states")(x)
     keras.src.backend.set_keras_mask(outputs, None)  # the loss masks what it skips (see `build_transformer`)
     return EncoderOnlyModel(inputs=inputs, outputs=outputs, name=name, config=config)
 
@@ -182,8 +186,19 @@ class EncoderOnlyModel(TransformerModel):
 
     @property
     def head(self):
-        """The `MaskedLMHead` or the `SequenceClassificationHead`."""
+        """The `MaskedLMHead` or the `SequenceClassificationHead`; None for a model without a head."""
         return self._named.get("masked_lm_head", self._named.get("classifier_head"))
+
+    def hidden_states_model(self):
+        """A Keras model of the same inputs and weights whose output is the last layer's hidden states.
+
+        `(batch, length, d_model)`, what the head reads (the model's own
+        output where it has no head): what sentence embeddings pool.
+        """
+        head = self.head
+        if head is None:
+            return self
+        return keras.Model(self.inputs, head.input, name=f"{self.name}_hidden_states")
 
     @property
     def segment_embedding(self):
