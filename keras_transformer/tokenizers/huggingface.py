@@ -56,13 +56,16 @@ class HuggingFaceTokenizer:
         tokenizer_json: the tokenizer as `tokenizers` serializes it (a str).
         pad_id, start_id, end_id: the model's special ids.
         mask_id: the `[MASK]` id of a masked-LM tokenizer, or None.
+        cleanup: decoded text has the spaces before punctuation removed, as
+            transformers' `clean_up_tokenization_spaces` does.
     """
 
-    def __init__(self, tokenizer_json, pad_id, start_id, end_id, mask_id=None):
+    def __init__(self, tokenizer_json, pad_id, start_id, end_id, mask_id=None, cleanup=False):
         self._json = tokenizer_json
         self._tokenizer = _tokenizers().Tokenizer.from_str(tokenizer_json)
         self.vocab_size = self._tokenizer.get_vocab_size(with_added_tokens=True)
         self.pad_id, self.start_id, self.end_id, self.mask_id = pad_id, start_id, end_id, mask_id
+        self.cleanup = cleanup
 
     @property
     def vocab(self):
@@ -109,8 +112,15 @@ class HuggingFaceTokenizer:
         return cls._checked(vocab_path, tokenizer.to_str(), vocab_size, ids)
 
     @classmethod
-    def from_wordpiece_file(cls, vocab_path, vocab_size, lowercase=True, strip_accents=None, **ids):
-        """BERT's WordPiece from `vocab.txt`, as transformers' `BertTokenizer` builds it."""
+    def from_wordpiece_file(
+        cls, vocab_path, vocab_size, lowercase=True, strip_accents=None, chinese_chars=True, special_tokens=None, **ids
+    ):
+        """BERT's WordPiece from `vocab.txt`, as transformers' `BertTokenizer` builds it.
+
+        `special_tokens` names them (`{"cls_token": "[CLS]", ...}`; BERT's by default).
+        """
+        names = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]"}
+        names = {**names, "mask_token": "[MASK]", **(special_tokens or {})}
         tokenizers = _tokenizers()
         lines = _text(vocab_path, 2**16 + vocab_size * BYTES_PER_ENTRY).split("\n")
         if lines and lines[-1] == "":
@@ -118,16 +128,18 @@ class HuggingFaceTokenizer:
         vocab = {}
         for index, token in enumerate(lines):
             vocab.setdefault(token.rstrip("\r"), index)
-        tokenizer = tokenizers.Tokenizer(tokenizers.models.WordPiece(vocab, unk_token="[UNK]"))
+        tokenizer = tokenizers.Tokenizer(tokenizers.models.WordPiece(vocab, unk_token=names["unk_token"]))
         tokenizer.normalizer = tokenizers.normalizers.BertNormalizer(
-            clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents, lowercase=lowercase
+            clean_text=True, handle_chinese_chars=chinese_chars, strip_accents=strip_accents, lowercase=lowercase
         )
         tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
         tokenizer.decoder = tokenizers.decoders.WordPiece(prefix="##")
-        tokenizer.add_special_tokens([t for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]") if t in vocab])
-        cls_id, sep_id = vocab.get("[CLS]"), vocab.get("[SEP]")
-        if cls_id is not None and sep_id is not None:
-            tokenizer.post_processor = tokenizers.processors.BertProcessing(("[SEP]", sep_id), ("[CLS]", cls_id))
+        tokenizer.add_special_tokens([token for token in names.values() if token in vocab])
+        first, separator = names["cls_token"], names["sep_token"]
+        if first in vocab and separator in vocab:
+            tokenizer.post_processor = tokenizers.processors.BertProcessing(
+                (separator, vocab[separator]), (first, vocab[first])
+            )
         return cls._checked(vocab_path, tokenizer.to_str(), vocab_size, ids)
 
     @classmethod
@@ -144,13 +156,34 @@ class HuggingFaceTokenizer:
             )
         return tokenizer
 
-    def encode(self, texts):
-        """Each text's ids, a list of lists (the special tokens the post-processor adds included)."""
-        return [encoding.ids for encoding in self._tokenizer.encode_batch([str(t) for t in texts])]
+    def encode(self, texts, max_length=None, segments=False):
+        """Each text's ids, a list of lists (the special tokens the post-processor adds included).
 
-    def decode(self, rows):
-        """Each row of ids as text, special tokens skipped."""
-        return self._tokenizer.decode_batch([[int(i) for i in row] for row in rows], skip_special_tokens=True)
+        A text may be a pair `(first, second)`, framed as the checkpoint
+        frames pairs (BERT: `[CLS] first [SEP] second [SEP]`). With
+        `max_length`, each is cut to that many ids as transformers'
+        `truncation=True` cuts it (the special tokens kept; a pair's longer
+        side first). With `segments`, `(ids, segment ids)`: 0 for a text
+        and a pair's first side, 1 for its second (BERT's token types).
+        """
+        inputs = [tuple(map(str, text)) if isinstance(text, (tuple, list)) else str(text) for text in texts]
+        if max_length is not None:
+            self._tokenizer.enable_truncation(max_length)
+        try:
+            encodings = self._tokenizer.encode_batch(inputs)
+        finally:
+            self._tokenizer.no_truncation()
+        ids = [encoding.ids for encoding in encodings]
+        return (ids, [encoding.type_ids for encoding in encodings]) if segments else ids
+
+    def decode(self, rows, skip_special_tokens=True):
+        """Each row of ids as text, special tokens skipped unless `skip_special_tokens=False`."""
+        texts = self._tokenizer.decode_batch([[int(i) for i in row] for row in rows], skip_special_tokens)
+        return [_clean_up(text) for text in texts] if self.cleanup else texts
+
+    def token(self, index):
+        """The token of id `index` as the vocabulary spells it (`"##ing"`, `"[MASK]"`)."""
+        return self._tokenizer.id_to_token(int(index))
 
     def tokenize(self, strings):
         """Strings `(batch,)` -> int32 `RaggedTensor` `(batch, None)`."""
@@ -178,6 +211,7 @@ class HuggingFaceTokenizer:
             "start_id": self.start_id,
             "end_id": self.end_id,
             "mask_id": self.mask_id,
+            "cleanup": self.cleanup,
         }
         atomic.write_bytes(directory / TOKENIZER_FILENAME, self._json.encode("utf-8"))
         atomic.write_bytes(directory / CONFIG_FILENAME, (json.dumps(config, indent=2) + "\n").encode("utf-8"))
@@ -188,7 +222,30 @@ class HuggingFaceTokenizer:
         directory = pathlib.Path(directory)
         config = read_json_object(directory / CONFIG_FILENAME)
         ids = {key: config.get(key) for key in ("pad_id", "start_id", "end_id", "mask_id")}
-        return cls.from_tokenizer_file(directory / TOKENIZER_FILENAME, config["vocab_size"], **ids)
+        tokenizer = cls.from_tokenizer_file(directory / TOKENIZER_FILENAME, config["vocab_size"], **ids)
+        tokenizer.cleanup = config.get("cleanup") is True
+        return tokenizer
+
+
+def _clean_up(text):
+    """transformers' `clean_up_tokenization`: no space before punctuation and English contractions."""
+    for spaced, joined in _CLEAN_UP:
+        text = text.replace(spaced, joined)
+    return text
+
+
+_CLEAN_UP = (
+    (" .", "."),
+    (" ?", "?"),
+    (" !", "!"),
+    (" ,", ","),
+    (" ' ", "'"),
+    (" n't", "n't"),
+    (" 'm", "'m"),
+    (" 's", "'s"),
+    (" 've", "'ve"),
+    (" 're", "'re"),
+)
 
 
 def _text(path, max_bytes):
