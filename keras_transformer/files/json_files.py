@@ -22,6 +22,14 @@ MAX_JSON_BYTES = 4 * 2**20  # a config of a few kB, far under this
 
 def read_json_object(path, max_bytes=MAX_JSON_BYTES):
     """The JSON object in file `path`; a `ValueError` naming it for a file too large, not JSON, or not an object."""
+    data = read_json(path, max_bytes)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must hold a JSON object. Received: {type(data).__name__}")
+    return data
+
+
+def read_json(path, max_bytes=MAX_JSON_BYTES):
+    """The JSON value in file `path` (any kind); a `ValueError` naming it for a file too large or not JSON."""
     path = pathlib.Path(path)
     size = path.stat().st_size
     if size > max_bytes:
@@ -32,6 +40,4 @@ def read_json_object(path, max_bytes=MAX_JSON_BYTES):
         raise ValueError(f"{path} is not JSON that can be read: nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as error:
         raise ValueError(f"{path} is not JSON: {str(error).strip()[:200]}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path} must hold a JSON object. Received: {type(data).__name__}")
     return data

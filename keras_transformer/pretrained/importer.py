@@ -82,6 +82,7 @@ def import_pretrained(source, output, *, overwrite=False):
     model = weight_blocks.zero_initialized(lambda: build(config=config))  # the checkpoint sets each weight
     model.decoding_config = decoding  # the checkpoint's generation settings travel with its model.keras
     family.assign_weights(model, checkpoint)
+    extra = family.run_record(checkpoint, hf_config, config) if hasattr(family, "run_record") else {}
     name = origin.uri.rstrip("/").rsplit("/", 1)[-1]
     license_name = license_of(checkpoint.text("README.md", MAX_CARD_BYTES)) or _family_license(family, checkpoint)
     record = dict(
@@ -92,6 +93,7 @@ def import_pretrained(source, output, *, overwrite=False):
         json_files={file: text for file, text in checkpoint.texts.items() if len(text) <= MAX_KEPT_JSON_BYTES},
         **({"tensors": family.outer_names(tensors)} if hasattr(family, "outer_names") else {}),
         **({"license": license_name} if license_name else {}),
+        **extra,
     )
     run_config = runs.RunConfig(
         created_by=destinations.CREATOR,

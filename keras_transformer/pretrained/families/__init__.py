@@ -13,8 +13,10 @@ in the same four parts (after keras-hub's `utils/transformers/convert_*.py`):
 and its `MODEL_TYPE` (transformers' name), `FAMILY` (for messages),
 `ADD_SOURCE_END` (whether its sources end with END); optionally
 `outer_names(tensors)` (the tensors beyond the layers', which an export
-writes again) and `license_of(checkpoint)` (its family's license where the
-repository's README names none). A family whose model is not the encoder-decoder has
+writes again), `license_of(checkpoint)` (its family's license where the
+repository's README names none) and `run_record(checkpoint, hf_config,
+config)` (what else the run records of the checkpoint: BERT's labels and
+sentence-embedding settings). A family whose model is not the encoder-decoder has
 `build_model(config)` (`gpt2`: the decoder alone, `bert`: the encoder
 alone), and one whose special ids are its tokenizer's
 `config_with_tokenizers(config, tokenizers)`. A new family is one module

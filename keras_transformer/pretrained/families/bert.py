@@ -4,12 +4,19 @@ The module of one family of checkpoints, `model_type: "bert"`, in the four
 parts every family has (`keras_transformer.pretrained.families`). BERT is
 the Transformer's encoder alone (`build_encoder_only`): token, learned
 position and segment embeddings summed and normalized, post-norm blocks,
-the exact GELU, and a head: the masked-LM head of a `BertForMaskedLM`
-(`cls.predictions`: a transform, then the tied embedding with its bias) or
-the classifier of a `BertForSequenceClassification` (`bert.pooler`,
-`classifier`). Its tokenizer is WordPiece over `vocab.txt`, lower-cased
-where `tokenizer_config.json` says so; `[CLS]` starts a text and `[SEP]`
-ends it.
+the exact GELU, and the head the weights file holds: the masked-LM head of
+a `BertForMaskedLM` or `BertForPreTraining` (`cls.predictions`: a
+transform, then the tied embedding with its bias; the next-sentence head
+`cls.seq_relationship` is not imported), the classifier of a
+`BertForSequenceClassification` (`bert.pooler`, `classifier`; its
+`id2label` kept in the run), or none: a `BertModel`, whose hidden states
+are what sentence embeddings pool (its `pooler` is not imported). Tensor
+names hold the `bert.` prefix or not, as base-model and task-model files
+store them; the buffers older transformers saved (`position_ids`,
+`token_type_ids`) are passed over, as transformers passes them over, and
+the tied copies (`cls.predictions.decoder.*`) must equal their originals.
+Its tokenizer is WordPiece over `vocab.txt`, lower-cased where
+`tokenizer_config.json` says so; `[CLS]` starts a text and `[SEP]` ends it.
 
 Every field is read with its kind and range, and the sizes are held against
 the weights file's tensors before anything is built (`shapes`).
@@ -17,8 +24,8 @@ the weights file's tensors before anything is built (`shapes`).
 
 from keras_transformer.config import DecodingConfig, ModelConfig
 from keras_transformer.kinds import MAX_LENGTH
-from keras_transformer.pretrained import shapes
-from keras_transformer.pretrained.families.weights import as_is, assign, dense_sources, norm_sources
+from keras_transformer.pretrained import sentence_embedding, shapes
+from keras_transformer.pretrained.families.weights import as_is, assign, check_copy, dense_sources, norm_sources
 from keras_transformer.pretrained.fields import Fields
 from keras_transformer.runs import Tokenizers
 
@@ -34,11 +41,21 @@ def _prefix(tensors):
     return "bert." if "bert.embeddings.word_embeddings.weight" in tensors else ""
 
 
+def _head(tensors):
+    """The head the weights file holds: `"classifier"`, `"masked_lm"` or `"none"` (a `BertModel`)."""
+    if "classifier.weight" in tensors:
+        return "classifier"
+    if any(name.startswith("cls.predictions.") for name in tensors):
+        return "masked_lm"
+    return "none"
+
+
 def model_config(hf_config, tensors, where="config.json", weights="the weights file"):
     """The `ModelConfig` of a BERT `config.json` (a dict) whose weights file holds `tensors`.
 
     The head is the file's: a classifier where it holds `classifier.weight`,
-    else the masked-LM head. `[CLS]` and `[SEP]` are the tokenizer's
+    the masked-LM head where it holds `cls.predictions`, else none. `[CLS]`
+    and `[SEP]` are the tokenizer's
     (`config_with_tokenizers`); until then they stand at the ids after the
     padding id.
     """
@@ -61,7 +78,8 @@ def model_config(hf_config, tensors, where="config.json", weights="the weights f
         raise ValueError(f"{where}: keras-transformer imports BERT encoders with absolute positions")
     if not fields.bool("tie_word_embeddings", True):
         raise ValueError(f"{where}: `tie_word_embeddings` must be true; keras-transformer ties BERT's output")
-    classes = tensors["classifier.weight"].shape[0] if "classifier.weight" in tensors else None
+    head = _head(tensors)
+    classes = tensors["classifier.weight"].shape[0] if head == "classifier" else None
     pad = fields.single_id("pad_token_id", 0, vocab_size=vocab)
     return ModelConfig(
         source_vocab_size=vocab,
@@ -80,7 +98,7 @@ def model_config(hf_config, tensors, where="config.json", weights="the weights f
         position_layout="learned",
         scale_embeddings=False,
         tie_output_embedding=True,
-        encoder_head="masked_lm" if classes is None else "classifier",
+        encoder_head=head,
         num_classes=classes,
         pad_id=pad,
         start_id=(pad + 1) % vocab,
@@ -108,10 +126,17 @@ def check_tensors(config, tensors, weights):
     if config.segment_vocab_size:
         required[f"{embeddings}.token_type_embeddings.weight"] = (config.segment_vocab_size, d)
     pooler = {f"{prefix}pooler.dense.weight": (d, d), f"{prefix}pooler.dense.bias": (d,)}
-    optional = {f"{embeddings}.position_ids": (1, config.max_length), **pooler}
+    # The buffers older transformers saved, which it passes over on load: not weights.
+    buffers = {
+        f"{embeddings}.position_ids": (1, config.max_length),
+        f"{embeddings}.token_type_ids": (1, config.max_length),
+    }
+    optional = {**buffers, **pooler}
     if config.encoder_head == "classifier":
         required.update(pooler)
         required.update({"classifier.weight": (config.num_classes, d), "classifier.bias": (config.num_classes,)})
+    elif config.encoder_head == "none":
+        optional.update({"cls.seq_relationship.weight": (2, d), "cls.seq_relationship.bias": (2,)})
     else:
         transform = "cls.predictions.transform"
         required.update({f"{transform}.dense.weight": (d, d), f"{transform}.dense.bias": (d,)})
@@ -133,28 +158,66 @@ def check_tensors(config, tensors, weights):
 
 
 def tokenizers(checkpoint, config):
-    """The checkpoint's WordPiece tokenizer (`tokenizer.json`, else `vocab.txt`), one for both sides."""
+    """The checkpoint's WordPiece tokenizer (`tokenizer.json`, else `vocab.txt`), one for both sides.
+
+    From `vocab.txt` alone (the older repositories), `tokenizer_config.json`
+    says what transformers' `BertTokenizer` reads there: `do_lower_case`
+    (default true), `strip_accents`, `tokenize_chinese_chars` and the
+    special tokens' names. Its `clean_up_tokenization_spaces` (default
+    false, as transformers 5 reads it) applies to decoded text either way.
+    """
     from keras_transformer.tokenizers.huggingface import HuggingFaceTokenizer
 
     size = config.source_vocab_size
     settings = Fields(checkpoint.json("tokenizer_config.json", required=False), "tokenizer_config.json", FAMILY)
+    names = {key: _token_name(settings, key, default) for key, default in SPECIAL_TOKENS.items()}
     if checkpoint.has("tokenizer.json"):
         tokenizer = HuggingFaceTokenizer.from_tokenizer_file(checkpoint.path("tokenizer.json"), size, **_no_ids())
     else:
-        lowercase = settings.bool("do_lower_case", True)
         strip = settings.raw("strip_accents", None)
         if strip is not None and not isinstance(strip, bool):
             raise ValueError(f"tokenizer_config.json: `strip_accents` must be true, false or null. Received: {strip!r}")
         tokenizer = HuggingFaceTokenizer.from_wordpiece_file(
-            checkpoint.path("vocab.txt"), size, lowercase=lowercase, strip_accents=strip, **_no_ids()
+            checkpoint.path("vocab.txt"),
+            size,
+            lowercase=settings.bool("do_lower_case", True),
+            strip_accents=strip,
+            chinese_chars=settings.bool("tokenize_chinese_chars", True),
+            special_tokens=names,
+            **_no_ids(),
         )
     vocab = tokenizer.vocab
-    missing = [token for token in ("[CLS]", "[SEP]", "[MASK]") if token not in vocab]
+    missing = [names[key] for key in ("cls_token", "sep_token", "mask_token") if names[key] not in vocab]
     if missing:
         raise ValueError(f"{checkpoint.folder}: the tokenizer has no {missing[0]}, which BERT's holds")
-    tokenizer.pad_id, tokenizer.start_id, tokenizer.end_id = config.pad_id, vocab["[CLS]"], vocab["[SEP]"]
-    tokenizer.mask_id = vocab["[MASK]"]
+    tokenizer.pad_id, tokenizer.start_id, tokenizer.end_id = (
+        config.pad_id,
+        vocab[names["cls_token"]],
+        vocab[names["sep_token"]],
+    )
+    tokenizer.mask_id = vocab[names["mask_token"]]
+    tokenizer.cleanup = settings.bool("clean_up_tokenization_spaces", False)
     return Tokenizers(tokenizer, tokenizer)
+
+
+# transformers' `BertTokenizer`'s special tokens, as `tokenizer_config.json` names them.
+SPECIAL_TOKENS = {
+    "pad_token": "[PAD]",
+    "unk_token": "[UNK]",
+    "cls_token": "[CLS]",
+    "sep_token": "[SEP]",
+    "mask_token": "[MASK]",
+}
+
+
+def _token_name(settings, key, default):
+    """A special token's text: a string, or `{"content": ...}` as transformers writes an `AddedToken`."""
+    value = settings.raw(key, default)
+    if isinstance(value, dict):
+        value = value.get("content")
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{settings.where}: `{key}` must be a token's text. Received: {value!r}"[:300])
+    return value
 
 
 def _no_ids():
@@ -207,8 +270,56 @@ def assign_weights(model, checkpoint):
     if config.encoder_head == "classifier":
         sources += dense_sources(head.pooler, f"{prefix}pooler.dense")
         sources += dense_sources(head.classifier, "classifier")
-    else:
+    elif config.encoder_head == "masked_lm":
+        _check_tied_copies(checkpoint, prefix)
         sources += dense_sources(head.dense, "cls.predictions.transform.dense")
         sources += norm_sources(head.norm, "cls.predictions.transform.LayerNorm")
         sources.append((embedding.logits_bias, "cls.predictions.bias", as_is))
     assign(model, checkpoint, sources)
+
+
+def _check_tied_copies(checkpoint, prefix):
+    """The output projection older files store beside what it is tied to must equal it (transformers ties it)."""
+    tensors = checkpoint.tensors()
+    for copy, original in (
+        ("cls.predictions.decoder.weight", f"{prefix}embeddings.word_embeddings.weight"),
+        ("cls.predictions.decoder.bias", "cls.predictions.bias"),
+    ):
+        if copy in tensors:
+            check_copy(checkpoint, copy, original)
+
+
+def run_record(checkpoint, hf_config, config):
+    """What a run records of a BERT beyond its weights: a classifier's labels, the sentence embedding's settings.
+
+    `labels` are `id2label`'s, by id (transformers' `LABEL_0`, ... where
+    config.json names none), and `problem_type` says how `classify` turns
+    logits into scores. `sentence_embedding` is how `embed` pools the hidden
+    states (`pretrained.sentence_embedding`).
+    """
+    record = {"sentence_embedding": sentence_embedding.settings(checkpoint, config)}
+    if config.encoder_head == "classifier":
+        fields = Fields(hf_config, "config.json", FAMILY)
+        record["labels"] = _labels(fields, config.num_classes)
+        record["problem_type"] = fields.choice("problem_type", PROBLEM_TYPES, None)
+    return record
+
+
+PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
+
+
+def _labels(fields, classes):
+    """`id2label` as a list by id: every id from 0 to `classes - 1` once, each a string."""
+    id2label = fields.raw("id2label", None)
+    if id2label is None:
+        return [f"LABEL_{index}" for index in range(classes)]
+    expected = {str(index) for index in range(classes)}
+    if not isinstance(id2label, dict) or set(id2label) != expected:
+        raise ValueError(
+            f"{fields.where}: `id2label` must name each of the classifier's {classes} classes by its id "
+            f'("0" to "{classes - 1}"). Received: {id2label!r}'[:300]
+        )
+    labels = [id2label[str(index)] for index in range(classes)]
+    if not all(isinstance(label, str) for label in labels):
+        raise ValueError(f"{fields.where}: every label of `id2label` must be a string. Received: {labels!r}"[:300])
+    return labels

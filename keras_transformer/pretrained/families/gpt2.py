@@ -9,6 +9,12 @@ weights are stored `(in, out)`, transposed against a `Linear`'s, and its
 query, key and value are one `c_attn` matrix `[q | k | v]`. One id,
 `<|endoftext|>`, starts, ends and pads.
 
+A `GPT2Model` file (openai-community/gpt2's) names its tensors without the
+`transformer.` prefix and holds no `lm_head`: its output is tied to `wte`,
+as a `GPT2LMHeadModel`'s is. Older files hold each layer's causal-mask
+buffers (`attn.bias`, `attn.masked_bias`), which transformers passes over,
+and some the tied copy `lm_head.weight`, which must equal `wte`.
+
 Every field is read with its kind and range, and the sizes are held against
 the weights file's tensors before anything is built (`shapes`).
 """
@@ -17,7 +23,14 @@ from keras_transformer.config import ModelConfig
 from keras_transformer.kinds import MAX_LENGTH
 from keras_transformer.pretrained import shapes
 from keras_transformer.pretrained.families.generation import language_model_decoding
-from keras_transformer.pretrained.families.weights import as_is, assign, dense_sources, norm_sources, transposed
+from keras_transformer.pretrained.families.weights import (
+    as_is,
+    assign,
+    check_copy,
+    dense_sources,
+    norm_sources,
+    transposed,
+)
 from keras_transformer.pretrained.fields import Fields
 from keras_transformer.runs import Tokenizers
 
@@ -158,6 +171,8 @@ def assign_weights(model, checkpoint):
         (embedding.position_encoding.embeddings, f"{prefix}wpe.weight", as_is),
     ]
     sources += norm_sources(model.decoder_norm, f"{prefix}ln_f")
+    if config.tie_output_embedding and "lm_head.weight" in checkpoint.tensors():
+        check_copy(checkpoint, "lm_head.weight", f"{prefix}wte.weight")  # transformers ties it: it must be `wte`
     if not config.tie_output_embedding:
         sources += [
             (model.output_layer.kernel, "lm_head.weight", transposed),
