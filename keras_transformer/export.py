@@ -2,7 +2,9 @@
 
 - `load(path, engine=None, **options)`: a run directory, a SavedModel or a
   LiteRT export as a translator (`keras_transformer.opener.open_translator`,
-  the one opener every command uses too);
+  the one opener every command uses too), a decoder-only run (GPT-2) as a
+  `Generator`, an encoder-only one (BERT) as an `Encoder`
+  (`keras_transformer.opener.open_model`);
 - `export_run(run, output, format="savedmodel", **options)`: a run written
   in one of the registered formats (`keras_transformer.export_formats`);
 - `Translator`: the XLA translator of a model and its tokenizers, to build
@@ -20,7 +22,7 @@ Example:
 
 from keras_transformer.export_formats import FORMATS, export_run
 from keras_transformer.opener import ENGINES
-from keras_transformer.opener import open_translator as load
+from keras_transformer.opener import open_model as load
 from keras_transformer.serving.export import LoadedTranslator
 from keras_transformer.serving.translator import SIGNATURES, Translator
 

@@ -14,6 +14,11 @@ and which engine decodes it:
 `engine=None` is the folder's default. Any other pair is one line that says
 what works. Every translator it gives is a `translators.TranslatorInterface`.
 
+`open_model(path, engine)`, what `keras_transformer.export.load` is, opens
+the same folders, and an encoder-only run (BERT) too: as a
+`serving.encoder.Encoder` (`embed`, `classify`, `fill_mask`), which
+neither translates nor generates.
+
 Example:
 
 >>> translator = open_translator("saved_models/multi30k-en-de", beam_size=1)  # doctest: +SKIP
@@ -124,6 +129,30 @@ def open_translator(path, engine=None, **options):
     options.pop("threads", None)
     _refuse(path, "a LiteRT export", options, ("max_length", "compact"), "fixed at export")
     return Translator(path, **options)
+
+
+def open_model(path, engine=None, **options):
+    """What `path` opens as: an encoder-only run's `Encoder`, else the translator of `open_translator`.
+
+    An `Encoder` takes one option, `batch_size`; the decoding options of a
+    translator (`beam_size`, `alpha`, ...) are refused in one line, as an
+    engine other than xla is.
+    """
+    if folder_kind(path) == RUN and runs.RunConfig.read(path).model.architecture == "encoder_only":
+        from keras_transformer.serving.encoder import open_encoder
+
+        if engine not in (None, "xla"):
+            engine_for(path, engine)  # an engine that does not exist, or opens no run
+            raise ValueError(f"{path} is an encoder-only run: it opens with the xla engine")
+        options = {name: value for name, value in options.items() if value not in (None, False)}
+        batch_size = options.pop("batch_size", None)
+        if options:
+            raise ValueError(
+                f"{path} is an encoder-only run (BERT): `{sorted(options)[0]}` applies to translators and "
+                "generators; an Encoder takes `batch_size` alone"
+            )
+        return open_encoder(path, batch_size=batch_size)
+    return open_translator(path, engine, **options)
 
 
 def _refuse(path, what, options, names, why):

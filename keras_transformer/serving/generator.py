@@ -249,12 +249,12 @@ def is_generator_run(path):
     """Whether the run directory at `path` holds a decoder-only model (opened as a `Generator`).
 
     An encoder-only run (BERT) is a `ValueError`: it neither translates nor
-    generates; its `model.keras` gives logits.
+    generates (`keras_transformer.export.load` opens it as an `Encoder`).
     """
     architecture = runs.RunConfig.read(path).model.architecture
     if architecture == "encoder_only":
         raise ValueError(
-            f"{path} holds an encoder-only model (BERT): it neither translates nor generates; load its "
-            f"{runs.MODEL} with keras.saving.load_model for its logits"
+            f"{path} holds an encoder-only model (BERT): it neither translates nor generates; use "
+            "`keras-transformer embed`, `classify` or `fill-mask`, or keras_transformer.export.load"
         )
     return architecture == "decoder_only"
