@@ -48,8 +48,22 @@ import warnings
 from keras_transformer import compile_cache
 from keras_transformer.errors import ArgumentError, KerasTransformerWarning, first_line
 
-COMMANDS = ("train", "import", "translate", "generate", "score", "chat", "evaluate", "export", "serve", "plot")
-MODULES = {"import": "import_checkpoint"}  # commands whose module is not named as they are (a keyword)
+COMMANDS = (
+    "train",
+    "import",
+    "translate",
+    "generate",
+    "embed",
+    "classify",
+    "fill-mask",
+    "score",
+    "chat",
+    "evaluate",
+    "export",
+    "serve",
+    "plot",
+)
+MODULES = {"import": "import_checkpoint", "fill-mask": "fill_mask"}  # commands whose module is not named as they are
 FLAGS = {"beam_size": "--beam"}  # Python arguments whose flag is not `--` + the name in kebab case
 NEGATED = {"jit_compile": "--no-xla"}  # Python arguments that a flag turns off
 DEBUG_ENV = "KERAS_TRANSFORMER_DEBUG"

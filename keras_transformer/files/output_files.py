@@ -76,11 +76,16 @@ def check_outputs(outputs, inputs=(), folders=()):
 
 def write_text(path, text):
     """Writes `text` (UTF-8) at `path`: atomically for a plain file, straight into a pipe or a device."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path, data):
+    """Writes `data` at `path`: atomically for a plain file, straight into a pipe or a device."""
     if _is_special(path):
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with open(path, "wb") as handle:
+            handle.write(data)
         return
-    atomic.write_bytes(_resolved(path), text.encode("utf-8"))  # through a symbolic link: the link stays
+    atomic.write_bytes(_resolved(path), data)  # through a symbolic link: the link stays
 
 
 def _check_outside_runs(name, path):

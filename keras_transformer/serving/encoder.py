@@ -44,7 +44,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import runs
-from keras_transformer.errors import KerasTransformerWarning
+from keras_transformer.errors import ArgumentError, KerasTransformerWarning, literal
 from keras_transformer.input_rules import check_sentence
 from keras_transformer.serving.pooling import pool
 
@@ -124,8 +124,9 @@ class Encoder:
     def fill_mask(self, texts, top_k=5):
         """Each text's `top_k` `{"score", "token", "token_str", "sequence"}` at its mask token (see the module)."""
         self._require("masked_lm", "fill_mask", "a masked-LM head (BertForMaskedLM, BertForPreTraining)")
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= self.model.source_vocab_size:
-            raise ValueError(f"`top_k` must be an int in [1, {self.model.source_vocab_size}]. Received: {top_k!r}")
+        vocab = self.model.source_vocab_size
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= vocab:
+            raise ArgumentError(f"{{top_k={literal(repr(top_k))}}} must be an int from 1 to the vocabulary's {vocab}")
         texts = _texts(texts, pairs=False)
         ids = self.tokenizer.encode(texts)
         mask = self.tokenizer.mask_id
@@ -252,14 +253,18 @@ def _text(text, where):
 
 
 def open_encoder(path, batch_size=None):
-    """The `Encoder` of the encoder-only run directory at `path`."""
-    run = runs.open_run(path)
-    if run.config.model.architecture != "encoder_only":
-        raise ValueError(f"{path} holds a {run.config.model.architecture} model; an encoder opens encoder-only ones")
-    tokenizer = run.tokenizers.source
-    if not hasattr(tokenizer, "encode") or run.config.pretrained is None:
+    """The `Encoder` of the encoder-only run directory at `path`; a one-line `ValueError` for any other folder."""
+    if not runs.is_run_dir(path):
+        raise ValueError(f"{path} is not a run directory: embed, classify and fill-mask take the run of a BERT import")
+    config = runs.RunConfig.read(path)
+    architecture = config.model.architecture
+    if architecture != "encoder_only":
+        kind = {"decoder_only": "decoder-only (GPT)", "encoder_decoder": "translation"}.get(architecture, architecture)
+        raise ValueError(f"{path} holds a {kind} model: embed, classify and fill-mask take encoder-only runs (BERT)")
+    if config.pretrained is None:
         raise ValueError(
-            f"{path} is an encoder-only run trained by keras-transformer: embed, classify and fill-mask take runs "
-            "imported from a BERT checkpoint (keras-transformer import)"
+            f"{path} holds an encoder-only model trained by keras-transformer: embed, classify and fill-mask take "
+            "runs imported from a BERT checkpoint (keras-transformer import)"
         )
-    return Encoder(run.model, tokenizer, run.config.pretrained, batch_size or DEFAULT_BATCH_SIZE, name=path)
+    run = runs.open_run(path)
+    return Encoder(run.model, run.tokenizers.source, config.pretrained, batch_size or DEFAULT_BATCH_SIZE, name=path)
