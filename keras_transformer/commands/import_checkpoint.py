@@ -13,8 +13,8 @@ import sys
 from keras_transformer.commands.arguments import non_empty
 
 TRUST_SOURCE = (
-    "Weights are read from safetensors or HDF5 files, or from PyTorch files through torch's weights_only "
-    "loader only, never a plain unpickle."
+    "Weights are read from safetensors or HDF5 files, or from PyTorch files (pytorch_model.bin) through an "
+    "unpickler that builds tensors and refuses anything else, never a plain unpickle; torch is not needed."
 )
 
 

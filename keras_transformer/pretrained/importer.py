@@ -13,6 +13,7 @@ from keras_transformer.pretrained.checkpoints import Checkpoint
 from keras_transformer.pretrained.families import family_of
 from keras_transformer.pretrained.model_card import MAX_CARD_BYTES, license_of
 from keras_transformer.pretrained.sources import resolve
+from keras_transformer.pretrained.tensor_names import PLAIN
 
 # Fine-tuning an imported model (`train --init-from RUN`): the peak rate of 5e-5 at the first step (as
 # transformers fine-tunes without warmup), then the schedule's slow decay; small batches.
@@ -50,8 +51,9 @@ def import_pretrained(source, output, *, overwrite=False):
     Raises:
         ValueError: one line naming the problem: an `output` that is not
             this package's to write, a `model_type` this package does not
-            import (the supported ones named), a missing file, a pickle-only
-            checkpoint without torch, a vocabulary that does not cover the
+            import (the supported ones named), a missing file, a pickle that
+            names anything but tensors, a stored copy or table that differs
+            from what it stands for, a vocabulary that does not cover the
             embedding rows.
 
     Example:
@@ -66,10 +68,13 @@ def import_pretrained(source, output, *, overwrite=False):
     config_path = origin.folder / "config.json"
     hf_config = checkpoint.json("config.json")
     family = family_of(hf_config, config_path)
+    checkpoint.read_as(getattr(family, "LAYOUT", PLAIN))  # the family's names: prefixes, legacy names, buffers
     tensors = checkpoint.tensors()  # the header's shapes: nothing is allocated from the config's numbers alone
     weights = origin.folder / checkpoint.weights_file
     config = family.model_config(hf_config, tensors, str(config_path), str(weights))
     family.check_tensors(config, tensors, str(weights))
+    if hasattr(family, "check_buffers"):  # stored copies and tables equal what they stand for
+        family.check_buffers(config, checkpoint)
     tokenizers = family.tokenizers(checkpoint, config)
     if hasattr(family, "config_with_tokenizers"):  # special ids that only the tokenizer names (BERT's [CLS])
         config = family.config_with_tokenizers(config, tokenizers)

@@ -78,15 +78,6 @@ def test_a_missing_file_is_named(tmp_path, capsys, name):
     assert not (tmp_path / "run").exists()
 
 
-def test_a_pickle_only_checkpoint_without_torch_says_how_to_convert_it(tmp_path, capsys, monkeypatch):
-    folder = checkpoint_copy(tmp_path)
-    (folder / "model.safetensors").rename(folder / "pytorch_model.bin")
-    monkeypatch.setitem(sys.modules, "torch", None)  # as where torch is not installed
-    message = _one_line_refusal(capsys, tmp_path / "run", folder)
-    assert "pytorch_model.bin" in message and "safetensors" in message and "pip install torch" in message
-    assert not (tmp_path / "run").exists()
-
-
 def test_a_vocabulary_that_does_not_cover_the_embedding_rows_is_refused(tmp_path, capsys):
     folder = checkpoint_copy(tmp_path)
     vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))

@@ -19,10 +19,12 @@ Example:
 
 from keras_transformer.config import ModelConfig
 from keras_transformer.kinds import MAX_LENGTH
-from keras_transformer.pretrained import shapes
+from keras_transformer.layers.positional_encoding import positional_encoding
+from keras_transformer.pretrained import buffers, shapes
 from keras_transformer.pretrained.families import bart
 from keras_transformer.pretrained.families.weights import as_is, assign, norm_sources
 from keras_transformer.pretrained.fields import Fields
+from keras_transformer.pretrained.tensor_names import Layout
 from keras_transformer.runs import Tokenizers
 from keras_transformer.tokenizers.fairseq import from_m2m100_files, from_nllb_files
 
@@ -34,10 +36,12 @@ LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default
 # The license a family's checkpoints are published under, where the repository's README does not say.
 LICENSES = {"nllb": "cc-by-nc-4.0", "m2m100": "mit"}
 _RATES = ("dropout", "attention_dropout", "activation_dropout")
-# The names of a checkpoint's tensors beyond the layers' (embeddings, final norms): its layout.
-outer_names = bart.outer_names
 _EMBEDDINGS = ("model.shared.weight", "model.encoder.embed_tokens.weight")
 _COPIES = ("model.decoder.embed_tokens.weight", "lm_head.weight")  # the tied embedding under other names
+# `M2M100ForConditionalGeneration`'s names; an `M2M100Model` stores its tensors without `model.` and has no head.
+LAYOUT = Layout(prefix="model.", heads=("lm_head.",))
+# The position tables older transformers saved (a buffer then), fairseq's sinusoids with the padding row zero.
+_TABLES = ("model.encoder.embed_positions.weights", "model.decoder.embed_positions.weights")
 
 
 def model_config(hf_config, tensors, where="config.json", weights="the weights file"):
@@ -86,7 +90,31 @@ def check_tensors(config, tensors, weights):
     for side in ("encoder", "decoder"):
         required[f"model.{side}.layer_norm.weight"] = required[f"model.{side}.layer_norm.bias"] = (d,)
     optional = {name: (vocab, d) for name in (*_EMBEDDINGS, *_COPIES)}
+    for name in _TABLES:  # as many rows as the model had positions when it was saved
+        if name in tensors and len(tensors[name].shape) == 2 and tensors[name].shape[0] >= config.pad_id + 1:
+            optional[name] = (tensors[name].shape[0], d)
     shapes.check_shapes(required, optional, tensors, weights, FAMILY)
+
+
+def outer_names(tensors):
+    """The names among `tensors` beyond the layers' (embeddings, final norms) that an export writes again.
+
+    The position tables of older uploads are left out: transformers computes them and no longer saves them.
+    """
+    return [name for name in bart.outer_names(tensors) if name not in _TABLES]
+
+
+def check_buffers(config, checkpoint):
+    """The stored copies of the tied embedding equal it; stored position tables equal fairseq's sinusoids."""
+    original = embedding_name(checkpoint.tensors())
+    buffers.check_copies(checkpoint, {name: original for name in (*_EMBEDDINGS, *_COPIES)})
+
+    def table(rows):
+        values = positional_encoding(rows, config.d_model, layout="fairseq")
+        values[config.pad_id] = 0  # fairseq's padding position
+        return values
+
+    buffers.check_tables(checkpoint, dict.fromkeys(_TABLES, table))
 
 
 def decoding_config(generation, config, where="generation_config.json"):

@@ -16,11 +16,13 @@ the weights file's tensors before anything is built (`shapes`).
 
 from keras_transformer.config import ModelConfig
 from keras_transformer.kinds import MAX_LENGTH
-from keras_transformer.pretrained import shapes
+from keras_transformer.layers.positional_encoding import positional_encoding
+from keras_transformer.pretrained import buffers, shapes
 from keras_transformer.pretrained.families import bart, marian_tensors
 from keras_transformer.pretrained.families.marian_tensors import tensor_shapes, weight_sources
 from keras_transformer.pretrained.families.weights import assign
 from keras_transformer.pretrained.fields import Fields
+from keras_transformer.pretrained.tensor_names import Layout
 from keras_transformer.runs import Tokenizers
 from keras_transformer.tokenizers.marian import MarianTokenizer
 
@@ -32,6 +34,8 @@ LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, which Marian's layers
 _RATES = ("dropout", "attention_dropout", "activation_dropout")
 # The names of a checkpoint's tensors beyond the layers' (embeddings, position tables, the bias): its layout.
 outer_names = marian_tensors.outer_names
+# `MarianMTModel`'s names; a `MarianModel` stores its tensors without `model.` and has no head.
+LAYOUT = Layout(prefix="model.", heads=("lm_head.", "final_logits_bias"))
 
 
 def model_config(hf_config, tensors, where="config.json", weights="the weights file"):
@@ -82,6 +86,13 @@ def check_tensors(config, tensors, weights):
     """Every tensor a Marian model of `config` needs is in `tensors`, of its shape, and nothing else is."""
     required, optional = tensor_shapes(config, tensors)
     shapes.check_shapes(required, optional, tensors, weights, FAMILY)
+
+
+def check_buffers(config, checkpoint):
+    """The stored copies of a tied embedding equal it; stored position tables equal the sinusoids computed."""
+    buffers.check_copies(checkpoint, marian_tensors.tied_copies(config, checkpoint.tensors()))
+    table = lambda rows: positional_encoding(rows, config.d_model, layout="concatenated")  # noqa: E731
+    buffers.check_tables(checkpoint, {f"model.{side}.embed_positions.weight": table for side in ("encoder", "decoder")})
 
 
 def decoding_config(generation, config, where="generation_config.json"):
