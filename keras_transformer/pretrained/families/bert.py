@@ -11,10 +11,11 @@ transform, then the tied embedding with its bias; the next-sentence head
 `BertForSequenceClassification` (`bert.pooler`, `classifier`; its
 `id2label` kept in the run), or none: a `BertModel`, whose hidden states
 are what sentence embeddings pool (its `pooler` is not imported). Tensor
-names hold the `bert.` prefix or not, as base-model and task-model files
-store them; the buffers older transformers saved (`position_ids`,
-`token_type_ids`) are passed over, as transformers passes them over, and
-the tied copies (`cls.predictions.decoder.*`) must equal their originals.
+names hold the `bert.` prefix or not, as task-model and base-model files
+store them (`LAYOUT`: they are read under a task model's names); the
+buffers older transformers saved (`position_ids`, `token_type_ids`) are
+passed over, as transformers passes them over, and the tied copies
+(`cls.predictions.decoder.*`) must equal their originals.
 Its tokenizer is WordPiece over `vocab.txt`, lower-cased where
 `tokenizer_config.json` says so; `[CLS]` starts a text and `[SEP]` ends it.
 
@@ -24,9 +25,10 @@ the weights file's tensors before anything is built (`shapes`).
 
 from keras_transformer.config import DecodingConfig, ModelConfig
 from keras_transformer.kinds import MAX_LENGTH
-from keras_transformer.pretrained import sentence_embedding, shapes
-from keras_transformer.pretrained.families.weights import as_is, assign, check_copy, dense_sources, norm_sources
+from keras_transformer.pretrained import buffers, sentence_embedding, shapes
+from keras_transformer.pretrained.families.weights import as_is, assign, dense_sources, norm_sources
 from keras_transformer.pretrained.fields import Fields
+from keras_transformer.pretrained.tensor_names import Layout
 from keras_transformer.runs import Tokenizers
 
 MODEL_TYPE = "bert"
@@ -34,11 +36,14 @@ FAMILY = "BERT"
 ADD_SOURCE_END = False  # the tokenizer adds [SEP] itself
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 _RATES = (("hidden_dropout_prob", "dropout"), ("attention_probs_dropout_prob", "attention_dropout"))
-
-
-def _prefix(tensors):
-    """`"bert."` for a task model's file (`BertForMaskedLM`, ...), `""` for a `BertModel`'s."""
-    return "bert." if "bert.embeddings.word_embeddings.weight" in tensors else ""
+PREFIX = "bert."
+# A task model's names (a `BertModel`'s read with the prefix); the buffers transformers skips on load.
+LAYOUT = Layout(prefix=PREFIX, heads=("cls.", "classifier."), skipped=("position_ids", "token_type_ids"))
+# The tied copies older files store, each of the weight it must equal.
+TIED_COPIES = {
+    "cls.predictions.decoder.weight": f"{PREFIX}embeddings.word_embeddings.weight",
+    "cls.predictions.decoder.bias": "cls.predictions.bias",
+}
 
 
 def _head(tensors):
@@ -60,7 +65,7 @@ def model_config(hf_config, tensors, where="config.json", weights="the weights f
     padding id.
     """
     fields = Fields(hf_config, where, FAMILY)
-    prefix = _prefix(tensors)
+    prefix = PREFIX
     embedding = f"{prefix}embeddings.word_embeddings.weight"
     if embedding not in tensors or len(tensors[embedding].shape) != 2:
         raise ValueError(f"{weights} has no token embedding matrix (`{embedding}`), which BERT holds")
@@ -115,7 +120,7 @@ def _rate(fields, name):
 
 def check_tensors(config, tensors, weights):
     """Every tensor a BERT of `config` needs is in `tensors`, of its shape, and nothing else is."""
-    d, ffn, vocab, prefix = config.d_model, config.d_ff, config.source_vocab_size, _prefix(tensors)
+    d, ffn, vocab, prefix = config.d_model, config.d_ff, config.source_vocab_size, PREFIX
     embeddings = f"{prefix}embeddings"
     required = {
         f"{embeddings}.word_embeddings.weight": (vocab, d),
@@ -126,12 +131,7 @@ def check_tensors(config, tensors, weights):
     if config.segment_vocab_size:
         required[f"{embeddings}.token_type_embeddings.weight"] = (config.segment_vocab_size, d)
     pooler = {f"{prefix}pooler.dense.weight": (d, d), f"{prefix}pooler.dense.bias": (d,)}
-    # The buffers older transformers saved, which it passes over on load: not weights.
-    buffers = {
-        f"{embeddings}.position_ids": (1, config.max_length),
-        f"{embeddings}.token_type_ids": (1, config.max_length),
-    }
-    optional = {**buffers, **pooler}
+    optional = dict(pooler)
     if config.encoder_head == "classifier":
         required.update(pooler)
         required.update({"classifier.weight": (config.num_classes, d), "classifier.bias": (config.num_classes,)})
@@ -243,7 +243,7 @@ def build_model(config):
 
 def assign_weights(model, checkpoint):
     """Sets `model`'s weights from a BERT checkpoint, one tensor at a time (checked by `check_tensors`)."""
-    config, prefix = model.config, _prefix(checkpoint.tensors())
+    config, prefix = model.config, PREFIX
     embedding = model.encoder_embedding
     sources = [
         (embedding.embeddings, f"{prefix}embeddings.word_embeddings.weight", as_is),
@@ -271,22 +271,15 @@ def assign_weights(model, checkpoint):
         sources += dense_sources(head.pooler, f"{prefix}pooler.dense")
         sources += dense_sources(head.classifier, "classifier")
     elif config.encoder_head == "masked_lm":
-        _check_tied_copies(checkpoint, prefix)
         sources += dense_sources(head.dense, "cls.predictions.transform.dense")
         sources += norm_sources(head.norm, "cls.predictions.transform.LayerNorm")
         sources.append((embedding.logits_bias, "cls.predictions.bias", as_is))
     assign(model, checkpoint, sources)
 
 
-def _check_tied_copies(checkpoint, prefix):
-    """The output projection older files store beside what it is tied to must equal it (transformers ties it)."""
-    tensors = checkpoint.tensors()
-    for copy, original in (
-        ("cls.predictions.decoder.weight", f"{prefix}embeddings.word_embeddings.weight"),
-        ("cls.predictions.decoder.bias", "cls.predictions.bias"),
-    ):
-        if copy in tensors:
-            check_copy(checkpoint, copy, original)
+def check_buffers(config, checkpoint):
+    """The output projection older files store beside what it is tied to equals it (transformers ties the two)."""
+    buffers.check_copies(checkpoint, TIED_COPIES)
 
 
 def run_record(checkpoint, hf_config, config):

@@ -11,9 +11,10 @@ query, key and value are one `c_attn` matrix `[q | k | v]`. One id,
 
 A `GPT2Model` file (openai-community/gpt2's) names its tensors without the
 `transformer.` prefix and holds no `lm_head`: its output is tied to `wte`,
-as a `GPT2LMHeadModel`'s is. Older files hold each layer's causal-mask
-buffers (`attn.bias`, `attn.masked_bias`), which transformers passes over,
-and some the tied copy `lm_head.weight`, which must equal `wte`.
+as a `GPT2LMHeadModel`'s is (`LAYOUT`: every file is read under the
+latter's names). Older files hold each layer's causal-mask buffers
+(`attn.bias`, `attn.masked_bias`), which transformers passes over, and some
+the tied copy `lm_head.weight`, which must equal `wte`.
 
 Every field is read with its kind and range, and the sizes are held against
 the weights file's tensors before anything is built (`shapes`).
@@ -21,34 +22,26 @@ the weights file's tensors before anything is built (`shapes`).
 
 from keras_transformer.config import ModelConfig
 from keras_transformer.kinds import MAX_LENGTH
-from keras_transformer.pretrained import shapes
+from keras_transformer.pretrained import buffers, shapes
 from keras_transformer.pretrained.families.generation import language_model_decoding
-from keras_transformer.pretrained.families.weights import (
-    as_is,
-    assign,
-    check_copy,
-    dense_sources,
-    norm_sources,
-    transposed,
-)
+from keras_transformer.pretrained.families.weights import as_is, assign, dense_sources, norm_sources, transposed
 from keras_transformer.pretrained.fields import Fields
+from keras_transformer.pretrained.tensor_names import Layout
 from keras_transformer.runs import Tokenizers
 
 MODEL_TYPE = "gpt2"
 FAMILY = "GPT-2"
 ADD_SOURCE_END = False  # a prompt is continued, not ended
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
-
-
-def _prefix(tensors):
-    """`"transformer."` for a `GPT2LMHeadModel`'s file, `""` for a `GPT2Model`'s."""
-    return "transformer." if "transformer.wte.weight" in tensors else ""
+PREFIX = "transformer."
+# A `GPT2LMHeadModel`'s names (a `GPT2Model`'s read with the prefix); the causal masks older files saved.
+LAYOUT = Layout(prefix=PREFIX, heads=("lm_head.",), skipped=("attn.bias", "attn.masked_bias"))
 
 
 def model_config(hf_config, tensors, where="config.json", weights="the weights file"):
     """The `ModelConfig` of a GPT-2 `config.json` (a dict) whose weights file holds `tensors`."""
     fields = Fields(hf_config, where, FAMILY)
-    prefix = _prefix(tensors)
+    prefix = PREFIX
     embedding = f"{prefix}wte.weight"
     if embedding not in tensors or len(tensors[embedding].shape) != 2:
         raise ValueError(f"{weights} has no token embedding matrix (`transformer.wte.weight`), which GPT-2 holds")
@@ -104,13 +97,12 @@ def _rate(fields, name):
 
 def check_tensors(config, tensors, weights):
     """Every tensor a GPT-2 of `config` needs is in `tensors`, of its shape, and nothing else is."""
-    d, ffn, vocab, prefix = config.d_model, config.d_ff, config.target_vocab_size, _prefix(tensors)
+    d, ffn, vocab, prefix = config.d_model, config.d_ff, config.target_vocab_size, PREFIX
     required = {f"{prefix}wte.weight": (vocab, d), f"{prefix}wpe.weight": (config.max_length, d)}
     required.update({f"{prefix}ln_f.weight": (d,), f"{prefix}ln_f.bias": (d,)})
     optional = {"lm_head.weight": (vocab, d)}
     if not config.tie_output_embedding:
         required["lm_head.weight"] = (vocab, d)
-    positions = config.max_length
     for index in range(config.num_layers):
         layer = f"{prefix}h.{index}"
         for norm in ("ln_1", "ln_2"):
@@ -119,8 +111,6 @@ def check_tensors(config, tensors, weights):
         required.update({f"{layer}.attn.c_proj.weight": (d, d), f"{layer}.attn.c_proj.bias": (d,)})
         required.update({f"{layer}.mlp.c_fc.weight": (d, ffn), f"{layer}.mlp.c_fc.bias": (ffn,)})
         required.update({f"{layer}.mlp.c_proj.weight": (ffn, d), f"{layer}.mlp.c_proj.bias": (d,)})
-        # The causal-mask buffers older transformers saved: not weights.
-        optional.update({f"{layer}.attn.bias": (1, 1, positions, positions), f"{layer}.attn.masked_bias": ()})
     shapes.check_shapes(required, optional, tensors, weights, FAMILY)
 
 
@@ -149,6 +139,12 @@ def tokenizers(checkpoint, config):
     return Tokenizers(tokenizer, tokenizer)
 
 
+def check_buffers(config, checkpoint):
+    """A stored `lm_head.weight` of a tied output equals `wte` (transformers ties the two)."""
+    if config.tie_output_embedding:
+        buffers.check_copies(checkpoint, {"lm_head.weight": f"{PREFIX}wte.weight"})
+
+
 def decoding_config(generation, config, where="generation_config.json"):
     """The checkpoint's generation settings as a `DecodingConfig` (`generation.language_model_decoding`)."""
     return language_model_decoding(generation, config, where, FAMILY)
@@ -163,7 +159,7 @@ def build_model(config):
 
 def assign_weights(model, checkpoint):
     """Sets `model`'s weights from a GPT-2 checkpoint, one tensor at a time (checked by `check_tensors`)."""
-    config, prefix = model.config, _prefix(checkpoint.tensors())
+    config, prefix = model.config, PREFIX
     d = config.d_model
     embedding = model.decoder_embedding
     sources = [
@@ -171,8 +167,6 @@ def assign_weights(model, checkpoint):
         (embedding.position_encoding.embeddings, f"{prefix}wpe.weight", as_is),
     ]
     sources += norm_sources(model.decoder_norm, f"{prefix}ln_f")
-    if config.tie_output_embedding and "lm_head.weight" in checkpoint.tensors():
-        check_copy(checkpoint, "lm_head.weight", f"{prefix}wte.weight")  # transformers ties it: it must be `wte`
     if not config.tie_output_embedding:
         sources += [
             (model.output_layer.kernel, "lm_head.weight", transposed),

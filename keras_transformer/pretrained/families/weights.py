@@ -45,27 +45,3 @@ def norm_sources(norm, prefix, names=("weight", "bias")):
 def dense_sources(dense, prefix, transform=transposed):
     """A dense layer's kernel and bias from `prefix.weight` (a `Linear`'s, transposed) and `prefix.bias`."""
     return [(dense.kernel, f"{prefix}.weight", transform), (dense.bias, f"{prefix}.bias", as_is)]
-
-
-def check_copy(checkpoint, copy, original):
-    """Tensor `copy` (a tied weight an older file stores twice) must equal `original`, bit for bit.
-
-    transformers ties the two on load, so it computes with `original`
-    whatever `copy` holds: a copy that differs is a file that does not
-    hold together, refused in one line naming both tensors. Compared a
-    block of rows at a time, so a large embedding is never held twice.
-    """
-    tensors, where = checkpoint.tensors(), checkpoint.folder / checkpoint.weights_file
-    if tuple(tensors[copy].shape) != tuple(tensors[original].shape):
-        raise ValueError(
-            f"{where}: tensor `{copy}` has shape {tuple(tensors[copy].shape)}, but the "
-            f"`{original}` it is tied to has {tuple(tensors[original].shape)}"
-        )
-    originals = checkpoint.row_blocks(original, weight_blocks.BLOCK_BYTES)
-    for (start, rows), (_, other) in zip(checkpoint.row_blocks(copy, weight_blocks.BLOCK_BYTES), originals):
-        if not np.array_equal(rows, other):
-            row = start + int(np.argwhere(np.asarray(rows != other).reshape(len(rows), -1).any(-1))[0][0])
-            raise ValueError(
-                f"{where}: tensor `{copy}` is tied to `{original}` but differs from it "
-                f"(row {row}): the file does not hold together"
-            )
