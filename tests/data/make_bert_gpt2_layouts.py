@@ -102,6 +102,12 @@ def main():
 # -- writing a folder as older transformers did --------------------------------------------------
 
 
+def torch_save(tensors, name):
+    """`bin/NAME.bin`: `tensors` pickled by `torch.save`, as transformers 4 wrote `pytorch_model.bin`."""
+    (OUT / "bin").mkdir(exist_ok=True)
+    torch.save(tensors, OUT / "bin" / f"{name}.bin")
+
+
 def save_tensors(folder, tensors):
     """`model.safetensors` of `tensors` (each its own contiguous copy, as `save_pretrained` writes them)."""
     save_file(
@@ -175,8 +181,11 @@ def build_gpt2():
         old_config(source, ["GPT2LMHeadModel"], **old, **common, num_beams=4, early_stopping=True, length_penalty=1.0),
     )
     gpt2_tokenizer_files(folder)
-    half = layouts.to_float16(layouts.assemble(folder, {}, pathlib.Path(tempfile.mkdtemp()) / "half"))
-    gpt2_references(folder, {"float32": folder, "float16": half})
+    torch_save(tensors, "gpt2-lmhead")  # lm_head.weight and wte one storage, as older transformers saved them
+    work = pathlib.Path(tempfile.mkdtemp())
+    half = layouts.to_float16(layouts.assemble(folder, {}, work / "half"))
+    pickled = layouts.assemble(folder, layouts.BIN_VARIANTS["gpt2-lmhead"], work / "bin")
+    gpt2_references(folder, {"float32": folder, "float16": half, "bin": pickled})
 
 
 def gpt2_tokenizer_files(folder):
@@ -201,11 +210,13 @@ def gpt2_references(folder, variants):
             for index, ids in enumerate(prompt_ids):
                 if index < 3:
                     outputs[f"{name}_logits_{index}"] = model(torch.tensor([ids])).logits.numpy()
+                    if name == "bin":  # the same weights as float32's, pickled: the same logits, not stored twice
+                        assert np.array_equal(outputs.pop(f"bin_logits_{index}"), outputs[f"float32_logits_{index}"])
                 out = model.generate(torch.tensor([ids]), max_new_tokens=10, pad_token_id=tokenizer.eos_token_id)
                 continuations.append(out[0, len(ids) :].tolist())
         reference[f"{name}_generated_ids"] = continuations
         reference[f"{name}_generated"] = [tokenizer.decode(row, skip_special_tokens=True) for row in continuations]
-        reference[f"{name}_num_beams"] = model.generation_config.num_beams
+        reference[f"{name}_num_beams"] = model.generation_config.num_beams or 1  # None: transformers' default, 1
     write_references(folder, reference, outputs)
 
 
@@ -271,15 +282,23 @@ def build_bert_pretraining(vocab):
     tensors["cls.predictions.decoder.weight"] = model.bert.embeddings.word_embeddings.weight
     tensors["cls.predictions.decoder.bias"] = model.cls.predictions.bias
     save_tensors(folder, tensors)
+    torch_save({name: value.detach() for name, value in tensors.items()}, "bert-pretraining")  # tied: one storage
     write_json(folder / "config.json", old_config(model, ["BertForPreTraining"], **OLD_BERT))
     bert_tokenizer_files(folder, vocab)
-    model = loaded(BertForPreTraining, folder)
+    pickled = layouts.assemble(
+        folder, layouts.BIN_VARIANTS["bert-pretraining"], pathlib.Path(tempfile.mkdtemp()) / "bin"
+    )
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     ids = [tokenizer(text)["input_ids"] for text in FILL]
     outputs = {}
     with torch.no_grad():
-        for index, row in enumerate(ids[:3]):
-            outputs[f"logits_{index}"] = model(torch.tensor([row])).prediction_logits.numpy()
+        for path in (folder, pickled):  # the same logits from model.safetensors and from pytorch_model.bin
+            model = loaded(BertForPreTraining, path)
+            for index, row in enumerate(ids[:3]):
+                logits = model(torch.tensor([row])).prediction_logits.numpy()
+                assert outputs.setdefault(f"logits_{index}", logits) is logits or np.array_equal(
+                    outputs[f"logits_{index}"], logits
+                )
     fill = pipeline("fill-mask", model=str(folder), tokenizer=str(folder), device="cpu")
     filled = [fill(text, top_k=5) for text in FILL]
     check_gaps([[c["score"] for c in (row if isinstance(row[0], dict) else row[0])] for row in filled])

@@ -50,8 +50,19 @@ SBERT_VARIANTS = {
 }
 
 
+# `pytorch_model.bin` in place of `model.safetensors`: the same tensors, pickled by `torch.save` (bin/).
+BIN_VARIANTS = {
+    name: {"model.safetensors": None, "pytorch_model.bin": LAYOUTS / "bin" / f"{name}.bin"}
+    for name in ("gpt2-lmhead", "bert-pretraining")
+}
+
+
 def assemble(base, files, destination):
-    """A copy of folder `base` (its reference outputs left out) with `files` written over it; returns it."""
+    """A copy of folder `base` (its reference outputs left out) with `files` written over it; returns it.
+
+    Each of `files` is JSON to write (a dict or a list), a file to copy (a
+    `pathlib.Path`), or None to remove.
+    """
     destination = pathlib.Path(destination)
     shutil.copytree(base, destination, ignore=shutil.ignore_patterns(*REFERENCE_FILES))
     for name, content in files.items():
@@ -60,6 +71,8 @@ def assemble(base, files, destination):
             path.unlink(missing_ok=True)
             if path.parent != destination and path.parent.is_dir() and not any(path.parent.iterdir()):
                 path.parent.rmdir()
+        elif isinstance(content, pathlib.Path):
+            shutil.copy(content, path)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(content, indent=2), encoding="utf-8")
