@@ -26,7 +26,8 @@ as the library its checkpoint came from answers:
   several).
 
 The texts are tokenized in Python, sorted by length and run in batches
-padded to a multiple of 8 tokens (each width traced once). Bad input is a
+padded to their longest: one batch eagerly, more through the model traced
+once (`tf.function`) for every batch size and width. Bad input is a
 one-line `ValueError`: a text without the mask token given to `fill_mask`,
 a text longer than the model's positions given to `classify` or
 `fill_mask`, a method the run's head cannot answer.
@@ -48,7 +49,6 @@ from keras_transformer.errors import ArgumentError, KerasTransformerWarning, lit
 from keras_transformer.input_rules import check_sentence
 from keras_transformer.serving.pooling import pool
 
-WIDTH_STEP = 8  # texts are padded to a multiple of it: one traced program per width
 DEFAULT_BATCH_SIZE = 32
 MAX_OUTPUT_BYTES = 256 * 2**20  # masked-LM logits held at once (a batch of BERT-base's 30,522 per token)
 PLAIN_CHECKPOINT = dict(pooling=["mean"], normalize=False, lowercase=False, source=None)
@@ -75,7 +75,7 @@ class Encoder:
         self.labels = list(pretrained.get("labels") or [])
         self.problem_type = pretrained.get("problem_type")
         self.batch_size = batch_size
-        self._calls = {}
+        self._models, self._traced = {}, {}
         self._warned = False
 
     @property
@@ -179,17 +179,17 @@ class Encoder:
     def _run(self, output, ids, segments=None):
         """Each text's `output` (`"hidden"` or `"logits"`), in the order given; a per-token one cut to its tokens.
 
-        The texts run longest first, in batches padded to a multiple of
-        `WIDTH_STEP`, of at most `batch_size` texts and, for the masked-LM
+        The texts run longest first, in batches padded to their longest, of
+        at most `batch_size` texts and, for the masked-LM
         logits (a vocabulary's floats at every token), at most
         `MAX_OUTPUT_BYTES` of output.
         """
         order = sorted(range(len(ids)), key=lambda index: -len(ids[index]))
-        call = self._call(output)
+        call = self._call(output, batches=-(-len(ids) // self.batch_size))
         per_token = self.model.source_vocab_size if output == "logits" and self.head == "masked_lm" else 0
         results, start = [None] * len(ids), 0
         while start < len(order):
-            width = min(-(-len(ids[order[start]]) // WIDTH_STEP) * WIDTH_STEP, self.model.max_length)
+            width = len(ids[order[start]])  # the batch's longest: the texts run longest first
             rows = max(1, min(self.batch_size, MAX_OUTPUT_BYTES // max(1, 4 * width * per_token)))
             chosen, start = order[start : start + rows], start + rows
             values = np.asarray(call(self._inputs([ids[index] for index in chosen], segments, chosen, width)))
@@ -210,11 +210,24 @@ class Encoder:
             inputs["segment_ids"] = types
         return inputs
 
-    def _call(self, output):
-        if output not in self._calls:
-            model = self.model.hidden_states_model() if output == "hidden" else self.model
-            self._calls[output] = tf.function(lambda inputs: model(inputs, training=False), reduce_retracing=True)
-        return self._calls[output]
+    def _call(self, output, batches):
+        """The model (or its hidden states' model) as a function of its inputs: traced once where it runs often.
+
+        One batch runs eagerly (tracing would cost more than it saves);
+        more run through one `tf.function` of any batch and width.
+        """
+        if output not in self._models:
+            self._models[output] = self.model.hidden_states_model() if output == "hidden" else self.model
+        model = self._models[output]
+        if batches == 1 and output not in self._traced:
+            return lambda inputs: model(inputs, training=False)
+        if output not in self._traced:
+            names = ["token_ids"] + (["segment_ids"] if self.model.config.segment_vocab_size else [])
+            signature = {name: tf.TensorSpec((None, None), tf.int32, name=name) for name in names}
+            self._traced[output] = tf.function(
+                lambda inputs: model(inputs, training=False), input_signature=[signature]
+            )
+        return self._traced[output]
 
 
 def _scores(logits, problem_type):

@@ -31,7 +31,7 @@ would (`from_pretrained`, `pipeline`, `SentenceTransformer`):
   Normalize (no folder, as on the Hub), `sentence_bert_config.json` with
   `max_seq_length` 256), `vocab.txt` alone. Embeddings by
   `SentenceTransformer.encode` for each variant of
-  `tests/pretrained/layouts.py` (CLS, max, every mode at once, no
+  `tests/checkpoint_layouts.py` (CLS, max, every mode at once, no
   sentence-transformers files at all; float16).
 
 The BERTs use bert-base-uncased's special ids ([PAD] 0, [UNK] 100, [CLS]
@@ -44,7 +44,9 @@ Written with torch 2.13.0+cpu, transformers 5.24.0, sentence-transformers
 6.2.0, safetensors 0.8.0, NumPy 2.4.6. The tests need none of torch,
 transformers or sentence-transformers. To rebuild (CPU, a minute):
 
-    /work/refenv/bin/python tests/data/make_bert_gpt2_layouts.py   # or any venv with those packages
+    python -m venv /tmp/lm-ref
+    /tmp/lm-ref/bin/pip install torch transformers sentence-transformers tokenizers safetensors
+    /tmp/lm-ref/bin/python tests/data/make_bert_gpt2_layouts.py
 """
 
 import json
@@ -69,8 +71,8 @@ from transformers import (
 )
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "pretrained"))
-import layouts  # noqa: E402  (tests/pretrained/layouts.py: the variants, shared with the tests)
+sys.path.insert(0, str(HERE.parent))
+import checkpoint_layouts as layouts  # noqa: E402  (the variants, shared with the tests)
 from make_gpt2_bert_fixtures import MASKED, PROMPTS  # noqa: E402
 
 OUT = layouts.LAYOUTS

@@ -14,7 +14,7 @@ import json
 import keras
 import numpy as np
 import pytest
-from layouts import BIN_VARIANTS, LAYOUTS, assemble, to_float16
+from checkpoint_layouts import BIN_VARIANTS, LAYOUTS, assemble, to_float16
 from safetensors.numpy import load_file, save_file
 
 from keras_transformer import runs

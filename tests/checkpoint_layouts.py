@@ -13,7 +13,7 @@ import shutil
 
 import numpy as np
 
-LAYOUTS = pathlib.Path(__file__).resolve().parents[1] / "data" / "layouts"
+LAYOUTS = pathlib.Path(__file__).resolve().parent / "data" / "layouts"
 REFERENCE_FILES = ("reference.json", "reference_outputs.npz")
 TRANSFORMER = {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}
 POOLING = {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}
