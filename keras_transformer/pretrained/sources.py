@@ -52,10 +52,16 @@ FILE_PATTERNS = (
     "tokenizer.json",
     "sentencepiece.bpe.model",
     "README.md",  # the model card, for its license
+    "modules.json",  # a sentence-transformers model's modules, and its Transformer's settings
+    "sentence_bert_config.json",
 )
+# Files in a folder of the repository: a sentence-transformers Pooling's settings (its folder, `1_Pooling` by custom).
+NESTED_PATTERNS = ("*_Pooling/config.json",)
 # The weights: only the first of `checkpoints.WEIGHT_FILES` the repository holds is fetched (with its shards).
 SHARD_PATTERNS = ("model-*-of-*.safetensors", "pytorch_model-*-of-*.bin")
-ALLOW_PATTERNS = FILE_PATTERNS + WEIGHT_FILES + SHARD_PATTERNS  # what an offline import finds in the cache
+ALLOW_PATTERNS = (
+    FILE_PATTERNS + NESTED_PATTERNS + WEIGHT_FILES + SHARD_PATTERNS
+)  # what an offline import finds in the cache
 _REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 _REVISION_PART = re.compile(r"[A-Za-z0-9_][\w.-]*")
 INSTALL = "pip install 'keras-transformer[pretrained]'"
@@ -193,7 +199,9 @@ def _cached(hub, repo, revision):
 
 
 def _wanted(filename):
-    return "/" not in filename and any(fnmatch.fnmatchcase(filename, pattern) for pattern in FILE_PATTERNS)
+    if "/" in filename:
+        return filename.count("/") == 1 and any(fnmatch.fnmatchcase(filename, p) for p in NESTED_PATTERNS)
+    return any(fnmatch.fnmatchcase(filename, pattern) for pattern in FILE_PATTERNS)
 
 
 def _first_line(error):
