@@ -25,8 +25,11 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 class FakeHub:
     """The server; a context manager that starts it in a thread and stops it."""
 
-    def __init__(self, files=None, silent=False):
-        self.files = {path.name: path.read_bytes() for path in files or ()}
+    def __init__(self, files=None, silent=False, root=None):
+        # Each file by its name, or by its path below `root` where given (a file in a folder of the repository).
+        self.files = {
+            (path.relative_to(root).as_posix() if root else path.name): path.read_bytes() for path in files or ()
+        }
         self.silent = silent
         self.requests = []
         self._held = []
@@ -81,8 +84,8 @@ class FakeHub:
                     siblings = [{"rfilename": name} for name in sorted(hub.files)]
                     info = {"id": "/".join(parts[2:4]), "modelId": "/".join(parts[2:4]), "sha": COMMIT}
                     self._send(json.dumps({**info, "siblings": siblings}).encode(), "application/json", body)
-                elif len(parts) >= 5 and parts[2] == "resolve" and parts[-1] in hub.files:
-                    self._send(hub.files[parts[-1]], "application/octet-stream", body)
+                elif len(parts) >= 5 and parts[2] == "resolve" and _served(path, hub.files) is not None:
+                    self._send(hub.files[_served(path, hub.files)], "application/octet-stream", body)
                 else:
                     self.send_response(404)
                     self.send_header("X-Error-Code", "EntryNotFound")
@@ -100,3 +103,8 @@ class FakeHub:
                     self.wfile.write(data)
 
         return Handler
+
+
+def _served(path, files):
+    """The name of the file of `files` that the request `path` (`/ORG/NAME/resolve/REVISION/FILE`) asks for."""
+    return next((name for name in sorted(files, key=len, reverse=True) if path.endswith("/" + name)), None)

@@ -14,12 +14,14 @@ import json
 import keras
 import numpy as np
 import pytest
-from checkpoint_layouts import BIN_VARIANTS, LAYOUTS, assemble, to_float16
+from checkpoint_layouts import BIN_VARIANTS, LAYOUTS, assemble, sbert_variant, to_float16
 from safetensors.numpy import load_file, save_file
 
 from keras_transformer import runs
 from keras_transformer.decoding import decode, search_for
 from keras_transformer.pretrained import import_pretrained
+
+from fake_hub import FakeHub
 
 
 def _reference(name):
@@ -161,3 +163,31 @@ def test_labels_that_do_not_fit_the_classifier_are_one_line(tmp_path, id2label, 
     with pytest.raises(ValueError, match=message) as error:
         import_pretrained(folder, tmp_path / "run")
     assert "\n" not in str(error.value) and not (tmp_path / "run").exists()
+
+
+def test_a_sentence_transformers_repository_imports_from_the_hub_with_its_pooling(tmp_path, monkeypatch):
+    pytest.importorskip("huggingface_hub")
+    import huggingface_hub.constants
+
+    folder = sbert_variant("mean-normalize", tmp_path / "sbert")
+    (tmp_path / "cache").mkdir()
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    with FakeHub(sorted(p for p in folder.rglob("*") if p.is_file()), root=folder) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        record = import_pretrained("hf://org/sbert", tmp_path / "run").pretrained
+    gets = [r.split("/", 5)[-1] for r in hub.requests if r.startswith("GET /org/sbert/resolve/")]  # its FILE
+    fetched = sorted(set(gets))
+    assert fetched == [  # what the import reads, the pooling's folder included; not config_sentence_transformers.json
+        "1_Pooling/config.json",
+        "config.json",
+        "model.safetensors",
+        "modules.json",
+        "sentence_bert_config.json",
+        "special_tokens_map.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+    ]
+    settings = record["sentence_embedding"]
+    assert (settings["pooling"], settings["normalize"], settings["max_length"]) == (["mean"], True, 256)
+    assert "1_Pooling/config.json" in record["files"] and record["model_type"] == "bert"
