@@ -84,6 +84,19 @@ def sbert_variant(name, destination):
     return assemble(LAYOUTS / "sbert", SBERT_VARIANTS[name], destination)
 
 
+def legacy_norm_names(folder):
+    """Renames the LayerNorms of `folder/model.safetensors` `gamma` and `beta`, as the first BERT uploads named them."""
+    from safetensors.numpy import load_file, save_file
+
+    path = pathlib.Path(folder) / "model.safetensors"
+    renamed = {
+        name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): value
+        for name, value in load_file(str(path)).items()
+    }
+    save_file(renamed, str(path), metadata={"format": "pt"})
+    return folder
+
+
 def to_float16(folder):
     """Rewrites `folder/model.safetensors` with its float32 tensors as float16 (as `model.half()` saves them)."""
     from safetensors.numpy import load_file, save_file

@@ -305,6 +305,9 @@ def build_bert_pretraining(vocab):
     filled = [fill(text, top_k=5) for text in FILL]
     check_gaps([[c["score"] for c in (row if isinstance(row[0], dict) else row[0])] for row in filled])
     reference = {"transformers": transformers.__version__, "texts": FILL, "ids": ids, "fill_mask": filled}
+    encoder = sentence_transformers.SentenceTransformer(str(folder), device="cpu")  # its BertModel, mean pooling
+    outputs["embeddings"] = encoder.encode(EMBED[:5], convert_to_numpy=True)
+    reference["embedded"] = EMBED[:5]
     write_references(folder, reference, outputs)
 
 
@@ -319,14 +322,16 @@ def build_bert_classifier(vocab):
     )
     bert_tokenizer_files(folder, vocab, tokenizer_json=True)
     model = loaded(BertForSequenceClassification, folder)
+    legacy = layouts.legacy_norm_names(layouts.assemble(folder, {}, pathlib.Path(tempfile.mkdtemp()) / "gamma"))
+    renamed = loaded(BertForSequenceClassification, legacy)  # LayerNorm.gamma and .beta, read as weight and bias
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     outputs = {}
     with torch.no_grad():
         for index, text in enumerate(CLASSIFY + PAIRS):
             encoded = tokenizer(*text) if isinstance(text, tuple) else tokenizer(text)
-            outputs[f"logits_{index}"] = model(
-                **{key: torch.tensor([value]) for key, value in encoded.items()}
-            ).logits.numpy()
+            inputs = {key: torch.tensor([value]) for key, value in encoded.items()}
+            assert torch.equal(model(**inputs).logits, renamed(**inputs).logits)
+            outputs[f"logits_{index}"] = model(**inputs).logits.numpy()
     classify = pipeline("text-classification", model=str(folder), tokenizer=str(folder), device="cpu")
     results = [classify(text, top_k=None) for text in CLASSIFY]
     results += [classify({"text": first, "text_pair": second}, top_k=None) for first, second in PAIRS]

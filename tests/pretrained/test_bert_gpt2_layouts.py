@@ -14,7 +14,7 @@ import json
 import keras
 import numpy as np
 import pytest
-from checkpoint_layouts import BIN_VARIANTS, LAYOUTS, assemble, sbert_variant, to_float16
+from checkpoint_layouts import BIN_VARIANTS, LAYOUTS, assemble, legacy_norm_names, sbert_variant, to_float16
 from safetensors.numpy import load_file, save_file
 
 from keras_transformer import runs
@@ -39,6 +39,7 @@ VARIANTS = {
     "bert-pretraining": ("bert-pretraining", {}),
     "bert-pretraining-bin": ("bert-pretraining", BIN_VARIANTS["bert-pretraining"]),
     "bert-classifier": ("bert-classifier", {}),
+    "bert-classifier-gamma": ("bert-classifier", "gamma"),  # LayerNorm.gamma and .beta, as the oldest files
 }
 
 
@@ -48,9 +49,11 @@ def imported(tmp_path_factory):
     work = tmp_path_factory.mktemp("layouts")
     out = {}
     for name, (base, files) in VARIANTS.items():
-        folder = assemble(LAYOUTS / base, {} if files == "float16" else files, work / name)
+        folder = assemble(LAYOUTS / base, files if isinstance(files, dict) else {}, work / name)
         if files == "float16":
             to_float16(folder)
+        if files == "gamma":
+            legacy_norm_names(folder)
         import_pretrained(folder, work / f"{name}-run")
         out[name] = runs.open_run(work / f"{name}-run")
     return out
@@ -102,9 +105,10 @@ def test_bert_for_pre_training_gives_transformers_masked_lm_logits(imported, nam
         np.testing.assert_allclose(_logits(run, expected["ids"][index]), outputs[f"logits_{index}"], rtol=0, atol=1e-4)
 
 
-def test_a_classifier_gives_transformers_logits_and_keeps_its_labels(imported):
+@pytest.mark.parametrize("name", ["bert-classifier", "bert-classifier-gamma"])
+def test_a_classifier_gives_transformers_logits_and_keeps_its_labels(imported, name):
     expected, outputs = _reference("bert-classifier")
-    run = imported["bert-classifier"]
+    run = imported[name]
     model, tokenizer = run.config.model, run.tokenizers.source
     assert (model.encoder_head, model.num_classes) == ("classifier", 3)
     assert run.config.pretrained["labels"] == ["everyday", "parting", "love"]

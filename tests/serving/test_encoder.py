@@ -119,6 +119,14 @@ def test_an_empty_list_embeds_to_no_rows_and_a_string_is_refused(sbert):
         encoder.embed(["fine", "a\0b"])
 
 
+def test_a_run_with_a_head_embeds_its_hidden_states_as_sentence_transformers(heads):
+    expected, outputs = _reference("bert-pretraining")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KerasTransformerWarning)  # no sentence-transformers folder: mean pooling
+        embeddings = heads["bert-pretraining"].embed(expected["embedded"])
+    np.testing.assert_allclose(embeddings, outputs["embeddings"], rtol=0, atol=1e-4)
+
+
 def test_classify_equals_the_text_classification_pipeline(heads):
     expected, _ = _reference("bert-classifier")
     encoder = heads["bert-classifier"]
