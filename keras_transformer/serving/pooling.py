@@ -20,8 +20,8 @@ Example:
 >>> states = np.array([[[1.0, 2.0], [3.0, 0.0], [9.0, 9.0]]], np.float32)  # one text, 2 real tokens
 >>> pool(states, [2], ["mean", "max"]).tolist()
 [[2.0, 1.0, 3.0, 2.0]]
->>> pool(states, [2], ["cls"], normalize=True).round(4).tolist()
-[[0.4472, 0.8944]]
+>>> [round(x, 4) for x in pool(states, [2], ["cls"], normalize=True)[0].tolist()]
+[0.4472, 0.8944]
 """
 
 import numpy as np
