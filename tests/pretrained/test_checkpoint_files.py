@@ -146,6 +146,22 @@ def test_a_stored_position_table_other_than_the_sinusoids_is_refused(tmp_path, c
     refusal(capsys, folder, tmp_path / "run", "model.safetensors", table, "row 7", "not the position table")
 
 
+def test_a_float16_position_table_is_the_sinusoids_rounded_and_one_off_by_a_hundredth_is_not(tmp_path):
+    folder = edits.copy_fixture(tmp_path)
+    table = "model.encoder.embed_positions.weight"
+    edits.edit_tensor(folder, table, lambda value: value.astype(np.float16))
+
+    def checked():
+        checkpoint = Checkpoint(folder).read_as(marian.LAYOUT)
+        config = marian.model_config(checkpoint.json("config.json"), checkpoint.tensors())
+        marian.check_buffers(config, checkpoint)
+
+    checked()
+    edits.edit_tensor(folder, table, lambda value: value + np.float16(0.01))
+    with pytest.raises(ValueError, match=r"tensor `model.encoder.embed_positions.weight` is not the position table"):
+        checked()
+
+
 def test_an_m2m100_position_table_other_than_fairseqs_is_refused(tmp_path, capsys):
     from keras_transformer.layers.positional_encoding import positional_encoding
 
