@@ -11,6 +11,7 @@ from keras_transformer.presets import Preset
 from keras_transformer.pretrained import weight_blocks
 from keras_transformer.pretrained.checkpoints import Checkpoint
 from keras_transformer.pretrained.families import family_of
+from keras_transformer.pretrained.families.generation import checkpoint_generation
 from keras_transformer.pretrained.model_card import MAX_CARD_BYTES, license_of
 from keras_transformer.pretrained.sources import resolve
 from keras_transformer.pretrained.tensor_names import PLAIN
@@ -40,7 +41,8 @@ def import_pretrained(source, output, *, overwrite=False):
     The run holds `model.keras` (the checkpoint's weights in
     `build_transformer`'s layers), the checkpoint's tokenizers, and a
     config.json recording the model, the checkpoint's generation settings
-    (`decoding`), a preset to fine-tune it with, and what it records of the
+    (`decoding`: generation_config.json's, else those in config.json, as
+    transformers reads them), a preset to fine-tune it with, and what it records of the
     checkpoint (`pretrained`): the source, its revision, the sha256 of each
     file read, the text of its JSON files, the names of its tensors beyond
     the layers', and the license its model card states, which an export
@@ -80,9 +82,8 @@ def import_pretrained(source, output, *, overwrite=False):
         config = family.config_with_tokenizers(config, tokenizers)
     if tokenizers.target.pad_id != config.pad_id:
         config = config.replace(target_pad_id=tokenizers.target.pad_id).check()
-    generation_path = origin.folder / "generation_config.json"
-    generation = checkpoint.json("generation_config.json", required=False)
-    decoding = family.decoding_config(generation, config, str(generation_path))
+    generation, where = checkpoint_generation(checkpoint)  # generation_config.json, else config.json's settings
+    decoding = family.decoding_config(generation, config, where)
     build = getattr(family, "build_model", build_transformer)
     model = weight_blocks.zero_initialized(lambda: build(config=config))  # the checkpoint sets each weight
     model.decoding_config = decoding  # the checkpoint's generation settings travel with its model.keras

@@ -22,6 +22,7 @@ from keras_transformer.kinds import MAX_LENGTH
 from keras_transformer.layers.positional_encoding import positional_encoding
 from keras_transformer.pretrained import buffers, shapes
 from keras_transformer.pretrained.families import bart
+from keras_transformer.pretrained.families.generation import checkpoint_generation
 from keras_transformer.pretrained.families.weights import as_is, assign, norm_sources
 from keras_transformer.pretrained.fields import Fields
 from keras_transformer.pretrained.tensor_names import Layout
@@ -136,8 +137,8 @@ def tokenizers(checkpoint, config):
     """
     kind = family_of(checkpoint)
     files = ("tokenizer.json",) if kind == "nllb" else ("vocab.json", "sentencepiece.bpe.model")
-    for name in files + ("tokenizer_config.json",):
-        if checkpoint.has(name) or name != "tokenizer_config.json":
+    for name in files + ("tokenizer_config.json", "special_tokens_map.json"):
+        if checkpoint.has(name) or name in files:
             checkpoint.path(name)  # recorded with its sha256; a missing one is named
     reader = from_nllb_files if kind == "nllb" else from_m2m100_files
     tokenizer = reader(checkpoint.folder, max_vocab_size=config.target_vocab_size)
@@ -146,7 +147,7 @@ def tokenizers(checkpoint, config):
             f"{checkpoint.folder / files[0]} gives ids up to {tokenizer.vocab_size - 1}, beyond the model's "
             f"{config.target_vocab_size} embedding rows"
         )
-    forced = Fields(checkpoint.json("generation_config.json", required=False), "generation_config.json", FAMILY)
+    forced = Fields(*checkpoint_generation(checkpoint), FAMILY)
     forced = forced.single_id("forced_bos_token_id", None, vocab_size=config.target_vocab_size)
     by_id = {index: code for code, index in tokenizer.languages.items()}
     if forced is not None and forced in by_id:
