@@ -32,12 +32,12 @@ def runs(tmp_path_factory):
         "sbert": sbert_variant("mean-normalize", work / "sbert"),
         "classifier": assemble(LAYOUTS / "bert-classifier", {}, work / "classifier"),
         "pretraining": assemble(LAYOUTS / "bert-pretraining", {}, work / "pretraining"),
-        "gpt2": pathlib.Path(__file__).resolve().parents[1] / "data" / "gpt2",
     }
     out = {}
     for name, folder in folders.items():
         import_pretrained(folder, work / f"{name}-run")
         out[name] = work / f"{name}-run"
+    out["translation"] = pathlib.Path(__file__).resolve().parents[1] / "data" / "run_11d2bb5"  # one of this package
     return out
 
 
@@ -112,7 +112,7 @@ def test_fill_mask_writes_the_encoders_candidates(runs, capsys, monkeypatch):
         ("fill-mask", "pretraining", [], ["a text", "no mask"], r"texts\[0\] holds no \[MASK\]"),
         ("fill-mask", "classifier", [], ["[MASK]"], "has a classifier head: fill_mask needs"),
         ("classify", "pretraining", [], ["a text"], "has a masked-LM head: classify needs"),
-        ("embed", "gpt2", [], ["a text"], "holds a decoder-only \\(GPT\\) model: embed, classify and fill-mask take"),
+        ("embed", "translation", [], ["a text"], "holds a translation model: embed, classify and fill-mask take"),
         ("classify", "classifier", ["--pairs"], ["no tab"], "text 1: --pairs reads TEXT<TAB>TEXT_PAIR"),
     ],
 )

@@ -43,20 +43,33 @@ VARIANTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def imported(tmp_path_factory):
-    """`{variant: Run}` of every folder of `VARIANTS`, imported once."""
-    work = tmp_path_factory.mktemp("layouts")
-    out = {}
-    for name, (base, files) in VARIANTS.items():
-        folder = assemble(LAYOUTS / base, files if isinstance(files, dict) else {}, work / name)
+class _Imports(dict):
+    """`{variant: Run}` of the folders of `VARIANTS`, each imported the first time a test asks for it."""
+
+    def __init__(self, work):
+        super().__init__()
+        self.work = work
+
+    def __missing__(self, name):
+        base, files = VARIANTS[name]
+        folder = assemble(LAYOUTS / base, files if isinstance(files, dict) else {}, self.work / name)
         if files == "float16":
             to_float16(folder)
         if files == "gamma":
             legacy_norm_names(folder)
-        import_pretrained(folder, work / f"{name}-run")
-        out[name] = runs.open_run(work / f"{name}-run")
-    return out
+        import_pretrained(folder, self.work / f"{name}-run")
+        self[name] = runs.open_run(self.work / f"{name}-run")
+        return self[name]
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    return _Imports(tmp_path_factory.mktemp("layouts"))
+
+
+# The variants that test the checkpoint readers more than the families (float16, a second .bin, legacy norm
+# names; tests/pretrained/test_checkpoint_files.py holds those readers): with `-m slow`.
+SLOW = pytest.mark.slow
 
 
 def _logits(run, ids):
@@ -69,7 +82,7 @@ def _logits(run, ids):
         ("gpt2-model", "gpt2-model", "float32"),
         ("gpt2-lmhead", "gpt2-lmhead", "float32"),
         ("gpt2-lmhead-bin", "gpt2-lmhead", "float32"),
-        ("gpt2-lmhead-float16", "gpt2-lmhead", "float16"),
+        pytest.param("gpt2-lmhead-float16", "gpt2-lmhead", "float16", marks=SLOW),
     ],
 )
 def test_gpt2_logits_equal_transformers_on_each_layout(imported, name, reference, variant):
@@ -88,14 +101,15 @@ def test_gpt2_generates_as_transformers_with_the_settings_in_config_json(importe
     assert run.config.decoding.beam_size == expected[f"{variant}_num_beams"]  # gpt2-lmhead: 4, from config.json
     decoding = run.config.decoding
     search = search_for(decoding.beam_size, decoding.alpha, **decoding.search_options())
-    end = run.config.model.end_id
-    for prompt, generated in zip(expected["prompt_ids"], expected[f"{variant}_generated_ids"]):
-        ids = keras.ops.convert_to_numpy(decode(run.model, np.array([prompt], "int32"), search, max_length=10).ids)
-        row = ids[0, 0].tolist()
-        assert row[: row.index(end) + 1 if end in row else None] == generated
+    prompts, end = expected["prompt_ids"], run.config.model.end_id
+    ids = np.full((len(prompts), max(map(len, prompts))), run.config.model.pad_id, "int32")  # one batch, right-padded
+    for row, prompt in enumerate(prompts):
+        ids[row, : len(prompt)] = prompt
+    best = keras.ops.convert_to_numpy(decode(run.model, ids, search, max_length=10).ids)[:, 0].tolist()
+    assert [row[: row.index(end) + 1] if end in row else row for row in best] == expected[f"{variant}_generated_ids"]
 
 
-@pytest.mark.parametrize("name", ["bert-pretraining", "bert-pretraining-bin"])
+@pytest.mark.parametrize("name", ["bert-pretraining", pytest.param("bert-pretraining-bin", marks=SLOW)])
 def test_bert_for_pre_training_gives_transformers_masked_lm_logits(imported, name):
     expected, outputs = _reference("bert-pretraining")
     run = imported[name]
@@ -105,7 +119,7 @@ def test_bert_for_pre_training_gives_transformers_masked_lm_logits(imported, nam
         np.testing.assert_allclose(_logits(run, expected["ids"][index]), outputs[f"logits_{index}"], rtol=0, atol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["bert-classifier", "bert-classifier-gamma"])
+@pytest.mark.parametrize("name", ["bert-classifier", pytest.param("bert-classifier-gamma", marks=SLOW)])
 def test_a_classifier_gives_transformers_logits_and_keeps_its_labels(imported, name):
     expected, outputs = _reference("bert-classifier")
     run = imported[name]
