@@ -5,6 +5,9 @@
   `decoding.compile_search` compiles (a `translators.TranslatorInterface`,
   which checks its inputs in Python before any TensorFlow call);
   `translation` translates and scores many lines in length-sorted batches.
+- `generator`, `encoder`: a decoder-only run's `Generator` (GPT-2) and an
+  encoder-only run's `Encoder` (BERT: `embed`, `classify`, `fill_mask`;
+  `pooling`, sentence-transformers' pooling modes).
 - `export`: `load` (a run directory or a SavedModel) and `export_run`;
   `ctranslate2`: a run as a CTranslate2 model; `saved_model_cli`:
   TensorFlow's tool with the tokenizer ops registered.
