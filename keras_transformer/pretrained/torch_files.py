@@ -74,10 +74,14 @@ def _rebuild_tensor(storage, storage_offset, size, stride, *_):
     if not isinstance(storage, _Storage):
         raise pickle.UnpicklingError("a tensor whose storage is not a storage")
     shape, stride = tuple(size), tuple(stride)
-    values = (storage_offset, *shape, *stride)
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values) or len(shape) != len(stride):
+    if not all(_count(v) for v in (storage_offset, *shape, *stride)) or len(shape) != len(stride):
         raise pickle.UnpicklingError(f"a tensor of shape {shape!r} and strides {stride!r}"[:200])
     return _Tensor(storage, storage_offset, shape, stride)
+
+
+def _count(value):
+    """Whether `value` is an int >= 0 (a size, an offset or a stride)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _rebuild_parameter(data, *_):
@@ -122,6 +126,8 @@ class _TensorUnpickler(pickle.Unpickler):
         if not isinstance(storage_type, _StorageType) or not isinstance(numel, int) or numel < 0:
             raise pickle.UnpicklingError("a storage of no known type")
         if view is not None:  # the legacy format's view of a root storage: (view key, offset, size)
+            if not (isinstance(view, tuple) and len(view) == 3 and all(_count(v) for v in view[1:])):
+                raise pickle.UnpicklingError("a storage view that is not (key, offset, size)")
             return _Storage(str(key), storage_type.kind, view[2], view_offset=view[1])
         return _Storage(str(key), storage_type.kind, numel)
 
@@ -240,6 +246,10 @@ class TorchFile:
         item = np.dtype(STORAGES[storage.kind][1]).itemsize
         last = sum((size - 1) * step for size, step in zip(tensor.shape, tensor.stride)) if all(tensor.shape) else -1
         needed = (storage.view_offset + tensor.offset + last + 1) * item
+        if int(np.prod(tensor.shape, dtype=np.float64)) * item > place[1]:  # strides of 0 repeating a few values
+            raise ValueError(
+                f"{self.path}: tensor `{name}` of shape {tensor.shape} has more elements than its storage holds"
+            )
         if needed > place[1]:
             raise ValueError(
                 f"{self.path}: tensor `{name}` needs {needed} bytes of its storage, which holds {place[1]}: "

@@ -136,6 +136,41 @@ def test_a_bin_with_a_truncated_storage_is_refused_naming_the_tensor(tmp_path, c
     assert "tensor `model." in message
 
 
+def _tensor_pickle(name, shape, stride, numel):
+    """A torch.save pickle of `{name: a float32 tensor}`, written opcode by opcode (protocol 2), without torch."""
+
+    def text(value):
+        data = value.encode()
+        return b"X" + len(data).to_bytes(4, "little") + data
+
+    def ints(values):
+        return b"(" + b"".join(b"J" + v.to_bytes(4, "little", signed=True) for v in values) + b"t"
+
+    storage = b"(" + text("storage") + b"ctorch\nFloatStorage\n" + text("0") + text("cpu") + ints([numel])[1:-1]
+    storage += b"tQ"  # the persistent id of storage "0"
+    rebuild = b"ctorch._utils\n_rebuild_tensor_v2\n(" + storage + b"J\0\0\0\0" + ints(shape) + ints(stride)
+    rebuild += b"\x89ccollections\nOrderedDict\n)RtR"
+    return b"\x80\x02}" + text(name) + rebuild + b"s."
+
+
+def test_a_bin_tensor_larger_than_its_storage_is_refused(tmp_path):
+    from keras_transformer.pretrained.torch_files import TorchFile
+
+    def written(shape, stride, numel=4):
+        path = tmp_path / "pytorch_model.bin"
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("archive/data.pkl", _tensor_pickle("x", shape, stride, numel))
+            archive.writestr("archive/data/0", np.arange(numel, dtype="<f4").tobytes())
+        return TorchFile(path)
+
+    np.testing.assert_array_equal(written((2, 2), (2, 1)).read("x"), [[0, 1], [2, 3]])
+    np.testing.assert_array_equal(written((2, 2), (1, 2)).read("x", (1, 2)), [[1, 3]])  # a transposed view
+    with pytest.raises(ValueError, match=r"tensor `x` of shape \(1000000000,\) has more elements than its storage"):
+        written((10**9,), (0,))
+    with pytest.raises(ValueError, match=r"tensor `x` needs 20 bytes of its storage, which holds 16"):
+        written((2,), (4,))  # its second element past the end
+
+
 # -- buffers that disagree with what they stand for --------------------------------------------------
 
 
