@@ -76,6 +76,7 @@ def export_checkpoint(run, output, *, overwrite=False, beam_size=None, alpha=Non
 
     def write(folder):
         for name, data in files.items():
+            (pathlib.Path(folder) / name).parent.mkdir(exist_ok=True)  # a sentence-transformers module's folder
             (pathlib.Path(folder) / name).write_bytes(data)
         (pathlib.Path(folder) / PROVENANCE).write_text(json.dumps(provenance, indent=2) + "\n", encoding="utf-8")
         manifest.write_manifest(folder)
@@ -104,11 +105,13 @@ def checkpoint_files(opened, writer, decoding):
     pretrained = config.pretrained or {}
     kept = pretrained.get("json_files") or {}
     tokenizer_files, state = writer.tokenizer_files(opened.tokenizers, model.config, config.languages)
+    # What config.json describes: the model (and, for a BERT, the labels its run records).
+    described = getattr(writer, "described_model", lambda model_config, run_config: model_config)(model.config, config)
     files = {
         "config.json": _json_file(
             kept.get("config.json"),
-            lambda original: writer.reads_as_model(original, model.config),
-            lambda base: writer.hf_config(model.config, base),
+            lambda original: writer.reads_as_model(original, described),
+            lambda base: writer.hf_config(described, base),
         ),
         "generation_config.json": _json_file(
             kept.get("generation_config.json"),
@@ -121,7 +124,9 @@ def checkpoint_files(opened, writer, decoding):
             lambda base: writer.tokenizer_config(model.config, state, base),
         ),
         **tokenizer_files,
+        **getattr(writer, "run_files", lambda run_config, model_config: {})(config, model.config),
     }
+    files = {name: data for name, data in files.items() if data is not None}  # a BERT has no generation_config.json
     tensors = writer.checkpoint_tensors(model, pretrained.get("tensors"))
     files["model.safetensors"] = save(tensors, metadata={"format": "pt"})
     return files, state
@@ -138,6 +143,8 @@ def _json_file(kept_text, reads_as, make):
     if isinstance(original, dict) and reads_as(original):
         return kept_text.encode("utf-8")
     data = make(original if isinstance(original, dict) else None)
+    if data is None:  # a file the family does not have
+        return None
     return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 

@@ -19,6 +19,12 @@ plain checkpoint: mean pooling, at most as many tokens as the tokenizer and
 the positions allow. A module this package does not compute (a `Dense`
 projection, ...) is refused in one line naming it.
 
+`files(settings, width, kept)` is the other direction: the
+sentence-transformers files of an export (`modules.json`, the Pooling's
+`config.json`, `sentence_bert_config.json`), each written back as the
+import read it (`kept`: the run's record of the checkpoint's JSON files)
+where it still says what `settings` say.
+
 Example:
 
 >>> settings(Checkpoint("all-MiniLM-L6-v2"), config)  # doctest: +SKIP
@@ -67,6 +73,7 @@ def _modules(checkpoint):
     """`{kind: path}` of the modules `modules.json` lists, in its order; each of `KINDS`, at most once."""
     where = checkpoint.path(MODULES)  # recorded with the files read
     data = read_json(where)
+    checkpoint.texts[MODULES] = where.read_bytes().decode("utf-8")  # kept by the run, as its other JSON files
     if not isinstance(data, list) or not 0 < len(data) <= MAX_MODULES:
         raise ValueError(f"{where} must hold a list of at most {MAX_MODULES} modules")
     kinds = {}
@@ -126,3 +133,94 @@ def _tokenizer_limit(checkpoint, positions):
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit >= 1:
         return positions
     return int(min(limit, positions))
+
+
+# What an export writes where the import read no such file: sentence-transformers' own names.
+MODULE_TYPES = {kind: f"sentence_transformers.models.{kind}" for kind in KINDS}
+POOLING_PATH, NORMALIZE_PATH = "1_Pooling", "2_Normalize"
+
+
+def files(settings, width, kept=None):
+    """`{name: bytes}`: the sentence-transformers files of a model that embeds as `settings` say (see the module).
+
+    None for a run imported without them (`source` None). `width` is the
+    model's hidden size; `kept` maps a file's name to its text as imported.
+    """
+    if settings.get("source") != MODULES:
+        return {}
+    kept = kept or {}
+    modules, pooling_path = _modules_file(kept.get(MODULES), settings["normalize"])
+    pooling_name = f"{pooling_path}/config.json"
+    pooling = _kept_if(kept.get(pooling_name), lambda data: _pooling_modes(data, width) == settings["pooling"])
+    if pooling is None:
+        flags = {flag: mode in settings["pooling"] for mode, flag in POOLING_MODES.items()}
+        pooling = _json_bytes({"word_embedding_dimension": width, **flags})
+    config_name = CONFIG_FILES[0]
+    wanted = {"max_seq_length": settings["max_length"], "do_lower_case": settings["lowercase"]}
+    config = _kept_if(kept.get(config_name), lambda data: _config_reads(data, wanted))
+    if config is None:
+        config = _json_bytes({**_object(kept.get(config_name)), **wanted})
+    return {MODULES: modules, pooling_name: pooling, config_name: config}
+
+
+def _modules_file(kept_text, normalize):
+    """`(modules.json's bytes, the Pooling's path)`: the kept file where it lists the modules an export has."""
+    import json
+
+    try:
+        data = json.loads(kept_text) if kept_text else None
+    except ValueError:
+        data = None
+    if isinstance(data, list) and all(isinstance(module, dict) for module in data):
+        kinds = [str(module.get("type", "")).rsplit(".", 1)[-1] for module in data]
+        paths = [module.get("path") for module in data]
+        expected = ["Transformer", "Pooling"] + (["Normalize"] if normalize else [])
+        if kinds == expected and all(isinstance(path, str) for path in paths) and paths[0] in ("", "."):
+            return kept_text.encode("utf-8"), paths[1].strip("/")
+    paths = {"Transformer": "", "Pooling": POOLING_PATH, "Normalize": NORMALIZE_PATH}
+    kinds = ["Transformer", "Pooling"] + (["Normalize"] if normalize else [])
+    modules = [
+        {"idx": index, "name": str(index), "path": paths[kind], "type": MODULE_TYPES[kind]}
+        for index, kind in enumerate(kinds)
+    ]
+    return _json_bytes(modules), POOLING_PATH
+
+
+def _pooling_modes(data, width):
+    fields = Fields(data, "config.json", "sentence-transformers Pooling")
+    if fields.has("pooling_mode"):
+        modes = data["pooling_mode"]
+        return [modes] if isinstance(modes, str) else modes
+    dimension = data.get("embedding_dimension", data.get("word_embedding_dimension"))
+    if dimension not in (None, width):
+        return None
+    return [mode for mode, flag in POOLING_MODES.items() if data.get(flag) is True] or ["mean"]
+
+
+def _config_reads(data, wanted):
+    return (
+        data.get("max_seq_length") == wanted["max_seq_length"]
+        and bool(data.get("do_lower_case", False)) == (wanted["do_lower_case"])
+    )
+
+
+def _kept_if(text, reads):
+    """`text` as bytes where it is a JSON object that `reads` accepts; else None."""
+    data = _object(text)
+    return text.encode("utf-8") if data and reads(data) else None
+
+
+def _object(text):
+    import json
+
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _json_bytes(data):
+    import json
+
+    return (json.dumps(data, indent=2) + "\n").encode("utf-8")

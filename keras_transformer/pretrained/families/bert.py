@@ -120,6 +120,11 @@ def _rate(fields, name):
 
 def check_tensors(config, tensors, weights):
     """Every tensor a BERT of `config` needs is in `tensors`, of its shape, and nothing else is."""
+    shapes.check_shapes(*tensor_shapes(config), tensors, weights, FAMILY)
+
+
+def tensor_shapes(config):
+    """`(required, optional)`: `{name: shape}` of the tensors a BERT of `config` holds, under a task model's names."""
     d, ffn, vocab, prefix = config.d_model, config.d_ff, config.source_vocab_size, PREFIX
     embeddings = f"{prefix}embeddings"
     required = {
@@ -154,11 +159,15 @@ def check_tensors(config, tensors, weights):
         required.update({f"{layer}.output.dense.weight": (d, ffn), f"{layer}.output.dense.bias": (d,)})
         for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
             required[f"{layer}.{norm}.weight"] = required[f"{layer}.{norm}.bias"] = (d,)
-    shapes.check_shapes(required, optional, tensors, weights, FAMILY)
+    return required, optional
 
 
 def tokenizers(checkpoint, config):
     """The checkpoint's WordPiece tokenizer (`tokenizer.json`, else `vocab.txt`), one for both sides.
+
+    It keeps the checkpoint's tokenizer files as they were read
+    (`TOKENIZER_FILES`, `HuggingFaceTokenizer.files`), which an export
+    writes back byte for byte.
 
     From `vocab.txt` alone (the older repositories), `tokenizer_config.json`
     says what transformers' `BertTokenizer` reads there: `do_lower_case`
@@ -166,7 +175,7 @@ def tokenizers(checkpoint, config):
     special tokens' names. Its `clean_up_tokenization_spaces` (default
     false, as transformers 5 reads it) applies to decoded text either way.
     """
-    from keras_transformer.tokenizers.huggingface import HuggingFaceTokenizer
+    from keras_transformer.tokenizers.huggingface import BYTES_PER_ENTRY, HuggingFaceTokenizer
 
     size = config.source_vocab_size
     settings = Fields(checkpoint.json("tokenizer_config.json", required=False), "tokenizer_config.json", FAMILY)
@@ -197,7 +206,24 @@ def tokenizers(checkpoint, config):
     )
     tokenizer.mask_id = vocab[names["mask_token"]]
     tokenizer.cleanup = settings.bool("clean_up_tokenization_spaces", False)
+    tokenizer.files = _kept_files(checkpoint, 2**16 + size * BYTES_PER_ENTRY)
     return Tokenizers(tokenizer, tokenizer)
+
+
+def _kept_files(checkpoint, max_bytes):
+    """`{name: bytes}` of the `TOKENIZER_FILES` the checkpoint holds, each at most `max_bytes` (untrusted input)."""
+    kept = {}
+    for name in TOKENIZER_FILES:
+        if checkpoint.has(name):
+            path = checkpoint.path(name)
+            if path.stat().st_size > max_bytes:
+                raise ValueError(f"{path} is {path.stat().st_size:,} bytes, more than a tokenizer of its size needs")
+            kept[name] = path.read_bytes()
+    return kept
+
+
+# The tokenizer files a BERT repository holds beside tokenizer_config.json, which a run keeps byte for byte.
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "special_tokens_map.json", "added_tokens.json")
 
 
 # transformers' `BertTokenizer`'s special tokens, as `tokenizer_config.json` names them.
@@ -243,6 +269,11 @@ def build_model(config):
 
 def assign_weights(model, checkpoint):
     """Sets `model`'s weights from a BERT checkpoint, one tensor at a time (checked by `check_tensors`)."""
+    assign(model, checkpoint, weight_sources(model))
+
+
+def weight_sources(model):
+    """`(model weight, tensor name, transform)` of every weight of a BERT `model`: the table both directions read."""
     config, prefix = model.config, PREFIX
     embedding = model.encoder_embedding
     sources = [
@@ -274,7 +305,7 @@ def assign_weights(model, checkpoint):
         sources += dense_sources(head.dense, "cls.predictions.transform.dense")
         sources += norm_sources(head.norm, "cls.predictions.transform.LayerNorm")
         sources.append((embedding.logits_bias, "cls.predictions.bias", as_is))
-    assign(model, checkpoint, sources)
+    return sources
 
 
 def check_buffers(config, checkpoint):
