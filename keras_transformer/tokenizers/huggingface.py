@@ -11,7 +11,7 @@ beside this package's `tokenizer.json`, which names the format and the
 special ids.
 
 The checkpoint's own tokenizer files (`files`: `vocab.txt`, `tokenizer.json`,
-...) are kept as they were read, in `checkpoint_files/` beside them, so that
+...) are kept as they were read, in `files/` beside them, so that
 an export back to a Hugging Face checkpoint writes them byte for byte.
 
 The tokenizer runs in Python, not in a TensorFlow graph: a SavedModel
@@ -34,7 +34,7 @@ from keras_transformer.files.json_files import read_json_object
 
 CONFIG_FILENAME = "tokenizer.json"  # this package's, as for its other tokenizers
 TOKENIZER_FILENAME = "hf_tokenizer.json"
-KEPT_FOLDER = "checkpoint_files"  # the checkpoint's tokenizer files, as they were read
+KEPT_FOLDER = "files"  # the checkpoint's tokenizer files, as they were read (as a FairseqTokenizer keeps them)
 BYTES_PER_ENTRY = 512  # a vocabulary entry and its merge in tokenizer.json: a few dozen bytes, escaped
 MODELS = ("BPE", "WordPiece")
 

@@ -11,7 +11,14 @@ import pathlib
 from keras_transformer import runs
 from keras_transformer.files import destinations
 from keras_transformer.presets import get_preset
-from keras_transformer.training import destination, ensembles, fine_tuning, marian_compatible, model_run
+from keras_transformer.training import (
+    destination,
+    ensembles,
+    fine_tuning,
+    marian_compatible,
+    model_run,
+    text_classification,
+)
 from keras_transformer.training.options import Budget, Devices, Options, Sources, is_int
 
 
@@ -104,6 +111,7 @@ class TrainingRun:
         from keras_transformer.datasets.splits import load_splits
 
         self.splits = load_splits(self.preset, self.sources.data_dir, self.sources.corpus_files)
+        text_classification.check_labels(self.sources.init_from, self.splits, self.sources.corpus_files)  # a BERT's
         if self.state == "resume":
             destination.check_same_data(self.output, self.splits, self.sources.data_dir)
 

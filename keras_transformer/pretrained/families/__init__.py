@@ -16,7 +16,9 @@ and its `MODEL_TYPE` (transformers' name), `FAMILY` (for messages),
 writes again), `license_of(checkpoint)` (its family's license where the
 repository's README names none) and `run_record(checkpoint, hf_config,
 config)` (what else the run records of the checkpoint: BERT's labels and
-sentence-embedding settings). A family whose model is not the encoder-decoder has
+sentence-embedding settings), and `fine_tuning_preset(preset)` (the recipe
+`train --init-from` fine-tunes its imports with, where it is not the
+translation models'). A family whose model is not the encoder-decoder has
 `build_model(config)` (`gpt2`: the decoder alone, `bert`: the encoder
 alone), and one whose special ids are its tokenizer's
 `config_with_tokenizers(config, tokenizers)`. A new family is one module
