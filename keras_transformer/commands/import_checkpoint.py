@@ -65,12 +65,25 @@ def _stacks(model):
 
 
 def _next_command(model, output):
-    """The command that uses a run of this kind: translate (with real language codes), generate or embed."""
+    """The command that uses a run of this kind: translate (with real language codes), generate, or for a BERT
+    classify (a classifier), fill-mask (a masked-LM head) or embed (none)."""
     if model.architecture == "decoder_only":
         return f"Continue a prompt with `keras-transformer generate --model {output} TEXT`."
+    if model.architecture == "encoder_only" and model.encoder_head == "classifier":
+        return f"Classify texts with `keras-transformer classify --model {output} TEXT`."
+    if model.architecture == "encoder_only" and model.encoder_head == "masked_lm":
+        return f'Fill masks with `keras-transformer fill-mask --model {output} "TEXT WITH {_mask_token(output)}"`.'
     if model.architecture == "encoder_only":
         return f"Embed sentences with `keras-transformer embed --model {output} --input FILE --output FILE.npy`."
     return f"Translate with `keras-transformer translate --model {output}{_language_flags(output)} TEXT`."
+
+
+def _mask_token(output):
+    """The mask token of an imported masked-LM run's tokenizer (`[MASK]` for BERT's)."""
+    from keras_transformer import runs
+
+    tokenizer = runs.load_tokenizers(output).source
+    return tokenizer.token(tokenizer.mask_id)
 
 
 def _language_flags(output):

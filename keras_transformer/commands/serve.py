@@ -203,11 +203,12 @@ def run(args):
 def _streams(args, kind, engine, model, languages):
     """What decodes `:stream` word by word: the run's XLA translator, or the engine's; a SavedModel's: none."""
     from keras_transformer import opener
+    from keras_transformer.serving.encoder import is_encoder_run
     from keras_transformer.serving.sse import Streams
 
     if engine != "xla":
         return Streams(model.module, args.threads)
-    if kind == opener.RUN:
+    if kind == opener.RUN and not is_encoder_run(args.model):  # an encoder's (BERT) answers whole, once
         return Streams(opener.open_translator(args.model, **languages), args.threads)
     return None  # its signatures' whole answers, once (docs/serving.md)
 

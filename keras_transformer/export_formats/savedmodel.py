@@ -7,6 +7,10 @@ def write(run, output, overwrite=False, **options):
     from keras_transformer.serving.export import export_run
 
     translator = export_run(run, output, overwrite=overwrite, **options)
+    if hasattr(translator, "signature_names"):  # an encoder-only run's (BERT)
+        names = ", ".join(translator.signature_names)
+        load = "Load it with `import tensorflow_text` then `tf.saved_model.load`"
+        return f"Exported {run} to {output} (signatures {names}, each of `texts`). {load}, or serve it."
     return (
         f"Exported {run} to {output} (beam {int(translator.beam_size.numpy())}). "
         "Load it with `import tensorflow_text` then `tf.saved_model.load`."

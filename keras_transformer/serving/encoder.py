@@ -265,6 +265,14 @@ def _text(text, where):
     return check_sentence(text, where)
 
 
+def is_encoder_run(path):
+    """Whether `path` is a run directory of an encoder-only model (BERT): one that opens as an `Encoder`."""
+    if not runs.is_run_dir(path):
+        return False
+    model = runs.RunConfig.read(path).model
+    return model is not None and model.architecture == "encoder_only"
+
+
 def open_encoder(path, batch_size=None):
     """The `Encoder` of the encoder-only run directory at `path`; a one-line `ValueError` for any other folder."""
     if not runs.is_run_dir(path):

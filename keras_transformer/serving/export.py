@@ -54,7 +54,14 @@ def export_run(model, output, *, overwrite=False, **options):
         raise ValueError(
             f"{model} is {kind}: `model` must be a run directory (config.json + model.keras + tokenizers/)"
         )
+    from keras_transformer.serving.encoder import is_encoder_run
     from keras_transformer.serving.generator import is_generator_run
+
+    if is_encoder_run(model):  # BERT: its signatures classify, fill_mask, embed
+        from keras_transformer.serving.encoder_export import export_encoder
+
+        runs.warn_if_unfinished(model)
+        return export_encoder(model, output, overwrite=overwrite, **options)
 
     if is_generator_run(model):  # a decoder-only run (GPT): its serving_default continues prompts
         from keras_transformer.serving.generator_export import export_generator

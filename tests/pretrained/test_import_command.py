@@ -49,17 +49,24 @@ def test_a_local_checkpoint_imports_as_a_run_that_records_each_file(tmp_path, ca
 
 
 @pytest.mark.parametrize(
-    "architecture, layers, words",
+    "architecture, head, layers, words",
     [
-        ("decoder_only", "12 layers", "Continue a prompt with `keras-transformer generate --model RUN TEXT`."),
-        ("encoder_only", "6 layers", "Embed sentences with `keras-transformer embed --model RUN --input FILE"),
+        ("decoder_only", {}, "12 layers", "Continue a prompt with `keras-transformer generate --model RUN TEXT`."),
+        ("encoder_only", {"encoder_head": "none"}, "6 layers", "Embed sentences with `keras-transformer embed"),
+        (
+            "encoder_only",
+            {"encoder_head": "classifier", "num_classes": 3},
+            "2 layers",
+            "Classify texts with `keras-transformer classify --model RUN TEXT`.",
+        ),
     ],
 )
-def test_the_hint_names_the_command_of_a_decoder_or_an_encoder_and_its_one_stack(architecture, layers, words):
+def test_the_hint_names_the_command_of_a_decoder_or_an_encoder_and_its_one_stack(architecture, head, layers, words):
     from keras_transformer.commands.import_checkpoint import _next_command, _stacks
     from keras_transformer.config import ModelConfig
 
     model = ModelConfig(
+        **head,
         source_vocab_size=8,
         target_vocab_size=8,
         num_layers=int(layers.split()[0]),
