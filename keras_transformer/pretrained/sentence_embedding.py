@@ -21,7 +21,8 @@ projection, ...) is refused in one line naming it.
 
 `files(settings, width, kept)` is the other direction: the
 sentence-transformers files of an export (`modules.json`, the Pooling's
-`config.json`, `sentence_bert_config.json`), each written back as the
+`config.json`, `sentence_bert_config.json`, and
+`config_sentence_transformers.json` where the import read one), each written back as the
 import read it (`kept`: the run's record of the checkpoint's JSON files)
 where it still says what `settings` say.
 
@@ -46,6 +47,7 @@ POOLING_MODES = {
 }
 KINDS = ("Transformer", "Pooling", "Normalize")  # the modules read: the last part of a module's `type`
 CONFIG_FILES = ("sentence_bert_config.json",)
+VERSIONS = "config_sentence_transformers.json"
 MAX_MODULES = 16
 
 
@@ -55,6 +57,7 @@ def settings(checkpoint, config):
     if not checkpoint.has(MODULES):
         return dict(pooling=["mean"], normalize=False, max_length=positions, lowercase=False, source=None)
     kinds = _modules(checkpoint)
+    checkpoint.json(VERSIONS, required=False)  # its versions and similarity, kept for an export to write back
     pooling = ["mean"]
     if "Pooling" in kinds:
         pooling = _pooling(checkpoint, kinds["Pooling"], config.d_model)
@@ -160,7 +163,10 @@ def files(settings, width, kept=None):
     config = _kept_if(kept.get(config_name), lambda data: _config_reads(data, wanted))
     if config is None:
         config = _json_bytes({**_object(kept.get(config_name)), **wanted})
-    return {MODULES: modules, pooling_name: pooling, config_name: config}
+    written = {MODULES: modules, pooling_name: pooling, config_name: config}
+    if isinstance(kept.get(VERSIONS), str):
+        written[VERSIONS] = kept[VERSIONS].encode("utf-8")
+    return written
 
 
 def _modules_file(kept_text, normalize):

@@ -207,9 +207,9 @@ class ClassifierRun(ModelRun):
         import keras
 
         best = keras.saving.load_model(self.output / runs.MODEL, compile=False)
-        best.compile(metrics=["accuracy"], loss=_loss())
+        self.model.set_weights(best.get_weights())  # its evaluation is compiled already
         with unknown_length_warnings_ignored():
-            accuracy = float(best.evaluate(self.validation_batches, verbose=0, return_dict=True)["accuracy"])
+            accuracy = float(self.model.evaluate(self.validation_batches, verbose=0, return_dict=True)["accuracy"])
         counts = collections.Counter(label for _, label in self.splits["train"])
         majority_class = counts.most_common(1)[0][0]
         validation = [label for _, label in self.splits["validation"]]

@@ -49,9 +49,6 @@ from keras_transformer.pretrained.fields import Fields
 MODEL_TYPE = bert.MODEL_TYPE
 TOKENIZER_CONFIG = "tokenizer_config.json"
 ARCHITECTURES = {"masked_lm": "BertForMaskedLM", "classifier": "BertForSequenceClassification", "none": "BertModel"}
-# The source classes whose config.json describes what an export of each head holds (BertForPreTraining's
-# masked-LM head is a BertForMaskedLM's; its next-sentence head is not imported).
-READ_AS = {"masked_lm": ("BertForMaskedLM", "BertForPreTraining"), "classifier": (ARCHITECTURES["classifier"],)}
 # This package's activation names as BERT's `hidden_act` (the inverse of `bert.ACTIVATIONS`).
 ACTIVATION_NAMES = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
 CONFIG_BASE = {"model_type": MODEL_TYPE, "position_embedding_type": "absolute", "initializer_range": 0.02}
@@ -139,15 +136,12 @@ def reads_as_model(original, described):
     """Whether config.json `original` (a dict) imports as `described`: then it is written back as it was.
 
     Its model, labels and problem type must be the run's, and the class it
-    names (if any) one whose weights the export holds.
+    names (if any) the one the export holds (`ARCHITECTURES`).
     """
     config = described.model
     architectures = original.get("architectures")
-    if architectures is not None and (
-        not isinstance(architectures, list) or not set(architectures) <= set(READ_AS.get(config.encoder_head, ()))
-    ):
-        if architectures != [ARCHITECTURES[config.encoder_head]]:
-            return False
+    if architectures is not None and architectures != [ARCHITECTURES[config.encoder_head]]:
+        return False  # a BertForPreTraining's: the export is a BertForMaskedLM (its next-sentence head not imported)
     try:
         read = bert.model_config(original, _header(config))
         fields = Fields(original, "config.json", bert.FAMILY)
