@@ -72,6 +72,7 @@ MODULES = [
     "keras_transformer.decoding.rules",
     "keras_transformer.files.json_files",
     "keras_transformer.pretrained.fields",
+    "keras_transformer.pretrained.families.bert_export",
     "keras_transformer.pretrained.shapes",
     "keras_transformer.pretrained.tensor_names",
     "keras_transformer.pretrained.sources",
