@@ -69,14 +69,17 @@ def model_card(run_config, run_name, version, scores=None, card=None):
 
     `card` is what the writer of the checkpoint's family says of it
     (`{"kind", "tags", "usage"}`: its model class, its Hub tags, the lines of
-    a Python example); default Marian's (`MARIAN`).
+    a Python example; optionally its `pipeline_tag`, default translation, and
+    `generation`: False for a family without generation settings); default
+    Marian's (`MARIAN`).
     """
     card = card or MARIAN
     pretrained = run_config.pretrained or {}
     source = pretrained.get("source")
     license_name = pretrained.get("license")
     front = ["---"] + ([f"license: {license_name}"] if license_name else [])
-    front += ["library_name: transformers", "pipeline_tag: translation", "tags:", "- translation"]
+    pipeline = card.get("pipeline_tag", "translation")
+    front += ["library_name: transformers", f"pipeline_tag: {pipeline}", "tags:", f"- {pipeline}"]
     front += [f"- {tag}" for tag in card["tags"]]
     if source and source.startswith(_HF):
         front.append(f"base_model: {source[len(_HF) :]}")
@@ -90,7 +93,7 @@ def model_card(run_config, run_name, version, scores=None, card=None):
         f"- **Source checkpoint**: {_source(pretrained)}",
         f"- **License**: {license_name or 'not stated by the source checkpoint; set it before you share the model'}",
         f"- **Trained**: {_training(run_config)}",
-        f"- **Evaluation**: {_evaluation(scores)}",
+        f"- **Evaluation**: {_evaluation(scores, run_config.classifier, card.get('generation', True))}",
         f"- **Written by**: keras-transformer {version}",
         "",
         "## Use",
@@ -99,9 +102,12 @@ def model_card(run_config, run_name, version, scores=None, card=None):
         *card["usage"],
         "```",
         "",
-        "`generation_config.json` holds the run's decoding settings (beams, length penalty, maximum length).",
-        "",
     ]
+    if card.get("generation", True):
+        lines += [
+            "`generation_config.json` holds the run's decoding settings (beams, length penalty, maximum length).",
+            "",
+        ]
     return "\n".join(front + lines)
 
 
@@ -137,7 +143,13 @@ def _data(config):
     return f"the `{corpus}` corpus" if corpus else "data the run does not record"
 
 
-def _evaluation(scores):
+def _evaluation(scores, classifier=None, translates=True):
+    if scores is None and isinstance(classifier, dict) and isinstance(classifier.get("accuracy"), (int, float)):
+        majority = classifier.get("majority")
+        against = f" (always the most common class: {majority:.1%})" if isinstance(majority, (int, float)) else ""
+        return f"accuracy {classifier['accuracy']:.1%} on {classifier.get('held_out', '?')} held-out texts{against}"
+    if scores is None and not translates:
+        return "none given"
     if scores is None:
         return "none given (`keras-transformer evaluate --output scores.json`, then export with `--scores`)"
     parts = [f"BLEU {float(scores['bleu']):.2f}"]

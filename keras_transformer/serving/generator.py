@@ -253,12 +253,17 @@ class Generator(TranslatorInterface):
                 )
 
     def _padded(self, rows, max_length, batch=None):
-        """`(batch or batch_size, width)` ids, right-padded: width a multiple of `WIDTH_STEP` where it fits."""
+        """`(batch or batch_size, width)` ids, right-padded: width a multiple of `WIDTH_STEP` where it fits.
+
+        The rows after the prompts repeat the first (they end with it): a
+        row of padding would be GPT-2's empty text (`decoding.prompts`).
+        """
         longest = max(len(row) for row in rows)
         width = min(-(-longest // WIDTH_STEP) * WIDTH_STEP, self.model.max_length - max_length + 1)
         ids = np.full((batch or self.batch_size, width), self.model.config.target_pad, np.int32)
         for index, row in enumerate(rows):
             ids[index, : len(row)] = row
+        ids[len(rows) :] = ids[0]
         return ids
 
     def _texts(self, rows):

@@ -10,8 +10,13 @@ the ids are transformers'. A run keeps the tokenizer as `hf_tokenizer.json`
 beside this package's `tokenizer.json`, which names the format and the
 special ids.
 
+The checkpoint's own tokenizer files (`files`: `vocab.txt`, `tokenizer.json`,
+...) are kept as they were read, in `files/` beside them, so that
+an export back to a Hugging Face checkpoint writes them byte for byte.
+
 The tokenizer runs in Python, not in a TensorFlow graph: a SavedModel
-export of an imported GPT-2 or BERT does not hold it.
+export of an imported GPT-2 or BERT does not hold it (a BERT export holds
+tensorflow-text's WordPiece instead, `serving.encoder_graph`).
 
 Example:
 
@@ -29,6 +34,7 @@ from keras_transformer.files.json_files import read_json_object
 
 CONFIG_FILENAME = "tokenizer.json"  # this package's, as for its other tokenizers
 TOKENIZER_FILENAME = "hf_tokenizer.json"
+KEPT_FOLDER = "files"  # the checkpoint's tokenizer files, as they were read (as a FairseqTokenizer keeps them)
 BYTES_PER_ENTRY = 512  # a vocabulary entry and its merge in tokenizer.json: a few dozen bytes, escaped
 MODELS = ("BPE", "WordPiece")
 
@@ -58,6 +64,11 @@ class HuggingFaceTokenizer:
         mask_id: the `[MASK]` id of a masked-LM tokenizer, or None.
         cleanup: decoded text has the spaces before punctuation removed, as
             transformers' `clean_up_tokenization_spaces` does.
+
+    Attributes:
+        files: `{name: bytes}` of the checkpoint's tokenizer files as they
+            were read (`vocab.txt`, `tokenizer.json`, ...; empty for a run
+            imported before they were kept), which `save` keeps.
     """
 
     def __init__(self, tokenizer_json, pad_id, start_id, end_id, mask_id=None, cleanup=False):
@@ -66,6 +77,12 @@ class HuggingFaceTokenizer:
         self.vocab_size = self._tokenizer.get_vocab_size(with_added_tokens=True)
         self.pad_id, self.start_id, self.end_id, self.mask_id = pad_id, start_id, end_id, mask_id
         self.cleanup = cleanup
+        self.files = {}
+
+    @property
+    def tokenizer_json(self):
+        """The tokenizer as `tokenizers` serializes it (a str): its normalizer, pre-tokenizer, model, ..."""
+        return self._json
 
     @property
     def vocab(self):
@@ -201,8 +218,10 @@ class HuggingFaceTokenizer:
         return tf.constant([self._tokenizer.id_to_token(int(i)) or "" for i in _as_list(ids)])
 
     def save(self, directory):
-        """Writes `hf_tokenizer.json` and this package's `tokenizer.json` (format and ids) to `directory`."""
+        """Writes `hf_tokenizer.json`, this package's `tokenizer.json` (format and ids) and `files` to `directory`."""
         directory = pathlib.Path(directory)
+        for name, data in self.files.items():
+            atomic.write_bytes(directory / KEPT_FOLDER / _kept_name(name), data)
         config = {
             "format": "huggingface",
             "tokenizer_file": TOKENIZER_FILENAME,
@@ -212,6 +231,7 @@ class HuggingFaceTokenizer:
             "end_id": self.end_id,
             "mask_id": self.mask_id,
             "cleanup": self.cleanup,
+            "checkpoint_files": sorted(self.files),
         }
         atomic.write_bytes(directory / TOKENIZER_FILENAME, self._json.encode("utf-8"))
         atomic.write_bytes(directory / CONFIG_FILENAME, (json.dumps(config, indent=2) + "\n").encode("utf-8"))
@@ -224,7 +244,16 @@ class HuggingFaceTokenizer:
         ids = {key: config.get(key) for key in ("pad_id", "start_id", "end_id", "mask_id")}
         tokenizer = cls.from_tokenizer_file(directory / TOKENIZER_FILENAME, config["vocab_size"], **ids)
         tokenizer.cleanup = config.get("cleanup") is True
+        kept = config.get("checkpoint_files") or []
+        tokenizer.files = {name: (directory / KEPT_FOLDER / _kept_name(name)).read_bytes() for name in kept}
         return tokenizer
+
+
+def _kept_name(name):
+    """`name` if it is a plain file name (no folder, not hidden): the only names kept files have."""
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
+        raise ValueError(f"{name!r} is not a tokenizer file's name")
+    return name
 
 
 def _clean_up(text):

@@ -18,8 +18,15 @@ from keras_transformer.training.recipe import compile_model
 
 
 def train_model(preset, output, state, splits, options, **start):
-    """Trains one model into the run directory `output`; returns `train`'s summary (see `ModelRun`)."""
-    return ModelRun(preset, output, state, splits, options, **start).train()
+    """Trains one model into the run directory `output`; returns `train`'s summary (see `ModelRun`).
+
+    An imported GPT-2 continues as a causal language model (`language_model`).
+    """
+    from keras_transformer.training import language_model
+
+    language = language_model.continues_pretrained(preset, start["recorded"])
+    run = language_model.LanguageModelRun if language else ModelRun
+    return run(preset, output, state, splits, options, **start).train()
 
 
 class ModelRun:
@@ -171,13 +178,8 @@ class ModelRun:
         minutes_used = self.minutes()
         chief_folders = [output / runs.SNAPSHOTS, output / runs.BACKUP] if self.is_chief else []
         destination.remove_rewritten(output, [self.backup] + chief_folders)
-        if self.is_chief and config.model.architecture == "encoder_only":  # BERT: then its classifier
-            from keras_transformer.training import masked_lm
-
-            figures = masked_lm.fine_tune_classifier(
-                output, self.splits, self.tokenizers.source, self.options.seed, verbose=self.options.verbose
-            )
-            config = config.replace(classifier=figures)
+        if self.is_chief:
+            config = self.held_out_figures(config)
         if self.is_chief:
             # One write: the run is finished exactly when its record holds its final files.
             config = config.replace(
@@ -185,6 +187,17 @@ class ModelRun:
             )
             config.write(output)
         return summary(output, config, minutes_used)
+
+    def held_out_figures(self, config):
+        """`config` with what the run measures at its end: an encoder-only preset's classifier (`bert-ko`)."""
+        if self.config.model.architecture != "encoder_only":
+            return config
+        from keras_transformer.training import masked_lm
+
+        figures = masked_lm.fine_tune_classifier(
+            self.output, self.splits, self.tokenizers.source, self.options.seed, verbose=self.options.verbose
+        )
+        return config.replace(classifier=figures)
 
     def minutes(self):
         """Minutes since the run started (after `set_up`)."""

@@ -11,7 +11,7 @@ import pathlib
 from keras_transformer import runs
 from keras_transformer.files import destinations
 from keras_transformer.presets import get_preset
-from keras_transformer.training import destination, ensembles, fine_tuning, marian_compatible, model_run
+from keras_transformer.training import destination, ensembles, fine_tuning, language_model, marian_compatible, model_run
 from keras_transformer.training.options import Budget, Devices, Options, Sources, is_int
 
 
@@ -104,6 +104,7 @@ class TrainingRun:
         from keras_transformer.datasets.splits import load_splits
 
         self.splits = load_splits(self.preset, self.sources.data_dir, self.sources.corpus_files)
+        language_model.check_known_tokens(self.sources.init_from, self.splits, self.sources.corpus_files)
         if self.state == "resume":
             destination.check_same_data(self.output, self.splits, self.sources.data_dir)
 
@@ -158,6 +159,7 @@ def resolve_preset(preset, overrides, sources):
         from keras_transformer.datasets import corpora
 
         corpora.check_corpus_files(sources.corpus_files)
+        language_model.check_text_corpus(resolved, sources.corpus_files)
         if sources.data_dir is not None:
             raise ValueError(
                 f"`data_dir` locates a preset's corpus; leave it out with `corpus_files`. "

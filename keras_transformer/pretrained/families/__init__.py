@@ -25,7 +25,7 @@ NLLB-200), `gpt2`, `bert`.
 
 A family that runs are written back as (`pretrained.export_checkpoint`) has
 a writer module in the same four parts the other way (`marian_export`,
-`m2m100_export`: its `hf_config`, `checkpoint_tensors`, `tokenizer_files`
+`m2m100_export`, `gpt2_export`: its `hf_config`, `checkpoint_tensors`, `tokenizer_files`
 and `tokenizer_config`, `generation_config`, each with its `reads_as_*`
 that keeps a source's file where it still holds), registered in `WRITERS`,
 and a `card(state)` for the model card. This package's own runs are
@@ -34,18 +34,18 @@ written as Marian checkpoints (`writer_of`).
 Example:
 
 >>> sorted(FAMILIES), sorted(WRITERS)
-(['bert', 'gpt2', 'm2m_100', 'marian'], ['m2m_100', 'marian'])
+(['bert', 'gpt2', 'm2m_100', 'marian'], ['gpt2', 'm2m_100', 'marian'])
 >>> family_of({"model_type": "mbart"}, "config.json")
 Traceback (most recent call last):
 ...
 ValueError: config.json: model_type 'mbart' is not one keras-transformer imports. Supported: ['bert', 'gpt2', 'm2m_100', 'marian']
 """  # noqa: E501  (a doctest's output is one line)
 
-from keras_transformer.pretrained.families import bert, gpt2, m2m100, m2m100_export, marian, marian_export
+from keras_transformer.pretrained.families import bert, gpt2, gpt2_export, m2m100, m2m100_export, marian, marian_export
 
 PARTS = ("model_config", "check_tensors", "assign_weights", "tokenizers", "decoding_config")
 FAMILIES = {module.MODEL_TYPE: module for module in (marian, m2m100, gpt2, bert)}
-WRITERS = {module.MODEL_TYPE: module for module in (marian_export, m2m100_export)}
+WRITERS = {module.MODEL_TYPE: module for module in (marian_export, m2m100_export, gpt2_export)}
 OWN_RUNS = marian.MODEL_TYPE  # the family this package's own runs are written as
 
 
