@@ -21,10 +21,10 @@ label is padding and every END is learned.
   config.json's `perplexity` records both (the summary `train` returns
   shows them), e to the mean negative log-likelihood per token.
 
-Before anything is written, a training file whose every token is the
-tokenizer's unknown one is refused in one line (`check_known_tokens`; a
-byte-level BPE such as GPT-2's knows every text), as is a file of texts
-given to a model that is not a language model (`check_text_corpus`).
+Before anything is written, a training file that holds no token the
+tokenizer knows is refused in one line (`check_known_tokens`; a byte-level
+BPE such as GPT-2's knows every text), as is a file of texts given to a
+model that is not a language model (`check_text_corpus`).
 
 Example:
 
@@ -57,11 +57,12 @@ def check_text_corpus(preset, corpus_files):
 
 
 def check_known_tokens(init_from, splits, corpus_files=None):
-    """A one-line `ValueError` where every token of the training texts is `init_from`'s tokenizer's unknown one.
+    """A one-line `ValueError` where the training texts hold no token `init_from`'s tokenizer knows.
 
     A run of a language model only (an imported GPT-2 or another
-    decoder-only run); its tokenizer's unknown id is `unk_id`
-    (SentencePiece's `<unk>`), and a byte-level BPE has none.
+    decoder-only run), whose tokenizer has an unknown id (`unk_id`:
+    SentencePiece's `<unk>`; a byte-level BPE such as GPT-2's knows every
+    text). Its bare word-start mark (`▁`) is no known text either.
     """
     if init_from is None or runs.RunConfig.read(init_from).model.architecture != "decoder_only":
         return
@@ -70,13 +71,17 @@ def check_known_tokens(init_from, splits, corpus_files=None):
     if unknown is None:
         return
     texts = [causal_lm.joined(pair) for pair in splits["train"]]
+    if not texts:
+        return
     ids = tokenizer.tokenize(texts)
-    ids = ids.to_list() if hasattr(ids, "to_list") else ids
-    if all(token == unknown for row in ids for token in row):
-        name = ((corpus_files or {}).get("train") or {}).get("text", "the training file")
+    ids = sorted({token for row in (ids.to_list() if hasattr(ids, "to_list") else ids) for token in row})
+    pieces = [piece.decode("utf-8", errors="replace") for piece in tokenizer.id_to_piece(ids).numpy().tolist()]
+    if all(token == unknown or piece == "\u2581" for token, piece in zip(ids, pieces)):
+        train = (corpus_files or {}).get("train")
+        name = train["text"] if isinstance(train, dict) else "the training file"
         raise ValueError(
-            f"{name}: every token of its text is unknown to {init_from}'s tokenizer (id {unknown}): its characters "
-            "are none the model has learned"
+            f"{name}: its text is unknown to {init_from}'s tokenizer (every token is its unknown one, id "
+            f"{unknown}): it holds none of the characters the model has learned"
         )
 
 
