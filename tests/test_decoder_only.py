@@ -135,6 +135,18 @@ def test_one_id_may_pad_start_and_end_a_decoder_only_model_as_gpt_2s_does():
         config.replace(architecture="encoder_decoder", pad_id=8, start_id=8, end_id=8).check()
 
 
+def test_a_row_of_padding_is_the_prompt_of_the_start_id_where_one_id_is_both_as_in_gpt_2(model):
+    gpt = build_decoder_only(config=model.config.replace(pad_id=31, start_id=31, end_id=31))
+    gpt.set_weights(model.get_weights())
+    rows = np.array([[31, 31, 31, 31], [7, 8, 31, 31]], "int32")  # GPT-2's empty text (31 goes on: 37), a prompt
+    ids = ops.convert_to_numpy(decode(gpt, rows, GreedySearch(alpha=0.0), max_length=4).ids)[:, 0]
+    for row, prompt in zip(ids, ([31], [7, 8])):
+        expected = ops.convert_to_numpy(gpt(np.array([prompt], "int32")))[0, -1]  # nothing banned: START is END
+        assert int(row[0]) == int(expected.argmax())  # the first token continues the prompt the row holds
+    ids = ops.convert_to_numpy(decode(model, padded([[]]), GreedySearch(alpha=0.0), max_length=4).ids)
+    assert (ids == 0).all()  # where padding is no start id, an empty row still decodes to nothing
+
+
 def test_int8_quantization_keeps_the_logits_and_the_searches_run(monkeypatch):
     keras.utils.set_random_seed(6)
     model = build_decoder_only(40, num_layers=1, d_model=16, num_heads=2, d_ff=32, max_length=24, dropout=0.0)

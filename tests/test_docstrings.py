@@ -80,6 +80,8 @@ MODULES = [
     "keras_transformer.pretrained.families.generation",
     "keras_transformer.pretrained.families.marian_tensors",
     "keras_transformer.pretrained.families.marian_export",
+    "keras_transformer.pretrained.families.gpt2_export",
+    "keras_transformer.training.causal_lm",
     "keras_transformer.pretrained.model_card",
     "keras_transformer.translators.interface",
     "keras_transformer.translators.controls",

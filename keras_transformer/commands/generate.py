@@ -5,6 +5,7 @@ Example::
     keras-transformer generate --model saved_models/gpt2-tiny "오늘 너무"
     keras-transformer generate --model saved_models/gpt2-tiny --input prompts.txt --output continuations.txt --beam 4
     echo "Once upon a time" | keras-transformer generate --model RUN --temperature 0.8 --top-p 0.9 --seed 1
+    keras-transformer generate --model saved_models/gpt2-tiny --stream "오늘 너무"
 
 Each prompt gives one line: its continuation alone (special tokens dropped,
 a newline inside it written as a space). `--max-length` counts the tokens
@@ -12,6 +13,9 @@ generated, END included (transformers' `max_new_tokens`). Without `--beam`
 or `--temperature` the run's own generation settings decode (an imported
 GPT-2: greedy, as transformers' `generate`). A warning on stderr names each
 prompt whose continuation reached `--max-length` before END (cut off).
+`--stream` prints each continuation's words as they are decoded (greedy
+search and sampling; beam search prints its text at the end), the same
+lines as without it: each prompt sampled with `--seed` as it is alone.
 """
 
 import sys
@@ -58,6 +62,11 @@ def add_parser(subparsers):
     parser.add_argument("--seed", type=int_in_range(0, SEED_MAX), help="the sampling seed")
     parser.add_argument("--batch-size", type=positive_int, default=16, help="prompts per batch (default 16)")
     parser.add_argument("--quiet", action="store_true", help="no warnings about cut-off continuations")
+    parser.add_argument(
+        "--stream",
+        action="store_true",
+        help="print the words as they are decoded (to stdout; beam search prints its text at the end)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -71,9 +80,13 @@ def run(args):
         prompts = read_lines(args.input)
     if args.temperature is not None and args.beam not in (None, 1):
         raise ValueError("--temperature samples one continuation: it takes no --beam")
+    if args.stream and args.output:
+        raise ValueError("--stream prints to stdout as it decodes: it takes no --output")
     generator = open_generator(args.model, beam_size=args.beam)
     generator.batch_size = args.batch_size
     sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    if args.stream:
+        return _streamed(generator, prompts, args.max_length, sampling, args.quiet)
     continuations, finished = generator.generate_with_status(prompts, max_length=args.max_length, **sampling)
     if not args.quiet:
         for number, done in enumerate(finished, 1):
@@ -85,4 +98,22 @@ def run(args):
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
+    return 0
+
+
+def _streamed(generator, prompts, max_length, sampling, quiet):
+    """`generate --stream`: each prompt's continuation printed as it is decoded, one line each."""
+    from keras_transformer.commands.streaming import print_stream
+
+    max_length = generator.max_length_for(prompts, max_length)  # every prompt checked before the first word
+    search, numbers = "best", {}
+    if sampling["temperature"] is not None:
+        search = "sample"
+        numbers = {**sampling, "seed": -1 if sampling["seed"] is None else sampling["seed"]}
+    for number, prompt in enumerate(prompts, 1):
+        reason = print_stream(generator.stream_pieces(prompt, search, max_length=max_length, **numbers))
+        if reason == "length" and not quiet:
+            print(f"warning: prompt {number}: the continuation reached --max-length before END", file=sys.stderr)
+        if reason == "cancelled":
+            return 130
     return 0

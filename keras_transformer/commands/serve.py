@@ -16,7 +16,8 @@ languages of the requests that name none, and the model's metadata
 
 A training run directory is exported to a temporary folder first; a LiteRT
 export folder is served through its translator with the same signatures but
-`sample` (`keras_transformer.serving.served_translator`). It binds to
+`sample` (`keras_transformer.serving.served_translator`), and so is an
+imported GPT-2 run, whose tokenizer runs in Python, through its `Generator`. It binds to
 127.0.0.1 unless `--host` says otherwise, before anything else (a port in use
 is an error at once, not after the export and the warm-up), and accepts
 connections once the model is ready; SIGTERM (or Ctrl-C) stops accepting,
@@ -169,7 +170,7 @@ def run(args):
         kind, engine = opener.engine_for(args.model, args.engine)
         languages = dict(source_lang=args.source_lang, target_lang=args.target_lang)
         with languages_as_flags():
-            if engine == "xla":  # a run or a SavedModel: served by a SavedModel's own signatures
+            if engine == "xla" and not _generator_in_python(kind, args.model):  # a SavedModel's own signatures
                 decoding_precision(args.precision, engine, saved_model=kind == opener.SAVED_MODEL)
                 path = pathlib.Path(args.model)
                 if kind == opener.RUN:
@@ -206,11 +207,19 @@ def _streams(args, kind, engine, model, languages):
     from keras_transformer.serving.encoder import is_encoder_run
     from keras_transformer.serving.sse import Streams
 
-    if engine != "xla":
+    if engine != "xla" or _generator_in_python(kind, args.model):
         return Streams(model.module, args.threads)
     if kind == opener.RUN and not is_encoder_run(args.model):  # an encoder's (BERT) answers whole, once
         return Streams(opener.open_translator(args.model, **languages), args.threads)
     return None  # its signatures' whole answers, once (docs/serving.md)
+
+
+def _generator_in_python(kind, path):
+    """Whether `path` is a run of an imported GPT-2, whose tokenizer runs in Python: its `Generator` is served."""
+    from keras_transformer import opener
+    from keras_transformer.serving.generator import tokenizes_in_python
+
+    return kind == opener.RUN and tokenizes_in_python(path)
 
 
 def _served_translator(args, engine, languages):

@@ -55,6 +55,8 @@ def _add_corpus_arguments(parser):
     own.add_argument("--valid-source", type=non_empty, metavar="FILE", help="validation sources (optional)")
     own.add_argument("--valid-target", type=non_empty, metavar="FILE", help="their translations")
     own.add_argument("--valid-tsv", type=non_empty, metavar="FILE", help="validation pairs as a TSV (optional)")
+    own.add_argument("--train-text", type=non_empty, metavar="FILE", help="a language model's texts, one a line")
+    own.add_argument("--valid-text", type=non_empty, metavar="FILE", help="its validation texts (optional)")
     parser.add_argument(
         "--init-from",
         type=non_empty,
@@ -117,11 +119,17 @@ def _add_run_arguments(parser):
 
 
 def _split_files(args, split, source, target, tsv):
-    """`(source, target)`, a TSV path or None for one split; flags that do not go together are a ValueError."""
-    flags = {f"--{split}-source": source, f"--{split}-target": target, f"--{split}-tsv": tsv}
+    """`(source, target)`, a TSV path, `{"text": path}` or None for one split; flags that do not go together
+    are a ValueError."""
+    text = getattr(args, f"{split}_text")  # --train-text, --valid-text: a language model's texts
+    flags = {f"--{split}-source": source, f"--{split}-target": target, f"--{split}-tsv": tsv, f"--{split}-text": text}
     given = [flag for flag, value in flags.items() if value is not None]
     if not given:
         return None
+    if text is not None and len(given) > 1:
+        raise ValueError(f"--{split}-text (texts) replaces pairs; give one or the other. Received: {', '.join(given)}")
+    if text is not None:
+        return {"text": text}
     if tsv is not None and len(given) > 1:
         raise ValueError(
             f"--{split}-tsv replaces --{split}-source and --{split}-target; give one or the other. "

@@ -257,6 +257,7 @@ def load_corpus(name, data_dir=None, split="train"):
 
 
 OWN_FILES = "own-files"  # the corpus name in a run's preset when it trained on `corpus_files`
+TEXT = "text"  # `corpus_files[split] = {"text": path}`: a file of texts, one a line (a language model's)
 VALIDATION_SHARE, MIN_VALIDATION, MAX_VALIDATION = 0.01, 100, 3000
 
 
@@ -276,19 +277,38 @@ def check_corpus_files(files):
     if not isinstance(files, dict) or "train" not in files or set(files) - {"train", "validation"}:
         raise ValueError(
             "`corpus_files` must be a dict with a 'train' entry (and optionally 'validation'), each "
-            "a (source_path, target_path) pair or one two-column TSV path. "
+            "a (source_path, target_path) pair, one two-column TSV path or {'text': path}. "
             f"Received: corpus_files={files!r}"
         )
     for split, paths in files.items():
-        if not (isinstance(paths, (str, os.PathLike)) or (isinstance(paths, (tuple, list)) and len(paths) == 2)):
+        if not (
+            isinstance(paths, (str, os.PathLike))
+            or (isinstance(paths, (tuple, list)) and len(paths) == 2)
+            or (isinstance(paths, dict) and set(paths) == {TEXT} and isinstance(paths[TEXT], (str, os.PathLike)))
+        ):
             raise ValueError(
-                f"`corpus_files[{split!r}]` must be a (source_path, target_path) pair or one TSV path. "
-                f"Received: corpus_files[{split!r}]={paths!r}"
+                f"`corpus_files[{split!r}]` must be a (source_path, target_path) pair, one TSV path or "
+                f"{{'text': path}}. Received: corpus_files[{split!r}]={paths!r}"
             )
+    if len({is_texts(paths) for paths in files.values()}) > 1:
+        raise ValueError(f"`corpus_files` must be texts or pairs in every split, not both. Received: {files!r}")
+
+
+def is_texts(paths):
+    """Whether a split of `corpus_files` is a file of texts, one a line (`{"text": path}`), not pairs."""
+    return isinstance(paths, dict)
 
 
 def _read_files(paths):
-    """The pairs of two aligned files or one two-column TSV; every check names the file and the line."""
+    """The pairs of two aligned files or one two-column TSV; every check names the file and the line.
+
+    A file of texts (`{"text": path}`) gives each text as the pair `(text, "")`.
+    """
+    if is_texts(paths):
+        texts = readers.read_texts(paths[TEXT])
+        if not texts:
+            raise ValueError(f"{paths[TEXT]} holds no text: a language model's corpus is one text a line.")
+        return [(text, "") for text in texts]
     if isinstance(paths, (str, os.PathLike)):
         pairs = readers.read_delimited(paths, 0, 1, delimiter="\t", columns=2)
         names = [paths]
@@ -306,9 +326,11 @@ def load_file_splits(files):
     Args:
         files: dict with a `"train"` entry and an optional `"validation"`
             entry, each `(source_path, target_path)` (two line-aligned UTF-8
-            files) or one path of a two-column (source TAB target) TSV. With
-            no `"validation"`, a seeded 1% of the training pairs (at least
-            100, at most 3,000; see `held_out_size`) is held out, pairs that
+            files), one path of a two-column (source TAB target) TSV, or
+            `{"text": path}`, a language model's texts, one a line (blank
+            lines skipped; each the pair `(text, "")`). With no
+            `"validation"`, a seeded 1% of the training pairs (at least 100,
+            at most 3,000; see `held_out_size`) is held out, pairs that
             share a source kept together.
 
     Example:
@@ -321,14 +343,22 @@ def load_file_splits(files):
     if "validation" not in splits:
         train, size = splits["train"], held_out_size(len(splits["train"]))
         if len(train) <= size:
-            names = files["train"] if isinstance(files["train"], (tuple, list)) else [files["train"]]
-            pairs = f"{len(train)} pair" + ("" if len(train) == 1 else "s")
+            names = _paths(files["train"])
+            kind = "text" if is_texts(files["train"]) else "pair"
+            pairs = f"{len(train)} {kind}" + ("" if len(train) == 1 else "s")
             raise ValueError(
                 f"{' and '.join(str(name) for name in names)} hold {pairs}: too few to hold out "
                 f"{size} for validation; give validation files too (`corpus_files['validation']`)."
             )
         splits = readers.seeded_split(train, {"validation": size / len(train)}, seed=SPLIT_SEED)
     return splits
+
+
+def _paths(paths):
+    """The file paths of one split of `corpus_files`."""
+    if is_texts(paths):
+        return [paths[TEXT]]
+    return [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
 
 
 def describe_files(files):
@@ -344,10 +374,7 @@ def describe_files(files):
         path = pathlib.Path(path).resolve()
         return {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
-    described = {
-        split: [record(path) for path in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
-        for split, paths in files.items()
-    }
+    described = {split: [record(path) for path in _paths(paths)] for split, paths in files.items()}
     described.setdefault(
         "validation",
         f"held out of train: {VALIDATION_SHARE:.0%} ({MIN_VALIDATION} to {MAX_VALIDATION} pairs), seed {SPLIT_SEED}",

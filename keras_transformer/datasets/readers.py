@@ -39,6 +39,16 @@ def read_lines(path):
     return [_check_sentence(line, path, i) for i, line in enumerate(lines, 1)]
 
 
+def read_texts(path):
+    """The texts of a UTF-8 file, one a line, stripped; blank lines are skipped (paragraph breaks).
+
+    A language model's corpus (`train --train-text`): each text becomes the
+    pair `(text, "")`, as a pair becomes a causal LM's text (`training.causal_lm`).
+    """
+    lines = text_files.split_lines(read_text(path))
+    return [line.strip() for line in lines if line.strip()]
+
+
 def read_aligned(source_path, target_path):
     """Reads two line-aligned files (line i of one translates line i of the other)."""
     sources, targets = read_lines(source_path), read_lines(target_path)

@@ -42,7 +42,7 @@ from keras_transformer.decoding.cache import (
 )
 from keras_transformer.decoding.ensembles import ensemble_members, ensemble_model_step, ensemble_state
 from keras_transformer.decoding.greedy_search import GreedySearch  # noqa: F401  (the examples)
-from keras_transformer.decoding.prompts import prompt_state, prompt_step
+from keras_transformer.decoding.prompts import prompt_state, prompt_step, starts_from_padding
 from keras_transformer.decoding.search import Search, Step
 from keras_transformer.models import as_transformer, is_decoder_only
 
@@ -132,10 +132,14 @@ def bind(model, search, max_length=None, *, cached=True):
         step, initial = model_step(model, beams), lambda ids: initial_state(model, ids, max_length, beams)
 
     source_pad = first.config.pad_id  # the source's (an import's own)
+    # A row of padding is empty, but for a language model whose padding is its start id: GPT-2's empty text.
+    never_empty = is_decoder_only(model) and starts_from_padding(first)
 
     def init(search, source_ids, *inputs, prefix=None):
         ids = check_source_ids(source_ids)
         finished = empty_sources(ids, source_pad)
+        if never_empty:
+            finished = ops.zeros_like(finished)
         rows = search.initial_rows(ops.shape(ids)[0], max_length, finished, *inputs, prefix=prefix)
         return rows, initial(ids)
 

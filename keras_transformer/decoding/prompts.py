@@ -6,7 +6,10 @@ the prompt, and the searches continue it. `bind` (and so `decode`,
 this module's step in place of the encoder-decoder's:
 
 - the prompts come right-padded, `(batch, width)` with the model's padding
-  id after each prompt (an empty prompt decodes to nothing). Each row is
+  id after each prompt (an empty prompt decodes to nothing; but where the
+  padding id is also the start id, as GPT-2's `<|endoftext|>` is all three,
+  a row of it is the prompt of that one token, GPT-2's empty text,
+  `starts_from_padding`). Each row is
   moved to the right end of its width (left padding), so that every row's
   last prompt token sits at the same cache position;
 - all but the last column run through the decoder in one pass
@@ -42,12 +45,18 @@ from keras_transformer.decoding.search import Step, check_beam_size
 from keras_transformer.decoding.traced_step import traced_once
 
 
-def left_aligned(prompt_ids, pad_id):
+def starts_from_padding(model):
+    """Whether `model`'s padding id is its start id (GPT-2): then a row of padding is the prompt `[start]`."""
+    config = model.config
+    return config.target_pad == config.start_id
+
+
+def left_aligned(prompt_ids, pad_id, min_length=0):
     """`(ids, offsets)`: right-padded `prompt_ids` `(batch, width)` moved to the right end of their width.
 
     `offsets` `(batch,)` is the padding in front of each row now: its
     prompt's first token sits at column `offsets[row]`. A prompt's length
-    runs to its last token that is not `pad_id`.
+    runs to its last token that is not `pad_id`, and is at least `min_length`.
 
     Example:
 
@@ -57,7 +66,7 @@ def left_aligned(prompt_ids, pad_id):
     """
     width = ops.shape(prompt_ids)[1]
     columns = ops.arange(width, dtype="int32")[None]
-    lengths = ops.max(ops.where(ops.not_equal(prompt_ids, pad_id), columns + 1, 0), axis=1)
+    lengths = ops.maximum(ops.max(ops.where(ops.not_equal(prompt_ids, pad_id), columns + 1, 0), axis=1), min_length)
     offsets = width - lengths
     source = columns - offsets[:, None]
     moved = ops.take_along_axis(prompt_ids, ops.clip(source, 0, width - 1), axis=1)
@@ -83,7 +92,7 @@ def prompt_state(model, prompt_ids, max_length, beam_size=1):
     `(visible (batch, prefix) bool, last token (batch,), offsets (batch,))`.
     """
     beams = check_beam_size(beam_size)
-    ids, offsets = left_aligned(prompt_ids, model.config.target_pad)
+    ids, offsets = left_aligned(prompt_ids, model.config.target_pad, min_length=int(starts_from_padding(model)))
     width = ids.shape[1]
     check_prompt_length(model, width, max_length)
     prefix = width - 1

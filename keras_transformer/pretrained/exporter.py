@@ -164,6 +164,11 @@ def _check_run_fits(run, opened, family, writer):
     train a new one with `train --marian-compatible`, which has Marian's.
     """
     own = opened.config.pretrained is None
+    if own and opened.model.config.architecture != "encoder_decoder":  # gpt-ko, bert-ko: this package's tokenizer
+        raise ValueError(
+            f"{run} is a {opened.model.config.architecture} run of this package: only imports of GPT-2 "
+            "and BERT, and fine-tuned imports, are written back as their checkpoints"
+        )
     hint = f"; train a new run with `train {MARIAN_COMPATIBLE}` to export it" if own else ""
     if bool(opened.config.add_source_end) != family.ADD_SOURCE_END:
         raise ValueError(

@@ -100,6 +100,7 @@ class RunConfig:
     cooldown: tuple = None  # (first step, last step) of the learning rate's cooldown
     averaged: dict = None
     classifier: dict = None  # an encoder-only preset's fine-tuned classifier: its held-out accuracy (`bert-ko`)
+    perplexity: dict = None  # a fine-tuned language model's held-out perplexity, before and after (GPT-2)
     files: dict = None  # the record of the files the run wrote (`files.run_files`)
     extra: dict = dataclasses.field(default_factory=dict)  # keys of a later version, kept
 

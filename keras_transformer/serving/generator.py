@@ -14,14 +14,18 @@ does. The outputs are the continuations alone, their special tokens
 dropped, a newline inside one written as a space.
 
 `keras_transformer.export.load(RUN)` and `keras-transformer generate` open
-a decoder-only run as a `Generator`. Streaming (token by token, as they
-come) has its seam in `generate_with_status`: the loop runs compiled to the
-end today.
+a decoder-only run as a `Generator`. `stream(prompt)` gives the
+continuation in words as they are decoded (`generator_stream`): greedy
+search and sampling step by step, their pieces joined equal to
+`generate_with_status([prompt], ...)`'s text; beam search gives its text
+once, at the end.
 
 Example:
 
 >>> generator = open_generator("saved_models/gpt2-tiny")  # doctest: +SKIP
 >>> generator.generate_with_status(["오늘 너무"], max_length=8)  # doctest: +SKIP
+>>> for words in generator.stream("오늘 너무", max_length=8):  # doctest: +SKIP
+...     print(words, end="", flush=True)
 """
 
 import numpy as np
@@ -30,7 +34,9 @@ import tensorflow as tf
 from keras_transformer import decoding, runs
 from keras_transformer.config import DecodingConfig
 from keras_transformer.input_rules import check_sentence
+from keras_transformer.kinds import check_int_in_range
 from keras_transformer.translators.interface import TranslatorInterface
+from keras_transformer.translators.streaming import Piece
 
 WIDTH_STEP = 8  # prompts are padded to a multiple of it: one compiled program per width
 DEFAULT_MAX_LENGTH = 20  # tokens generated at most where neither the caller nor the run says
@@ -60,6 +66,7 @@ class Generator(TranslatorInterface):
         self.batch_size = options.get("batch_size", 16)
         self.jit_compile = options.get("jit_compile", True)
         self._compiled = {}
+        self._streams = None  # what `stream` steps through (`generator_stream`), built on the first stream
 
     @property
     def beam_size(self):
@@ -87,18 +94,74 @@ class Generator(TranslatorInterface):
         result = self._search(prompts, settings, max_length)
         return self._texts([ids[0] for ids, _, _ in result]), [bool(finished[0]) for _, _, finished in result]
 
+    def max_length_for(self, prompts, max_length=None):
+        """The tokens `generate_with_status(prompts, max_length=max_length)` generates at most, each prompt checked.
+
+        `max_length` None: the run's, cut to what the longest prompt leaves
+        of the model's positions. A prompt that cannot fit the positions
+        with them is a `ValueError` naming it.
+        """
+        token_ids = self._token_ids(prompts)
+        if max_length is None:  # the default: as many as the longest prompt leaves room for
+            longest = max(map(len, token_ids), default=1)
+            max_length = max(1, min(self.max_length, self.model.max_length - longest + 1))
+        self._check_room(token_ids, check_int_in_range("max_length", max_length, 1, self.model.max_length))
+        return max_length
+
+    def stream_pieces(
+        self,
+        sentence,
+        search="best",
+        *,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        seed=-1,
+        max_length=None,
+        cancel=None,
+        **controls,
+    ):
+        """`stream` as `streaming.Piece`s (see `TranslatorInterface.stream_pieces`), with `max_length`.
+
+        `max_length` counts the tokens generated, as `generate_with_status`'s
+        (`stream(prompt, max_length=...)` takes it too). The prompt is
+        checked here, before the first piece: one too long for the model's
+        positions with them is a `ValueError` naming it.
+        """
+        numbers = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+        sentences, numbers = self._stream_inputs(sentence, search, **numbers)
+        controls = self._controls(sentences, **controls)  # a translator's: refused (`_check_no_prefix`)
+        return self._stream(search, sentences, controls, *numbers, cancel=cancel, max_length=max_length)
+
     # -- the translator's hooks ------------------------------------------------------------------
 
     def _decode(self, search, sentences, controls, *sampling_numbers):
         _check_no_prefix(controls)
-        settings = {"greedy": dict(beam_size=1), "best": {}}.get(search)
-        if settings is None:  # sampling: temperature 0 is greedy, seed -1 a random one
-            temperature, top_k, top_p, seed = (x.numpy().item() for x in sampling_numbers)
-            settings = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=None if seed < 0 else seed)
-            if temperature == 0:
-                settings = dict(beam_size=1)
-        result = self._search(_texts_of(sentences), settings, None)
+        result = self._search(_texts_of(sentences), _settings(search, sampling_numbers), None)
         return _status([ids[0] for ids, _, _ in result], result, self, column=0)
+
+    def _stream(self, search, sentences, controls, *sampling_numbers, cancel=None, max_length=None):
+        """The `Piece`s of the one prompt of `sentences`, word by word (`generator_stream`); beam search's once."""
+        _check_no_prefix(controls)
+        prompts, settings = _texts_of(sentences), _settings(search, sampling_numbers)
+        max_length = self.max_length_for(prompts, max_length)
+        search, numbers = self._search_of(settings)
+        if isinstance(search, decoding.BeamSearch):
+            return self._whole(prompts, settings, max_length)
+        if self._streams is None:
+            from keras_transformer.serving.generator_stream import GeneratorStreams
+
+            self._streams = GeneratorStreams(self)
+        noise = self._noise(settings, 1, max_length) if numbers else None
+        return self._streams.pieces(self._token_ids(prompts)[0], max_length, search, noise, numbers, cancel)
+
+    def _whole(self, prompts, settings, max_length):
+        """The one `Piece` of a search that gives its text at the end (beam search's best can change until then)."""
+        ids, _, finished = self._search(prompts, settings, max_length)[0]
+        end = self.model.config.end_id
+        kept = [int(i) for i in ids[0]]
+        kept = kept[: kept.index(end)] if end in kept else kept
+        yield Piece(self._texts([ids[0]])[0], tuple(kept), "end" if finished[0] else "length")
 
     def _nbest(self, sentences, controls):
         _check_no_prefix(controls)
@@ -128,31 +191,41 @@ class Generator(TranslatorInterface):
 
     def _search(self, prompts, settings, max_length):
         """`[(ids, scores, finished)]`, one per prompt, of the search `settings` name."""
+        max_length = self.max_length_for(prompts, max_length)
         token_ids = self._token_ids(prompts)
-        if max_length is None:  # the default: as many as the longest prompt leaves room for
-            longest = max(map(len, token_ids), default=1)
-            max_length = max(1, min(self.max_length, self.model.max_length - longest + 1))
-        self._check_room(token_ids, max_length)
-        sampling = settings.get("temperature") is not None
-        beam_size = None if sampling else settings.get("beam_size") or self.beams
-        search = decoding.search_for(
-            beam_size,
-            self.alpha,
-            temperature=settings.get("temperature"),
-            top_k=settings.get("top_k", 0),
-            top_p=settings.get("top_p", 1.0),
-            **self.decoding.search_options(),
-        )
+        search, numbers = self._search_of(settings)
         rng = np.random.default_rng(settings.get("seed"))
         out = []
         for start in range(0, len(token_ids), self.batch_size):
             batch = token_ids[start : start + self.batch_size]
             ids = self._padded(batch, max_length)
-            inputs = (rng.random((len(ids), max_length), dtype=np.float32),) if sampling else ()
-            result = self._compiled_search(search, ids.shape[1], max_length)(ids, *inputs)
+            inputs = (self._noise(settings, len(ids), max_length, rng),) if numbers else ()
+            result = self._compiled_search(search, ids.shape[1], max_length)(ids, *inputs, **numbers)
             arrays = [np.asarray(x) for x in (result.ids, result.scores, result.finished)]
             out += list(zip(*arrays))[: len(batch)]
         return out
+
+    def _search_of(self, settings):
+        """`(search, numbers)`: the search `settings` name, and a sampling search's settings as scalar tensors.
+
+        Sampling is one `SamplingSearch` whatever its numbers, which it is
+        given as tensors: one compiled program serves every temperature.
+        """
+        options = self.decoding.search_options()
+        if settings.get("temperature") is None:
+            return decoding.search_for(settings.get("beam_size") or self.beams, self.alpha, **options), {}
+        numbers = dict(
+            temperature=tf.constant(settings["temperature"], tf.float32),
+            top_k=tf.constant(settings.get("top_k", 0), tf.int32),
+            top_p=tf.constant(settings.get("top_p", 1.0), tf.float32),
+        )
+        return decoding.search_for(None, self.alpha, temperature=1.0, **options), numbers
+
+    @staticmethod
+    def _noise(settings, rows, max_length, rng=None):
+        """Sampling's uniform noise `(rows, max_length)` from `settings`' seed: a prompt's row is its first draws."""
+        rng = np.random.default_rng(settings.get("seed")) if rng is None else rng
+        return rng.random((rows, max_length), dtype=np.float32)
 
     def _compiled_search(self, search, width, max_length):
         key = (search, width, max_length)
@@ -179,13 +252,18 @@ class Generator(TranslatorInterface):
                     f"model's {self.model.max_length} positions hold prompts of {room} at most"
                 )
 
-    def _padded(self, rows, max_length):
-        """`(batch_size, width)` ids, right-padded: width a multiple of `WIDTH_STEP` where it fits."""
+    def _padded(self, rows, max_length, batch=None):
+        """`(batch or batch_size, width)` ids, right-padded: width a multiple of `WIDTH_STEP` where it fits.
+
+        The rows after the prompts repeat the first (they end with it): a
+        row of padding would be GPT-2's empty text (`decoding.prompts`).
+        """
         longest = max(len(row) for row in rows)
         width = min(-(-longest // WIDTH_STEP) * WIDTH_STEP, self.model.max_length - max_length + 1)
-        ids = np.full((self.batch_size, width), self.model.config.target_pad, np.int32)
+        ids = np.full((batch or self.batch_size, width), self.model.config.target_pad, np.int32)
         for index, row in enumerate(rows):
             ids[index, : len(row)] = row
+        ids[len(rows) :] = ids[0]
         return ids
 
     def _texts(self, rows):
@@ -211,6 +289,17 @@ def _check_no_prefix(controls):
         raise ValueError(
             "`target_prefix` applies to translators; a generator continues its prompt: end the prompt with it"
         )
+
+
+def _settings(search, sampling_numbers):
+    """The settings of `_search` that a translator's `search` names: sampling at temperature 0 is greedy."""
+    settings = {"greedy": dict(beam_size=1), "best": {}}.get(search)
+    if settings is None:  # sampling: temperature 0 is greedy, seed -1 a random one
+        temperature, top_k, top_p, seed = (x.numpy().item() for x in sampling_numbers)
+        settings = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=None if seed < 0 else seed)
+        if temperature == 0:
+            settings = dict(beam_size=1)
+    return settings
 
 
 def _texts_of(sentences):
@@ -258,3 +347,13 @@ def is_generator_run(path):
             "`keras-transformer embed`, `classify` or `fill-mask`, or keras_transformer.export.load"
         )
     return architecture == "decoder_only"
+
+
+def tokenizes_in_python(path):
+    """Whether the run directory at `path` is a decoder-only one whose tokenizer runs in Python (an imported GPT-2).
+
+    A SavedModel cannot hold that tokenizer (`generator_export`): `serve`
+    serves such a run through its `Generator` instead.
+    """
+    config = runs.RunConfig.read(path)
+    return config.model.architecture == "decoder_only" and config.pretrained is not None

@@ -68,7 +68,8 @@ class Streams:
         """`(instance, Piece)` of every instance of the parsed `request`, in order (runs on a stream thread)."""
         search = STREAMED[request.signature]
         scalars = dict(request.scalars)
-        for instance, sentence in enumerate(request.inputs["sentences"]):
+        sentences = request.inputs.get("sentences", request.inputs.get("prompts"))  # a GPT export's: `prompts`
+        for instance, sentence in enumerate(sentences):
             if self.translator is None:
                 yield from ((instance, piece) for piece in self.batch(request, instance))
                 continue

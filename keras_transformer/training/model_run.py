@@ -20,12 +20,19 @@ from keras_transformer.training.recipe import compile_model
 def train_model(preset, output, state, splits, options, **start):
     """Trains one model into the run directory `output`; returns `train`'s summary (see `ModelRun`).
 
-    An imported BERT fine-tuned on labelled texts trains as a classifier (`text_classification`).
+    An imported BERT fine-tuned on labelled texts trains as a classifier
+    (`text_classification`); an imported GPT-2 continues as a causal language
+    model (`language_model`).
     """
-    from keras_transformer.training import text_classification
+    from keras_transformer.training import language_model, text_classification
 
     init_from = start["recorded"].get("init_from", {}).get("run")
-    run = text_classification.ClassifierRun if text_classification.fine_tunes_classifier(init_from) else ModelRun
+    if text_classification.fine_tunes_classifier(init_from):
+        run = text_classification.ClassifierRun
+    elif language_model.continues_pretrained(preset, start["recorded"]):
+        run = language_model.LanguageModelRun
+    else:
+        run = ModelRun
     return run(preset, output, state, splits, options, **start).train()
 
 

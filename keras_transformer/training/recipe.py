@@ -1,12 +1,17 @@
 """The paper's training recipe: Adam with its betas, the warmup schedule, a label-smoothed masked loss."""
 
+NO_PADDING = -1  # a `pad_id` no label has: every label counts
 
-def compile_model(model, preset, jit_compile=True, cooldown=None):
+
+def compile_model(model, preset, jit_compile=True, cooldown=None, pad_id=None):
     """Compiles `model` with the paper's recipe (Adam, `WarmupSchedule`, label smoothing); returns the schedule.
 
     `cooldown` is a resumed run's `(first step, last step)` of the learning
-    rate's cooldown (`CooldownToEnd`). A model in `mixed_bfloat16` on a CPU with
-    bf16 units takes the hybrid route (`precision.compile_arguments`).
+    rate's cooldown (`CooldownToEnd`). `pad_id` is the labels' padding, which
+    the loss and accuracy skip (default the model's; `NO_PADDING`: every
+    label counts, as in a language model's packed blocks). A model in
+    `mixed_bfloat16` on a CPU with bf16 units takes the hybrid route
+    (`precision.compile_arguments`).
 
     Example:
 
@@ -19,7 +24,7 @@ def compile_model(model, preset, jit_compile=True, cooldown=None):
     from keras_transformer.training.precision import compile_arguments
 
     # mixed_bfloat16 on a CPU with bf16 units: the model without XLA, the loss with it (see precision.py).
-    pad_id = model.config.target_pad  # the labels' padding: 0 here, an imported model's own id
+    pad_id = model.config.target_pad if pad_id is None else pad_id  # 0 here, an imported model's own id
     loss, jit_compile = compile_arguments(
         model,
         MaskedSparseCategoricalCrossentropy(label_smoothing=preset.training.label_smoothing, pad_id=pad_id),

@@ -15,6 +15,7 @@ from keras_transformer.training import (
     destination,
     ensembles,
     fine_tuning,
+    language_model,
     marian_compatible,
     model_run,
     text_classification,
@@ -112,6 +113,7 @@ class TrainingRun:
 
         self.splits = load_splits(self.preset, self.sources.data_dir, self.sources.corpus_files)
         text_classification.check_labels(self.sources.init_from, self.splits, self.sources.corpus_files)  # a BERT's
+        language_model.check_known_tokens(self.sources.init_from, self.splits, self.sources.corpus_files)
         if self.state == "resume":
             destination.check_same_data(self.output, self.splits, self.sources.data_dir)
 
@@ -166,6 +168,7 @@ def resolve_preset(preset, overrides, sources):
         from keras_transformer.datasets import corpora
 
         corpora.check_corpus_files(sources.corpus_files)
+        language_model.check_text_corpus(resolved, sources.corpus_files)
         if sources.data_dir is not None:
             raise ValueError(
                 f"`data_dir` locates a preset's corpus; leave it out with `corpus_files`. "

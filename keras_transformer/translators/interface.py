@@ -185,15 +185,20 @@ class TranslatorInterface:
         then `"cancelled"`. The inputs are checked here, before the first
         piece: a bad one is a `ValueError` naming it.
         """
+        numbers = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+        sentences, numbers = self._stream_inputs(sentence, search, **numbers)
+        return self._stream(search, sentences, self._controls(sentences, **controls), *numbers, cancel=cancel)
+
+    def _stream_inputs(self, sentence, search, temperature, top_k, top_p, seed):
+        """`(sentences, sampling numbers)` of a stream, checked: one sentence, a search that streams."""
         if search not in STREAMED_SEARCHES:
             raise ValueError(f"`search` must be one of {STREAMED_SEARCHES}. Received: search={search!r}")
         if isinstance(sentence, (list, tuple)) or getattr(sentence, "ndim", 0):
             raise ValueError(f"`sentence` must be one str: stream one sentence at a time. Received: {sentence!r}")
         if search == "sample" and not self.supports_sampling:
             raise ValueError(f"{type(self).__name__} does not sample: stream with search='best' or 'greedy'")
-        sentences = checked_sentences([sentence])
         numbers = sampling(temperature, top_k, top_p, seed) if search == "sample" else ()
-        return self._stream(search, sentences, self._controls(sentences, **controls), *numbers, cancel=cancel)
+        return checked_sentences([sentence]), numbers
 
     def _controls(self, sentences, source_lang=None, target_lang=None, target_prefix=None, banned=None):
         """The checked `controls.Controls` of a call (see `keras_transformer.translators.controls`)."""

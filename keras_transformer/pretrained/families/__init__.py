@@ -27,7 +27,7 @@ NLLB-200), `gpt2`, `bert`.
 
 A family that runs are written back as (`pretrained.export_checkpoint`) has
 a writer module in the same four parts the other way (`marian_export`,
-`m2m100_export`, `bert_export`: its `hf_config`, `checkpoint_tensors`, `tokenizer_files`
+`m2m100_export`, `gpt2_export`, `bert_export`: its `hf_config`, `checkpoint_tensors`, `tokenizer_files`
 and `tokenizer_config`, `generation_config`, each with its `reads_as_*`
 that keeps a source's file where it still holds), registered in `WRITERS`,
 and a `card(state)` for the model card. This package's own runs are
@@ -36,7 +36,7 @@ written as Marian checkpoints (`writer_of`).
 Example:
 
 >>> sorted(FAMILIES), sorted(WRITERS)
-(['bert', 'gpt2', 'm2m_100', 'marian'], ['bert', 'm2m_100', 'marian'])
+(['bert', 'gpt2', 'm2m_100', 'marian'], ['bert', 'gpt2', 'm2m_100', 'marian'])
 >>> family_of({"model_type": "mbart"}, "config.json")
 Traceback (most recent call last):
 ...
@@ -47,6 +47,7 @@ from keras_transformer.pretrained.families import (
     bert,
     bert_export,
     gpt2,
+    gpt2_export,
     m2m100,
     m2m100_export,
     marian,
@@ -55,7 +56,7 @@ from keras_transformer.pretrained.families import (
 
 PARTS = ("model_config", "check_tensors", "assign_weights", "tokenizers", "decoding_config")
 FAMILIES = {module.MODEL_TYPE: module for module in (marian, m2m100, gpt2, bert)}
-WRITERS = {module.MODEL_TYPE: module for module in (marian_export, m2m100_export, bert_export)}
+WRITERS = {module.MODEL_TYPE: module for module in (marian_export, m2m100_export, gpt2_export, bert_export)}
 OWN_RUNS = marian.MODEL_TYPE  # the family this package's own runs are written as
 
 

@@ -17,8 +17,13 @@ latter's names). Older files hold each layer's causal-mask buffers
 the tied copy `lm_head.weight`, which must equal `wte`.
 
 Every field is read with its kind and range, and the sizes are held against
-the weights file's tensors before anything is built (`shapes`).
+the weights file's tensors before anything is built (`shapes`). The run
+keeps the checkpoint's tokenizer files as they were read
+(`TOKENIZER_FILES`), which an export (`gpt2_export`) writes back byte for
+byte, and is fine-tuned as a causal language model (`fine_tuning_preset`).
 """
+
+import math
 
 from keras_transformer.config import ModelConfig
 from keras_transformer.kinds import MAX_LENGTH
@@ -36,6 +41,13 @@ ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu"
 PREFIX = "transformer."
 # A `GPT2LMHeadModel`'s names (a `GPT2Model`'s read with the prefix); the causal masks older files saved.
 LAYOUT = Layout(prefix=PREFIX, heads=("lm_head.",), skipped=("attn.bias", "attn.masked_bias"))
+# The tokenizer files a GPT-2 repository holds beside tokenizer_config.json, which a run keeps byte for byte.
+TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer.json", "special_tokens_map.json", "added_tokens.json")
+# The recipe `train --init-from` continues an imported GPT-2's training with: transformers' 5e-5 peak after a
+# short warmup, annealed over the last third; no label smoothing (a language model's probabilities are its product).
+FINE_TUNING = dict(
+    warmup_steps=100, peak_rate=5e-5, cooldown_fraction=0.34, label_smoothing=0.0, epochs=3, token_budget=1024
+)
 
 
 def model_config(hf_config, tensors, where="config.json", weights="the weights file"):
@@ -97,6 +109,12 @@ def _rate(fields, name):
 
 def check_tensors(config, tensors, weights):
     """Every tensor a GPT-2 of `config` needs is in `tensors`, of its shape, and nothing else is."""
+    required, optional = tensor_shapes(config)
+    shapes.check_shapes(required, optional, tensors, weights, FAMILY)
+
+
+def tensor_shapes(config):
+    """`(required, optional)`: `{name: shape}` of the tensors of a GPT-2 of `config`, as a `GPT2LMHeadModel`'s."""
     d, ffn, vocab, prefix = config.d_model, config.d_ff, config.target_vocab_size, PREFIX
     required = {f"{prefix}wte.weight": (vocab, d), f"{prefix}wpe.weight": (config.max_length, d)}
     required.update({f"{prefix}ln_f.weight": (d,), f"{prefix}ln_f.bias": (d,)})
@@ -111,7 +129,7 @@ def check_tensors(config, tensors, weights):
         required.update({f"{layer}.attn.c_proj.weight": (d, d), f"{layer}.attn.c_proj.bias": (d,)})
         required.update({f"{layer}.mlp.c_fc.weight": (d, ffn), f"{layer}.mlp.c_fc.bias": (ffn,)})
         required.update({f"{layer}.mlp.c_proj.weight": (ffn, d), f"{layer}.mlp.c_proj.bias": (d,)})
-    shapes.check_shapes(required, optional, tensors, weights, FAMILY)
+    return required, optional
 
 
 def tokenizers(checkpoint, config):
@@ -120,14 +138,15 @@ def tokenizers(checkpoint, config):
     From the vocabulary files, `tokenizer_config.json`'s `add_prefix_space`
     and `add_bos_token` are read as transformers' `GPT2Tokenizer` reads them.
     """
-    from keras_transformer.tokenizers.huggingface import HuggingFaceTokenizer
+    from keras_transformer.tokenizers.huggingface import BYTES_PER_ENTRY, HuggingFaceTokenizer
 
     ids = dict(pad_id=config.pad_id, start_id=config.start_id, end_id=config.end_id)
     size = config.target_vocab_size
+    # Read (and so kept by the run, `pretrained.json_files`) whichever file gives the tokens: an export writes it back.
+    settings = Fields(checkpoint.json("tokenizer_config.json", required=False), "tokenizer_config.json", FAMILY)
     if checkpoint.has("tokenizer.json"):
         tokenizer = HuggingFaceTokenizer.from_tokenizer_file(checkpoint.path("tokenizer.json"), size, **ids)
     else:
-        settings = Fields(checkpoint.json("tokenizer_config.json", required=False), "tokenizer_config.json", FAMILY)
         tokenizer = HuggingFaceTokenizer.from_bpe_files(
             checkpoint.path("vocab.json"),
             checkpoint.path("merges.txt"),
@@ -136,7 +155,20 @@ def tokenizers(checkpoint, config):
             add_bos_token=settings.bool("add_bos_token", False),
             **ids,
         )
+    tokenizer.files = _kept_files(checkpoint, 2**16 + size * BYTES_PER_ENTRY)
     return Tokenizers(tokenizer, tokenizer)
+
+
+def _kept_files(checkpoint, max_bytes):
+    """`{name: bytes}` of the `TOKENIZER_FILES` the checkpoint holds, each at most `max_bytes` (untrusted input)."""
+    kept = {}
+    for name in TOKENIZER_FILES:
+        if checkpoint.has(name):
+            path = checkpoint.path(name)
+            if path.stat().st_size > max_bytes:
+                raise ValueError(f"{path} is {path.stat().st_size:,} bytes, more than a tokenizer of its size needs")
+            kept[name] = path.read_bytes()
+    return kept
 
 
 def check_buffers(config, checkpoint):
@@ -150,6 +182,14 @@ def decoding_config(generation, config, where="generation_config.json"):
     return language_model_decoding(generation, config, where, FAMILY)
 
 
+def fine_tuning_preset(preset):
+    """The preset an imported GPT-2 is fine-tuned with (`FINE_TUNING`): `preset` with a causal LM's recipe."""
+    settings = dict(FINE_TUNING)
+    peak, warmup = settings.pop("peak_rate"), settings["warmup_steps"]
+    scale = peak * math.sqrt(preset.model.d_model * warmup)  # the schedule's rate at the end of the warmup
+    return preset.replace(learning_rate_scale=scale, **settings)
+
+
 def build_model(config):
     """The model a GPT-2 of `config` is imported into."""
     from keras_transformer.models import build_decoder_only
@@ -159,8 +199,31 @@ def build_model(config):
 
 def assign_weights(model, checkpoint):
     """Sets `model`'s weights from a GPT-2 checkpoint, one tensor at a time (checked by `check_tensors`)."""
+    assign(model, checkpoint, weight_sources(model))
+
+
+class Columns:
+    """One of `c_attn`'s three column blocks `[q | k | v]` (`part` 0, 1, 2 of `width` each), of a weight or a bias.
+
+    `Columns(1, 4)(np.arange(12))` is `[4, 5, 6, 7]`: the key's. Stored `(in,
+    out)` as a `Conv1D`'s, a block needs no transpose.
+    """
+
+    def __init__(self, part, width):
+        self.part, self.columns = part, slice(part * width, (part + 1) * width)
+
+    def __call__(self, value):
+        return value[..., self.columns]
+
+
+def weight_sources(model):
+    """`(model weight, tensor name or None, transform)` of every weight of a GPT-2 `model`: both directions' table.
+
+    The transforms are `as_is`, `transposed` and `Columns` (the query, key
+    and value in `c_attn`); None names a weight no tensor holds (an untied
+    output's bias, zero).
+    """
     config, prefix = model.config, PREFIX
-    d = config.d_model
     embedding = model.decoder_embedding
     sources = [
         (embedding.embeddings, f"{prefix}wte.weight", as_is),
@@ -176,12 +239,11 @@ def assign_weights(model, checkpoint):
         name = f"{prefix}h.{index}"
         attention = layer.self_attention
         for part, dense in enumerate((attention.query_dense, attention.key_dense, attention.value_dense)):
-            columns = slice(part * d, (part + 1) * d)  # c_attn is [q | k | v], each (in, out): no transpose
-            sources.append((dense.kernel, f"{name}.attn.c_attn.weight", lambda w, c=columns: w[:, c]))
-            sources.append((dense.bias, f"{name}.attn.c_attn.bias", lambda b, c=columns: b[c]))
+            sources.append((dense.kernel, f"{name}.attn.c_attn.weight", Columns(part, config.d_model)))
+            sources.append((dense.bias, f"{name}.attn.c_attn.bias", Columns(part, config.d_model)))
         sources += dense_sources(attention.output_dense, f"{name}.attn.c_proj", as_is)
         sources += dense_sources(layer.ffn.inner_dense, f"{name}.mlp.c_fc", as_is)
         sources += dense_sources(layer.ffn.output_dense, f"{name}.mlp.c_proj", as_is)
         sources += norm_sources(layer.self_attention_norm, f"{name}.ln_1")
         sources += norm_sources(layer.ffn_norm, f"{name}.ln_2")
-    assign(model, checkpoint, sources)
+    return sources
