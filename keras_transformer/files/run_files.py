@@ -33,12 +33,12 @@ REWRITTEN = re.compile(
     r"|backup/(worker-\d+/)?(latest\.weights\.h5|training_metadata\.json)(\.bkp)?"
     r"|logs/(train|validation)/events\.out\.tfevents\.[^/]+"
 )
-# Every file a run writes, by its path in the run (an imported M2M100 or NLLB tokenizer keeps the checkpoint's
-# own files in `files/`).
+# Every file a run writes, by its path in the run (an imported M2M100, NLLB, mBART-50 or T5 tokenizer keeps the
+# checkpoint's own files in `files/`).
 WRITTEN = re.compile(
     r"config\.json|tokenizers/(source|target)/(tokenizer\.(model|json)|(source|target)\.spm|(target_)?vocab\.json"
     r"|hf_tokenizer\.json)"
-    r"|tokenizers/(source|target)/files/(tokenizer(_config)?\.json|vocab\.json|sentencepiece\.bpe\.model)"
+    r"|tokenizers/(source|target)/files/(tokenizer(_config)?\.json|vocab\.json|sentencepiece\.bpe\.model|spiece\.model)"
     rf"|{REWRITTEN.pattern}"
 )
 # The folders a run makes, which may be empty.

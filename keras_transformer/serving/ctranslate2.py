@@ -388,7 +388,7 @@ def _positions(embedding):
 
 
 def _plain(dense):
-    from keras_transformer.layers.attention import is_plain_dense
+    from keras_transformer.layers.projections import is_plain_dense
 
     if not is_plain_dense(dense):
         raise ValueError(f"CTranslate2 export needs plain float layers: {dense.name} is quantized or has LoRA")

@@ -32,17 +32,17 @@ written as Marian checkpoints (`writer_of`).
 Example:
 
 >>> sorted(FAMILIES), sorted(WRITERS)
-(['bert', 'gpt2', 'm2m_100', 'marian'], ['m2m_100', 'marian'])
->>> family_of({"model_type": "mbart"}, "config.json")
+(['bert', 'gpt2', 'm2m_100', 'marian', 'mt5', 't5'], ['m2m_100', 'marian'])
+>>> family_of({"model_type": "bart"}, "config.json")
 Traceback (most recent call last):
 ...
-ValueError: config.json: model_type 'mbart' is not one keras-transformer imports. Supported: ['bert', 'gpt2', 'm2m_100', 'marian']
+ValueError: config.json: model_type 'bart' is not one keras-transformer imports. Supported: ['bert', 'gpt2', 'm2m_100', 'marian', 'mt5', 't5']
 """  # noqa: E501  (a doctest's output is one line)
 
-from keras_transformer.pretrained.families import bert, gpt2, m2m100, m2m100_export, marian, marian_export
+from keras_transformer.pretrained.families import bert, gpt2, m2m100, m2m100_export, marian, marian_export, mt5, t5
 
 PARTS = ("model_config", "check_tensors", "assign_weights", "tokenizers", "decoding_config")
-FAMILIES = {module.MODEL_TYPE: module for module in (marian, m2m100, gpt2, bert)}
+FAMILIES = {module.MODEL_TYPE: module for module in (marian, m2m100, gpt2, bert, t5, mt5)}
 WRITERS = {module.MODEL_TYPE: module for module in (marian_export, m2m100_export)}
 OWN_RUNS = marian.MODEL_TYPE  # the family this package's own runs are written as
 
