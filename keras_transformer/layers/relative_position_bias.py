@@ -121,8 +121,13 @@ class RelativePositionBias(keras.layers.Layer):
     def call(self, inputs, query_start=0, key_length=None):
         query_length = inputs.shape[1] if isinstance(inputs.shape[1], int) else ops.shape(inputs)[1]
         key_length = query_length if key_length is None else key_length
-        query_positions = ops.arange(query_length, dtype="int32")[:, None] + ops.cast(query_start, "int32")
-        relative = ops.arange(key_length, dtype="int32")[None, :] - query_positions  # (queries, keys)
+        query_positions = ops.arange(query_length, dtype="int32") + ops.cast(query_start, "int32")
+        return self.between(query_positions, ops.arange(key_length, dtype="int32"))
+
+    def between(self, query_positions, key_positions):
+        """The bias `(1, num_heads, queries, keys)` of queries and keys at the given int positions `(queries,)`,
+        `(keys,)`: e.g. a decoding cache that holds several beams' keys per position."""
+        relative = ops.cast(key_positions, "int32")[None, :] - ops.cast(query_positions, "int32")[:, None]
         buckets = relative_position_bucket(relative, self.bidirectional, self.num_buckets, self.max_distance)
         values = ops.take(ops.cast(self.embeddings, self.compute_dtype), buckets, axis=0)  # (queries, keys, heads)
         return ops.transpose(values, (2, 0, 1))[None]

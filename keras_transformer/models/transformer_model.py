@@ -312,12 +312,18 @@ class TransformerModel(keras.Model):
         return x, tuple(new_caches)
 
     def _step_bias(self, token_ids, index, self_attention_caches):
-        """`{"attention_bias": (1, heads, 1, cache length)}` of a step at position `index` (T5's), or `{}`."""
+        """`{"attention_bias": (1, heads, 1, cache length)}` of a step at position `index` (T5's), or `{}`.
+
+        The cache holds one entry per query and position, position-major (the
+        beams of `decoding.cache`: entry `e` is position `e // queries`).
+        """
         if self.decoder_position_bias is None:
             return {}
         keys = self_attention_caches[0][0]
         length = keys.shape[2] if isinstance(keys.shape[2], int) else ops.shape(keys)[2]
-        return {"attention_bias": self.decoder_position_bias(token_ids[:, :1], query_start=index, key_length=length)}
+        key_positions = ops.arange(length, dtype="int32") // token_ids.shape[1]
+        query = ops.reshape(ops.cast(index, "int32"), (1,))
+        return {"attention_bias": self.decoder_position_bias.between(query, key_positions)}
 
 
 class _Parts(typing.NamedTuple):

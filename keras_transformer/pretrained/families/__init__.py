@@ -19,7 +19,8 @@ repository's README names none). A family whose model is not the encoder-decoder
 alone), and one whose special ids are its tokenizer's
 `config_with_tokenizers(config, tokenizers)`. A new family is one module
 like `marian`, added to `FAMILIES`: `marian` (OPUS-MT), `m2m100` (M2M100 and
-NLLB-200), `gpt2`, `bert`.
+NLLB-200), `gpt2`, `bert`, `t5` (T5, flan-T5, MADLAD-400), `mt5`, `mbart`
+(mBART-50).
 
 A family that runs are written back as (`pretrained.export_checkpoint`) has
 a writer module in the same four parts the other way (`marian_export`,
@@ -32,17 +33,27 @@ written as Marian checkpoints (`writer_of`).
 Example:
 
 >>> sorted(FAMILIES), sorted(WRITERS)
-(['bert', 'gpt2', 'm2m_100', 'marian', 'mt5', 't5'], ['m2m_100', 'marian'])
+(['bert', 'gpt2', 'm2m_100', 'marian', 'mbart', 'mt5', 't5'], ['m2m_100', 'marian'])
 >>> family_of({"model_type": "bart"}, "config.json")
 Traceback (most recent call last):
 ...
-ValueError: config.json: model_type 'bart' is not one keras-transformer imports. Supported: ['bert', 'gpt2', 'm2m_100', 'marian', 'mt5', 't5']
+ValueError: config.json: model_type 'bart' is not one keras-transformer imports. Supported: ['bert', 'gpt2', 'm2m_100', 'marian', 'mbart', 'mt5', 't5']
 """  # noqa: E501  (a doctest's output is one line)
 
-from keras_transformer.pretrained.families import bert, gpt2, m2m100, m2m100_export, marian, marian_export, mt5, t5
+from keras_transformer.pretrained.families import (
+    bert,
+    gpt2,
+    m2m100,
+    m2m100_export,
+    marian,
+    marian_export,
+    mbart,
+    mt5,
+    t5,
+)
 
 PARTS = ("model_config", "check_tensors", "assign_weights", "tokenizers", "decoding_config")
-FAMILIES = {module.MODEL_TYPE: module for module in (marian, m2m100, gpt2, bert, t5, mt5)}
+FAMILIES = {module.MODEL_TYPE: module for module in (marian, m2m100, gpt2, bert, t5, mt5, mbart)}
 WRITERS = {module.MODEL_TYPE: module for module in (marian_export, m2m100_export)}
 OWN_RUNS = marian.MODEL_TYPE  # the family this package's own runs are written as
 
