@@ -248,6 +248,8 @@ def from_mbart50_files(folder, name=None, max_vocab_size=None, **defaults):
     if (folder / "tokenizer.json").is_file():
         files = unigram_from_tokenizer_json(folder / "tokenizer.json", max_vocab_size, collapse_spaces=False)
         vocab, model_proto, read = files.vocab, files.model_proto, files.files
+        if (folder / "sentencepiece.bpe.model").is_file():  # kept beside it, byte for byte
+            read = {**read, "sentencepiece.bpe.model": read_sentencepiece(folder / "sentencepiece.bpe.model")}
     else:
         path = folder / "sentencepiece.bpe.model"
         if not path.is_file():

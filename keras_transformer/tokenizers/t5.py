@@ -29,7 +29,7 @@ import tensorflow as tf
 from keras_transformer.files import atomic
 from keras_transformer.files.json_files import read_json_object
 from keras_transformer.kinds import close_matches
-from keras_transformer.tokenizers.pieces import CONFIG_FILENAME, PieceTokenizer
+from keras_transformer.tokenizers.pieces import CONFIG_FILENAME, PieceTokenizer, read_sentencepiece
 from keras_transformer.tokenizers.unigram import UnigramFiles, sentencepiece_pieces, unigram_from_tokenizer_json
 
 CHECKPOINT_FILES = "files"  # where a saved tokenizer keeps the checkpoint's own files, byte for byte
@@ -125,9 +125,12 @@ class T5Tokenizer(PieceTokenizer):
 def from_t5_files(folder, max_vocab_size=None, start_id=None, target_lang=None, name=None):
     """The `T5Tokenizer` of a checkpoint folder: `tokenizer.json`, else `spiece.model` (and `tokenizer_config.json`)."""
     folder = pathlib.Path(folder)
-    if (folder / "tokenizer.json").is_file():
+    if (folder / "tokenizer.json").is_file():  # what transformers reads first; a `spiece.model` beside it is kept
         files = unigram_from_tokenizer_json(folder / "tokenizer.json", max_vocab_size)
-        files = files._replace(files={**files.files, **_optional(folder, "tokenizer_config.json")})
+        kept = (
+            {"spiece.model": read_sentencepiece(folder / "spiece.model")} if (folder / "spiece.model").is_file() else {}
+        )
+        files = files._replace(files={**files.files, **kept, **_optional(folder, "tokenizer_config.json")})
     else:
         files = _from_spiece(folder)
     try:

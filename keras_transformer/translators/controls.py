@@ -95,7 +95,7 @@ def languages_of(source_tokenizer, target_tokenizer):
     >>> class Fairseq:  # what `tokenizers.fairseq.FairseqTokenizer` has
     ...     languages, source_lang, target_lang = {"fra_Latn": 9, "deu_Latn": 8}, "deu_Latn", None
     >>> languages_of(Fairseq(), Fairseq())
-    Languages(codes=('deu_Latn', 'fra_Latn'), source_lang='deu_Latn', target_lang=None)
+    Languages(codes=('deu_Latn', 'fra_Latn'), source_lang='deu_Latn', target_lang=None, target_in_source=False)
     """
     codes = getattr(target_tokenizer, "languages", None) or {}
     if not codes:

@@ -21,7 +21,7 @@ from safetensors.numpy import load_file, save_file
 from keras_transformer import export, runs
 from keras_transformer.decoding import TruncatedOutputWarning
 from keras_transformer.models.loading import load_model
-from keras_transformer.pretrained import import_pretrained
+from keras_transformer.pretrained import export_checkpoint, import_pretrained
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "t5_mbart"
 KINDS = ("t5", "flan_t5", "mt5", "madlad", "mbart50")
@@ -186,3 +186,12 @@ def test_a_tied_copy_of_the_embedding_must_equal_it(tmp_path):
     with pytest.raises(ValueError, match="tensor `lm_head.weight` differs from `shared.weight` .from row 0"):
         import_pretrained(folder, tmp_path / "other")
     assert not (tmp_path / "other").exists()
+
+
+def test_an_import_exported_again_is_its_checkpoint_file_for_file(imported, tmp_path):
+    kind, run, _, _ = imported
+    written = export_checkpoint(run, tmp_path / "hf")
+    source = sorted(path.name for path in (FIXTURES / kind).iterdir() if not path.name.startswith("reference"))
+    for name in source:
+        assert (tmp_path / "hf" / name).read_bytes() == (FIXTURES / kind / name).read_bytes(), name
+    assert set(written["unchanged"]) == set(source)

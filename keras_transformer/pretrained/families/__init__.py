@@ -33,7 +33,7 @@ written as Marian checkpoints (`writer_of`).
 Example:
 
 >>> sorted(FAMILIES), sorted(WRITERS)
-(['bert', 'gpt2', 'm2m_100', 'marian', 'mbart', 'mt5', 't5'], ['m2m_100', 'marian'])
+(['bert', 'gpt2', 'm2m_100', 'marian', 'mbart', 'mt5', 't5'], ['m2m_100', 'marian', 'mbart', 'mt5', 't5'])
 >>> family_of({"model_type": "bart"}, "config.json")
 Traceback (most recent call last):
 ...
@@ -48,13 +48,16 @@ from keras_transformer.pretrained.families import (
     marian,
     marian_export,
     mbart,
+    mbart_export,
     mt5,
+    mt5_export,
     t5,
+    t5_export,
 )
 
 PARTS = ("model_config", "check_tensors", "assign_weights", "tokenizers", "decoding_config")
 FAMILIES = {module.MODEL_TYPE: module for module in (marian, m2m100, gpt2, bert, t5, mt5, mbart)}
-WRITERS = {module.MODEL_TYPE: module for module in (marian_export, m2m100_export)}
+WRITERS = {module.MODEL_TYPE: module for module in (marian_export, m2m100_export, t5_export, mt5_export, mbart_export)}
 OWN_RUNS = marian.MODEL_TYPE  # the family this package's own runs are written as
 
 

@@ -132,9 +132,10 @@ def tokenizers(checkpoint, config):
     `forced_bos_token_id` is its default target language.
     """
     files = ("tokenizer.json",) if checkpoint.has("tokenizer.json") else ("sentencepiece.bpe.model",)
-    for name in files + ("tokenizer_config.json",):
-        if checkpoint.has(name) or name != "tokenizer_config.json":
+    for name in (*files, "sentencepiece.bpe.model"):
+        if checkpoint.has(name) or name in files:
             checkpoint.path(name)  # recorded with its sha256; a missing one is named
+    checkpoint.json("tokenizer_config.json", required=False)  # kept, for an export to write back
     tokenizer = from_mbart50_files(checkpoint.folder, max_vocab_size=config.target_vocab_size)
     if tokenizer.vocab_size > config.target_vocab_size:
         raise ValueError(

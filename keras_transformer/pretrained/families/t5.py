@@ -144,9 +144,10 @@ def tokenizers(checkpoint, config):
     round up beyond the tokenizer's: 32128 for 32100).
     """
     names = ("tokenizer.json",) if checkpoint.has("tokenizer.json") else ("spiece.model",)
-    for name in names + ("tokenizer_config.json",):
-        if checkpoint.has(name) or name != "tokenizer_config.json":
+    for name in (*names, "spiece.model"):
+        if checkpoint.has(name) or name in names:
             checkpoint.path(name)  # recorded with its sha256; a missing one is named
+    checkpoint.json("tokenizer_config.json", required=False)  # kept, for an export to write back
     tokenizer = from_t5_files(checkpoint.folder, max_vocab_size=config.target_vocab_size, start_id=config.start_id)
     if tokenizer.vocab_size > config.target_vocab_size:
         raise ValueError(
