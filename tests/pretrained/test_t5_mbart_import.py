@@ -195,3 +195,21 @@ def test_an_import_exported_again_is_its_checkpoint_file_for_file(imported, tmp_
     for name in source:
         assert (tmp_path / "hf" / name).read_bytes() == (FIXTURES / kind / name).read_bytes(), name
     assert set(written["unchanged"]) == set(source)
+
+
+def test_sampling_streaming_prefixes_and_bans_follow_the_languages(imported):
+    """On the multilingual ones and T5: sampling with top_k=1 and the stream give greedy search's strings; a
+    prefix begins the output after the forced language; a banned word never appears."""
+    kind, _, translator, reference = imported
+    if kind not in ("t5", "madlad", "mbart50"):
+        pytest.skip("the same layers as t5's; the controls are the multilingual ones'")
+    (controls, expected), *_ = targets(reference)[::-1]  # MADLAD and mBART-50: the second language
+    sentences = reference["sentences"][:4]
+    sampled = strings(quietly(translator.sample, sentences, 1.0, 1, 1.0, 7, **controls))
+    assert sampled == expected["greedy"][:4]
+    assert "".join(translator.stream(sentences[0], "greedy", **controls)) == expected["greedy"][0]
+    words = expected["greedy"][0].split()
+    again = strings(quietly(translator.greedy, sentences[:1], target_prefix=words[0], **controls))
+    assert again == expected["greedy"][:1]
+    banned = strings(quietly(translator.greedy, sentences[:1], banned=[words[0]], **controls))
+    assert banned != expected["greedy"][:1] and words[0] not in banned[0].split()
