@@ -1,4 +1,4 @@
-"""`keras-transformer import`: a checkpoint (OPUS-MT, M2M100, NLLB-200) as a run every command accepts.
+"""`keras-transformer import`: a checkpoint (OPUS-MT, M2M100, NLLB-200, GPT-2, BERT) as a run every command accepts.
 
 Example::
 
@@ -13,22 +13,22 @@ import sys
 from keras_transformer.commands.arguments import non_empty
 
 TRUST_SOURCE = (
-    "Weights are read from safetensors or HDF5 files, or from PyTorch files through torch's weights_only "
-    "loader only, never a plain unpickle."
+    "Weights are read from safetensors or HDF5 files, or from PyTorch files (pytorch_model.bin) through an "
+    "unpickler that builds tensors and refuses anything else, never a plain unpickle; torch is not needed."
 )
 
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "import",
-        help="import a pretrained checkpoint (OPUS-MT, M2M100, NLLB-200) as a run directory",
+        help="import a pretrained checkpoint (OPUS-MT, M2M100, NLLB-200, GPT-2, BERT) as a run directory",
         description=__doc__.split("\n\n")[0] + " " + TRUST_SOURCE,
     )
     parser.add_argument(
         "source",
         type=non_empty,
         help="hf://ORG/NAME[@REVISION] (needs pip install 'keras-transformer[pretrained]'), or a local folder "
-        "laid out as a Hugging Face repository (MarianMT or M2M100/NLLB)",
+        "laid out as a Hugging Face repository (Marian, M2M100/NLLB, GPT-2 or BERT; old layouts too)",
     )
     parser.add_argument(
         "--output",
@@ -47,12 +47,47 @@ def run(args):
     record = config.pretrained
     revision = f" at {record['revision']}" if record.get("revision") else ""
     print(
-        f"Imported {record['source']}{revision} to {args.output} ({config.model.num_layers}+"
-        f"{config.model.decoder_layers} layers, width {config.model.d_model}). "
-        f"Translate with `keras-transformer translate --model {args.output} TEXT`.",
+        f"Imported {record['source']}{revision} to {args.output} ({_stacks(config.model)}, width "
+        f"{config.model.d_model}). {_next_command(config.model, args.output)}",
         file=sys.stderr,
     )
     if record.get("license"):
         terms = " (non-commercial use only)" if "-nc" in record["license"].lower() else ""
         print(f"License: {record['license']}{terms}, recorded in {args.output}/config.json.", file=sys.stderr)
     return 0
+
+
+def _stacks(model):
+    """The layers of each stack the model has: "6 encoder + 6 decoder layers", "12 layers"."""
+    if model.architecture == "encoder_decoder":
+        return f"{model.num_layers} encoder + {model.decoder_layers} decoder layers"
+    return f"{model.num_layers} layers"
+
+
+def _next_command(model, output):
+    """The command that uses a run of this kind: translate (with real language codes), generate or embed."""
+    if model.architecture == "decoder_only":
+        return f"Continue a prompt with `keras-transformer generate --model {output} TEXT`."
+    if model.architecture == "encoder_only":
+        return f"Embed sentences with `keras-transformer embed --model {output} --input FILE --output FILE.npy`."
+    return f"Translate with `keras-transformer translate --model {output}{_language_flags(output)} TEXT`."
+
+
+def _language_flags(output):
+    """` --source-lang CODE --target-lang CODE` of a multilingual run, each where it has no default; else ""."""
+    from keras_transformer import runs
+    from keras_transformer.translators.controls import languages_of
+
+    languages = languages_of(*runs.load_tokenizers(output))
+    if not languages.codes:
+        return ""
+    source = languages.source_lang or _likely(languages.codes, ("en", "eng_Latn"))
+    flags = "" if languages.source_lang else f" --source-lang {source}"
+    if not languages.target_lang:
+        others = tuple(code for code in languages.codes if code != source)
+        flags += f" --target-lang {_likely(others or languages.codes, ('fr', 'fra_Latn', 'de', 'deu_Latn'))}"
+    return flags
+
+
+def _likely(codes, preferred):
+    return next((code for code in preferred if code in codes), codes[0])

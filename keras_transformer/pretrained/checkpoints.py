@@ -6,23 +6,29 @@ naming it:
 
 - JSON files are read only up to a size (`MAX_JSON_BYTES`), and must hold
   an object; nesting too deep for the parser is refused, not a crash.
-- Tensors are listed from the weights file's header first (`tensors()`:
-  names, shapes, dtypes; nothing is read), so that a config can be checked
-  against the shapes the file holds before a model is built; then they are
-  read one at a time (`tensor(name)`), or a large one a block of rows at a
-  time (`row_blocks(name, max_bytes)`), each as float32 of the shape the
-  header gave, with no NaN or infinite value.
+- Tensors are listed from the weights' headers first (`tensors()`: names,
+  shapes, dtypes, integer buffers such as `position_ids` too; nothing is
+  read), so that a config can be checked against the shapes the files hold
+  before a model is built; then they are read one at a time
+  (`tensor(name)`), or a large one a block of rows at a time
+  (`row_blocks(name, max_bytes)`), each as float32 of the shape the header
+  gave, with no NaN or infinite value. Reading a tensor that is not of
+  floats as a weight is a `ValueError` naming it.
+- The names are a family's (`read_as(layout)`, `tensor_names.Layout`):
+  with or without the base model's prefix, legacy names renamed, the
+  buffers transformers skips left out.
 
-Weights are read from `model.safetensors` (its header through the
-safetensors package, its tensors with plain reads at the offsets the header
-gives: a memory map would leave every page read resident in the importing
-process, which then holds the whole file beside the model), else
-`tf_model.h5` (h5py; its
-TensorFlow names are turned into PyTorch's as transformers names them), else
-`pytorch_model.bin` through torch's `weights_only` loader, which unpickles
-tensors and nothing else; never through a plain unpickle, which runs whatever
-code the file holds. Without torch, a pickle-only checkpoint is an error that
-says how to convert it. Every file read is recorded with its sha256.
+Weights are read from the first of `WEIGHT_FILES` the folder holds:
+`model.safetensors` (its header through the safetensors package, its
+tensors with plain reads at the offsets the header gives: a memory map
+would leave every page read resident in the importing process, which then
+holds the whole file beside the model), or the shards that
+`model.safetensors.index.json` names; `pytorch_model.bin` or the shards of
+`pytorch_model.bin.index.json`, through an unpickler that builds tensors
+and runs nothing (`torch_files`); else `tf_model.h5` (h5py; its TensorFlow
+names turned into PyTorch's as transformers names them). Each shard is
+read as a file of its own, a tensor at a time. Every file read is recorded
+with its sha256.
 
 Example:
 
@@ -40,8 +46,17 @@ import numpy as np
 
 from keras_transformer.files.json_files import MAX_JSON_BYTES, read_json_object
 from keras_transformer.files.ownership import sha256
+from keras_transformer.pretrained.tensor_names import PLAIN
+from keras_transformer.pretrained.torch_files import TorchFile
 
-WEIGHT_FILES = ("model.safetensors", "tf_model.h5", "pytorch_model.bin")
+# The weights an import reads, the first present: transformers' order (safetensors, then PyTorch's pickles).
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+    "tf_model.h5",
+)
 FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
 
 
@@ -59,7 +74,14 @@ class Checkpoint:
         self.folder = pathlib.Path(folder)
         self.files = {}
         self.texts = {}  # the JSON files read, as their text: what an export writes back where nothing changed
-        self._reader = None
+        self.layout = PLAIN
+        self._readers = None  # {stored name: the reader of the file that holds it}
+        self._view = None
+
+    def read_as(self, layout):
+        """Names the tensors as `layout` (a family's `tensor_names.Layout`) says, from now on; returns self."""
+        self.layout, self._view = layout, None
+        return self
 
     def path(self, name):
         """The path of file `name`, recorded; a missing file is a `ValueError` naming it."""
@@ -95,27 +117,28 @@ class Checkpoint:
 
     @property
     def weights_file(self):
-        """The name of the weights file an import reads: the first of `WEIGHT_FILES` present."""
+        """The name of the weights file (or shard index) an import reads: the first of `WEIGHT_FILES` present."""
         for name in WEIGHT_FILES:
             if self.has(name):
                 return name
         raise ValueError(f"{self.folder} holds no weights: expected one of {', '.join(WEIGHT_FILES)}")
 
     def tensors(self):
-        """`{PyTorch name: TensorInfo}` of the weights file, from its header; a tensor not of floats is refused."""
-        reader = self._open()
-        for name, info in reader.infos.items():
-            if info.dtype not in FLOAT_DTYPES:
-                raise ValueError(
-                    f"{reader.path}: tensor `{name}` has dtype {info.dtype}; weights must be floats "
-                    f"({', '.join(FLOAT_DTYPES)})"
-                )
-        return dict(reader.infos)
+        """`{name: TensorInfo}` of every tensor the weights hold, under the layout's names (`tensor_names.Tensors`)."""
+        if self._view is None:
+            readers = self._open()
+            infos = {name: reader.infos[name] for name, reader in readers.items()}
+            self._view = self.layout.view(infos, self.folder / self.weights_file)
+        return self._view
+
+    def stored_path(self, name):
+        """The file that holds tensor `name` (a shard, where the weights are sharded)."""
+        return self._readers_of(name)[0].path
 
     def tensor(self, name):
         """Tensor `name` as float32, of the shape `tensors()` gives it; NaN or infinity is a `ValueError`."""
-        reader = self._open()
-        return self._checked(reader, name, None, reader.infos[name].shape)
+        reader, stored = self._readers_of(name)
+        return self._checked(reader, stored, None, reader.infos[stored].shape)
 
     def row_blocks(self, name, max_bytes):
         """`(start, rows)` blocks of tensor `name`'s first axis, each at most `max_bytes` of float32 (one row at least).
@@ -124,8 +147,8 @@ class Checkpoint:
         tensor, so that a large tensor (an embedding) never sits in memory
         whole beside the weight it is copied into.
         """
-        reader = self._open()
-        shape = reader.infos[name].shape
+        reader, stored = self._readers_of(name)
+        shape = reader.infos[stored].shape
         if not shape:
             yield 0, self.tensor(name)
             return
@@ -133,9 +156,18 @@ class Checkpoint:
         step = max(1, max_bytes // max(row_bytes, 1))
         for start in range(0, shape[0], step):
             stop = min(start + step, shape[0])
-            yield start, self._checked(reader, name, (start, stop), (stop - start, *shape[1:]))
+            yield start, self._checked(reader, stored, (start, stop), (stop - start, *shape[1:]))
+
+    def _readers_of(self, name):
+        stored = self.tensors().stored_name(name)
+        return self._open()[stored], stored
 
     def _checked(self, reader, name, rows, shape):
+        dtype = reader.infos[name].dtype
+        if dtype not in FLOAT_DTYPES:
+            raise ValueError(
+                f"{reader.path}: tensor `{name}` has dtype {dtype}; weights must be floats ({', '.join(FLOAT_DTYPES)})"
+            )
         try:
             value = np.asarray(reader.read(name, rows), np.float32)
         except Exception as error:  # noqa: BLE001  (each format's reader has its own errors for a damaged file)
@@ -150,10 +182,37 @@ class Checkpoint:
         return value
 
     def _open(self):
-        if self._reader is None:
+        if self._readers is None:
             name = self.weights_file
-            self._reader = _READERS[name](self.path(name))
-        return self._reader
+            if name.endswith(".index.json"):
+                self._readers = self._shards(name, _READERS[name[: -len(".index.json")]])
+            else:
+                reader = _READERS[name](self.path(name))
+                self._readers = dict.fromkeys(reader.infos, reader)
+        return self._readers
+
+    def _shards(self, index_name, kind):
+        """`{stored name: reader}` of the shards the index names, each checked to be a file of this folder."""
+        index = self.json(index_name)
+        where = self.folder / index_name
+        weight_map = index.get("weight_map")
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise ValueError(f"{where}: `weight_map` must map tensor names to the shards' file names")
+        readers = {}
+        for shard in sorted(set(weight_map.values())):
+            if pathlib.PurePosixPath(shard).name != shard or "\\" in shard or shard in ("", ".", ".."):
+                raise ValueError(f"{where} names the shard {shard!r}, not a file beside it"[:300])
+            if not self.has(shard):
+                raise ValueError(f"{where} names the shard {shard}, which is missing"[:300])
+            reader = kind(self.path(shard))
+            for stored in reader.infos:
+                if stored in readers:
+                    raise ValueError(f"{where}: tensor `{stored}` is in {readers[stored].path.name} and in {shard}")
+                readers[stored] = reader
+        for stored, shard in weight_map.items():
+            if readers.get(stored) is None or readers[stored].path.name != shard:
+                raise ValueError(f"{where} puts tensor `{stored}` in {shard}, which does not hold it"[:300])
+        return readers
 
 
 class _Safetensors:
@@ -269,38 +328,8 @@ def _torch_name(tf_name):
     return ".".join(parts), transpose
 
 
-class _TorchBin:
-    """The tensors of a `pytorch_model.bin`, through torch's `weights_only` loader only."""
-
-    def __init__(self, path):
-        try:
-            import torch
-        except ModuleNotFoundError:
-            raise ValueError(
-                f"{path} is a pickled PyTorch checkpoint, which keras-transformer reads only with torch's safe "
-                "loader: pip install torch, or convert it first (transformers' model.save_pretrained(..., "
-                "safe_serialization=True) writes model.safetensors)"
-            ) from None
-        try:
-            self._state = torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
-        except Exception as error:  # noqa: BLE001  (torch's unpickler: anything it refuses is "not plain tensors")
-            raise ValueError(f"{path} holds more than tensors; torch's safe loader refused it: {error}") from None
-        if not isinstance(self._state, dict) or not all(isinstance(v, torch.Tensor) for v in self._state.values()):
-            raise ValueError(f"{path} must hold a dictionary of tensors")
-        names = {torch.float16: "F16", torch.bfloat16: "BF16", torch.float32: "F32", torch.float64: "F64"}
-        self.path = path
-        self.infos = {
-            key: TensorInfo(tuple(value.shape), names.get(value.dtype, str(value.dtype)))
-            for key, value in self._state.items()
-        }
-
-    def read(self, name, rows=None):
-        value = self._state[name] if rows is None else self._state[name][rows[0] : rows[1]]
-        return value.float().numpy()
-
-
 def _first_line(error):
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
 
 
-_READERS = {"model.safetensors": _Safetensors, "tf_model.h5": _H5, "pytorch_model.bin": _TorchBin}
+_READERS = {"model.safetensors": _Safetensors, "tf_model.h5": _H5, "pytorch_model.bin": TorchFile}

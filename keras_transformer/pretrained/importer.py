@@ -11,8 +11,10 @@ from keras_transformer.presets import Preset
 from keras_transformer.pretrained import weight_blocks
 from keras_transformer.pretrained.checkpoints import Checkpoint
 from keras_transformer.pretrained.families import family_of
+from keras_transformer.pretrained.families.generation import checkpoint_generation
 from keras_transformer.pretrained.model_card import MAX_CARD_BYTES, license_of
 from keras_transformer.pretrained.sources import resolve
+from keras_transformer.pretrained.tensor_names import PLAIN
 
 # Fine-tuning an imported model (`train --init-from RUN`): the peak rate of 5e-5 at the first step (as
 # transformers fine-tunes without warmup), then the schedule's slow decay; small batches.
@@ -39,7 +41,8 @@ def import_pretrained(source, output, *, overwrite=False):
     The run holds `model.keras` (the checkpoint's weights in
     `build_transformer`'s layers), the checkpoint's tokenizers, and a
     config.json recording the model, the checkpoint's generation settings
-    (`decoding`), a preset to fine-tune it with, and what it records of the
+    (`decoding`: generation_config.json's, else those in config.json, as
+    transformers reads them), a preset to fine-tune it with, and what it records of the
     checkpoint (`pretrained`): the source, its revision, the sha256 of each
     file read, the text of its JSON files, the names of its tensors beyond
     the layers', and the license its model card states, which an export
@@ -50,8 +53,9 @@ def import_pretrained(source, output, *, overwrite=False):
     Raises:
         ValueError: one line naming the problem: an `output` that is not
             this package's to write, a `model_type` this package does not
-            import (the supported ones named), a missing file, a pickle-only
-            checkpoint without torch, a vocabulary that does not cover the
+            import (the supported ones named), a missing file, a pickle that
+            names anything but tensors, a stored copy or table that differs
+            from what it stands for, a vocabulary that does not cover the
             embedding rows.
 
     Example:
@@ -66,18 +70,20 @@ def import_pretrained(source, output, *, overwrite=False):
     config_path = origin.folder / "config.json"
     hf_config = checkpoint.json("config.json")
     family = family_of(hf_config, config_path)
+    checkpoint.read_as(getattr(family, "LAYOUT", PLAIN))  # the family's names: prefixes, legacy names, buffers
     tensors = checkpoint.tensors()  # the header's shapes: nothing is allocated from the config's numbers alone
     weights = origin.folder / checkpoint.weights_file
     config = family.model_config(hf_config, tensors, str(config_path), str(weights))
     family.check_tensors(config, tensors, str(weights))
+    if hasattr(family, "check_buffers"):  # stored copies and tables equal what they stand for
+        family.check_buffers(config, checkpoint)
     tokenizers = family.tokenizers(checkpoint, config)
     if hasattr(family, "config_with_tokenizers"):  # special ids that only the tokenizer names (BERT's [CLS])
         config = family.config_with_tokenizers(config, tokenizers)
     if tokenizers.target.pad_id != config.pad_id:
         config = config.replace(target_pad_id=tokenizers.target.pad_id).check()
-    generation_path = origin.folder / "generation_config.json"
-    generation = checkpoint.json("generation_config.json", required=False)
-    decoding = family.decoding_config(generation, config, str(generation_path))
+    generation, where = checkpoint_generation(checkpoint)  # generation_config.json, else config.json's settings
+    decoding = family.decoding_config(generation, config, where)
     build = getattr(family, "build_model", build_transformer)
     model = weight_blocks.zero_initialized(lambda: build(config=config))  # the checkpoint sets each weight
     model.decoding_config = decoding  # the checkpoint's generation settings travel with its model.keras

@@ -16,6 +16,8 @@ Example:
 
 import re
 
+from keras_transformer.pretrained.checkpoints import FLOAT_DTYPES
+
 
 def layer_count(tensors, prefix):
     """How many layers `prefix.N.` the tensors hold (N = 0, 1, ...); a gap in N is a `ValueError`."""
@@ -38,8 +40,10 @@ def check_shapes(required, optional, tensors, weights, family):
 
     `required` and `optional` map names to shapes; `tensors` maps names to
     `TensorInfo`s (`Checkpoint.tensors()`). A `ValueError` names the first
-    tensor that is missing, unknown or of another shape.
+    tensor that is missing, unknown, of another shape or not of floats, by
+    the name the file stores it under.
     """
+    stored = getattr(tensors, "stored_name", lambda name: name)
     missing = sorted(set(required) - set(tensors))
     if missing:
         model = f"{_article(family)} {family} model"
@@ -47,11 +51,18 @@ def check_shapes(required, optional, tensors, weights, family):
     for name, info in sorted(tensors.items()):
         expected = required.get(name, optional.get(name))
         if expected is None:
-            raise ValueError(f"{weights} holds a tensor `{name}` that {_article(family)} {family} model does not have")
+            raise ValueError(
+                f"{weights} holds a tensor `{stored(name)}` that {_article(family)} {family} model does not have"
+            )
         if tuple(info.shape) != tuple(expected):
             raise ValueError(
-                f"{weights}: tensor `{name}` has shape {tuple(info.shape)}, where {_article(family)} {family} "
+                f"{weights}: tensor `{stored(name)}` has shape {tuple(info.shape)}, where {_article(family)} {family} "
                 f"model of this config needs {tuple(expected)}"
+            )
+        if info.dtype not in FLOAT_DTYPES:
+            raise ValueError(
+                f"{weights}: tensor `{stored(name)}` has dtype {info.dtype}; weights must be floats "
+                f"({', '.join(FLOAT_DTYPES)})"
             )
 
 

@@ -3,8 +3,9 @@
 `resolve(source)` returns a `Source`: the folder that holds the checkpoint's
 files, and what a run records of it. A Hugging Face repository is fetched
 through huggingface_hub into its usual cache (`HF_HOME`, `HF_HUB_CACHE`),
-which checks what it downloads; only the files an import reads are fetched,
-one after the other in the calling thread, so that Ctrl-C stops a download
+which checks what it downloads; only the files an import reads are fetched
+(of the weights, the first format present in `checkpoints.WEIGHT_FILES`'s
+order, with the shards its index names), one after the other in the calling thread, so that Ctrl-C stops a download
 at once. Every request gives up when nothing arrives for
 `$KERAS_TRANSFORMER_DOWNLOAD_TIMEOUT` seconds (60 by default), as the
 corpora's downloads do. Without the network (`HF_HUB_OFFLINE=1`, or a Hub
@@ -34,22 +35,27 @@ import os
 import pathlib
 import re
 
+from keras_transformer.files.json_files import read_json_object
+from keras_transformer.pretrained.checkpoints import WEIGHT_FILES
+
 HF_PREFIX = "hf://"
-WEIGHT_FILES = ("model.safetensors", "tf_model.h5", "pytorch_model.bin")  # the order checkpoints.Checkpoint reads
-# What an import reads of a repository; the weights in one of three formats, the tokenizer files, the card.
-ALLOW_PATTERNS = (
+# What an import reads of a repository besides its weights: the configs, the tokenizer files, the card.
+FILE_PATTERNS = (
     "config.json",
     "generation_config.json",
-    "model.safetensors",
-    "tf_model.h5",
-    "pytorch_model.bin",
     "*.spm",
     "*vocab.json",
+    "vocab.txt",
+    "merges.txt",
     "tokenizer_config.json",
+    "special_tokens_map.json",
     "tokenizer.json",
     "sentencepiece.bpe.model",
     "README.md",  # the model card, for its license
 )
+# The weights: only the first of `checkpoints.WEIGHT_FILES` the repository holds is fetched (with its shards).
+SHARD_PATTERNS = ("model-*-of-*.safetensors", "pytorch_model-*-of-*.bin")
+ALLOW_PATTERNS = FILE_PATTERNS + WEIGHT_FILES + SHARD_PATTERNS  # what an offline import finds in the cache
 _REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 _REVISION_PART = re.compile(r"[A-Za-z0-9_][\w.-]*")
 INSTALL = "pip install 'keras-transformer[pretrained]'"
@@ -145,9 +151,8 @@ def _fetch(hub, repo, revision, timeout):
         raise hub.errors.OfflineModeIsEnabled("HF_HUB_OFFLINE is set")
     endpoint = os.environ.get("HF_ENDPOINT", "").rstrip("/") or constants.ENDPOINT  # read now, not at import
     info = hub.HfApi(endpoint=endpoint).model_info(repo, revision=revision, timeout=timeout)
-    names = sorted(s.rfilename for s in info.siblings or () if _wanted(s.rfilename))
-    weights = [name for name in WEIGHT_FILES if name in names][1:]  # the first format present is read: only it
-    names = [name for name in names if name not in weights]
+    present = {s.rfilename for s in info.siblings or ()}
+    names = sorted(name for name in present if _wanted(name))
     if "config.json" not in names:
         raise ValueError(f"hf://{repo} holds no config.json at the top of the repository")
     names.remove("config.json")
@@ -157,7 +162,23 @@ def _fetch(hub, repo, revision, timeout):
     config = pathlib.Path(fetch("config.json", revision=revision))
     for name in names:
         fetch(name, revision=config.parent.name)
+    weights = next((name for name in WEIGHT_FILES if name in present), None)  # the one format an import reads
+    if weights is not None:
+        path = pathlib.Path(fetch(weights, revision=config.parent.name))
+        for shard in _shards(path) if weights.endswith(".index.json") else ():
+            if shard in present:  # a shard the repository lacks is the import's to name
+                fetch(shard, revision=config.parent.name)
     return config.parent
+
+
+def _shards(index):
+    """The shards a weights index names, in order; only plain file names (any other is the import's to refuse)."""
+    try:
+        weight_map = read_json_object(index).get("weight_map")
+    except ValueError:
+        return []  # the import names what is wrong with it
+    files = weight_map.values() if isinstance(weight_map, dict) else ()
+    return sorted({f for f in files if isinstance(f, str) and pathlib.PurePosixPath(f).name == f and "\\" not in f})
 
 
 def _cached(hub, repo, revision):
@@ -172,7 +193,7 @@ def _cached(hub, repo, revision):
 
 
 def _wanted(filename):
-    return "/" not in filename and any(fnmatch.fnmatchcase(filename, pattern) for pattern in ALLOW_PATTERNS)
+    return "/" not in filename and any(fnmatch.fnmatchcase(filename, pattern) for pattern in FILE_PATTERNS)
 
 
 def _first_line(error):

@@ -52,6 +52,7 @@ from keras_transformer.tokenizers.pieces import (
 )
 
 SPECIAL_PIECES = ("<s>", "<pad>", "</s>", "<unk>")
+SPECIAL_TOKENS_MAP = "special_tokens_map.json"  # an old upload's list of its special tokens
 CHECKPOINT_FILES = "files"  # where a saved tokenizer keeps the checkpoint's own files, byte for byte
 FAMILIES = ("m2m100", "nllb", "mbart50")
 # mBART-50's language codes, in the order of their ids (transformers' MBart50Tokenizer's).
@@ -203,7 +204,7 @@ def from_m2m100_files(folder, name=None, max_vocab_size=None, **defaults):
         raise ValueError(f"{folder / 'tokenizer_config.json'}: `num_madeup_words` must be an int in [0, 1024]")
     vocab.update({f"madeupword{index:04d}": size + len(codes) + index for index in range(madeup)})
     files = {"vocab.json": vocab_bytes, "sentencepiece.bpe.model": read_sentencepiece(spm_path)}
-    files.update(_optional(folder, "tokenizer_config.json"))
+    files.update({**_optional(folder, "tokenizer_config.json"), **_optional(folder, SPECIAL_TOKENS_MAP)})
     defaults = {**_defaults(settings, "m2m100"), **{k: v for k, v in defaults.items() if v is not None}}
     defaults["special_languages"] = [code for code in codes if f"__{code}__" in _listed_special(settings)]
     return _made(folder, files["sentencepiece.bpe.model"], vocab, languages, "m2m100", files, name, defaults)
@@ -234,6 +235,7 @@ def from_nllb_files(folder, name=None, max_vocab_size=None, **defaults):
         if token.get("special") and token["content"] not in (*SPECIAL_PIECES, "<mask>")
     }
     files = {"tokenizer.json": path.read_bytes(), **_optional(folder, "tokenizer_config.json")}
+    files.update(_optional(folder, SPECIAL_TOKENS_MAP))
     settings = _tokenizer_config(folder)
     defaults = {**_defaults(settings, "nllb"), **{k: v for k, v in defaults.items() if v is not None}}
     return _made(folder, nllb_sentencepiece(data, path), vocab, languages, "nllb", files, name, defaults)
@@ -312,8 +314,26 @@ def nllb_sentencepiece(data, path="tokenizer.json"):
 
 
 def _tokenizer_config(folder):
-    path = pathlib.Path(folder) / "tokenizer_config.json"
-    return read_json_object(path) if path.is_file() else {}
+    """tokenizer_config.json's settings, and special_tokens_map.json's where it lists no `added_tokens_decoder`.
+
+    An old upload names its special tokens (M2M100's language tokens among
+    the `additional_special_tokens`, which decoding drops) in
+    special_tokens_map.json; transformers merges that file over the
+    settings, its lists of extra tokens added to the settings' own, unless
+    tokenizer_config.json lists its added tokens itself (as transformers 4.34
+    and later write it).
+    """
+    folder = pathlib.Path(folder)
+    path, special = folder / "tokenizer_config.json", folder / SPECIAL_TOKENS_MAP
+    settings = read_json_object(path) if path.is_file() else {}
+    if "added_tokens_decoder" in settings or not special.is_file():
+        return settings
+    merged = dict(settings)
+    for key, value in read_json_object(special).items():
+        if key == "extra_special_tokens" and isinstance(value, list) and isinstance(settings.get(key), list):
+            value = settings[key] + [token for token in value if token not in settings[key]]
+        merged[key] = value
+    return merged
 
 
 def _listed_special(settings):

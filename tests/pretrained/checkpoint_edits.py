@@ -13,6 +13,33 @@ from safetensors.numpy import load_file, save_file
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "marian"
 REFERENCE_FILES = ("reference.json", "reference_logits.npz")
+LAYOUT_FILE = "layout.json"  # a layout variant's: the fixture it comes from, and the files it takes from it
+DATA = FIXTURES.parent
+# The layout variants of the fixtures (tests/data/old_layouts.py): checkpoints as older transformers uploaded them.
+LAYOUTS = {
+    name: DATA / family / "layouts" / name
+    for family, names in (("marian", ("opus-2020", "opus-2022", "base-fp16")), ("m2m100", ("m2m100-2021", "nllb-2022")))
+    for name in names
+}
+
+
+def assemble(variant, folder):
+    """Lays the layout variant `variant` (tests/data/FAMILY/layouts/NAME) out whole in `folder`; returns it.
+
+    The variant's own files, and the `base_files` of the fixture its
+    `layout.json` names (`base`, a folder beside `layouts/`): what
+    tests/data/old_layouts.py rewrote, and transformers' outputs were
+    computed on.
+    """
+    variant, folder = pathlib.Path(variant), pathlib.Path(folder)
+    layout = json.loads((variant / LAYOUT_FILE).read_text(encoding="utf-8"))
+    folder.mkdir(parents=True)
+    for name in layout["base_files"]:
+        shutil.copyfile(variant.parents[1] / layout["base"] / name, folder / name)
+    for path in variant.iterdir():
+        if path.name not in (LAYOUT_FILE, *REFERENCE_FILES):
+            shutil.copyfile(path, folder / path.name)
+    return folder
 
 
 def copy_fixture(tmp_path, kind="shared", name="checkpoint"):

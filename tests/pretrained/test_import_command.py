@@ -38,10 +38,39 @@ def test_a_local_checkpoint_imports_as_a_run_that_records_each_file(tmp_path, ca
     folder = checkpoint_copy(tmp_path)
     status, message = run_import(capsys, folder, "--output", tmp_path / "run")
     assert status == 0, message
-    assert "Imported" in message and "translate --model" in message
+    assert (
+        "Imported" in message
+        and f"Translate with `keras-transformer translate --model {tmp_path / 'run'} TEXT`" in message
+    )
+    assert "(2 encoder + 2 decoder layers, width 32)" in message
     recorded = runs.RunConfig.read(tmp_path / "run").pretrained
     assert recorded["files"]["model.safetensors"] == sha256(folder / "model.safetensors")
     assert recorded["files"]["vocab.json"] == sha256(folder / "vocab.json")
+
+
+@pytest.mark.parametrize(
+    "architecture, layers, words",
+    [
+        ("decoder_only", "12 layers", "Continue a prompt with `keras-transformer generate --model RUN TEXT`."),
+        ("encoder_only", "6 layers", "Embed sentences with `keras-transformer embed --model RUN --input FILE"),
+    ],
+)
+def test_the_hint_names_the_command_of_a_decoder_or_an_encoder_and_its_one_stack(architecture, layers, words):
+    from keras_transformer.commands.import_checkpoint import _next_command, _stacks
+    from keras_transformer.config import ModelConfig
+
+    model = ModelConfig(
+        source_vocab_size=8,
+        target_vocab_size=8,
+        num_layers=int(layers.split()[0]),
+        d_model=8,
+        num_heads=2,
+        d_ff=8,
+        architecture=architecture,
+        max_length=8,
+    )
+    assert _stacks(model) == layers
+    assert _next_command(model, "RUN").startswith(words)
 
 
 def _one_line_refusal(capsys, output, *arguments):
@@ -75,15 +104,6 @@ def test_a_missing_file_is_named(tmp_path, capsys, name):
     (folder / name).unlink()
     message = _one_line_refusal(capsys, tmp_path / "run", folder)
     assert name in message
-    assert not (tmp_path / "run").exists()
-
-
-def test_a_pickle_only_checkpoint_without_torch_says_how_to_convert_it(tmp_path, capsys, monkeypatch):
-    folder = checkpoint_copy(tmp_path)
-    (folder / "model.safetensors").rename(folder / "pytorch_model.bin")
-    monkeypatch.setitem(sys.modules, "torch", None)  # as where torch is not installed
-    message = _one_line_refusal(capsys, tmp_path / "run", folder)
-    assert "pytorch_model.bin" in message and "safetensors" in message and "pip install torch" in message
     assert not (tmp_path / "run").exists()
 
 

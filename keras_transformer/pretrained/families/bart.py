@@ -16,7 +16,7 @@ from keras_transformer.decoding.rules import never_generated
 from keras_transformer.errors import ArgumentError
 from keras_transformer.kinds import MAX_BEAM_SIZE
 from keras_transformer.pretrained import shapes
-from keras_transformer.pretrained.families.generation import banned_ids, early_stopping_of
+from keras_transformer.pretrained.families.generation import banned_ids, check_supported, early_stopping_of
 from keras_transformer.pretrained.families.weights import as_is, assign, norm_sources, transposed
 from keras_transformer.pretrained.fields import Fields
 
@@ -138,7 +138,7 @@ def layer_sources(layer, prefix):
 
 
 def generation_settings(generation, config, where="generation_config.json", family="this"):
-    """The checkpoint's generation settings (`generation_config.json`, a dict) as a `DecodingConfig`.
+    """The checkpoint's generation settings (a dict: `generation.checkpoint_generation`) as a `DecodingConfig`.
 
     transformers' beam search: scores normalized by `length ** length_penalty`,
     searched until no live beam can still win (`early_stopping=False`, its
@@ -154,6 +154,7 @@ def generation_settings(generation, config, where="generation_config.json", fami
     (`DecodingConfig.check`): a `ValueError` names `where` and the field.
     """
     fields = Fields(generation, where, family)
+    check_supported(fields)
     banned = banned_ids(fields, config.target_vocab_size)
     bad_words = fields.raw("bad_words_ids", [])
     early_stopping = early_stopping_of(fields)

@@ -19,10 +19,13 @@ Example:
 
 from keras_transformer.config import ModelConfig
 from keras_transformer.kinds import MAX_LENGTH
-from keras_transformer.pretrained import shapes
+from keras_transformer.layers.positional_encoding import positional_encoding
+from keras_transformer.pretrained import buffers, shapes
 from keras_transformer.pretrained.families import bart
+from keras_transformer.pretrained.families.generation import checkpoint_generation
 from keras_transformer.pretrained.families.weights import as_is, assign, norm_sources
 from keras_transformer.pretrained.fields import Fields
+from keras_transformer.pretrained.tensor_names import Layout
 from keras_transformer.runs import Tokenizers
 from keras_transformer.tokenizers.fairseq import from_m2m100_files, from_nllb_files
 
@@ -34,10 +37,12 @@ LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default
 # The license a family's checkpoints are published under, where the repository's README does not say.
 LICENSES = {"nllb": "cc-by-nc-4.0", "m2m100": "mit"}
 _RATES = ("dropout", "attention_dropout", "activation_dropout")
-# The names of a checkpoint's tensors beyond the layers' (embeddings, final norms): its layout.
-outer_names = bart.outer_names
 _EMBEDDINGS = ("model.shared.weight", "model.encoder.embed_tokens.weight")
 _COPIES = ("model.decoder.embed_tokens.weight", "lm_head.weight")  # the tied embedding under other names
+# `M2M100ForConditionalGeneration`'s names; an `M2M100Model` stores its tensors without `model.` and has no head.
+LAYOUT = Layout(prefix="model.", heads=("lm_head.",))
+# The position tables older transformers saved (a buffer then), fairseq's sinusoids with the padding row zero.
+_TABLES = ("model.encoder.embed_positions.weights", "model.decoder.embed_positions.weights")
 
 
 def model_config(hf_config, tensors, where="config.json", weights="the weights file"):
@@ -86,7 +91,31 @@ def check_tensors(config, tensors, weights):
     for side in ("encoder", "decoder"):
         required[f"model.{side}.layer_norm.weight"] = required[f"model.{side}.layer_norm.bias"] = (d,)
     optional = {name: (vocab, d) for name in (*_EMBEDDINGS, *_COPIES)}
+    for name in _TABLES:  # as many rows as the model had positions when it was saved
+        if name in tensors and len(tensors[name].shape) == 2 and tensors[name].shape[0] >= config.pad_id + 1:
+            optional[name] = (tensors[name].shape[0], d)
     shapes.check_shapes(required, optional, tensors, weights, FAMILY)
+
+
+def outer_names(tensors):
+    """The names among `tensors` beyond the layers' (embeddings, final norms) that an export writes again.
+
+    The position tables of older uploads are left out: transformers computes them and no longer saves them.
+    """
+    return [name for name in bart.outer_names(tensors) if name not in _TABLES]
+
+
+def check_buffers(config, checkpoint):
+    """The stored copies of the tied embedding equal it; stored position tables equal fairseq's sinusoids."""
+    original = embedding_name(checkpoint.tensors())
+    buffers.check_copies(checkpoint, {name: original for name in (*_EMBEDDINGS, *_COPIES)})
+
+    def table(rows):
+        values = positional_encoding(rows, config.d_model, layout="fairseq")
+        values[config.pad_id] = 0  # fairseq's padding position
+        return values
+
+    buffers.check_tables(checkpoint, dict.fromkeys(_TABLES, table))
 
 
 def decoding_config(generation, config, where="generation_config.json"):
@@ -108,8 +137,8 @@ def tokenizers(checkpoint, config):
     """
     kind = family_of(checkpoint)
     files = ("tokenizer.json",) if kind == "nllb" else ("vocab.json", "sentencepiece.bpe.model")
-    for name in files + ("tokenizer_config.json",):
-        if checkpoint.has(name) or name != "tokenizer_config.json":
+    for name in files + ("tokenizer_config.json", "special_tokens_map.json"):
+        if checkpoint.has(name) or name in files:
             checkpoint.path(name)  # recorded with its sha256; a missing one is named
     reader = from_nllb_files if kind == "nllb" else from_m2m100_files
     tokenizer = reader(checkpoint.folder, max_vocab_size=config.target_vocab_size)
@@ -118,7 +147,7 @@ def tokenizers(checkpoint, config):
             f"{checkpoint.folder / files[0]} gives ids up to {tokenizer.vocab_size - 1}, beyond the model's "
             f"{config.target_vocab_size} embedding rows"
         )
-    forced = Fields(checkpoint.json("generation_config.json", required=False), "generation_config.json", FAMILY)
+    forced = Fields(*checkpoint_generation(checkpoint), FAMILY)
     forced = forced.single_id("forced_bos_token_id", None, vocab_size=config.target_vocab_size)
     by_id = {index: code for code, index in tokenizer.languages.items()}
     if forced is not None and forced in by_id:

@@ -16,11 +16,13 @@ the weights file's tensors before anything is built (`shapes`).
 
 from keras_transformer.config import ModelConfig
 from keras_transformer.kinds import MAX_LENGTH
-from keras_transformer.pretrained import shapes
+from keras_transformer.layers.positional_encoding import positional_encoding
+from keras_transformer.pretrained import buffers, shapes
 from keras_transformer.pretrained.families import bart, marian_tensors
 from keras_transformer.pretrained.families.marian_tensors import tensor_shapes, weight_sources
 from keras_transformer.pretrained.families.weights import assign
 from keras_transformer.pretrained.fields import Fields
+from keras_transformer.pretrained.tensor_names import Layout
 from keras_transformer.runs import Tokenizers
 from keras_transformer.tokenizers.marian import MarianTokenizer
 
@@ -30,8 +32,21 @@ ADD_SOURCE_END = True  # Marian's sources end with </s>
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu", "tanh": "tanh"}
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, which Marian's layers use
 _RATES = ("dropout", "attention_dropout", "activation_dropout")
+# Keys of the BART-era configs (transformers 3 and early 4) that OPUS-MT uploads still hold, at the values every
+# Marian model has; transformers 5 ignores them. Another value was a model of another shape (pre-norm layers, a
+# norm on the embeddings, learned positions), which neither transformers 5 nor keras-transformer builds.
+LEGACY_KEYS = {
+    "static_position_embeddings": True,
+    "normalize_before": False,
+    "normalize_embedding": False,
+    "add_final_layer_norm": False,
+}
+# What the tokenizer files may name as the special pieces: MarianTokenizer's, which the vocabulary holds.
+SPECIAL_TOKENS = {"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
 # The names of a checkpoint's tensors beyond the layers' (embeddings, position tables, the bias): its layout.
 outer_names = marian_tensors.outer_names
+# `MarianMTModel`'s names; a `MarianModel` stores its tensors without `model.` and has no head.
+LAYOUT = Layout(prefix="model.", heads=("lm_head.", "final_logits_bias"))
 
 
 def model_config(hf_config, tensors, where="config.json", weights="the weights file"):
@@ -42,6 +57,12 @@ def model_config(hf_config, tensors, where="config.json", weights="the weights f
     build (encoder and decoder of other sizes) too.
     """
     fields = Fields(hf_config, where, FAMILY)
+    for key, value in LEGACY_KEYS.items():
+        if fields.bool(key, value) != value:
+            raise ValueError(
+                f"{where}: `{key}` is {str(not value).lower()}: a model of another shape than Marian's, which "
+                "neither transformers 5 nor keras-transformer builds"
+            )
     embedding = _embedding_name(tensors, fields)
     if embedding is None:
         raise ValueError(f"{weights} has no token embedding (`model.shared.weight`), which a Marian model holds")
@@ -84,22 +105,45 @@ def check_tensors(config, tensors, weights):
     shapes.check_shapes(required, optional, tensors, weights, FAMILY)
 
 
+def check_buffers(config, checkpoint):
+    """The stored copies of a tied embedding equal it; stored position tables equal the sinusoids computed."""
+    buffers.check_copies(checkpoint, marian_tensors.tied_copies(config, checkpoint.tensors()))
+    table = lambda rows: positional_encoding(rows, config.d_model, layout="concatenated")  # noqa: E731
+    buffers.check_tables(checkpoint, {f"model.{side}.embed_positions.weight": table for side in ("encoder", "decoder")})
+
+
 def decoding_config(generation, config, where="generation_config.json"):
     """The checkpoint's generation settings (`generation_config.json`, a dict) as a `DecodingConfig`.
 
-    transformers' settings, read as every BART-derived family's are (`bart.generation_settings`).
+    transformers' settings, read as every BART-derived family's are
+    (`bart.generation_settings`). A `forced_bos_token_id` (a first token
+    forced, which OPUS-MT's models never have: their target language is a
+    token of the source) is refused rather than ignored.
     """
+    forced = Fields(generation, where, FAMILY).raw("forced_bos_token_id", None)
+    if forced is not None:
+        raise ValueError(
+            f"{where}: forced_bos_token_id={forced!r}"[:200] + " is not a Marian setting keras-transformer applies"
+        )
     return bart.generation_settings(generation, config, where, FAMILY)
 
 
 def tokenizers(checkpoint, config):
     """The checkpoint's source and target `MarianTokenizer`s (`runs.Tokenizers`), each keeping its files' names.
 
+    Old uploads hold `source.spm`, `target.spm` and `vocab.json`, with a
+    `tokenizer_config.json` of a few keys (`source_lang`, `target_lang`,
+    `model_max_length`; no `separate_vocabs`: one vocabulary) or none, and
+    a `special_tokens_map.json`: the special pieces either names must be
+    Marian's (`SPECIAL_TOKENS`).
+
     A vocabulary that does not give every embedding row one piece (its ids
     exactly 0 to size - 1) is a `ValueError` naming it; so is one too large
     for the embedding to hold, before it is parsed.
     """
     tokenizer_config = checkpoint.json("tokenizer_config.json", required=False)
+    for name in ("special_tokens_map.json", "tokenizer_config.json"):
+        _check_special_tokens(checkpoint.json(name, required=False), checkpoint.folder / name)
     separate = tokenizer_config.get("separate_vocabs") is True or checkpoint.has("target_vocab.json")
     target_vocab = "target_vocab.json" if separate else "vocab.json"
     sides = (
@@ -120,6 +164,15 @@ def tokenizers(checkpoint, config):
             )
         made.append(tokenizer)
     return Tokenizers(*made)
+
+
+def _check_special_tokens(settings, where):
+    """The special pieces a tokenizer file names (a string, or an added token's `content`) are Marian's."""
+    for key, piece in SPECIAL_TOKENS.items():
+        value = settings.get(key)
+        named = value.get("content") if isinstance(value, dict) else value
+        if named is not None and named != piece:
+            raise ValueError(f"{where}: `{key}` is {named!r}"[:200] + f"; keras-transformer reads Marian's {piece!r}")
 
 
 def assign_weights(model, checkpoint):

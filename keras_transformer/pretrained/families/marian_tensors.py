@@ -26,7 +26,7 @@ Example:
 from keras_transformer.pretrained.families.bart import outer_names, stack_shapes, stack_sources
 from keras_transformer.pretrained.families.weights import as_is, transposed
 
-__all__ = ["as_is", "embedding_names", "outer_names", "tensor_shapes", "transposed", "weight_sources"]
+__all__ = ["as_is", "embedding_names", "outer_names", "tensor_shapes", "tied_copies", "transposed", "weight_sources"]
 
 
 def embedding_names(config, names):
@@ -36,6 +36,17 @@ def embedding_names(config, names):
         return shared, None
     decoder = "model.decoder.embed_tokens.weight"
     return "model.encoder.embed_tokens.weight", decoder if decoder in names else "lm_head.weight"
+
+
+def tied_copies(config, names):
+    """`{copy: original}`: the tensors among `names` that transformers ties to another (each must equal it)."""
+    source, target = embedding_names(config, names)
+    copies = {name: source for name in ("model.shared.weight", "model.encoder.embed_tokens.weight")}
+    if config.share_embeddings:
+        copies["model.decoder.embed_tokens.weight"] = source
+    if config.tie_output_embedding:
+        copies["lm_head.weight"] = target or source
+    return {copy: original for copy, original in copies.items() if copy != original}
 
 
 def tensor_shapes(config, names):

@@ -37,6 +37,10 @@ The tests need neither torch nor transformers. To rebuild (CPU, a few minutes):
     /tmp/m2m-ref/bin/pip install torch transformers sentencepiece protobuf safetensors
     /tmp/m2m-ref/bin/python tests/data/m2m100/make_fixtures.py
 
+`--layouts` rebuilds only `layouts/`: the two fixtures rewritten into the
+layouts older transformers uploaded (tests/data/old_layouts.py), each with
+transformers' outputs computed on it (`LAYOUTS` says what each holds).
+
 `--references-only` rewrites reference.json and reference_logits.npz from
 the committed checkpoints, leaving their files as they are (the
 `training` ids were added so, with the same outputs as before elsewhere).
@@ -49,6 +53,7 @@ import json
 import pathlib
 import random
 import shutil
+import sys
 import tempfile
 
 import numpy as np
@@ -56,7 +61,8 @@ import sentencepiece as spm
 import torch
 import transformers
 from transformers import M2M100Config, M2M100ForConditionalGeneration, M2M100Tokenizer, NllbTokenizer
-from transformers.models.m2m_100.modeling_m2m_100 import shift_tokens_right
+from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding, shift_tokens_right
+from transformers.models.m2m_100.tokenization_m2m_100 import FAIRSEQ_LANGUAGE_CODES as M2M100_CODES
 from transformers.models.nllb.tokenization_nllb import FAIRSEQ_LANGUAGE_CODES
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -325,10 +331,94 @@ def _unpadded(rows, tokenizer):
     return [[i for i in row if i != tokenizer.pad_token_id] for row in rows]
 
 
-if __name__ == "__main__":
-    import sys
+# What each variant in layouts/ is, and the fixture it comes from: how M2M100 and NLLB were uploaded in 2021-2022.
+LAYOUTS = {
+    "m2m100-2021": (
+        "m2m100",
+        "transformers 4.4's M2M100ForConditionalGeneration: generation settings (five beams, early stopping, "
+        "max_length 200) in config.json, no generation_config.json; pytorch_model.bin (zip) holding the tied "
+        "embedding under four names and the sinusoidal position tables of the time (`embed_positions.weights`, "
+        "a buffer then); an old tokenizer_config.json and special_tokens_map.json",
+    ),
+    "nllb-2022": (
+        "nllb",
+        "an M2M100Model (no head: names without `model.`, no lm_head) in bfloat16, model.safetensors in two shards "
+        "with model.safetensors.index.json; generation settings in config.json, no generation_config.json",
+    ),
+}
 
-    if sys.argv[1:] == ["--references-only"]:
+
+def build_layouts():
+    """layouts/: each fixture rewritten into its variant of `LAYOUTS`, with transformers' outputs (reference.json)."""
+    sys.path.insert(0, str(HERE.parent))
+    import old_layouts
+
+    for name, (kind, about) in LAYOUTS.items():
+        print("layout", name, flush=True)
+        base, folder = HERE / kind, HERE / "layouts" / name
+        model = M2M100ForConditionalGeneration.from_pretrained(base, dtype=torch.float32).eval()
+        config = json.loads((base / "config.json").read_text(encoding="utf-8"))
+        generation = json.loads((base / "generation_config.json").read_text(encoding="utf-8"))
+        generation.pop("transformers_version")
+        old_keys = dict(gradient_checkpointing=False, num_hidden_layers=config["encoder_layers"])
+        if kind == "m2m100":
+            old_layouts.start(folder, kind, ["vocab.json", "sentencepiece.bpe.model"], about)
+            architectures = ["M2M100ForConditionalGeneration"]
+            old_layouts.old_config(folder, config, generation, transformers_version="4.4.0.dev0", **old_keys)
+            rows = config["max_position_embeddings"] + 2  # the buffer's rows: fairseq's offset of 2
+            table = M2M100SinusoidalPositionalEmbedding.get_embedding(rows, config["d_model"], config["pad_token_id"])
+            tables = {f"model.{side}.embed_positions.weights": table for side in ("encoder", "decoder")}
+            old_layouts.write_weights(folder, old_layouts.state_dict(model, extra=tables), "bin")
+            old_layouts.write_json(folder / "tokenizer_config.json", M2M100_TOKENIZER_CONFIG)
+            special = {key: value for key, value in M2M100_TOKENIZER_CONFIG.items() if key.endswith("_token")}
+            languages = [f"__{code}__" for code in M2M100_CODES["m2m100"]]
+            old_layouts.write_json(
+                folder / "special_tokens_map.json", {**special, "additional_special_tokens": languages}
+            )
+        else:
+            old_layouts.start(folder, kind, ["tokenizer.json", "tokenizer_config.json"], about)
+            architectures = ["M2M100Model"]
+            old_layouts.old_config(folder, config, generation, transformers_version="4.21.0.dev0", **old_keys)
+            state = old_layouts.state_dict(model, prefix="model.", dtype=torch.bfloat16)
+            old_layouts.write_weights(folder, state, "safetensors", shards=2)
+        config_path = folder / "config.json"
+        old_layouts.write_json(config_path, {**json.loads(config_path.read_text()), "architectures": architectures})
+        tokenizer_class = M2M100Tokenizer if kind == "m2m100" else NllbTokenizer
+        source, (target, _) = LANGUAGES[kind]
+        tokenizer = tokenizer_class.from_pretrained(base)
+        forced = tokenizer.convert_tokens_to_ids(target if kind == "nllb" else f"__{target}__")
+        old_layouts.references(
+            M2M100ForConditionalGeneration,
+            tokenizer_class,
+            folder,
+            SENTENCES,
+            MAX_NEW_TOKENS,
+            src_lang=source,
+            forced_bos_token_id=forced,
+        )
+
+
+# facebook/m2m100_418M's tokenizer_config.json as uploaded in 2021 (its language_codes and madeup words implied).
+M2M100_TOKENIZER_CONFIG = {
+    "src_lang": None,
+    "tgt_lang": None,
+    "bos_token": "<s>",
+    "eos_token": "</s>",
+    "sep_token": "</s>",
+    "pad_token": "<pad>",
+    "unk_token": "<unk>",
+    "model_max_length": 1024,
+    "tokenizer_file": None,
+    "special_tokens_map_file": "m2m_100_1.2B_v2/special_tokens_map.json",
+    "name_or_path": "m2m_100_1.2B_v2",
+    "tokenizer_class": "M2M100Tokenizer",
+}
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--layouts"]:
+        build_layouts()
+    elif sys.argv[1:] == ["--references-only"]:
         rebuild_references("m2m100", HERE / "m2m100")
         rebuild_references("nllb", HERE / "nllb")
     else:

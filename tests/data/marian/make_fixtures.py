@@ -39,6 +39,10 @@ transformers. To rebuild (CPU, a few minutes):
     /tmp/marian-ref/bin/pip install torch transformers sentencepiece safetensors
     /tmp/marian-ref/bin/python tests/data/marian/make_fixtures.py
 
+`--layouts` rebuilds only `layouts/`: `shared/` rewritten into the
+layouts older transformers uploaded (tests/data/old_layouts.py), each with
+transformers' outputs computed on it (`LAYOUTS` says what each holds).
+
 `check_transformers_export.py`, beside this file, checks the other
 direction: transformers loading what `keras-transformer export --format
 transformers` writes.
@@ -48,6 +52,7 @@ import csv
 import json
 import pathlib
 import random
+import sys
 import tempfile
 
 import numpy as np
@@ -307,8 +312,77 @@ def log_probs(model, encoded, outputs, tokenizer):
     return sums
 
 
+# What each variant of `shared/` in layouts/ is: how OPUS-MT checkpoints were uploaded from 2020 to 2023.
+LAYOUTS = {
+    "opus-2020": "transformers 4.0's MarianMTModel: generation settings and BART-era keys in config.json, no "
+    "generation_config.json; pytorch_model.bin in PyTorch's legacy (pre-1.6) format holding the tied embedding "
+    "under three names, the sinusoidal position tables and a non-zero final_logits_bias; tokenizer_config.json "
+    "of source_lang and target_lang, special_tokens_map.json",
+    "opus-2022": "generation settings in config.json and in generation_config.json, which wins; pytorch_model.bin "
+    "(zip format) in two shards with pytorch_model.bin.index.json, lm_head.weight stored too",
+    "base-fp16": "a MarianModel (no head: names without `model.`, no lm_head or final_logits_bias) in float16, "
+    "model.safetensors in two shards with model.safetensors.index.json",
+}
+TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")
+SPECIAL_TOKENS_MAP = {"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
+
+
+def build_layouts():
+    """layouts/: `shared/` rewritten into each of `LAYOUTS`, with transformers' outputs on each (reference.json)."""
+    sys.path.insert(0, str(HERE.parent))
+    import old_layouts
+
+    base = HERE / "shared"
+    model = MarianMTModel.from_pretrained(base, dtype=torch.float32).eval()
+    config = json.loads((base / "config.json").read_text(encoding="utf-8"))
+    generation = json.loads((base / "generation_config.json").read_text(encoding="utf-8"))
+    generation.pop("transformers_version")
+    bart_era = dict(
+        static_position_embeddings=True,
+        normalize_embedding=False,
+        normalize_before=False,
+        add_final_layer_norm=False,
+        add_bias_logits=False,
+        classif_dropout=0.0,
+        num_hidden_layers=config["encoder_layers"],
+        _name_or_path="/tmp/Helsinki-NLP/opus-mt-tiny-ko-ko",
+    )
+    for name, about in LAYOUTS.items():
+        print("layout", name, flush=True)
+        folder = HERE / "layouts" / name
+        shared_files = [*TOKENIZER_FILES, "README.md"] + (["tokenizer_config.json"] if name != "opus-2020" else [])
+        old_layouts.start(folder, "shared", shared_files, about)
+        if name == "opus-2020":
+            old = {key: value for key, value in config.items() if key not in NEWER_KEYS}
+            settings = {key: value for key, value in generation.items() if key != "renormalize_logits"}
+            old_layouts.old_config(folder, old, settings, transformers_version="4.0.0.dev0", **bart_era)
+            state = old_layouts.state_dict(model, drop=("lm_head.weight",))
+            old_layouts.write_weights(folder, state, "bin-legacy")
+            old_layouts.write_json(folder / "tokenizer_config.json", {"source_lang": "kor", "target_lang": "kor"})
+            old_layouts.write_json(folder / "special_tokens_map.json", SPECIAL_TOKENS_MAP)
+        elif name == "opus-2022":
+            in_config = {**generation, "num_beams": 6, "max_length": 64}  # read by nothing: generation_config wins
+            old_layouts.old_config(folder, config, in_config, transformers_version="4.22.0", **bart_era)
+            old_layouts.write_json(folder / "generation_config.json", generation)
+            old_layouts.write_weights(folder, old_layouts.state_dict(model), "bin", shards=2)
+        else:
+            old_layouts.write_json(folder / "config.json", {**config, "architectures": ["MarianModel"]})
+            old_layouts.write_json(folder / "generation_config.json", generation)
+            tables = ("encoder.embed_positions.weight", "decoder.embed_positions.weight")
+            state = old_layouts.state_dict(model, prefix="model.", drop=tables, dtype=torch.float16)
+            old_layouts.write_weights(folder, state, "safetensors", shards=2)
+        old_layouts.references(MarianMTModel, MarianTokenizer, folder, SENTENCES, MAX_NEW_TOKENS)
+
+
+# config.json keys that transformers added after 4.0 (4.22's separate vocabularies; 5's dtype).
+NEWER_KEYS = ("decoder_vocab_size", "share_encoder_decoder_embeddings", "tie_word_embeddings", "dtype")
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
+    if sys.argv[1:] == ["--layouts"]:
+        build_layouts()
+        sys.exit()
     build(HERE / "shared", shared=True, seed=0)
     build(HERE / "separate", shared=False, seed=1)
     print("written:", sorted(str(p.relative_to(HERE)) for p in HERE.rglob("*") if p.is_file()))
