@@ -152,7 +152,8 @@ def _build(config, name):
     if config.tie_output_embedding:
         logits = decoder_embedding(y, reverse=True)
     else:
-        logits = keras.layers.Dense(config.target_vocab_size, name="logits")(y)
+        options = {} if config.use_bias else {"use_bias": False}  # T5's lm_head has no bias
+        logits = keras.layers.Dense(config.target_vocab_size, name="logits", **options)(y)
     # The loss masks padding itself: a Keras mask left on the logits would re-weight it. Keras 3 has no
     # public way to drop an implicit mask, so its backend's own setter does.
     keras.src.backend.set_keras_mask(logits, None)

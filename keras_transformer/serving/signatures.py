@@ -395,7 +395,7 @@ class ServedModel:
         response.model_spec.version.value = version
         response.metadata["signature_def"].Pack(signature_map)
         languages = struct_pb2.Struct()
-        codes, source, target = self.languages
+        codes, source, target = self.languages.codes, self.languages.source_lang, self.languages.target_lang
         languages.update({"codes": list(codes), "source_lang": source, "target_lang": target})
         response.metadata["languages"].Pack(languages)
         return json_format.MessageToDict(response, preserving_proto_field_name=True)

@@ -81,16 +81,42 @@ def test_ctranslate2_gives_transformers_greedy_and_beam_strings(imported, cache)
         assert sum(compared) >= 0.7 * len(compared), (key, sum(compared), len(compared))  # its stopping rule differs
 
 
-def test_the_savedmodel_translates_as_the_run(imported, tmp_path):
+@pytest.fixture(scope="module")
+def saved(imported, tmp_path_factory):
+    """MADLAD's SavedModel (one beam, transformers' limit): its target language in the source is the new part;
+    mBART-50's languages are M2M100's, which their own tests export."""
     kind, run, reference = imported
     if kind != "madlad":
-        pytest.skip("MADLAD's target language in the source is the new part: mBART-50's languages are M2M100's")
-    key = list(reference["targets"])[1]
-    export.export_run(run, tmp_path / "saved", beam_size=1, max_length=reference["max_new_tokens"])
-    loaded = export.load(tmp_path / "saved", source_lang=SOURCE_LANG.get(kind))
+        pytest.skip("MADLAD's SavedModel carries its target language into the source")
+    folder = tmp_path_factory.mktemp("saved") / "export"
+    export.export_run(run, folder, beam_size=1, max_length=reference["max_new_tokens"])
+    return folder
+
+
+def test_the_savedmodel_translates_as_the_run(imported, saved):
+    _, _, reference = imported
+    loaded = export.load(saved)
     sentences = reference["sentences"][:5]
-    assert strings(quietly(loaded.greedy, sentences, target_lang=key)) == reference["targets"][key]["greedy"][:5]
-    assert loaded.languages.target_in_source == (kind == "madlad")
+    assert strings(quietly(loaded.greedy, sentences, target_lang="en")) == reference["targets"]["en"]["greedy"][:5]
+    assert loaded.languages.target_in_source
+
+
+def test_rest_instances_and_the_command_line_take_the_languages(imported, saved, capsys):
+    from keras_transformer.commands import cli
+    from keras_transformer.serving.signatures import RequestError, ServedModel
+
+    _, run, reference = imported
+    served, sentence = ServedModel(saved), reference["sentences"][0]
+    instances = [{"sentence": sentence, "target_lang": code, "source_lang": "kor"} for code in ("en", "ko")]
+    request = served.parse({"signature_name": "greedy_with_controls", "instances": instances})
+    rendered = served.render(request, served.run(request.signature, request.inputs, request.scalars))
+    got = [row["translations"] for row in rendered["predictions"]]
+    assert got == [reference["targets"][code]["greedy"][0] for code in ("en", "ko")]
+    with pytest.raises(RequestError, match=r"instances\[0\].target_lang"):
+        served.parse({"instances": [{"sentence": sentence, "target_lang": "xx"}]})
+    argv = ["translate", "--model", str(run), "--target-lang", "en", "--source-lang", "kor"]
+    assert cli.main([*argv, sentence]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == reference["targets"]["en"]["greedy"][0]
 
 
 def test_litert_says_in_one_line_why_not(imported, tmp_path):

@@ -183,7 +183,7 @@ def test_a_tied_copy_of_the_embedding_must_equal_it(tmp_path):
     import_pretrained(folder, tmp_path / "run")  # a copy, as a .bin holds it: the same model
     tensors["lm_head.weight"][3, 1] += 1.0
     save_file(tensors, str(folder / "model.safetensors"))
-    with pytest.raises(ValueError, match="tensor `lm_head.weight` differs from `shared.weight` .from row 0"):
+    with pytest.raises(ValueError, match="tensor `lm_head.weight` differs from `shared.weight` .row 3., but"):
         import_pretrained(folder, tmp_path / "other")
     assert not (tmp_path / "other").exists()
 

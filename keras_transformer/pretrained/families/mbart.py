@@ -22,10 +22,12 @@ Example:
 
 from keras_transformer.config import ModelConfig
 from keras_transformer.kinds import MAX_LENGTH
-from keras_transformer.pretrained import shapes
+from keras_transformer.pretrained import buffers, shapes
 from keras_transformer.pretrained.families import bart
+from keras_transformer.pretrained.families.generation import checkpoint_generation
 from keras_transformer.pretrained.families.weights import as_is, assign, norm_sources
 from keras_transformer.pretrained.fields import Fields
+from keras_transformer.pretrained.tensor_names import Layout
 from keras_transformer.runs import Tokenizers
 from keras_transformer.tokenizers.fairseq import from_mbart50_files
 
@@ -40,6 +42,8 @@ EMBEDDING = "model.shared.weight"
 COPIES = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight")
 _RATES = ("dropout", "attention_dropout", "activation_dropout")
 outer_names = bart.outer_names
+# `MBartForConditionalGeneration`'s names; an `MBartModel` stores its tensors without `model.` and has no head.
+LAYOUT = Layout(prefix="model.", heads=("lm_head.", "final_logits_bias"))
 
 
 def model_config(hf_config, tensors, where="config.json", weights="the weights file"):
@@ -115,6 +119,11 @@ def check_tensors(config, tensors, weights):
     shapes.check_shapes(required, optional, tensors, weights, FAMILY)
 
 
+def check_buffers(config, checkpoint):
+    """The stored copies of the tied embedding (`embed_tokens`, `lm_head`) equal it."""
+    buffers.check_copies(checkpoint, dict.fromkeys(COPIES, EMBEDDING))
+
+
 def decoding_config(generation, config, where="generation_config.json"):
     """The checkpoint's generation settings as a `DecodingConfig` (`bart.generation_settings`).
 
@@ -132,7 +141,7 @@ def tokenizers(checkpoint, config):
     `forced_bos_token_id` is its default target language.
     """
     files = ("tokenizer.json",) if checkpoint.has("tokenizer.json") else ("sentencepiece.bpe.model",)
-    for name in (*files, "sentencepiece.bpe.model"):
+    for name in (*files, "sentencepiece.bpe.model", "special_tokens_map.json"):
         if checkpoint.has(name) or name in files:
             checkpoint.path(name)  # recorded with its sha256; a missing one is named
     checkpoint.json("tokenizer_config.json", required=False)  # kept, for an export to write back
@@ -142,7 +151,7 @@ def tokenizers(checkpoint, config):
             f"{checkpoint.folder / files[0]} gives ids up to {tokenizer.vocab_size - 1}, beyond the model's "
             f"{config.target_vocab_size} embedding rows"
         )
-    forced = Fields(checkpoint.json("generation_config.json", required=False), "generation_config.json", FAMILY)
+    forced = Fields(*checkpoint_generation(checkpoint), FAMILY)
     forced = forced.single_id("forced_bos_token_id", None, vocab_size=config.target_vocab_size)
     by_id = {index: code for code, index in tokenizer.languages.items()}
     if forced is not None and forced in by_id:

@@ -21,6 +21,7 @@ outer_names = t5.outer_names
 tokenizers = t5.tokenizers
 license_of = t5.license_of
 assign_weights = t5.assign_weights
+check_buffers = t5.check_buffers
 
 
 def model_config(hf_config, tensors, where="config.json", weights="the weights file"):

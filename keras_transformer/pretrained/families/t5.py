@@ -30,11 +30,9 @@ Example:
 >>> import_pretrained("hf://google/flan-t5-small", "saved_models/flan-t5-small")  # doctest: +SKIP
 """
 
-import numpy as np
-
 from keras_transformer.config import ModelConfig
 from keras_transformer.kinds import MAX_LENGTH
-from keras_transformer.pretrained import shapes
+from keras_transformer.pretrained import buffers, shapes
 from keras_transformer.pretrained.families import bart, t5_tensors
 from keras_transformer.pretrained.families.weights import assign
 from keras_transformer.pretrained.fields import Fields
@@ -132,6 +130,12 @@ def check_tensors(config, tensors, weights, family=FAMILY):
     shapes.check_shapes(t5_tensors.tensor_shapes(config), t5_tensors.optional_shapes(config), tensors, weights, family)
 
 
+def check_buffers(config, checkpoint):
+    """The stored copies of the shared embedding (`embed_tokens`, a tied `lm_head`) equal it."""
+    copies = t5_tensors.COPIES + (("lm_head.weight",) if config.tie_output_embedding else ())
+    buffers.check_copies(checkpoint, dict.fromkeys(copies, t5_tensors.EMBEDDING))
+
+
 def decoding_config(generation, config, where="generation_config.json", family=FAMILY):
     """The checkpoint's generation settings as a `DecodingConfig`, read as the BART-derived families' are."""
     return bart.generation_settings(generation, config, where, family)
@@ -144,7 +148,7 @@ def tokenizers(checkpoint, config):
     round up beyond the tokenizer's: 32128 for 32100).
     """
     names = ("tokenizer.json",) if checkpoint.has("tokenizer.json") else ("spiece.model",)
-    for name in (*names, "spiece.model"):
+    for name in (*names, "spiece.model", "special_tokens_map.json"):
         if checkpoint.has(name) or name in names:
             checkpoint.path(name)  # recorded with its sha256; a missing one is named
     checkpoint.json("tokenizer_config.json", required=False)  # kept, for an export to write back
@@ -163,22 +167,8 @@ def license_of(checkpoint):
 
 
 def assign_weights(model, checkpoint):
-    """Sets `model`'s weights from a T5 checkpoint, one tensor at a time; a tied copy of the embedding must equal it."""
-    if model.config.tie_output_embedding and "lm_head.weight" in checkpoint.tensors():
-        check_copy(checkpoint, "lm_head.weight", t5_tensors.EMBEDDING)
+    """Sets `model`'s weights from a T5 checkpoint, one tensor at a time (checked by `check_tensors`)."""
     assign(model, checkpoint, t5_tensors.weight_sources(model))
-
-
-def check_copy(checkpoint, copy, original, block_bytes=2**26):
-    """`ValueError` naming the file and `copy` where the tensor differs from `original` (compared a block at a time)."""
-    for (start, rows), (_, expected) in zip(
-        checkpoint.row_blocks(copy, block_bytes), checkpoint.row_blocks(original, block_bytes)
-    ):
-        if not np.array_equal(rows, expected):
-            raise ValueError(
-                f"{checkpoint.folder / checkpoint.weights_file}: tensor `{copy}` differs from `{original}` (from row "
-                f"{start}), where config.json ties the output to the embedding; keras-transformer reads one of them"
-            )
 
 
 def _a(family):

@@ -43,6 +43,10 @@ with the beams' scores, and `reference_logits.npz` the teacher-forced logits
 of a few pairs; `t5/reference_logits.npz` also holds transformers' relative
 position buckets of distances -300 to 300, both directions.
 
+`--layouts` rebuilds only `layouts/`: three fixtures rewritten into the
+layouts they were uploaded in (tests/data/old_layouts.py, `LAYOUTS`), each
+with transformers' outputs on that folder.
+
 The tests need neither torch nor transformers. To rebuild (CPU, a few minutes):
 
     python -m venv /tmp/t5-ref
@@ -228,6 +232,12 @@ def build_t5(kind, folder, seed):
         model_class = T5ForConditionalGeneration
     torch.manual_seed(seed)
     model = model_class(config)
+    if kind != "t5":  # an output projection of its own, as the real ones have (transformers 5 ties it at init)
+        model.lm_head.weight = torch.nn.Parameter(model.shared.weight.detach().clone())
+        model.config.tie_word_embeddings = False
+        model.all_tied_weights_keys = {
+            key: value for key, value in model.all_tied_weights_keys.items() if "lm_head" not in key
+        }
     fit(model, t5_batches(tokenizer, kind))
     model.generation_config = transformers.GenerationConfig(
         decoder_start_token_id=0, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
@@ -436,11 +446,102 @@ def _strip(row, tokenizer):
     return row[: row.index(end) + 1] if end in row else [t for t in row if t != tokenizer.pad_token_id]
 
 
+# What each variant in layouts/ is, and the fixture it comes from: how these families were uploaded in 2020-2023.
+LAYOUTS = {
+    "t5-2020": (
+        "t5",
+        "transformers 3's T5: config.json with the old keys (`output_past`, `id2label`, ...) and no generation "
+        "settings, no generation_config.json; pytorch_model.bin (PyTorch's legacy format) holding the shared "
+        "embedding under four names (`shared`, both `embed_tokens`, `lm_head`) and the unused relative bias of the "
+        "decoder's first cross-attention, which transformers ignores; spiece.model alone",
+    ),
+    "mbart50-2021": (
+        "mbart50",
+        "transformers 4.4's mBART-50: generation settings (five beams, early stopping, max_length 200, forced "
+        "END) in config.json, no generation_config.json; pytorch_model.bin (zip) holding the tied embedding under "
+        "four names and final_logits_bias; sentencepiece.bpe.model and an old tokenizer_config.json, no "
+        "tokenizer.json",
+    ),
+    "madlad-2023": (
+        "madlad",
+        "transformers 4.36's MADLAD-400: model.safetensors in bfloat16, in two shards with its index",
+    ),
+}
+OLD_MBART50_TOKENIZER_CONFIG = {
+    "src_lang": None,
+    "tgt_lang": None,
+    "bos_token": "<s>",
+    "eos_token": "</s>",
+    "sep_token": "</s>",
+    "cls_token": "<s>",
+    "unk_token": "<unk>",
+    "pad_token": "<pad>",
+    "mask_token": {
+        "__type": "AddedToken",
+        "content": "<mask>",
+        "single_word": False,
+        "lstrip": True,
+        "rstrip": False,
+        "normalized": True,
+    },
+    "model_max_length": 1024,
+    "tokenizer_class": "MBart50Tokenizer",
+}
+
+
+def build_layouts():
+    """layouts/: each fixture rewritten into its variant of `LAYOUTS`, with transformers' outputs (reference.json)."""
+    import sys
+
+    sys.path.insert(0, str(HERE.parent))
+    import old_layouts
+
+    for name, (kind, about) in LAYOUTS.items():
+        print("layout", name, flush=True)
+        base, folder = HERE / kind, HERE / "layouts" / name
+        model_class = MBartForConditionalGeneration if kind == "mbart50" else T5ForConditionalGeneration
+        model = model_class.from_pretrained(base, dtype=torch.float32).eval()
+        config = json.loads((base / "config.json").read_text(encoding="utf-8"))
+        generation = json.loads((base / "generation_config.json").read_text(encoding="utf-8"))
+        generation.pop("transformers_version")
+        if kind == "t5":
+            old_layouts.start(folder, kind, ["spiece.model", "tokenizer_config.json"], about)
+            for key in ("scale_decoder_outputs", "tie_word_embeddings", "dtype", "classifier_dropout"):
+                config.pop(key, None)
+            old_layouts.old_config(
+                folder, config, {}, transformers_version="3.0.2", architectures=["T5WithLMHeadModel"]
+            )
+            unused = {"decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight": torch.randn(32, 4)}
+            old_layouts.write_weights(folder, old_layouts.state_dict(model, extra=unused), "bin-legacy")
+            sources, generate = SENTENCES, {}
+        elif kind == "mbart50":
+            old_layouts.start(folder, kind, ["sentencepiece.bpe.model"], about)
+            old_layouts.old_config(folder, config, generation, transformers_version="4.4.0.dev0")
+            old_layouts.write_weights(folder, old_layouts.state_dict(model), "bin")
+            old_layouts.write_json(folder / "tokenizer_config.json", OLD_MBART50_TOKENIZER_CONFIG)
+            tokenizer = MBart50Tokenizer.from_pretrained(base)
+            sources, generate = (
+                SENTENCES,
+                dict(src_lang="ko_KR", forced_bos_token_id=tokenizer.lang_code_to_id["en_XX"]),
+            )
+        else:
+            files = ["config.json", "generation_config.json", "spiece.model", "tokenizer.json", "tokenizer_config.json"]
+            old_layouts.start(folder, kind, files, about)
+            old_layouts.write_weights(folder, old_layouts.state_dict(model, dtype=torch.bfloat16), "safetensors", 2)
+            sources, generate = [f"<2en> {s}" for s in SENTENCES], {}
+        tokenizer_class = MBart50Tokenizer if kind == "mbart50" else T5Tokenizer
+        old_layouts.references(model_class, tokenizer_class, folder, sources, MAX_NEW_TOKENS, **generate)
+
+
 if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["--layouts"]:
+        build_layouts()
+        raise SystemExit
     torch.set_num_threads(1)
-    build_t5("t5", HERE / "t5", seed=0)
-    build_t5("flan_t5", HERE / "flan_t5", seed=1)
-    build_t5("mt5", HERE / "mt5", seed=2)
-    build_t5("madlad", HERE / "madlad", seed=3)
-    build_mbart(HERE / "mbart50", seed=4)
+    chosen = sys.argv[1:] or ["t5", "flan_t5", "mt5", "madlad", "mbart50"]  # e.g. `make_fixtures.py madlad`
+    for seed, kind in enumerate(("t5", "flan_t5", "mt5", "madlad", "mbart50")):
+        if kind in chosen:
+            build_mbart(HERE / kind, seed) if kind == "mbart50" else build_t5(kind, HERE / kind, seed)
     print("written:", sorted(str(p.relative_to(HERE)) for p in HERE.rglob("*") if p.is_file()))
