@@ -8,17 +8,21 @@ rows) as transformers 5 saves it, in bfloat16, in shards of 500 MB with
 (tests/data/t5_mbart/t5: its ids lie within the embedding's rows, which is
 all an import asks of a tokenizer). `measure` imports it with
 `keras-transformer import` in a child process and reports the child's peak
-RSS against the float32 weights the run holds.
+RSS (as `/usr/bin/time -v` reports it: the child's `ru_maxrss`) against the
+float32 weights the run holds, with the CPU and the load average.
 
-    /work/refenv/bin/python benchmarks/t5_real_size.py build
-    python benchmarks/t5_real_size.py measure
+    python-with-transformers benchmarks/t5_real_size.py build [--cache DIR]
+    python benchmarks/t5_real_size.py measure [--cache DIR]
 
-The checkpoint and the run go to `benchmarks/.cache/t5_real_size/` (gitignored).
+The checkpoint (1.5 GB) and the run (3.1 GB) go to `--cache`, by default
+`benchmarks/.cache/t5_real_size/` (gitignored).
 """
 
 import argparse
 import json
+import os
 import pathlib
+import platform
 import resource
 import shutil
 import subprocess
@@ -36,8 +40,9 @@ def build(folder):
     from transformers import T5Config, T5ForConditionalGeneration
 
     torch.manual_seed(0)
+    torch.set_default_dtype(torch.bfloat16)  # built in bfloat16: 1.5 GB, not 3 GB and a copy
     config = T5Config(**T5_LARGE, feed_forward_proj="relu", decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
-    model = T5ForConditionalGeneration(config).to(torch.bfloat16)
+    model = T5ForConditionalGeneration(config)
     if folder.exists():
         shutil.rmtree(folder)
     model.save_pretrained(folder, max_shard_size="500MB")
@@ -53,6 +58,7 @@ def measure(folder, run):
     if run.exists():
         shutil.rmtree(run)
     parameters = json.loads((folder / "parameters.json").read_text())["parameters"]
+    load_before = " ".join(f"{load:.2f}" for load in os.getloadavg())
     started = time.perf_counter()
     argv = [sys.executable, "-m", "keras_transformer_cli", "import", str(folder), "--output", str(run)]
     subprocess.run(argv, check=True)
@@ -68,10 +74,20 @@ def measure(folder, run):
                 "peak_rss_gb": round(peak / 1e9, 3),
                 "peak_over_float32_weights": round(peak / weights, 3),
                 "seconds": round(time.perf_counter() - started, 1),
+                "cpu": cpu_model(),
+                "loadavg_before": load_before,
+                "loadavg_after": " ".join(f"{load:.2f}" for load in os.getloadavg()),
             },
             indent=1,
         )
     )
+
+
+def cpu_model():
+    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ ends before the length limit (transformers forces mBART's END at the last
 step, CTranslate2 does not; and it translates an empty source to "" unread),
 in both languages of MADLAD and mBART-50, the target language as MADLAD's
 `<2xx>` source token or mBART's forced first token. The SavedModel (the XLA
-translator saved) gives its translator's strings.
+translator saved) gives its translator's strings. T5's CTranslate2 check, the
+SavedModel and the REST and command-line checks run with the long ones
+(`-m slow`): about two minutes on 2 cores.
 """
 
 import json
@@ -58,6 +60,7 @@ def ended(ids, reference, sentence):
     return bool(sentence) and len(ids) < reference["max_new_tokens"]
 
 
+@pytest.mark.parametrize("imported", [pytest.param("t5", marks=pytest.mark.slow), "madlad", "mbart50"], indirect=True)
 def test_ctranslate2_gives_transformers_greedy_and_beam_strings(imported, cache):
     pytest.importorskip("ctranslate2")
     kind, run, reference = imported
@@ -93,6 +96,10 @@ def saved(imported, tmp_path_factory):
     return folder
 
 
+MADLAD_SLOW = [pytest.param("madlad", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("imported", MADLAD_SLOW, indirect=True)
 def test_the_savedmodel_translates_as_the_run(imported, saved):
     _, _, reference = imported
     loaded = export.load(saved)
@@ -101,6 +108,7 @@ def test_the_savedmodel_translates_as_the_run(imported, saved):
     assert loaded.languages.target_in_source
 
 
+@pytest.mark.parametrize("imported", MADLAD_SLOW, indirect=True)
 def test_rest_instances_and_the_command_line_take_the_languages(imported, saved, capsys):
     from keras_transformer.commands import cli
     from keras_transformer.serving.signatures import RequestError, ServedModel

@@ -5,7 +5,9 @@ reference_logits.npz are transformers' (tests/data/t5_mbart/make_fixtures.py):
 tokenizer ids (language tokens included), teacher-forced logits, greedy and
 beam-4 `generate` outputs (`length_penalty` 1.0, `max_new_tokens` 24), into
 two target languages for MADLAD and mBART-50. Each fixture is imported once
-and decoded by one translator.
+and decoded by one translator. The quick run checks every fixture's logits,
+ids and greedy strings; beam search, sampling and the round trip run on some
+fixtures there and on the others with the long checks (`-m slow`).
 """
 
 import json
@@ -26,6 +28,11 @@ from keras_transformer.pretrained import export_checkpoint, import_pretrained
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "t5_mbart"
 KINDS = ("t5", "flan_t5", "mt5", "madlad", "mbart50")
 SOURCE_LANG = {"mbart50": "ko_KR"}
+
+
+def kinds(*quick):
+    """Every fixture, those not in `quick` with the long checks: to parametrize `imported`."""
+    return [kind if kind in quick else pytest.param(kind, marks=pytest.mark.slow) for kind in KINDS]
 
 
 @pytest.fixture(scope="module", params=KINDS)
@@ -91,6 +98,7 @@ def test_greedy_strings_equal_transformers(imported):
         assert strings(quietly(translator.greedy, reference["sentences"], **controls)) == expected["greedy"]
 
 
+@pytest.mark.parametrize("imported", kinds("madlad", "mbart50"), indirect=True)
 def test_beam_4_best_strings_equal_transformers(imported):
     _, _, translator, reference = imported
     for controls, expected in targets(reference):
@@ -188,6 +196,7 @@ def test_a_tied_copy_of_the_embedding_must_equal_it(tmp_path):
     assert not (tmp_path / "other").exists()
 
 
+@pytest.mark.parametrize("imported", kinds("t5", "mt5", "mbart50"), indirect=True)
 def test_an_import_exported_again_is_its_checkpoint_file_for_file(imported, tmp_path):
     kind, run, _, _ = imported
     written = export_checkpoint(run, tmp_path / "hf")
@@ -197,6 +206,7 @@ def test_an_import_exported_again_is_its_checkpoint_file_for_file(imported, tmp_
     assert set(written["unchanged"]) == set(source)
 
 
+@pytest.mark.parametrize("imported", kinds("madlad"), indirect=True)
 def test_sampling_streaming_prefixes_and_bans_follow_the_languages(imported):
     """On the multilingual ones and T5: sampling with top_k=1 and the stream give greedy search's strings; a
     prefix begins the output after the forced language; a banned word never appears."""

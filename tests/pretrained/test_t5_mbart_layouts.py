@@ -8,7 +8,8 @@ mBART-50 as transformers 4.4 did (generation settings in config.json, a
 `.bin` with the tied copies and `final_logits_bias`, `sentencepiece.bpe.model`
 and an old tokenizer_config.json) and MADLAD-400 in bfloat16 shards. Each
 `reference.json` holds what transformers 5.24 generates on that folder
-(24 new tokens at most); each variant is imported once, without torch.
+(24 new tokens at most); each variant is imported once, without torch. The
+2020 T5 runs in every run, the others with the long checks (`-m slow`).
 """
 
 import json
@@ -29,7 +30,10 @@ LAYOUTS = pathlib.Path(__file__).resolve().parents[1] / "data" / "t5_mbart" / "l
 LANGUAGES = {"mbart50-2021": dict(source_lang="ko_KR", target_lang="en_XX"), "madlad-2023": dict(target_lang="en")}
 
 
-@pytest.fixture(scope="module", params=["t5-2020", "mbart50-2021", "madlad-2023"])
+@pytest.fixture(
+    scope="module",
+    params=["t5-2020", *(pytest.param(name, marks=pytest.mark.slow) for name in ("mbart50-2021", "madlad-2023"))],
+)
 def imported(request, tmp_path_factory):
     """`(variant, run directory, reference)`: each variant assembled and imported once."""
     work = tmp_path_factory.mktemp(request.param)
