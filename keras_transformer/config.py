@@ -39,7 +39,9 @@ NORMALIZATIONS = ("gnmt", "length")
 STOPPING_RULES = ("beams_ended", "cannot_improve")
 CUT_OFF_RULES = ("after_ended", "by_score")
 SOFTMAX_OVER = ("allowed", "vocabulary")
-POSITION_LAYOUTS = ("interleaved", "concatenated", "fairseq", "learned")
+POSITION_LAYOUTS = ("interleaved", "concatenated", "fairseq", "learned", "relative")
+NORMS = ("layer", "rms")  # LayerNorm, T5's RMS normalization
+FEED_FORWARDS = ("plain", "gated")  # the paper's, T5 v1.1's gated one
 # The three models of the same layers: the paper's, GPT's (`build_decoder_only`), BERT's (`build_encoder_only`).
 ARCHITECTURES = ("encoder_decoder", "decoder_only", "encoder_only")
 ENCODER_HEADS = ("masked_lm", "classifier", "none")
@@ -144,7 +146,10 @@ class ModelConfig(_Config):
         layer_norm_epsilon: every LayerNorm's epsilon.
         position_layout: the sinusoidal table's columns, `"interleaved"` (the
             paper's), `"concatenated"` (all sines, then all cosines: Marian's)
-            or `"fairseq"` (M2M100's and NLLB's, numbered from `pad_id + 1`).
+            or `"fairseq"` (M2M100's and NLLB's, numbered from `pad_id + 1`);
+            `"learned"`, a trained table (GPT's, BERT's, mBART's); or
+            `"relative"`, T5's relative position bias on the self-attention
+            scores (`RelativePositionBias`), no position in the embeddings.
         scale_embeddings: multiply the token embeddings by √d_model.
         output_bias: a trained bias on the tied output logits (Marian's
             `final_logits_bias`).
@@ -165,6 +170,27 @@ class ModelConfig(_Config):
             over `num_classes` from the pooled first token) or `"none"` (the
             hidden states: a `BertModel`'s, for sentence embeddings).
         num_classes: the classifier head's classes.
+        position_offset: the learned table's rows before position 0's
+            (mBART's 2).
+        relative_attention_num_buckets, relative_attention_max_distance:
+            T5's relative position buckets (32 and 128), with
+            `position_layout="relative"`.
+        key_dim: each attention head's width; None: `d_model // num_heads`
+            (T5's `d_kv`, which may differ).
+        norm: `"layer"` (LayerNorm) or `"rms"` (T5's RMS normalization), in
+            the layers and the final norms.
+        feed_forward: `"plain"` (the paper's) or `"gated"` (T5 v1.1's,
+            mT5's and MADLAD's `activation(W₁x) ⊙ Vx`).
+        use_bias: biases on the attention and feed-forward projections (T5's
+            have none).
+        scale_attention: divide the attention scores by `√key_dim` (T5 does
+            not).
+        scale_output: multiply the decoder's output by `d_model ** -0.5`
+            before the tied output projection (T5's).
+
+    With `architecture="encoder_decoder"`, `embedding_norm` is a LayerNorm
+    after each stack's embeddings (mBART's `layernorm_embedding`); shared
+    embeddings then keep a norm, and learned positions, of each side's own.
     """
 
     source_vocab_size: int = setting(None, kinds.POSITIVE_INT)
@@ -196,6 +222,15 @@ class ModelConfig(_Config):
     embedding_norm: bool = setting(False, kinds.BOOL)
     encoder_head: str = setting("masked_lm", kinds.choice(ENCODER_HEADS))
     num_classes: int = setting(None, kinds.POSITIVE_INT)
+    position_offset: int = setting(0, kinds.NON_NEGATIVE_INT)
+    relative_attention_num_buckets: int = setting(32, kinds.POSITIVE_INT)
+    relative_attention_max_distance: int = setting(128, kinds.POSITIVE_INT)
+    key_dim: int = setting(None, kinds.POSITIVE_INT)
+    norm: str = setting("layer", kinds.choice(NORMS))
+    feed_forward: str = setting("plain", kinds.choice(FEED_FORWARDS))
+    use_bias: bool = setting(True, kinds.BOOL)
+    scale_attention: bool = setting(True, kinds.BOOL)
+    scale_output: bool = setting(False, kinds.BOOL)
 
     @property
     def decoder_layers(self):
@@ -260,7 +295,11 @@ class ModelConfig(_Config):
                 "`key_block_size` needs `attention_dropout=0` (dropout on the attention weights is not computed in "
                 f"blocks). Received: key_block_size={self.key_block_size}, attention_dropout={self.attention_dropout}"
             )
-        if self.d_model % self.num_heads:
+        if self.scale_output and not self.tie_output_embedding:
+            raise ValueError("`scale_output=True` scales the tied output projection: pass `tie_output_embedding=True`")
+        if self.position_layout == "relative":
+            self._check_buckets()
+        if self.key_dim is None and self.d_model % self.num_heads:
             raise ValueError(
                 f"`d_model` must be divisible by `num_heads`. Received: d_model={self.d_model}, "
                 f"num_heads={self.num_heads}"
@@ -268,6 +307,16 @@ class ModelConfig(_Config):
         if self.architecture == "encoder_only" and self.encoder_head == "classifier" and self.num_classes is None:
             raise ValueError("`encoder_head='classifier'` needs `num_classes`, the classes it tells apart")
         return self
+
+    def _check_buckets(self):
+        """The relative buckets leave each direction an exact bucket, and the largest distance lies beyond them."""
+        exact = self.relative_attention_num_buckets // 4  # of each direction, in the encoder
+        if exact < 1 or self.relative_attention_max_distance <= exact:
+            raise ValueError(
+                "`relative_attention_num_buckets` must be at least 4 and `relative_attention_max_distance` larger than "
+                f"a quarter of it. Received: relative_attention_num_buckets={self.relative_attention_num_buckets}, "
+                f"relative_attention_max_distance={self.relative_attention_max_distance}"
+            )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -309,7 +309,7 @@ def open_model(args, **options):
 
 def require_target(translator, model):
     """A `ValueError` if `translator` is multilingual and has no target language to translate into."""
-    codes, _, target = translator.languages
+    codes, target = translator.languages.codes, translator.languages.target_lang
     if codes and target is None:
         example = next((code for code in ("fra_Latn", "fr") if code in codes), codes[-1])
         raise ValueError(

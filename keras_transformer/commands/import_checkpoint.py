@@ -95,7 +95,7 @@ def _language_flags(output):
     if not languages.codes:
         return ""
     source = languages.source_lang or _likely(languages.codes, ("en", "eng_Latn"))
-    flags = "" if languages.source_lang else f" --source-lang {source}"
+    flags = "" if languages.source_lang or languages.target_in_source else f" --source-lang {source}"
     if not languages.target_lang:
         others = tuple(code for code in languages.codes if code != source)
         flags += f" --target-lang {_likely(others or languages.codes, ('fr', 'fra_Latn', 'de', 'deu_Latn'))}"

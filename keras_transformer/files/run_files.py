@@ -33,13 +33,13 @@ REWRITTEN = re.compile(
     r"|backup/(worker-\d+/)?(latest\.weights\.h5|training_metadata\.json)(\.bkp)?"
     r"|logs/(train|validation)/events\.out\.tfevents\.[^/]+"
 )
-# Every file a run writes, by its path in the run (an imported M2M100, NLLB, BERT or GPT-2 tokenizer keeps the
-# checkpoint's own files in `files/`).
+# Every file a run writes, by its path in the run (an imported M2M100, NLLB, mBART-50, T5, BERT or GPT-2
+# tokenizer keeps the checkpoint's own files in `files/`).
 WRITTEN = re.compile(
     r"config\.json|tokenizers/(source|target)/(tokenizer\.(model|json)|(source|target)\.spm|(target_)?vocab\.json"
     r"|hf_tokenizer\.json)"
     r"|tokenizers/(source|target)/files/(tokenizer(_config)?\.json|vocab\.(json|txt)|sentencepiece\.bpe\.model"
-    r"|merges\.txt|special_tokens_map\.json|added_tokens\.json)"
+    r"|spiece\.model|merges\.txt|special_tokens_map\.json|added_tokens\.json)"
     rf"|{REWRITTEN.pattern}"
 )
 # The folders a run makes, which may be empty.

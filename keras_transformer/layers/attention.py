@@ -9,6 +9,7 @@ from keras_transformer.kinds import check_positive_int, check_rate
 from keras_transformer.layers.blockwise_attention import blockwise_attention
 from keras_transformer.layers.hash_dropout import HashDropout
 from keras_transformer.layers.masks import causal_mask, check_mask, check_mask_shape, large_negative, merge_masks
+from keras_transformer.layers.projections import is_plain_dense, matmul_last_axis
 from keras_transformer.layers.shapes import check_sequence, fits, static_shape
 from keras_transformer.layers.token_sums import add_bias
 
@@ -60,27 +61,6 @@ def _check_broadcasts(mask, scores):
         raise ValueError(
             f"`mask` must broadcast to the scores' shape (..., q_len, k_len)={expected}. Received: mask.shape={shape}"
         )
-
-
-def is_plain_dense(dense):
-    """Whether a `Dense`/`EinsumDense` is plain (no LoRA, not quantized): its kernel may be read directly."""
-    return not (getattr(dense, "lora_enabled", False) or getattr(dense, "quantization_mode", None))
-
-
-def matmul_last_axis(x, kernel):
-    """`x @ kernel` over the last axis of `x` `(..., n)`, `kernel` `(n, m)`, as one 2-D matmul.
-
-    The same product as `ops.matmul(x, kernel)`, whose TensorFlow form for a
-    3-D `x` is `tf.tensordot`: about ten times slower to trace, which every
-    traced decoder and export pays for each projection.
-
-    Example:
-
-    >>> tuple(matmul_last_axis(ops.ones((2, 3, 4)), ops.ones((4, 5))).shape)
-    (2, 3, 5)
-    """
-    rows = ops.matmul(ops.reshape(x, (-1, ops.shape(x)[-1])), kernel)
-    return ops.reshape(rows, tuple(ops.shape(x)[:-1]) + (ops.shape(kernel)[-1],))
 
 
 def _heads_first(projected):
@@ -159,6 +139,11 @@ class MultiHeadAttention(keras.layers.Layer):
             gradients up to rounding; it needs `dropout=0` and is used without
             a cache and when no scores are returned (otherwise the weights are
             computed at once).
+        key_dim: the width of each head; None (the default): `d_model //
+            num_heads`, which `num_heads` must then divide (T5's `d_kv` may
+            make the heads together narrower or wider than `d_model`).
+        scale_attention: divide the scores by `√key_dim` (the paper's); T5
+            does not (its initialization accounts for it).
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -174,6 +159,9 @@ class MultiHeadAttention(keras.layers.Layer):
         training: whether dropout is active.
         cache: optional key/value cache (see above).
         cache_update_index: where to write the current step into `cache`.
+        attention_bias: optional float tensor added to the scores, broadcast
+            to `(batch, num_heads, q_len, k_len)`: T5's relative position bias
+            (`RelativePositionBias`), `(1, num_heads, q_len, k_len)`.
 
     Returns:
         `output`, then `attention_scores` if requested, then the cache if given.
@@ -197,10 +185,13 @@ class MultiHeadAttention(keras.layers.Layer):
         use_bias=True,
         kernel_initializer="glorot_uniform",
         key_block_size=None,
+        key_dim=None,
+        scale_attention=True,
         **kwargs,
     ):
         d_model = check_positive_int("d_model", d_model)
         num_heads = check_positive_int("num_heads", num_heads)
+        key_dim = None if key_dim is None else check_positive_int("key_dim", key_dim)
         check_rate("dropout", dropout)
         if key_block_size is not None:
             key_block_size = check_positive_int("key_block_size", key_block_size)
@@ -210,13 +201,15 @@ class MultiHeadAttention(keras.layers.Layer):
                     f"blocks). Received: key_block_size={key_block_size}, dropout={dropout}"
                 )
         super().__init__(**kwargs)
-        if d_model % num_heads:
+        if key_dim is None and d_model % num_heads:
             raise ValueError(
                 f"`d_model` must be divisible by `num_heads`. Received: d_model={d_model}, num_heads={num_heads}"
             )
         self.d_model = d_model
         self.num_heads = num_heads
-        self.key_dim = d_model // num_heads
+        self.key_dim = d_model // num_heads if key_dim is None else key_dim
+        self._given_key_dim = key_dim
+        self.scale_attention = bool(scale_attention)
         self.dropout = dropout
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -316,6 +309,7 @@ class MultiHeadAttention(keras.layers.Layer):
         query_mask=None,
         value_mask=None,
         key_mask=None,
+        attention_bias=None,
     ):
         attention_mask = check_mask(attention_mask, "attention_mask")
         query_mask = check_mask(query_mask, "query_mask")  # queries are never masked
@@ -350,10 +344,15 @@ class MultiHeadAttention(keras.layers.Layer):
                 None if mask is None else mask[:, None],
                 causal=use_causal_mask,
                 block_size=self.key_block_size,
+                scale=self.scale_attention,
+                bias=attention_bias,
             )  # (batch, heads, q_len, key_dim)
             return self._output_projection(ops.transpose(context, (0, 2, 1, 3)), training)
-        q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
+        if self.scale_attention:
+            q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
         scores = ops.einsum(f"bqhk,{key_axes}->bhqs", q, k)  # (batch, heads, q_len, k_len)
+        if attention_bias is not None:
+            scores = scores + ops.cast(attention_bias, scores.dtype)
         weights = masked_softmax(scores, None if mask is None else mask[:, None])
         dropped = self.dropout_layer(weights, training=training)
         context = ops.einsum(f"bhqs,{key_axes}->bqhk", dropped, v)
@@ -436,4 +435,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 "key_block_size": self.key_block_size,
             }
         )
+        if self._given_key_dim is not None:  # written where given, so that earlier files' configs read alike
+            config["key_dim"] = self._given_key_dim
+        if not self.scale_attention:
+            config["scale_attention"] = False
         return config

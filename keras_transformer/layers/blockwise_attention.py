@@ -6,8 +6,8 @@ from keras import ops
 from keras_transformer.layers.masks import check_mask, large_negative
 
 
-def blockwise_attention(query, key, value, mask=None, causal=False, block_size=256):
-    """`softmax(Q Kᵀ / √d_k) V` over blocks of `block_size` keys, never holding the `(q_len, k_len)` scores.
+def blockwise_attention(query, key, value, mask=None, causal=False, block_size=256, scale=True, bias=None):
+    """`softmax(Q Kᵀ / √d_k + bias) V` over blocks of `block_size` keys, never holding the `(q_len, k_len)` scores.
 
     The online softmax (Milakov & Gimelshein 2018; FlashAttention, Dao et
     al. 2022): a running row maximum and a running sum rescale each block's
@@ -32,6 +32,11 @@ def blockwise_attention(query, key, value, mask=None, causal=False, block_size=2
         causal: also block key `j > i` for query `i` (built per block, never
             as a `(q_len, k_len)` matrix).
         block_size: keys per block (one block of all the keys when there are fewer).
+        scale: divide the scores by `√d_k` (T5's attention does not).
+        bias: optional float tensor of rank 4 broadcast to the scores
+            `(batch, heads, q_len, k_len)`, e.g. T5's relative position bias
+            `(1, heads, q_len, k_len)`: read a block at a time, its gradient
+            written a block at a time too.
 
     Returns:
         `(batch, heads, q_len, d_v)`, in `query`'s dtype. A query whose keys
@@ -53,13 +58,20 @@ def blockwise_attention(query, key, value, mask=None, causal=False, block_size=2
     mask = check_mask(mask, "mask")
     query = ops.convert_to_tensor(query)
     dtype = query.dtype
-    q = ops.cast(query, "float32") * (1.0 / float(query.shape[-1]) ** 0.5)
+    q = ops.cast(query, "float32")
+    if scale:
+        q = q * (1.0 / float(query.shape[-1]) ** 0.5)
     k, v = (ops.cast(x, "float32") for x in (key, value))
     k_len = k.shape[2] if k.shape[2] is not None else ops.shape(k)[2]
     if isinstance(k_len, int):
         block_size = min(block_size, k_len)  # fewer keys than a block: one block, no padding
     blocks = _Blocks(k_len, block_size, ops.shape(q)[2], mask, causal)
-    return ops.cast(_attend(blocks, q, blocks.split(k), blocks.split(v)), dtype)
+    if bias is None:
+        return ops.cast(_attend(blocks, q, blocks.split(k), blocks.split(v)), dtype)
+    if len(bias.shape) != 4:
+        raise ValueError(f"`bias` must have rank 4 (batch, heads, q_len, k_len). Received: bias.shape={bias.shape}")
+    bias = blocks.split(ops.cast(bias, "float32"), keys_last=True)
+    return ops.cast(_attend(blocks, q, blocks.split(k), blocks.split(v), bias), dtype)
 
 
 class _Blocks:
@@ -78,11 +90,13 @@ class _Blocks:
         elif mask is not None:
             self.mask_blocks = self.split(mask)
 
-    def split(self, x):
-        """`(..., k_len, d)` or a mask `(..., k_len)` -> `(count, ..., size[, d])`, the key axis padded."""
+    def split(self, x, keys_last=False):
+        """`(..., k_len, d)`, or a mask or bias `(..., k_len)` (`keys_last`) -> `(count, ..., size[, d])`, the key
+        axis padded."""
         is_mask = keras.backend.standardize_dtype(x.dtype) == "bool"
-        axis = len(x.shape) - (1 if is_mask else 2)
-        widths = [[0, 0]] * axis + [[0, self.padding]] + ([] if is_mask else [[0, 0]])
+        keys_last = keys_last or is_mask
+        axis = len(x.shape) - (1 if keys_last else 2)
+        widths = [[0, 0]] * axis + [[0, self.padding]] + ([] if keys_last else [[0, 0]])
         x = ops.pad(x, widths, constant_values=False if is_mask else 0.0)
         shape = ops.shape(x)
         x = ops.reshape(x, (*shape[:axis], self.count, self.size, *shape[axis + 1 :]))
@@ -107,29 +121,46 @@ class _Blocks:
         return k_block, v_block, mask_block[0] if mask_block else None
 
 
-def _attend(blocks, q, k, v):
-    """The online softmax over `k`, `v` `(count, batch, heads, size, d)`, with its gradient written by hand."""
+def _attend(blocks, q, k, v, bias=None):
+    """The online softmax over `k`, `v` `(count, batch, heads, size, d)` (and the blocks of `bias`), its
+    gradient written by hand."""
+
+    if bias is None:
+
+        @keras.ops.custom_gradient
+        def attend(q, k, v):
+            output, log_sum = _forward(blocks, q, k, v)
+
+            def grad(*args, upstream=None):
+                upstream = args[0] if upstream is None else upstream
+                return _backward(blocks, q, k, v, output, log_sum, upstream)[:3]
+
+            return output, grad
+
+        return attend(q, k, v)
 
     @keras.ops.custom_gradient
-    def attend(q, k, v):
-        output, log_sum = _forward(blocks, q, k, v)
+    def attend_with_bias(q, k, v, bias):
+        output, log_sum = _forward(blocks, q, k, v, bias)
 
         def grad(*args, upstream=None):
             upstream = args[0] if upstream is None else upstream
-            return _backward(blocks, q, k, v, output, log_sum, upstream)
+            return _backward(blocks, q, k, v, output, log_sum, upstream, bias)
 
         return output, grad
 
-    return attend(q, k, v)
+    return attend_with_bias(q, k, v, bias)
 
 
-def _scores(blocks, q, k_block, index, mask_block):
+def _scores(blocks, q, k_block, index, mask_block, bias=None):
     """`(scores, allowed)` of one block: `(batch, heads, q_len, size)` each."""
     scores = ops.einsum("bhqd,bhkd->bhqk", q, k_block)
+    if bias is not None:
+        scores = scores + ops.take(bias, index, axis=0)
     return scores, blocks.allowed(index, mask_block)
 
 
-def _forward(blocks, q, k, v):
+def _forward(blocks, q, k, v, bias=None):
     """The output `(batch, heads, q_len, d_v)` and each row's log-sum-exp `(batch, heads, q_len, 1)`."""
     negative = large_negative("float32")
     rows = ops.shape(q)[:3] + (1,)
@@ -137,7 +168,7 @@ def _forward(blocks, q, k, v):
     def step(index, carry):
         maximum, total, accumulated = carry
         k_block, v_block, mask_block = blocks.read(index, k, v)
-        scores, allowed = _scores(blocks, q, k_block, index, mask_block)
+        scores, allowed = _scores(blocks, q, k_block, index, mask_block, bias)
         scores = ops.where(allowed, scores, negative)
         new_maximum = ops.maximum(maximum, ops.max(scores, axis=-1, keepdims=True))
         weights = ops.where(allowed, ops.exp(scores - new_maximum), 0.0)  # (batch, heads, q_len, size)
@@ -154,19 +185,25 @@ def _forward(blocks, q, k, v):
     return output, ops.where(seen, maximum + ops.log(safe_total), 0.0)
 
 
-def _backward(blocks, q, k, v, output, log_sum, d_output):
-    """Gradients of `q` and of the blocked `k`, `v` (FlashAttention-2's backward pass, one block at a time)."""
+def _backward(blocks, q, k, v, output, log_sum, d_output, bias=None):
+    """Gradients of `q`, of the blocked `k`, `v` and of the blocked `bias` (zeros without one):
+    FlashAttention-2's backward pass, one block at a time."""
     d_rows = ops.sum(d_output * output, axis=-1, keepdims=True)  # (batch, heads, q_len, 1)
+    bias_axes = () if bias is None else tuple(i for i in range(4) if bias.shape[i + 1] == 1)  # broadcast axes
 
     def step(index, carry):
-        d_q, d_k, d_v = carry
+        d_q, d_k, d_v, d_bias = carry
         k_block, v_block, mask_block = blocks.read(index, k, v)
-        scores, allowed = _scores(blocks, q, k_block, index, mask_block)
+        scores, allowed = _scores(blocks, q, k_block, index, mask_block, bias)
         weights = ops.where(allowed, ops.exp(scores - log_sum), 0.0)
         d_scores = weights * (ops.einsum("bhqd,bhkd->bhqk", d_output, v_block) - d_rows)
         start = (index, 0, 0, 0, 0)
         d_k = ops.slice_update(d_k, start, ops.einsum("bhqk,bhqd->bhkd", d_scores, q)[None])
         d_v = ops.slice_update(d_v, start, ops.einsum("bhqk,bhqd->bhkd", weights, d_output)[None])
-        return d_q + ops.einsum("bhqk,bhkd->bhqd", d_scores, k_block), d_k, d_v
+        if bias is not None:
+            d_block = ops.sum(d_scores, axis=bias_axes, keepdims=True) if bias_axes else d_scores
+            d_bias = ops.slice_update(d_bias, start, d_block[None])
+        return d_q + ops.einsum("bhqk,bhkd->bhqd", d_scores, k_block), d_k, d_v, d_bias
 
-    return ops.fori_loop(0, blocks.count, step, (ops.zeros_like(q), ops.zeros_like(k), ops.zeros_like(v)))
+    d_bias = ops.zeros((1,)) if bias is None else ops.zeros_like(bias)
+    return ops.fori_loop(0, blocks.count, step, (ops.zeros_like(q), ops.zeros_like(k), ops.zeros_like(v), d_bias))

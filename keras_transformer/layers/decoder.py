@@ -19,6 +19,7 @@ def decoder_forward(
     encoder_padding_mask=None,
     training=None,
     return_attention_scores=False,
+    position_bias=None,
 ):
     """The decoder's teacher-forced forward pass: `embedding`, each of `layers`, `final_norm`.
 
@@ -37,6 +38,8 @@ def decoder_forward(
             `(batch, target_len)` and `(batch, source_len)`, `True` at real tokens.
         training: whether dropout is active (`None`: Keras decides).
         return_attention_scores: also return each layer's attention weights.
+        position_bias: a causal `RelativePositionBias` (T5's), computed once
+            and added to every layer's self-attention scores, or `None`.
 
     Returns:
         `(batch, target_len, d_model)`; with `return_attention_scores=True`,
@@ -60,7 +63,10 @@ def decoder_forward(
         layer_options["encoder_padding_mask"] = encoder_padding_mask
     if return_attention_scores:
         layer_options["return_attention_scores"] = True
-    x = embedding(token_ids, **options)
+    sides = {"target": True} if getattr(embedding, "separate_positions", False) else {}  # a shared mBART embedding
+    x = embedding(token_ids, **options, **sides)
+    if position_bias is not None:
+        layer_options["attention_bias"] = position_bias(token_ids)
     self_scores, cross_scores = [], []
     for layer in layers:
         x = layer(x, encoder_outputs, **layer_options)

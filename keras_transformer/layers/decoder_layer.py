@@ -2,7 +2,6 @@
 
 import keras
 
-from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.encoder_layer import EncoderLayer, attention_outputs
 from keras_transformer.layers.hash_dropout import HashDropout
 from keras_transformer.layers.masks import check_mask, check_mask_shape
@@ -52,6 +51,9 @@ class DecoderLayer(EncoderLayer):
             attend, merged with the look-ahead mask (e.g. which cached
             positions each beam descends from, in beam search).
         training: whether dropout is active.
+        attention_bias: optional float `(1, heads, target_len, target_len |
+            cache_len)` added to the self-attention scores (T5's causal
+            `RelativePositionBias`; cross-attention has none).
 
     Example:
 
@@ -70,20 +72,11 @@ class DecoderLayer(EncoderLayer):
         self.cross_attention = self.cross_attention_norm = self.cross_attention_dropout = None
         if not self.use_cross_attention:  # a GPT block: no weights it would never use
             return
-        common = {"dtype": self.dtype_policy}
-        self.cross_attention = MultiHeadAttention(
-            d_model,
-            num_heads,
-            dropout=self.attention_dropout,
-            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-            key_block_size=self.key_block_size,
-            name="cross_attention",
-            **common,
+        self.cross_attention = self._attention("cross_attention")
+        self.cross_attention_norm = self._norm("cross_attention_norm")
+        self.cross_attention_dropout = HashDropout(
+            self.dropout, name="cross_attention_dropout", dtype=self.dtype_policy
         )
-        self.cross_attention_norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, name="cross_attention_norm", **common
-        )
-        self.cross_attention_dropout = HashDropout(self.dropout, name="cross_attention_dropout", **common)
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
         check_sequence(decoder_sequence_shape, "decoder_sequence", self.d_model)
@@ -115,6 +108,7 @@ class DecoderLayer(EncoderLayer):
         training=None,
         decoder_sequence_mask=None,
         encoder_sequence_mask=None,
+        attention_bias=None,
     ):
         masks = dict(
             decoder_padding_mask=decoder_padding_mask,
@@ -134,6 +128,7 @@ class DecoderLayer(EncoderLayer):
             use_causal_mask=True,
             cache=self_attention_cache,
             cache_update_index=self_attention_cache_update_index,
+            attention_bias=attention_bias,
         )
         scores = dict(return_attention_scores=return_attention_scores, training=training)
         x, (self_scores, *new_cache) = self._residual(

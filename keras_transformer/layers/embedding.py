@@ -6,10 +6,10 @@ import keras
 from keras import ops
 
 from keras_transformer.kinds import check_positive_int, check_rate
-from keras_transformer.layers.attention import matmul_last_axis
 from keras_transformer.layers.hash_dropout import HashDropout
 from keras_transformer.layers.learned_positions import LearnedPositionEmbedding
 from keras_transformer.layers.positional_encoding import PositionalEncoding
+from keras_transformer.layers.projections import matmul_last_axis
 from keras_transformer.layers.shapes import check_sequence, static_shape
 
 
@@ -131,9 +131,19 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         position_layout: the position table's columns, `"interleaved"` (the
             paper's), `"concatenated"` (Marian's) or `"fairseq"` (M2M100's
             and NLLB's, numbered from `pad_id + 1`), see `positional_encoding`;
-            or `"learned"`, a trained table (`LearnedPositionEmbedding`: GPT's
-            and BERT's).
+            or `"learned"`, a trained table (`LearnedPositionEmbedding`: GPT's,
+            BERT's and mBART's); or `"relative"`, none here: the stack's
+            attention adds T5's `RelativePositionBias`.
         output_bias: a trained bias on the tied output logits (`reverse=True`).
+        position_offset: the learned table's rows before position 0's (mBART's 2).
+        embedding_norm: a LayerNorm on the sum, before the dropout (mBART's
+            `layernorm_embedding`), of epsilon `layer_norm_epsilon`.
+        separate_positions: one token embedding for both sides (a shared
+            vocabulary), but a position table (and an `embedding_norm`) of
+            each side's own, as mBART's: calls with `target=True` read the
+            target side's.
+        output_scale: multiply the hidden states by `d_model ** -0.5` before
+            the tied output projection (`reverse=True`): T5's.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -143,6 +153,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             `(batch,)` tensor gives each row its own.
         reverse: project hidden states to vocabulary logits instead.
         training: whether dropout is active.
+        target: the target side's positions and norm (`separate_positions`);
+            ignored by a layer without them.
 
     Example:
 
@@ -166,6 +178,11 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         scale_embeddings=True,
         position_layout="interleaved",
         output_bias=False,
+        position_offset=0,
+        embedding_norm=False,
+        layer_norm_epsilon=1e-5,
+        separate_positions=False,
+        output_scale=False,
         **kwargs,
     ):
         vocab_size = check_positive_int("vocab_size", vocab_size)
@@ -182,6 +199,9 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         self.scale_embeddings = bool(scale_embeddings)
         self.position_layout = position_layout
         self.output_bias = bool(output_bias)
+        self.position_offset, self.embedding_norm = position_offset, bool(embedding_norm)
+        self.layer_norm_epsilon, self.separate_positions = layer_norm_epsilon, bool(separate_positions)
+        self.output_scale = bool(output_scale)
         if embeddings_initializer is None:
             embeddings_initializer = keras.initializers.RandomNormal(stddev=d_model**-0.5)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
@@ -193,26 +213,46 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="token_embedding",
         )
-        if position_layout == "learned":
-            self.position_encoding = LearnedPositionEmbedding(
-                max_length, d_model, dtype=self.dtype_policy, name="position_embedding"
+        sides = ("", "target_") if self.separate_positions else ("",)
+        self.position_encodings = [self._positions(side) for side in sides]
+        self.position_encoding = self.position_encodings[0]  # the source side's (the only one, unless separate)
+        self.norms = [
+            keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name=f"{side}embedding_norm"
             )
-        else:
-            offset = self.pad_id + 1 if position_layout == "fairseq" else 0  # fairseq numbers positions after padding
-            self.position_encoding = PositionalEncoding(
-                max_length,
-                d_model,
-                layout=position_layout,
-                offset=offset,
-                dtype=self.dtype_policy,
-                name="position_encoding",
-            )
+            for side in (sides if self.embedding_norm else ())
+        ]
         self.dropout_layer = HashDropout(dropout, dtype=self.dtype_policy, name="embedding_dropout")
+
+    def _positions(self, side):
+        """The position layer of one side (`side` "" or "target_"), or None for relative positions."""
+        if self.position_layout == "relative":
+            return None
+        if self.position_layout == "learned":
+            return LearnedPositionEmbedding(
+                self.max_length,
+                self.d_model,
+                offset=self.position_offset,
+                dtype=self.dtype_policy,
+                name=f"{side}position_embedding",
+            )
+        offset = self.pad_id + 1 if self.position_layout == "fairseq" else 0  # fairseq numbers positions after padding
+        return PositionalEncoding(
+            self.max_length,
+            self.d_model,
+            layout=self.position_layout,
+            offset=offset,
+            dtype=self.dtype_policy,
+            name=f"{side}position_encoding",
+        )
 
     def build(self, input_shape):
         self.token_embedding.build(input_shape)
         if self.position_layout == "learned":
-            self.position_encoding.build()
+            for positions in self.position_encodings:
+                positions.build()
+        for norm in self.norms:
+            norm.build(tuple(input_shape) + (self.d_model,))
         if self.output_bias:
             self.logits_bias = self.add_weight(
                 shape=(self.vocab_size,), initializer="zeros", name="logits_bias", dtype=self.variable_dtype
@@ -224,9 +264,11 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         """The `(vocab_size, d_model)` token embedding matrix."""
         return self.token_embedding.embeddings
 
-    def call(self, inputs, start_index=0, reverse=False, training=None):
+    def call(self, inputs, start_index=0, reverse=False, training=None, target=False):
         if reverse:
             check_sequence(inputs, "inputs", self.d_model)
+            if self.output_scale:
+                inputs = inputs * ops.cast(self.d_model**-0.5, inputs.dtype)
             kernel = ops.cast(self._embedding_matrix(), inputs.dtype)
             logits = matmul_last_axis(inputs, ops.transpose(kernel))  # (batch, length, vocab)
             if self.output_bias:
@@ -246,7 +288,11 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         real = None
         if self.position_layout == "fairseq" and self.mask_zero:  # fairseq numbers real tokens only
             real = ops.not_equal(inputs, self.pad_id)
-        embedded = self.position_encoding(embedded, start_index=start_index, real=real)
+        side = 1 if target and self.separate_positions else 0
+        if self.position_encodings[side] is not None:
+            embedded = self.position_encodings[side](embedded, start_index=start_index, real=real)
+        if self.norms:
+            embedded = self.norms[side](embedded)
         return self.dropout_layer(embedded, training=training)
 
     def _embedding_matrix(self):
@@ -289,4 +335,13 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
                 "output_bias": self.output_bias,
             }
         )
+        # Written where not the default, so that the configs of earlier files read alike.
+        if self.position_offset:
+            config["position_offset"] = self.position_offset
+        if self.embedding_norm:
+            config.update(embedding_norm=True, layer_norm_epsilon=self.layer_norm_epsilon)
+        if self.separate_positions:
+            config["separate_positions"] = True
+        if self.output_scale:
+            config["output_scale"] = True
         return config

@@ -9,7 +9,14 @@ from keras_transformer.layers.masks import padding_mask
 
 
 def encoder_forward(
-    embedding, layers, final_norm, token_ids, padding_mask=None, training=None, return_attention_scores=False
+    embedding,
+    layers,
+    final_norm,
+    token_ids,
+    padding_mask=None,
+    training=None,
+    return_attention_scores=False,
+    position_bias=None,
 ):
     """The encoder's forward pass: `embedding`, each of `layers`, then `final_norm` (if any).
 
@@ -28,6 +35,8 @@ def encoder_forward(
         padding_mask: optional boolean `(batch, length)`, `True` at real tokens.
         training: whether dropout is active (`None`: Keras decides).
         return_attention_scores: also return each layer's attention weights.
+        position_bias: a `RelativePositionBias` (T5's), computed once and
+            added to every layer's attention scores, or `None`.
 
     Returns:
         `(batch, length, d_model)`; with `return_attention_scores=True`,
@@ -50,6 +59,8 @@ def encoder_forward(
     if return_attention_scores:
         layer_options["return_attention_scores"] = True
     x = embedding(token_ids, **options)
+    if position_bias is not None:
+        layer_options["attention_bias"] = position_bias(token_ids)
     scores = []
     for layer in layers:
         x = layer(x, **layer_options)

@@ -12,6 +12,7 @@ from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
 from keras_transformer.layers.hash_dropout import HashDropout
 from keras_transformer.layers.masks import check_mask, check_mask_shape
+from keras_transformer.layers.normalization import NORMS, normalization
 from keras_transformer.layers.shapes import check_sequence
 from keras_transformer.layers.token_sums import layer_norm
 
@@ -66,6 +67,11 @@ class EncoderLayer(keras.layers.Layer):
         key_block_size: `None`, or attend in blocks of this many keys (the
             online softmax: training memory linear in the length; needs
             `attention_dropout=0`; see `MultiHeadAttention`).
+        norm: `"layer"` (LayerNorm) or `"rms"` (T5's RMS normalization).
+        gated: the gated feed-forward (`PositionwiseFeedForward`).
+        use_bias: biases on the projections (T5's have none).
+        key_dim: each head's width (default `d_model // num_heads`).
+        scale_attention: divide the attention scores by `√key_dim`.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -74,6 +80,8 @@ class EncoderLayer(keras.layers.Layer):
         attention_mask: optional boolean `(batch, length, length)`.
         return_attention_scores: also return `(batch, heads, length, length)`.
         training: whether dropout is active.
+        attention_bias: optional float `(1, heads, length, length)` added to
+            the self-attention scores (T5's `RelativePositionBias`).
 
     Example:
 
@@ -98,6 +106,11 @@ class EncoderLayer(keras.layers.Layer):
         activation_dropout=0.0,
         kernel_initializer="glorot_uniform",
         key_block_size=None,
+        norm="layer",
+        gated=False,
+        use_bias=True,
+        key_dim=None,
+        scale_attention=True,
         **kwargs,
     ):
         d_model = check_positive_int("d_model", d_model)
@@ -110,6 +123,8 @@ class EncoderLayer(keras.layers.Layer):
         ):
             check_rate(name, rate)
         check_positive_number("layer_norm_epsilon", layer_norm_epsilon)
+        if norm not in NORMS:
+            raise ValueError(f"`norm` must be one of {NORMS}. Received: norm={norm!r}")
         super().__init__(**kwargs)
         self.d_model = d_model
         self.num_heads = num_heads
@@ -122,20 +137,12 @@ class EncoderLayer(keras.layers.Layer):
         self.activation_dropout = activation_dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.key_block_size = key_block_size
+        self.norm, self.gated, self.use_bias = norm, bool(gated), bool(use_bias)
+        self.key_dim, self.scale_attention = key_dim, bool(scale_attention)
         self.supports_masking = True
         common = {"dtype": self.dtype_policy}
-        self.self_attention = MultiHeadAttention(
-            d_model,
-            num_heads,
-            dropout=attention_dropout,
-            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-            key_block_size=key_block_size,
-            name="self_attention",
-            **common,
-        )
-        self.self_attention_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, name="self_attention_norm", **common
-        )
+        self.self_attention = self._attention("self_attention")
+        self.self_attention_norm = self._norm("self_attention_norm")
         self.self_attention_dropout = HashDropout(dropout, name="self_attention_dropout", **common)
         self.ffn = PositionwiseFeedForward(
             d_model,
@@ -143,11 +150,32 @@ class EncoderLayer(keras.layers.Layer):
             dropout=activation_dropout,
             activation=self.activation,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            gated=self.gated,
+            use_bias=self.use_bias,
             name="ffn",
             **common,
         )
-        self.ffn_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="ffn_norm", **common)
+        self.ffn_norm = self._norm("ffn_norm")
         self.ffn_dropout = HashDropout(dropout, name="ffn_dropout", **common)
+
+    def _attention(self, name):
+        """A `MultiHeadAttention` of this layer's options (its self-attention, a decoder's cross-attention)."""
+        return MultiHeadAttention(
+            self.d_model,
+            self.num_heads,
+            dropout=self.attention_dropout,
+            use_bias=self.use_bias,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            key_block_size=self.key_block_size,
+            key_dim=self.key_dim,
+            scale_attention=self.scale_attention,
+            name=name,
+            dtype=self.dtype_policy,
+        )
+
+    def _norm(self, name):
+        """A LayerNorm or an RMS normalization (`norm`) of this layer's epsilon."""
+        return normalization(self.norm, self.layer_norm_epsilon, name, self.dtype_policy)
 
     def build(self, input_shape):
         check_sequence(input_shape, "inputs", self.d_model)
@@ -165,6 +193,7 @@ class EncoderLayer(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
         mask=None,
+        attention_bias=None,
     ):
         check_sequence(inputs, "inputs", self.d_model)
         padding_mask = check_mask(padding_mask, "padding_mask")
@@ -185,6 +214,7 @@ class EncoderLayer(keras.layers.Layer):
                 value_mask=padding_mask,
                 return_attention_scores=return_attention_scores,
                 training=training,
+                attention_bias=attention_bias,
             )
             return attention_outputs(outputs, return_attention_scores)
 
@@ -229,4 +259,7 @@ class EncoderLayer(keras.layers.Layer):
                 "key_block_size": self.key_block_size,
             }
         )
+        # Written where not the default, so that the configs of earlier files read alike.
+        defaults = dict(norm="layer", gated=False, use_bias=True, key_dim=None, scale_attention=True)
+        config.update({name: getattr(self, name) for name, value in defaults.items() if getattr(self, name) != value})
         return config

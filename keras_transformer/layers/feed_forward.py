@@ -5,8 +5,8 @@ from keras import ops
 
 from keras_transformer.kinds import check_positive_int, check_rate
 from keras_transformer.layers.activations import get_activation
-from keras_transformer.layers.attention import is_plain_dense, matmul_last_axis
 from keras_transformer.layers.hash_dropout import HashDropout
+from keras_transformer.layers.projections import is_plain_dense, matmul_last_axis
 from keras_transformer.layers.shapes import check_sequence
 from keras_transformer.layers.token_sums import add_bias
 
@@ -15,14 +15,19 @@ from keras_transformer.layers.token_sums import add_bias
 class PositionwiseFeedForward(keras.layers.Layer):
     """`FFN(x) = W₂ · activation(W₁ x + b₁) + b₂`, applied to each position alone.
 
-    Keras masks pass through unchanged (each position is independent).
+    With `gated=True`, the gated form of T5 v1.1, mT5 and MADLAD ("gated-gelu"):
+    `W₂ · (activation(W₁ x) ⊙ V x)`, a second inner projection `V` multiplying
+    the activated one. Keras masks pass through unchanged (each position is
+    independent).
 
     Args:
         d_model: input and output width.
         d_ff: inner width (2048 in the paper's base model).
         dropout: dropout rate on the inner activations.
         activation: the inner activation, `"relu"` in the paper.
-        kernel_initializer: initializer of both kernels.
+        kernel_initializer: initializer of the kernels.
+        gated: multiply the activation by a second, linear inner projection.
+        use_bias: whether the projections have biases (T5's have none).
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -46,6 +51,8 @@ class PositionwiseFeedForward(keras.layers.Layer):
         dropout=0.0,
         activation="relu",
         kernel_initializer="glorot_uniform",
+        gated=False,
+        use_bias=True,
         **kwargs,
     ):
         d_model = check_positive_int("d_model", d_model)
@@ -57,31 +64,34 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.dropout = dropout
         self.activation = get_activation(activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.gated, self.use_bias = bool(gated), bool(use_bias)
         self.supports_masking = True
         init = lambda: keras.initializers.get(  # noqa: E731 (fresh copy per layer)
             keras.initializers.serialize(self.kernel_initializer)
         )
+        common = dict(use_bias=self.use_bias, dtype=self.dtype_policy)
         self.inner_dense = keras.layers.Dense(
-            d_ff,
-            activation=self.activation,
-            kernel_initializer=init(),
-            dtype=self.dtype_policy,
-            name="ffn_inner",
+            d_ff, activation=self.activation, kernel_initializer=init(), name="ffn_inner", **common
+        )
+        self.linear_dense = (
+            keras.layers.Dense(d_ff, kernel_initializer=init(), name="ffn_linear", **common) if self.gated else None
         )
         self.dropout_layer = HashDropout(dropout, dtype=self.dtype_policy, name="ffn_dropout")
-        self.output_dense = keras.layers.Dense(
-            d_model, kernel_initializer=init(), dtype=self.dtype_policy, name="ffn_output"
-        )
+        self.output_dense = keras.layers.Dense(d_model, kernel_initializer=init(), name="ffn_output", **common)
 
     def build(self, input_shape):
         check_sequence(input_shape, "inputs", self.d_model)
         self.inner_dense.build(input_shape)
+        if self.gated:
+            self.linear_dense.build(input_shape)
         self.output_dense.build(tuple(input_shape[:-1]) + (self.d_ff,))
         self.built = True
 
     def call(self, inputs, training=None):
         check_sequence(inputs, "inputs", self.d_model)
         hidden = self._dense(self.inner_dense, inputs, training)  # (batch, length, d_ff)
+        if self.gated:
+            hidden = hidden * self._dense(self.linear_dense, inputs, training)
         hidden = self.dropout_layer(hidden, training=training)
         return self._dense(self.output_dense, hidden, training)
 
@@ -112,4 +122,8 @@ class PositionwiseFeedForward(keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             }
         )
+        if self.gated:  # written where not the default, so that earlier files' configs read alike
+            config["gated"] = True
+        if not self.use_bias:
+            config["use_bias"] = False
         return config

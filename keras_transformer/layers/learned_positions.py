@@ -22,6 +22,9 @@ class LearnedPositionEmbedding(keras.layers.Layer):
         d_model: the size of each vector.
         initializer: the table's initializer (GPT-2 and BERT: a normal
             of standard deviation 0.02).
+        offset: rows before position 0's: the table has `position + offset`
+            rows, position `p` reads row `p + offset` (mBART's 2, which
+            fairseq kept for its padding).
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -41,18 +44,21 @@ class LearnedPositionEmbedding(keras.layers.Layer):
     (16, 8)
     """
 
-    def __init__(self, position, d_model, initializer=None, **kwargs):
+    def __init__(self, position, d_model, initializer=None, offset=0, **kwargs):
         position = check_positive_int("position", position)
         d_model = check_positive_int("d_model", d_model)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"`offset` must be a non-negative int. Received: offset={offset!r}")
         super().__init__(**kwargs)
         self.position = position
         self.d_model = d_model
+        self.offset = offset
         self.initializer = keras.initializers.get(initializer or keras.initializers.RandomNormal(stddev=0.02))
         self.supports_masking = True
 
     def build(self, input_shape=None):
         self.embeddings = self.add_weight(
-            shape=(self.position, self.d_model), initializer=self.initializer, name="embeddings"
+            shape=(self.position + self.offset, self.d_model), initializer=self.initializer, name="embeddings"
         )
         self.built = True
 
@@ -64,7 +70,8 @@ class LearnedPositionEmbedding(keras.layers.Layer):
                 f"The sequence is longer than `position`={self.position} this layer was built for. "
                 f"Received: length={length} with start_index={start_index}"
             )
-        return inputs + position_rows(ops.cast(self.embeddings, inputs.dtype), inputs, start_index)
+        table = ops.cast(self.embeddings, inputs.dtype)
+        return inputs + position_rows(table[self.offset :] if self.offset else table, inputs, start_index)
 
     def compute_output_shape(self, input_shape):
         check_sequence(input_shape, "inputs", self.d_model)
@@ -79,4 +86,6 @@ class LearnedPositionEmbedding(keras.layers.Layer):
                 "initializer": keras.initializers.serialize(self.initializer),
             }
         )
+        if self.offset:  # written where not the default, so that earlier files' configs read alike
+            config["offset"] = self.offset
         return config

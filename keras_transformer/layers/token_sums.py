@@ -77,6 +77,8 @@ def layer_norm(norm, x, training=False):
     >>> ops.convert_to_numpy(layer_norm(norm, ops.convert_to_tensor([[1.0, 3.0]]), training=True)).round(4)
     array([[-1.,  1.]], dtype=float32)
     """
+    if not isinstance(norm, keras.layers.LayerNormalization):  # RMS normalization (T5's): Keras's own
+        return norm(x)
     axes = [norm.axis] if isinstance(norm.axis, int) else list(norm.axis)
     if not (
         _uses_token_sums(x.dtype, training)

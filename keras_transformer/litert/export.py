@@ -107,6 +107,7 @@ def export_run(
         raise destinations.DestinationInUseError(output, "a LiteRT export", ["overwrite"])
     runs.warn_if_unfinished(run)
     config = runs.RunConfig.read(run)
+    _check_layers(run, config.model)
     decoding = config.decoding or DecodingConfig()
     tokenizer_dirs = _tokenizer_dirs(run)
     languages = _languages(run, tokenizer_dirs, source_lang, target_lang)
@@ -250,6 +251,19 @@ def _languages(run, tokenizer_dirs, source_lang, target_lang):
         "target_lang": languages.target_lang,
         "source_position": source.source_position,
     }
+
+
+def _check_layers(run, model_config):
+    """A one-line `ValueError` for a model whose embeddings the step graph does not compute (T5's, mBART's)."""
+    if model_config is None:
+        return
+    if model_config.position_layout == "relative" or model_config.embedding_norm or model_config.position_offset:
+        family = "a T5-family" if model_config.position_layout == "relative" else "an mBART"
+        raise ValueError(
+            f"{run} is {family} model, which a LiteRT export does not hold: its step graph computes the paper's "
+            "embeddings, without T5's relative position bias or mBART's per-side positions and embedding norms. "
+            "Export a SavedModel or --format ctranslate2 instead"
+        )
 
 
 def _positive(value, name):

@@ -11,6 +11,8 @@ from keras_transformer.layers.decoder_layer import DecoderLayer
 from keras_transformer.layers.embedding import TokenAndPositionEmbedding
 from keras_transformer.layers.encoder import encoder_forward
 from keras_transformer.layers.encoder_layer import EncoderLayer
+from keras_transformer.layers.normalization import normalization
+from keras_transformer.layers.relative_position_bias import RelativePositionBias
 from keras_transformer.layers.target_padding_mask import TargetPaddingMask
 from keras_transformer.models.transformer_model import TransformerModel
 
@@ -54,7 +56,8 @@ def build_transformer(
     `encoder_embedding`, `encoder_layer_{i}`, `decoder_embedding` (the same
     layer as `encoder_embedding` when shared), `decoder_layer_{i}`,
     `encoder_norm` and `decoder_norm` (pre-norm only), and `logits` (absent
-    when tied), as in every version so far.
+    when tied), as in every version so far; with T5's relative positions,
+    `encoder_position_bias` and `decoder_position_bias`.
 
     Args:
         source_vocab_size ... key_block_size: the `ModelConfig`'s options
@@ -123,9 +126,12 @@ def _build(config, name):
     # Embeddings attach the padding masks (True = real token) that every attention below reads.
     encoder_embedding, decoder_embedding = _embeddings(config)
 
+    encoder_bias, decoder_bias = position_biases(config)
     encoder_layers = [EncoderLayer(**layer_args, name=f"encoder_layer_{i}") for i in range(config.num_layers)]
     encoder_norm = final_norm(config, "encoder_norm")
-    encoder_outputs = encoder_forward(encoder_embedding, encoder_layers, encoder_norm, encoder_inputs)
+    encoder_outputs = encoder_forward(
+        encoder_embedding, encoder_layers, encoder_norm, encoder_inputs, position_bias=encoder_bias
+    )
     decoder_layers = [DecoderLayer(**layer_args, name=f"decoder_layer_{i}") for i in range(config.decoder_layers)]
     target_mask = None
     if config.start_id == config.target_pad or config.decoder_attends_padding:  # the embedding's mask would not do
@@ -133,12 +139,21 @@ def _build(config, name):
             config.target_pad, config.start_id, config.decoder_attends_padding, name="decoder_padding_mask"
         )(decoder_inputs)
     decoder_norm = final_norm(config, "decoder_norm")
-    y = decoder_forward(decoder_embedding, decoder_layers, decoder_norm, decoder_inputs, encoder_outputs, target_mask)
+    y = decoder_forward(
+        decoder_embedding,
+        decoder_layers,
+        decoder_norm,
+        decoder_inputs,
+        encoder_outputs,
+        target_mask,
+        position_bias=decoder_bias,
+    )
 
     if config.tie_output_embedding:
         logits = decoder_embedding(y, reverse=True)
     else:
-        logits = keras.layers.Dense(config.target_vocab_size, name="logits")(y)
+        options = {} if config.use_bias else {"use_bias": False}  # T5's lm_head has no bias
+        logits = keras.layers.Dense(config.target_vocab_size, name="logits", **options)(y)
     # The loss masks padding itself: a Keras mask left on the logits would re-weight it. Keras 3 has no
     # public way to drop an implicit mask, so its backend's own setter does.
     keras.src.backend.set_keras_mask(logits, None)
@@ -163,6 +178,33 @@ def layer_options(config):
         attention_dropout=config.attention_dropout,
         activation_dropout=config.activation_dropout,
         key_block_size=config.key_block_size,
+        **_new_layer_options(config),
+    )
+
+
+def _new_layer_options(config):
+    """The layer options added with T5: given only where they differ from the defaults, as `get_config` writes them."""
+    options = dict(
+        norm=config.norm,
+        gated=config.feed_forward == "gated",
+        use_bias=config.use_bias,
+        key_dim=config.key_dim,
+        scale_attention=config.scale_attention,
+    )
+    defaults = dict(norm="layer", gated=False, use_bias=True, key_dim=None, scale_attention=True)
+    return {name: value for name, value in options.items() if value != defaults[name]}
+
+
+def position_biases(config):
+    """The encoder's and the decoder's `RelativePositionBias` (T5's), or `(None, None)`."""
+    if config.position_layout != "relative":
+        return None, None
+    options = dict(
+        num_buckets=config.relative_attention_num_buckets, max_distance=config.relative_attention_max_distance
+    )
+    return (
+        RelativePositionBias(config.num_heads, bidirectional=True, name="encoder_position_bias", **options),
+        RelativePositionBias(config.num_heads, bidirectional=False, name="decoder_position_bias", **options),
     )
 
 
@@ -171,6 +213,13 @@ def _embeddings(config):
     options = dict(
         dropout=config.dropout, scale_embeddings=config.scale_embeddings, position_layout=config.position_layout
     )
+    if config.position_offset:
+        options["position_offset"] = config.position_offset
+    if config.embedding_norm:  # mBART's layernorm_embedding; a shared embedding keeps one per side
+        options.update(embedding_norm=True, layer_norm_epsilon=config.layer_norm_epsilon)
+        options["separate_positions"] = config.share_embeddings
+    if config.scale_output:
+        options["output_scale"] = True
     tied_bias = config.output_bias and config.tie_output_embedding
     encoder = TokenAndPositionEmbedding(
         config.source_vocab_size,
@@ -196,10 +245,10 @@ def _embeddings(config):
 
 
 def final_norm(config, name):
-    """A pre-norm stack's final LayerNorm; None for post-norm."""
+    """A pre-norm stack's final LayerNorm (or RMS normalization, `config.norm`); None for post-norm."""
     if not config.norm_first:
         return None
-    return keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name=name)
+    return normalization(config.norm, config.layer_norm_epsilon, name)
 
 
 _DEFAULT_OPTIONS = {

@@ -140,6 +140,16 @@ class TransformerModel(keras.Model):
         return self._parts.decoder_norm
 
     @property
+    def encoder_position_bias(self):
+        """The encoder's `RelativePositionBias` (T5's), or `None`."""
+        return self._parts.encoder_position_bias
+
+    @property
+    def decoder_position_bias(self):
+        """The decoder's causal `RelativePositionBias` (T5's), or `None`."""
+        return self._parts.decoder_position_bias
+
+    @property
     def output_layer(self):
         """The `Dense` output projection, or `None` when tied to `decoder_embedding`."""
         return self._parts.output_layer
@@ -173,6 +183,7 @@ class TransformerModel(keras.Model):
             self.source_padding_mask(source_ids),
             training,
             return_attention_scores,
+            position_bias=self.encoder_position_bias,
         )
 
     def decode(self, target_ids, encoder_outputs, encoder_padding_mask, training=False, return_attention_scores=False):
@@ -193,6 +204,7 @@ class TransformerModel(keras.Model):
             encoder_padding_mask,
             training,
             return_attention_scores,
+            position_bias=self.decoder_position_bias,
         )
         if return_attention_scores:
             return (self.logits(outputs[0]), *outputs[1:])
@@ -226,7 +238,7 @@ class TransformerModel(keras.Model):
         return tuple(
             tuple(
                 ops.zeros(
-                    (batch_size, layer.num_heads, length, layer.d_model // layer.num_heads), dtype=layer.compute_dtype
+                    (batch_size, layer.num_heads, length, layer.self_attention.key_dim), dtype=layer.compute_dtype
                 )
                 for _ in "kv"
             )
@@ -277,11 +289,13 @@ class TransformerModel(keras.Model):
         """`decoder_step` before the output head (`logits`): `(states (batch, queries, d_model), caches)`."""
         cache_update_index = index if cache_update_index is None else cache_update_index
         queries = token_ids.shape[1]
-        x = self.decoder_embedding(ops.reshape(token_ids, (-1, 1)), start_index=index, training=False)
+        sides = {"target": True} if self.decoder_embedding.separate_positions else {}  # a shared mBART embedding
+        x = self.decoder_embedding(ops.reshape(token_ids, (-1, 1)), start_index=index, training=False, **sides)
         x = ops.reshape(x, (-1, queries, ops.shape(x)[-1]))  # (batch, queries, d_model)
         # A step's tokens are never padding, though START may share PAD's id (Marian's): no Keras mask. JAX keeps
         # the embedding's mask through a reshape that changes nothing, and it would mask START.
         keras.src.backend.set_keras_mask(x, None)
+        bias = self._step_bias(token_ids, index, self_attention_caches)
         new_caches = []
         for layer, cache, cross_cache in zip(self.decoder_layers, self_attention_caches, cross_attention_caches):
             x, cache, _ = layer(
@@ -292,9 +306,24 @@ class TransformerModel(keras.Model):
                 cross_attention_cache=cross_cache,
                 decoder_attention_mask=attention_mask,
                 training=False,
+                **bias,
             )
             new_caches.append(cache)
         return x, tuple(new_caches)
+
+    def _step_bias(self, token_ids, index, self_attention_caches):
+        """`{"attention_bias": (1, heads, 1, cache length)}` of a step at position `index` (T5's), or `{}`.
+
+        The cache holds one entry per query and position, position-major (the
+        beams of `decoding.cache`: entry `e` is position `e // queries`).
+        """
+        if self.decoder_position_bias is None:
+            return {}
+        keys = self_attention_caches[0][0]
+        length = keys.shape[2] if isinstance(keys.shape[2], int) else ops.shape(keys)[2]
+        key_positions = ops.arange(length, dtype="int32") // token_ids.shape[1]
+        query = ops.reshape(ops.cast(index, "int32"), (1,))
+        return {"attention_bias": self.decoder_position_bias.between(query, key_positions)}
 
 
 class _Parts(typing.NamedTuple):
@@ -305,6 +334,8 @@ class _Parts(typing.NamedTuple):
     encoder_norm: object
     decoder_norm: object
     output_layer: object
+    encoder_position_bias: object
+    decoder_position_bias: object
 
     @classmethod
     def of(cls, model):
@@ -325,6 +356,8 @@ class _Parts(typing.NamedTuple):
             layers.get("encoder_norm"),
             layers.get("decoder_norm"),
             layers.get("logits"),
+            layers.get("encoder_position_bias"),
+            layers.get("decoder_position_bias"),
         )
 
 

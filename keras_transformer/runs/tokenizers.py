@@ -57,8 +57,8 @@ def with_languages(tokenizers, languages, where="config.json"):
     """
     for key, tokenizer in (("source_lang", tokenizers.source), ("target_lang", tokenizers.target)):
         code = (languages or {}).get(key)
-        if code is None:
-            continue
+        if code is None or (key == "source_lang" and getattr(tokenizer, "target_in_source", False)):
+            continue  # none given; or MADLAD's, whose source language is the model's to find
         if code not in (getattr(tokenizer, "languages", None) or {}):
             raise ValueError(f"{where}: `languages.{key}` {code!r} is not a language of the run's tokenizer")
         setattr(tokenizer, key, code)

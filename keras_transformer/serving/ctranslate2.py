@@ -60,16 +60,14 @@ Example:
 import json
 import pathlib
 
-import numpy as np
-
 from keras_transformer import runs
 from keras_transformer.errors import literal
 from keras_transformer.files import atomic, destinations, manifest
 from keras_transformer.models.loading import load_model
+from keras_transformer.serving.ctranslate2_spec import transformer_spec
 
 PROVENANCE = destinations.CTRANSLATE2_PROVENANCE
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16", "int8_bfloat16")
-_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH", "swish": "SWISH"}
 
 
 def convert_run(run, output, *, quantization=None, overwrite=False, record=None):
@@ -139,78 +137,6 @@ def convert_run(run, output, *, quantization=None, overwrite=False, record=None)
     return str(output)
 
 
-def transformer_spec(model, source_pieces, target_pieces, add_source_end=False):
-    """A `ctranslate2.specs.TransformerSpec` holding `model`'s weights (not yet validated or saved).
-
-    Args:
-        model: a `TransformerModel` from `build_transformer` (one model, plain
-            float weights: not quantized, no LoRA).
-        source_pieces, target_pieces: the vocabularies, one piece per id
-            (`read_pieces`); their sizes must be the model's.
-        add_source_end: whether sources end with END (the run's `add_source_end`).
-
-    Raises:
-        ValueError: naming what CTranslate2 cannot represent (an ensemble, an
-            activation it lacks, layers of different widths or head counts, a
-            quantized or LoRA layer, a vocabulary of the wrong size).
-
-    Example:
-
-    >>> spec = transformer_spec(model, pieces, pieces)
-    >>> spec.validate(); spec.save("/tmp/ct2")
-    """
-    from ctranslate2.specs import common_spec
-    from ctranslate2.specs import transformer_spec as ct2
-
-    from keras_transformer.models import as_transformer
-
-    model = as_transformer(model)
-    _check_vocabulary("source_pieces", source_pieces, model.source_vocab_size)
-    _check_vocabulary("target_pieces", target_pieces, model.target_vocab_size)
-    encoder_layers, decoder_layers = model.encoder_layers, model.decoder_layers
-    first = encoder_layers[0]
-    _check_uniform(encoder_layers + decoder_layers, first)
-    options = dict(
-        pre_norm=bool(first.norm_first),
-        activation=getattr(common_spec.Activation, _activation(first)),
-    )
-    encoder = ct2.TransformerEncoderSpec(len(encoder_layers), first.num_heads, **options)
-    decoder = ct2.TransformerDecoderSpec(len(decoder_layers), first.num_heads, **options)
-    encoder.scale_embeddings = decoder.scale_embeddings = bool(model.config.scale_embeddings)
-
-    table = _positions(model.encoder_embedding)
-    encoder.embeddings[0].weight = _numpy(model.encoder_embedding.embeddings)
-    encoder.position_encodings.encodings = table
-    decoder.embeddings.weight = _numpy(model.decoder_embedding.embeddings)
-    decoder.position_encodings.encodings = _positions(model.decoder_embedding)
-    for layer, spec in zip(encoder_layers, encoder.layer):
-        _set_self_attention(spec.self_attention, layer.self_attention, layer.self_attention_norm)
-        _set_ffn(spec.ffn, layer)
-    for layer, spec in zip(decoder_layers, decoder.layer):
-        _set_self_attention(spec.self_attention, layer.self_attention, layer.self_attention_norm)
-        _set_cross_attention(spec.attention, layer.cross_attention, layer.cross_attention_norm)
-        _set_ffn(spec.ffn, layer)
-    if first.norm_first:
-        _set_norm(encoder.layer_norm, model.encoder_norm)
-        _set_norm(decoder.layer_norm, model.decoder_norm)
-    _set_output(decoder.projection, model)
-
-    spec = ct2.TransformerSpec(encoder, decoder)
-    spec.config.layer_norm_epsilon = float(first.layer_norm_epsilon)
-    _set_special_tokens(spec, model.config, target_pieces)
-    spec.config.add_source_eos = bool(add_source_end)
-    spec.register_source_vocabulary(list(source_pieces))
-    spec.register_target_vocabulary(list(target_pieces))
-    return spec
-
-
-def _set_special_tokens(spec, config, target_pieces):
-    """UNK, START (the decoder's first token) and END as the target tokenizer's pieces (both kinds have `<unk>`)."""
-    spec.config.unk_token = "<unk>"
-    spec.config.bos_token = spec.config.decoder_start_token = target_pieces[config.start_id]
-    spec.config.eos_token = target_pieces[config.end_id]
-
-
 def read_pieces(tokenizer_dir, vocab_size=None):
     """The pieces of the tokenizer saved in `tokenizer_dir`, in id order.
 
@@ -234,10 +160,10 @@ def read_pieces(tokenizer_dir, vocab_size=None):
         config = json.loads((tokenizer_dir / CONFIG_FILENAME).read_text(encoding="utf-8"))
         if config.get("format") == "marian":
             return _marian_pieces(tokenizer_dir, config)
-        if config.get("format") == "fairseq":
-            from keras_transformer.tokenizers.fairseq import FairseqTokenizer
+        if config.get("format") in ("fairseq", "t5"):
+            from keras_transformer.tokenizers import load_tokenizer
 
-            return fairseq_pieces(FairseqTokenizer.load(tokenizer_dir), vocab_size)
+            return fairseq_pieces(load_tokenizer(tokenizer_dir), vocab_size)
         processor = spm.SentencePieceProcessor(model_proto=(tokenizer_dir / config["model_file"]).read_bytes())
     except Exception as error:  # noqa: BLE001  (missing file, JSON, proto: all mean "not a tokenizer")
         raise ValueError(f"{tokenizer_dir} is not a tokenizer saved by this package: {error}") from None
@@ -248,7 +174,8 @@ def read_pieces(tokenizer_dir, vocab_size=None):
 
 
 def fairseq_pieces(tokenizer, vocab_size=None):
-    """The pieces of an M2M100 or NLLB `FairseqTokenizer` by id, its language tokens (`__de__`, `deu_Latn`) included.
+    """The pieces of an imported `FairseqTokenizer` (M2M100, NLLB, mBART-50) or `T5Tokenizer` by id, language tokens
+    (`__de__`, `deu_Latn`, `<2de>`) included.
 
     An id that no piece has, and each id past the tokenizer's up to
     `vocab_size` (a checkpoint's embedding may have more rows than its
@@ -285,10 +212,12 @@ def _vocabularies(run, model):
     from keras_transformer.tokenizers import load_tokenizer
 
     source_dir, target_dir = run / runs.SOURCE_TOKENIZER, run / runs.TARGET_TOKENIZER
-    if _format(source_dir) == "fairseq":
+    if _format(source_dir) in ("fairseq", "t5"):  # M2M100, NLLB, mBART-50; T5, MADLAD
         tokenizer = load_tokenizer(source_dir)
         pieces = fairseq_pieces(tokenizer, model.target_vocab_size)
-        return pieces, pieces, tokenizer.source_position
+        if not tokenizer.languages:  # T5 of one language pair: CTranslate2 appends END itself
+            return pieces, pieces, None
+        return pieces, pieces, getattr(tokenizer, "source_position", "first")
     source_pieces = read_pieces(source_dir)
     return source_pieces, read_pieces(target_dir) if target_dir.is_dir() else source_pieces, None
 
@@ -336,127 +265,3 @@ def _check_run(run):
             "convert one member (e.g. its member-0/ folder) instead"
         )
     return path
-
-
-def _check_vocabulary(name, pieces, size):
-    if len(pieces) != size:
-        raise ValueError(f"`{name}` must have the model's vocab size {size}. Received: {len(pieces)} pieces")
-    if len(set(pieces)) != len(pieces):
-        raise ValueError(f"`{name}` must hold each piece once (CTranslate2 maps pieces to ids)")
-
-
-def _check_uniform(layers, first):
-    """CTranslate2 has one head count, activation, norm order and epsilon per model."""
-    for layer in layers:
-        for attribute in ("num_heads", "d_model", "norm_first", "layer_norm_epsilon"):
-            if getattr(layer, attribute) != getattr(first, attribute):
-                raise ValueError(
-                    f"CTranslate2 needs one `{attribute}` for all layers. Received: "
-                    f"{attribute}={getattr(first, attribute)} in {first.name}, "
-                    f"{getattr(layer, attribute)} in {layer.name}"
-                )
-        if _activation(layer) != _activation(first):
-            raise ValueError(
-                f"CTranslate2 needs one `activation` for all layers. Received: a different one in {layer.name}"
-            )
-
-
-def _activation(layer):
-    import keras
-
-    name = keras.activations.serialize(layer.activation)
-    name = name if isinstance(name, str) else name.get("config", name.get("class_name"))
-    if name not in _ACTIVATIONS:
-        raise ValueError(
-            f"CTranslate2 has no `activation`={name!r} (of {layer.name}); it supports {sorted(_ACTIVATIONS)}"
-        )
-    return _ACTIVATIONS[name]
-
-
-# -- weights ------------------------------------------------------------------
-
-
-def _numpy(variable):
-    import keras
-
-    return np.ascontiguousarray(keras.ops.convert_to_numpy(variable), dtype=np.float32)
-
-
-def _positions(embedding):
-    """Our positional-encoding table `(max_length, d_model)` (interleaved sine/cosine)."""
-    return np.ascontiguousarray(embedding.position_encoding.pos_encoding[0], dtype=np.float32)
-
-
-def _plain(dense):
-    from keras_transformer.layers.attention import is_plain_dense
-
-    if not is_plain_dense(dense):
-        raise ValueError(f"CTranslate2 export needs plain float layers: {dense.name} is quantized or has LoRA")
-    return dense
-
-
-def _projection(dense, width):
-    """A q/k/v `EinsumDense` (d_model, heads, key_dim) as CTranslate2's (heads*key_dim, d_model) + bias."""
-    dense = _plain(dense)
-    weight = _numpy(dense.kernel).reshape(-1, width).T
-    bias = _numpy(dense.bias).reshape(width) if dense.bias is not None else None
-    return weight, bias
-
-
-def _set_linear(spec, weight, bias):
-    spec.weight = np.ascontiguousarray(weight, dtype=np.float32)
-    if bias is not None:
-        spec.bias = np.ascontiguousarray(bias, dtype=np.float32)
-
-
-def _set_fused(spec, parts):
-    weights, biases = zip(*parts)
-    _set_linear(spec, np.concatenate(weights), None if biases[0] is None else np.concatenate(biases))
-
-
-def _set_output_projection(spec, attention):
-    dense = _plain(attention.output_dense)
-    weight = _numpy(dense.kernel).reshape(-1, attention.d_model).T  # (d_model, heads*key_dim)
-    _set_linear(spec, weight, _numpy(dense.bias) if dense.bias is not None else None)
-
-
-def _set_self_attention(spec, attention, norm):
-    width = attention.num_heads * attention.key_dim
-    _set_fused(
-        spec.linear[0],
-        [_projection(d, width) for d in (attention.query_dense, attention.key_dense, attention.value_dense)],
-    )
-    _set_output_projection(spec.linear[1], attention)
-    _set_norm(spec.layer_norm, norm)
-
-
-def _set_cross_attention(spec, attention, norm):
-    width = attention.num_heads * attention.key_dim
-    _set_linear(spec.linear[0], *_projection(attention.query_dense, width))
-    _set_fused(spec.linear[1], [_projection(d, width) for d in (attention.key_dense, attention.value_dense)])
-    _set_output_projection(spec.linear[2], attention)
-    _set_norm(spec.layer_norm, norm)
-
-
-def _set_ffn(spec, layer):
-    inner, outer = _plain(layer.ffn.inner_dense), _plain(layer.ffn.output_dense)
-    _set_linear(spec.linear_0, _numpy(inner.kernel).T, _numpy(inner.bias) if inner.use_bias else None)
-    _set_linear(spec.linear_1, _numpy(outer.kernel).T, _numpy(outer.bias) if outer.use_bias else None)
-    _set_norm(spec.layer_norm, layer.ffn_norm)
-
-
-def _set_norm(spec, norm):
-    if not (norm.center and norm.scale) or getattr(norm, "rms_scaling", False):
-        raise ValueError(f"CTranslate2 export needs LayerNorms with scale and offset: {norm.name} has not both")
-    spec.gamma = _numpy(norm.gamma)
-    spec.beta = _numpy(norm.beta)
-
-
-def _set_output(spec, model):
-    if model.output_layer is None:  # tied to the target embedding
-        spec.weight = _numpy(model.decoder_embedding.embeddings)
-        if model.decoder_embedding.output_bias:
-            spec.bias = _numpy(model.decoder_embedding.logits_bias)
-        return
-    dense = _plain(model.output_layer)
-    _set_linear(spec, _numpy(dense.kernel).T, _numpy(dense.bias) if dense.use_bias else None)

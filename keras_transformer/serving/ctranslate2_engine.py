@@ -174,6 +174,7 @@ class CTranslate2Translator(TranslatorInterface):
         self._unbanned = (*ids, unk)  # what banned words never ban (`translators.banned_words`)
         self._add_source_end = bool(config.add_source_end)
         self._multilingual = bool(self._languages.codes)
+        self._target_in_source = self._languages.target_in_source  # MADLAD: `<2xx> pieces </s>`, no forced language
         self._source_extra = int(self._add_source_end) + int(self._multilingual)
         self._source_limit = model_max - self._source_extra
         self.beam_size = tf.constant(beam_size)
@@ -229,7 +230,7 @@ class CTranslate2Translator(TranslatorInterface):
         return self._generated(sentences, controls, options, cancel)
 
     def _generated(self, sentences, controls, sampling, cancel):
-        source = self.source_pieces(sentences, controls.source_lang)[0]
+        source = self.source_pieces(sentences, controls.source_lang, controls.target_lang)[0]
         if not source:  # as `_hypotheses`: an empty sentence translates to ""
             yield Piece("", (), "end")
             return
@@ -267,11 +268,11 @@ class CTranslate2Translator(TranslatorInterface):
     def _score(self, sources, targets, controls):
         limit = self._decode_length
         pieces = [[self._target_pieces[i] for i in row] for row in tokenized(self.target_tokenizer, targets).to_list()]
-        if self._multilingual:  # the target starts with its language, as the model was trained
+        if self._multilingual and not self._target_in_source:  # it starts with its language, as the model learnt
             pieces = [[language] + row for language, row in zip(self._language_pieces(controls.target_lang), pieces)]
         # CTranslate2 appends END: a longer target is scored on `limit - 1` tokens and END (class docstring).
         pieces = [row[: limit - 1] for row in pieces]
-        source = self.source_pieces(sources, controls.source_lang)  # truncated as the XLA decoder truncates
+        source = self.source_pieces(sources, controls.source_lang, controls.target_lang)  # truncated as XLA's
         results = self.translator.score_batch(source, pieces, max_input_length=0)
         lengths = [len(row) + 1 for row in pieces]
         log_probs = [sum(result.log_probs[:n]) for result, n in zip(results, lengths)]
@@ -310,21 +311,25 @@ class CTranslate2Translator(TranslatorInterface):
             **options,
         )
 
-    def source_pieces(self, sentences, source_lang=None):
+    def source_pieces(self, sentences, source_lang=None, target_lang=None):
         """Pieces of each sentence as the model reads them, truncated as the XLA decoder truncates.
 
         A multilingual model's source is framed here, `[src_lang] pieces
         </s>` (or `pieces </s> [src_lang]`, as its tokenizer says), each
         sentence in its `source_lang` (`(batch,)` codes; None: the
-        default); CTranslate2 appends END to the others' itself.
+        default), MADLAD's `[<2tgt>] pieces </s>` in its `target_lang`;
+        CTranslate2 appends END to the others' itself.
         """
         rows = tokenized(self.source_tokenizer, sentences).to_list()
         rows = [[self._source_pieces[i] for i in row[: self._source_limit]] for row in rows]
         if not self._multilingual:
             return rows
+        end = [self._source_end] if self._add_source_end else []
+        if self._target_in_source:
+            target = tf.fill([len(rows)], self._languages.target_lang or "") if target_lang is None else target_lang
+            return [[code] + row + end for code, row in zip(self._language_pieces(target), rows)]
         if source_lang is None:
             source_lang = tf.fill([len(rows)], self._languages.source_lang or "")
-        end = [self._source_end] if self._add_source_end else []
         last = getattr(self.source_tokenizer, "source_position", "first") == "last"
         languages = self._language_pieces(source_lang)
         return [row + end + [code] if last else [code] + row + end for code, row in zip(languages, rows)]
@@ -338,7 +343,9 @@ class CTranslate2Translator(TranslatorInterface):
         if controls.target_lang is None and controls.target_prefix is None:
             return None
         rows = [[] for _ in range(count)]
-        if controls.target_lang is not None:
+        if controls.target_prefix is None and self._target_in_source:
+            return None
+        if controls.target_lang is not None and not self._target_in_source:
             rows = [[language] for language in self._language_pieces(controls.target_lang)]
         if controls.target_prefix is not None:
             ids = self.target_tokenizer.tokenize(tf.strings.strip(controls.target_prefix)).to_list()
@@ -352,7 +359,7 @@ class CTranslate2Translator(TranslatorInterface):
 
     def _translate(self, sentences, controls, beam_size, num_hypotheses, **options):
         """`{"translations", "scores", "finished"}` `(batch, num_hypotheses)` from `translate_batch`."""
-        batch = self.source_pieces(sentences, controls.source_lang)
+        batch = self.source_pieces(sentences, controls.source_lang, controls.target_lang)
         options = self.translate_options(beam_size, num_hypotheses, controls.banned, **options)
         prefix = self.target_prefix(controls, len(batch))
         results = self.translator.translate_batch(batch, target_prefix=prefix, **options) if batch else []
@@ -390,7 +397,7 @@ def _vocabularies(path, config, target_tokenizer, languages):
     A multilingual run (M2M100, NLLB) has one tokenizer for both sides,
     whose pieces `writer.fairseq_pieces` completes up to the model's rows.
     """
-    if languages.codes:
+    if languages.codes or hasattr(target_tokenizer, "target_in_source"):  # and a T5 of one pair
         pieces = writer.fairseq_pieces(target_tokenizer, config.model.target_vocab_size if config.model else None)
         return pieces, pieces
     source = writer.read_pieces(path / runs.SOURCE_TOKENIZER)

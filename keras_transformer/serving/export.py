@@ -179,7 +179,9 @@ def exported_languages(module):
     if codes is None:
         return Languages()
     source, target = (value.decode("utf-8") or None for value in module.default_languages.numpy().tolist())
-    return Languages(tuple(code.decode("utf-8") for code in codes.numpy().tolist()), source, target)
+    flag = getattr(module, "target_in_source", None)  # MADLAD's; absent from exports made before it
+    in_source = bool(flag.numpy()) if flag is not None else False
+    return Languages(tuple(code.decode("utf-8") for code in codes.numpy().tolist()), source, target, in_source)
 
 
 def open_saved_model(path, beam_size=None, source_lang=None, target_lang=None):

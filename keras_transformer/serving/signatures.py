@@ -233,8 +233,10 @@ class ServedModel:
 
     def _check_languages(self, request):
         """A `RequestError` naming the field of a language code the model lacks, or of a missing target language."""
-        codes, _, default_target = self.languages
+        codes, default_target = self.languages.codes, self.languages.target_lang
         given = [name for name in LANGUAGE_INPUTS if name in request.inputs]
+        if self.languages.target_in_source:  # MADLAD: the source's language is not told
+            given = [name for name in given if name != "source_lang"]
         if not given:
             if codes and default_target is None:
                 reason = _no_target(codes, request.signature)
@@ -393,7 +395,7 @@ class ServedModel:
         response.model_spec.version.value = version
         response.metadata["signature_def"].Pack(signature_map)
         languages = struct_pb2.Struct()
-        codes, source, target = self.languages
+        codes, source, target = self.languages.codes, self.languages.source_lang, self.languages.target_lang
         languages.update({"codes": list(codes), "source_lang": source, "target_lang": target})
         response.metadata["languages"].Pack(languages)
         return json_format.MessageToDict(response, preserving_proto_field_name=True)

@@ -61,7 +61,7 @@ class StreamDecoder:
         """
         translator = self.translator
         source_lang, target_lang, target_prefix, banned_ids = translator._filled(sentences, controls)
-        source_ids = translator._source_ids(sentences, source_lang)
+        source_ids = translator._source_ids(sentences, source_lang, target_lang)
         prefix = translator._prefix(target_lang, target_prefix, tf.shape(source_ids)[0])
         inputs, settings = (), {"ban_mask": rules.ids_mask(translator.target_pieces.shape[0], banned_ids, keras.ops)}
         if search == "sample":

@@ -245,9 +245,12 @@ class Translator(TranslatorInterface, tf.Module):
         # Read back by the commands, also after `tf.saved_model.load`.
         self.beam_size = tf.Variable(beam_size, trainable=False, name="beam_size")
         self.max_source_length = tf.Variable(max_source_length, trainable=False, name="max_source_length")
-        codes, source, target = self._languages
+        codes, source, target = self._languages.codes, self._languages.source_lang, self._languages.target_lang
         self.language_codes = tf.Variable(tf.constant(codes, tf.string, shape=[len(codes)]), trainable=False)
         self.default_languages = tf.Variable([source or "", target or ""], trainable=False)
+        # MADLAD's: the target language is the source's first token, and the output starts free.
+        self._target_in_source = self._languages.target_in_source
+        self.target_in_source = tf.Variable(self._target_in_source, trainable=False)
         # The target pieces by id: what a call's banned words are read against, also after loading.
         self.target_pieces = tf.Variable(
             pieces_by_id(self.target_tokenizer, first.outputs[0].shape[-1]), trainable=False
@@ -316,7 +319,8 @@ class Translator(TranslatorInterface, tf.Module):
             [self._languages[which]] * sources.shape[0] if codes is None else texts(codes)
             for which, codes in ((1, controls.source_lang), (2, controls.target_lang))
         )
-        source = [self._aligned_source(text, code) for text, code in zip(texts(sources), source_lang)]
+        source_codes = target_lang if self._target_in_source else source_lang  # the language token the source holds
+        source = [self._aligned_source(text, code) for text, code in zip(texts(sources), source_codes)]
         target = [self._aligned_target(text, code) for text, code in zip(texts(outputs), target_lang)]
         source_ids = padded([ids for ids, _, _ in source], self._source_pad)
         decoder_inputs = padded([ids for ids, _, _ in target], self._target_pad)
@@ -334,13 +338,16 @@ class Translator(TranslatorInterface, tf.Module):
         if not self._multilingual:
             return row, 0, words
         language = self.source_tokenizer.languages[code]
+        if self._target_in_source:
+            return [language] + row, 1, words
         if getattr(self.source_tokenizer, "source_position", "first") == "last":
             return row + [language], 0, words
         return [language] + row, 1, words
 
     def _aligned_target(self, text, code):
         """`(decoder inputs: START, a language, the pieces; the row producing the first piece; their words)`."""
-        start = [int(self._searches.start_id)] + ([self.target_tokenizer.languages[code]] if self._multilingual else [])
+        forced = self._multilingual and not self._target_in_source  # a language token starts the output
+        start = [int(self._searches.start_id)] + ([self.target_tokenizer.languages[code]] if forced else [])
         ids, words = alignments.word_pieces(functools.partial(tokenize_words, self.target_tokenizer), text)
         keep = self._decode_length - len(start) + 1
         return start + ids[: keep - 1], len(start) - 1, words[: keep - 1]
@@ -426,11 +433,11 @@ class Translator(TranslatorInterface, tf.Module):
         def run():
             ids = tokenized(self.target_tokenizer, targets)
             ids = tf.concat([tf.cast(ids, tf.int32), tf.fill([batch, 1], self._target_end)], axis=1)
-            if self._multilingual:  # the target starts with its language, as the model was trained
+            if self._multilingual and not self._target_in_source:  # it starts with its language, as the model learnt
                 ids = tf.concat([self._language_column(target_lang, 1), ids], axis=1)
             ids = ids[:, : self._decode_length]
             target = pad_to_buckets(ids, self._decode_length, self._target_pad)
-            log_probs = self._searches.score(self._source_ids(sources, source_lang), target)[:batch]
+            log_probs = self._searches.score(self._source_ids(sources, source_lang, target_lang), target)[:batch]
             return {"log_probs": log_probs, "target_lengths": tf.cast(ids.row_lengths(), tf.int32)}
 
         with tf.control_dependencies([check]):
@@ -466,7 +473,7 @@ class Translator(TranslatorInterface, tf.Module):
         source_lang, target_lang, target_prefix, banned_ids = controls
 
         def run():
-            source_ids = self._source_ids(sentences, source_lang)
+            source_ids = self._source_ids(sentences, source_lang, target_lang)
             prefix = self._prefix(target_lang, target_prefix, tf.shape(source_ids)[0])
             ids, scores, finished = decode(source_ids, prefix, _ban_mask(self.target_pieces.shape[0], banned_ids))
             return _status(self._detokenize(ids[:batch]), scores[:batch], finished[:batch])
@@ -476,12 +483,13 @@ class Translator(TranslatorInterface, tf.Module):
 
         return tf.cond(batch > 0, run, empty)
 
-    def _source_ids(self, sentences, source_lang):
+    def _source_ids(self, sentences, source_lang, target_lang):
         """Source ids `(batch', width)` in buckets (`pad_to_buckets`); empty sentences all padding.
 
         With `add_source_end`, an empty sentence is its END alone (see the
         class docstring); a multilingual model's sources carry their
-        language token, first or last as its tokenizer says.
+        language token, first or last as its tokenizer says, or, for
+        MADLAD (`target_in_source`), the target language's token first.
         """
         batch = tf.shape(sentences)[0]
         ids = tokenized(self.source_tokenizer, sentences)
@@ -489,8 +497,9 @@ class Translator(TranslatorInterface, tf.Module):
         if self._add_source_end:
             ids = tf.concat([ids, tf.RaggedTensor.from_tensor(tf.fill([batch, 1], self._source_end))], axis=1)
         if self._multilingual:
-            language = self._language_column(source_lang, 0)
-            last = getattr(self.source_tokenizer, "source_position", "first") == "last"
+            in_source = self._target_in_source
+            language = self._language_column(target_lang, 1) if in_source else self._language_column(source_lang, 0)
+            last = not in_source and getattr(self.source_tokenizer, "source_position", "first") == "last"
             ids = tf.concat([ids, language] if last else [language, ids], axis=1)
         if self._source_extra:
             return pad_to_buckets(ids, self.max_source_length, self._source_pad)
@@ -519,7 +528,7 @@ class Translator(TranslatorInterface, tf.Module):
         """
         pieces = self.target_tokenizer.tokenize(tf.strings.strip(target_prefix))
         pieces = tf.cast(pieces, tf.int32)
-        if self._multilingual:
+        if self._multilingual and not self._target_in_source:
             pieces = tf.concat([self._language_column(target_lang, 1), pieces], axis=1)
         dense = pieces.to_tensor(-1, shape=[None, self._decode_length])
         return tf.pad(dense, [[0, rows - tf.shape(dense)[0]], [0, 0]], constant_values=-1)

@@ -1,4 +1,4 @@
-"""`FairseqTokenizer`: an M2M100 or NLLB-200 checkpoint's tokenizer, with its language tokens.
+"""`FairseqTokenizer`: an M2M100, NLLB-200 or mBART-50 checkpoint's tokenizer, with its language tokens.
 
 Both families come from fairseq: SentencePiece pieces whose ids are shifted
 past `<s>` 0, `<pad>` 1, `</s>` 2, `<unk>` 3, and one token per language
@@ -19,6 +19,10 @@ reads each as it comes:
   space as a `▁` piece and collapses runs of spaces. The SentencePiece
   model is rebuilt from `tokenizer.json` (`nllb_sentencepiece`), so that
   tokenizing runs in tensorflow-text ops, in a SavedModel too.
+- mBART-50 (`MBart50Tokenizer`): a SentencePiece unigram model, from
+  `tokenizer.json` (transformers 5's) or `sentencepiece.bpe.model` (the
+  pieces shifted by fairseq's offset of 1), the 52 languages (`en_XX`,
+  `ko_KR`, ...) and `<mask>` after the pieces; spaces as NLLB's.
 
 `tokenize` gives the pieces' ids only: the language token and `</s>` that
 frame a source or a target are the caller's (`languages`, `language_id`).
@@ -50,7 +54,13 @@ from keras_transformer.tokenizers.pieces import (
 SPECIAL_PIECES = ("<s>", "<pad>", "</s>", "<unk>")
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"  # an old upload's list of its special tokens
 CHECKPOINT_FILES = "files"  # where a saved tokenizer keeps the checkpoint's own files, byte for byte
-FAMILIES = ("m2m100", "nllb")
+FAMILIES = ("m2m100", "nllb", "mbart50")
+# mBART-50's language codes, in the order of their ids (transformers' MBart50Tokenizer's).
+MBART50_CODES = (
+    "ar_AR cs_CZ de_DE en_XX es_XX et_EE fi_FI fr_XX gu_IN hi_IN it_IT ja_XX kk_KZ ko_KR lt_LT lv_LV my_MM ne_NP "
+    "nl_XX ro_RO ru_RU si_LK tr_TR vi_VN zh_CN af_ZA az_AZ bn_IN fa_IR he_IL hr_HR id_ID ka_GE km_KH mk_MK ml_IN "
+    "mn_MN mr_IN pl_PL ps_AF pt_XX sv_SE sw_KE ta_IN te_IN th_TH tl_XX uk_UA ur_PK xh_ZA gl_ES sl_SI"
+).split()
 # transformers' M2M100 language codes, by the `language_codes` a tokenizer_config.json names (their order is the ids').
 M2M100_CODES = {
     "m2m100": (
@@ -129,7 +139,7 @@ class FairseqTokenizer(PieceTokenizer):
     def tokenize(self, strings):
         """Strings `(batch,)` -> int32 `RaggedTensor` `(batch, None)` of the pieces' ids (no language, no `</s>`)."""
         strings = tf.convert_to_tensor(strings, tf.string)
-        if self.family == "nllb":  # transformers' NLLB normalizer: runs of spaces become one
+        if self.family != "m2m100":  # transformers' NLLB and mBART-50 normalizers: runs of spaces become one
             strings = tf.strings.regex_replace(strings, " {2,}", " ")
             # Its Metaspace prepends `▁` to a text that does not start with one: a leading space is that `▁`.
             strings = tf.strings.regex_replace(strings, "^ ", "")
@@ -168,7 +178,7 @@ class FairseqTokenizer(PieceTokenizer):
         """The tokenizer `save` wrote in `directory`."""
         directory = pathlib.Path(directory)
         config = read_json_object(directory / CONFIG_FILENAME)
-        reader = {"m2m100": from_m2m100_files, "nllb": from_nllb_files}[config["family"]]
+        reader = {"m2m100": from_m2m100_files, "nllb": from_nllb_files, "mbart50": from_mbart50_files}[config["family"]]
         defaults = {key: config.get(key) for key in ("source_lang", "target_lang", "source_position")}
         return reader(directory / CHECKPOINT_FILES, name=name, **defaults)
 
@@ -229,6 +239,35 @@ def from_nllb_files(folder, name=None, max_vocab_size=None, **defaults):
     settings = _tokenizer_config(folder)
     defaults = {**_defaults(settings, "nllb"), **{k: v for k, v in defaults.items() if v is not None}}
     return _made(folder, nllb_sentencepiece(data, path), vocab, languages, "nllb", files, name, defaults)
+
+
+def from_mbart50_files(folder, name=None, max_vocab_size=None, **defaults):
+    """The tokenizer of an mBART-50 checkpoint: its `tokenizer.json`, else `sentencepiece.bpe.model`."""
+    from keras_transformer.tokenizers.unigram import keep_spaces, sentencepiece_pieces, unigram_from_tokenizer_json
+
+    folder = pathlib.Path(folder)
+    settings = _tokenizer_config(folder)
+    if (folder / "tokenizer.json").is_file():
+        files = unigram_from_tokenizer_json(folder / "tokenizer.json", max_vocab_size, collapse_spaces=False)
+        vocab, model_proto, read = files.vocab, files.model_proto, files.files
+        if (folder / "sentencepiece.bpe.model").is_file():  # kept beside it, byte for byte
+            read = {**read, "sentencepiece.bpe.model": read_sentencepiece(folder / "sentencepiece.bpe.model")}
+    else:
+        path = folder / "sentencepiece.bpe.model"
+        if not path.is_file():
+            raise ValueError(f"{folder} holds neither tokenizer.json nor sentencepiece.bpe.model: mBART-50 holds one")
+        spm_proto, pieces = sentencepiece_pieces(path)
+        vocab = {piece: index for index, piece in enumerate(SPECIAL_PIECES)}
+        for index, (piece, _, _) in enumerate(pieces[3:], start=4):  # fairseq's offset: SentencePiece id + 1
+            vocab.setdefault(piece, index)
+        size = len(pieces) + 1
+        vocab.update({code: size + index for index, code in enumerate(MBART50_CODES)})
+        vocab["<mask>"] = size + len(MBART50_CODES)
+        model_proto, read = keep_spaces(spm_proto), {"sentencepiece.bpe.model": path.read_bytes()}
+    languages = {code: vocab[code] for code in MBART50_CODES if code in vocab}
+    files = {**read, **_optional(folder, "tokenizer_config.json")}
+    defaults = {**_defaults(settings, "mbart50"), **{k: v for k, v in defaults.items() if v is not None}}
+    return _made(folder, model_proto, vocab, languages, "mbart50", files, name, defaults)
 
 
 def nllb_sentencepiece(data, path="tokenizer.json"):
@@ -321,7 +360,7 @@ def _defaults(settings, family):
     """
     position = "last" if settings.get("legacy_behaviour") is True else "first"
     source = settings.get("src_lang")
-    source = source if isinstance(source, str) else {"m2m100": "en", "nllb": "eng_Latn"}[family]
+    source = source if isinstance(source, str) else {"m2m100": "en", "nllb": "eng_Latn", "mbart50": "en_XX"}[family]
     return {"source_lang": source, "source_position": position}
 
 

@@ -101,8 +101,10 @@ class PieceTokenizer(tf.Module):
         return tf.strings.strip(text) if self._strip == "both" else tf.strings.regex_replace(text, "^ ", "")
 
     def id_to_piece(self, ids):
-        """The pieces of int `ids` (any shape), as the vocabulary names them."""
-        return tf.gather(self._pieces_by_id, tf.cast(ids, tf.int32))
+        """The pieces of int `ids` (any shape), as the vocabulary names them; "" past it (a model's padding rows)."""
+        ids = tf.cast(ids, tf.int32)
+        pieces = tf.gather(self._pieces_by_id, tf.clip_by_value(ids, 0, self.vocab_size - 1))
+        return tf.where(tf.logical_and(ids >= 0, ids < self.vocab_size), pieces, "")
 
     @staticmethod
     def write_config(path, config):

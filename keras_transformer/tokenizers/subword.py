@@ -414,6 +414,10 @@ def load_tokenizer(directory, name=None):
         from keras_transformer.tokenizers.fairseq import FairseqTokenizer
 
         return FairseqTokenizer.load(directory, name=name)
+    if kind == "t5":  # an imported T5's, flan-T5's, mT5's or MADLAD's
+        from keras_transformer.tokenizers.t5 import T5Tokenizer
+
+        return T5Tokenizer.load(directory, name=name)
     if kind == "huggingface":  # an imported GPT-2's or BERT's
         from keras_transformer.tokenizers.huggingface import HuggingFaceTokenizer
 

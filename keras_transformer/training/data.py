@@ -94,15 +94,18 @@ def language_frame(tokenizers, languages):
     tokenizer's `source_position` says so (`X </s> [src_lang]`, NLLB's
     `legacy_behaviour`); the target language token begins the target
     (decoder inputs `</s> [tgt_lang] Y`, labels `[tgt_lang] Y </s>`).
-    None for `languages` None (a model of one language pair).
+    MADLAD's target language is its source's first token (`<2xx> X </s>`),
+    its target plain. None for `languages` None (a model of one language pair).
     """
     from keras_transformer.datasets import Frame
 
     if not languages:
         return None
     source, target = tokenizers
-    source_id = source.language_id(languages["source_lang"], "source_lang")
     target_id = target.language_id(languages["target_lang"], "target_lang")
+    if getattr(target, "target_in_source", False):  # MADLAD: `<2xx> X </s>`, the target as it is
+        return Frame(source_first=(target_id,))
+    source_id = source.language_id(languages["source_lang"], "source_lang")
     if getattr(source, "source_position", "first") == "last":
         return Frame(source_last=(source_id,), target_first=(target_id,))
     return Frame(source_first=(source_id,), target_first=(target_id,))

@@ -147,6 +147,17 @@ def languages(init_from, source_lang=None, target_lang=None):
     from keras_transformer.translators.controls import Languages
 
     ordered = tuple(sorted(codes, key=codes.get))
+    if getattr(tokenizers.target, "target_in_source", False):  # MADLAD: the target alone, as its <2xx> token
+        if target_lang is None:
+            raise ArgumentError(
+                f"{literal(init_from)} translates into {len(ordered)} languages, each named by a <2xx> token of its "
+                f"source: name the one it is fine-tuned into with {{target_lang={ordered[0]}}}"
+            )
+        try:
+            Languages(ordered, target_in_source=True).check(target_lang, "target_lang")
+        except ValueError as error:
+            raise ArgumentError(literal(str(error))) from None
+        return {"source_lang": None, "target_lang": target_lang}
     if source_lang is None or target_lang is None:
         source_example = getattr(tokenizers.source, "source_lang", None) or ordered[0]
         target_example = next(code for code in (ordered[-1], ordered[0]) if code != source_example)

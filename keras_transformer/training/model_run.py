@@ -113,6 +113,7 @@ class ModelRun:
             mixed_precision=devices.mixed_precision,
             strategy=devices.strategy,
             train_data_sha256=training_data_sha256(self.splits["train"]),
+            model_vocab=None if self.init_from is None else runs.RunConfig.read(self.init_from).model,
         )
         self.prior_minutes = self.config.train_minutes or 0.0  # of the run before a resume
         if self.is_chief:
@@ -227,14 +228,20 @@ class ModelRun:
         return backup / f"worker-{self.worker_index}" if self.strategy == "multi-worker" else backup
 
 
-def start_config(preset, output, state, tokenizers, **fields):
+def start_config(preset, output, state, tokenizers, model_vocab=None, **fields):
     """The run's `RunConfig` at the start of training (the resumed run's, updated), not yet finished.
 
     `tokenizers` are the run's `data.Tokenizers`; `fields` the other fields
     to record (the sources, the seed, `add_source_end` of a fine-tuned import...).
+    `model_vocab` is the `ModelConfig` of the model fine-tuned from, whose
+    embedding rows are kept where the tokenizer has fewer ids (T5's
+    checkpoints round their rows up: 32128 for 32100 ids).
     """
     config = runs.RunConfig.read(output) if state == "resume" else runs.RunConfig()
     source_size, target_size = tokenizers.source.vocab_size, tokenizers.target.vocab_size
+    if model_vocab is not None and model_vocab.source_vocab_size is not None:
+        source_size = max(source_size, model_vocab.source_vocab_size)
+        target_size = max(target_size, model_vocab.target_vocab_size)
     if preset.model.architecture == "encoder_only":  # BERT: one row more, for [MASK] (`masked_lm.mask_id`)
         source_size = target_size = source_size + 1
     return config.replace(

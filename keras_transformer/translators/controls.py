@@ -1,7 +1,9 @@
 """The controls of a translation: its languages, a forced beginning of the output, and banned words.
 
-A multilingual model (M2M100, NLLB-200) is told the language of each source
-and the language to translate into; any model can be given the first words
+A multilingual model (M2M100, NLLB-200, mBART-50) is told the language of
+each source and the language to translate into; MADLAD-400 only the target
+language, which becomes its source's first token (`target_in_source`: a
+source language is then read and not used). Any model can be given the first words
 of its output (`target_prefix`), from which decoding continues, and words
 that must never appear (`banned`, a list of words for the whole call:
 `banned_words`). Every translator takes them per call, the first three
@@ -39,11 +41,16 @@ HOW_TO_NAME = (
 
 
 class Languages(NamedTuple):
-    """A model's language codes and its defaults (None where it names none); no codes: one language pair."""
+    """A model's language codes and its defaults (None where it names none); no codes: one language pair.
+
+    `target_in_source`: the target language is a token of the source (MADLAD's `<2de>`), and the source's
+    language is not told (any code is taken, and none needed).
+    """
 
     codes: tuple = ()
     source_lang: str = None
     target_lang: str = None
+    target_in_source: bool = False
 
     def check(self, code, name):
         """`code` if it is one of `codes`; a one-line `ValueError` naming `name` and three close codes otherwise."""
@@ -57,14 +64,23 @@ class Languages(NamedTuple):
         if code not in self.codes:
             close = close_matches(code, self.codes)
             hint = f"close: {', '.join(close)}" if close else f"it has {len(self.codes)}, e.g. {self.codes[0]}"
-            raise ValueError(f"`{name}` {code!r} is not a language of this model; {hint}")
+            token = f" (it has no <2{code}> token)" if self.target_in_source else ""
+            raise ValueError(f"`{name}` {code!r} is not a language of this model{token}; {hint}")
         return code
 
     def with_defaults(self, source_lang=None, target_lang=None):
         """A copy whose defaults are those given (each checked), else these."""
+        if self.target_in_source and source_lang is not None:  # the model reads the source's language itself
+            source_lang = self._source_code(source_lang, "source_lang")
         source = self.source_lang if source_lang is None else self.check(source_lang, "source_lang")
         target = self.target_lang if target_lang is None else self.check(target_lang, "target_lang")
         return self._replace(source_lang=source, target_lang=target)
+
+    def _source_code(self, code, name):
+        """A source language of a model that needs none: any str, not used (None)."""
+        if not isinstance(code, str):
+            raise ValueError(f"`{name}` must be a language code (a str). Received: {name}={code!r}")
+        return None
 
 
 def languages_of(source_tokenizer, target_tokenizer):
@@ -79,15 +95,15 @@ def languages_of(source_tokenizer, target_tokenizer):
     >>> class Fairseq:  # what `tokenizers.fairseq.FairseqTokenizer` has
     ...     languages, source_lang, target_lang = {"fra_Latn": 9, "deu_Latn": 8}, "deu_Latn", None
     >>> languages_of(Fairseq(), Fairseq())
-    Languages(codes=('deu_Latn', 'fra_Latn'), source_lang='deu_Latn', target_lang=None)
+    Languages(codes=('deu_Latn', 'fra_Latn'), source_lang='deu_Latn', target_lang=None, target_in_source=False)
     """
     codes = getattr(target_tokenizer, "languages", None) or {}
     if not codes:
         return Languages()
     ordered = tuple(sorted(codes, key=codes.get))
-    return Languages(
-        ordered, getattr(source_tokenizer, "source_lang", None), getattr(target_tokenizer, "target_lang", None)
-    )
+    in_source = bool(getattr(target_tokenizer, "target_in_source", False))
+    source_lang = None if in_source else getattr(source_tokenizer, "source_lang", None)
+    return Languages(ordered, source_lang, getattr(target_tokenizer, "target_lang", None), in_source)
 
 
 class Controls(NamedTuple):
@@ -134,7 +150,16 @@ def resolve(sentences, languages, source_lang=None, target_lang=None, target_pre
 
         return checked
 
-    source = _per_sentence(sentences, "source_lang", source_lang, code(languages.source_lang))
+    if languages.target_in_source:  # the source's language is the model's to find: checked to be a code, not used
+        values = source_lang if isinstance(source_lang, (list, tuple)) else [source_lang]
+        if not isinstance(source_lang, (str, list, tuple, type(None))):
+            raise ValueError(f"`source_lang` must be a str or a list with one per sentence. Received: {source_lang!r}")
+        for value in values:
+            if value is not None:
+                languages._source_code(value, "source_lang")
+        source = None
+    else:
+        source = _per_sentence(sentences, "source_lang", source_lang, code(languages.source_lang))
     target = _per_sentence(sentences, "target_lang", target_lang, code(languages.target_lang))
     return Controls(source, target, _prefix(sentences, target_prefix), words)
 

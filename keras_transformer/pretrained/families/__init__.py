@@ -23,11 +23,13 @@ translation models'). A family whose model is not the encoder-decoder has
 alone), and one whose special ids are its tokenizer's
 `config_with_tokenizers(config, tokenizers)`. A new family is one module
 like `marian`, added to `FAMILIES`: `marian` (OPUS-MT), `m2m100` (M2M100 and
-NLLB-200), `gpt2`, `bert`.
+NLLB-200), `gpt2`, `bert`, `t5` (T5, flan-T5, MADLAD-400), `mt5`, `mbart`
+(mBART-50).
 
 A family that runs are written back as (`pretrained.export_checkpoint`) has
 a writer module in the same four parts the other way (`marian_export`,
-`m2m100_export`, `gpt2_export`, `bert_export`: its `hf_config`, `checkpoint_tensors`, `tokenizer_files`
+`m2m100_export`, `gpt2_export`, `bert_export`, `t5_export`, `mt5_export`,
+`mbart_export`: its `hf_config`, `checkpoint_tensors`, `tokenizer_files`
 and `tokenizer_config`, `generation_config`, each with its `reads_as_*`
 that keeps a source's file where it still holds), registered in `WRITERS`,
 and a `card(state)` for the model card. This package's own runs are
@@ -36,11 +38,11 @@ written as Marian checkpoints (`writer_of`).
 Example:
 
 >>> sorted(FAMILIES), sorted(WRITERS)
-(['bert', 'gpt2', 'm2m_100', 'marian'], ['bert', 'gpt2', 'm2m_100', 'marian'])
->>> family_of({"model_type": "mbart"}, "config.json")
+(['bert', 'gpt2', 'm2m_100', 'marian', 'mbart', 'mt5', 't5'], ['bert', 'gpt2', 'm2m_100', 'marian', 'mbart', 'mt5', 't5'])
+>>> family_of({"model_type": "bart"}, "config.json")
 Traceback (most recent call last):
 ...
-ValueError: config.json: model_type 'mbart' is not one keras-transformer imports. Supported: ['bert', 'gpt2', 'm2m_100', 'marian']
+ValueError: config.json: model_type 'bart' is not one keras-transformer imports. Supported: ['bert', 'gpt2', 'm2m_100', 'marian', 'mbart', 'mt5', 't5']
 """  # noqa: E501  (a doctest's output is one line)
 
 from keras_transformer.pretrained.families import (
@@ -52,11 +54,20 @@ from keras_transformer.pretrained.families import (
     m2m100_export,
     marian,
     marian_export,
+    mbart,
+    mbart_export,
+    mt5,
+    mt5_export,
+    t5,
+    t5_export,
 )
 
 PARTS = ("model_config", "check_tensors", "assign_weights", "tokenizers", "decoding_config")
-FAMILIES = {module.MODEL_TYPE: module for module in (marian, m2m100, gpt2, bert)}
-WRITERS = {module.MODEL_TYPE: module for module in (marian_export, m2m100_export, gpt2_export, bert_export)}
+FAMILIES = {module.MODEL_TYPE: module for module in (marian, m2m100, gpt2, bert, t5, mt5, mbart)}
+WRITERS = {
+    module.MODEL_TYPE: module
+    for module in (marian_export, m2m100_export, gpt2_export, bert_export, t5_export, mt5_export, mbart_export)
+}
 OWN_RUNS = marian.MODEL_TYPE  # the family this package's own runs are written as
 
 
