@@ -221,6 +221,19 @@ class RowPool:
                     {"positions": self.state["positions"]}, [slot], {"positions": tf.constant([self.max_length])}
                 )}  # fmt: skip
 
+    def compile(self, rows, width):
+        """Compiles the segment program of `rows` slots and source width `width` (a warm-up: nothing decoded)."""
+        state = self._vacant(_bucket(rows, 1), _bucket(width, MIN_WIDTH))
+        memory = (state["cross"], state["mask"])
+        self._segment(
+            tf.constant(0, tf.int32), state["positions"], state["rows"], state["caches"], state["ancestry"],
+            memory, state["join"], self.settings,
+        )  # fmt: skip
+
+    def compile_encoder(self, rows, width):
+        """Compiles the encoder for `rows` sources `width` tokens wide (a warm-up)."""
+        self._encode(tf.zeros([rows, width], tf.int32))
+
     # -- the compiled parts
 
     def _encode_fn(self, source_ids):
