@@ -46,6 +46,8 @@ from keras_transformer.commands.arguments import (
     positive_int,
 )
 
+BATCHING = ("in-flight", "dynamic")
+
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
@@ -88,6 +90,20 @@ def _add_batching_arguments(batching):
         type=non_negative_finite_float,
         default=5.0,
         help="how long a request waits for others to batch with (default 5)",
+    )
+    batching.add_argument(
+        "--batching",
+        choices=BATCHING,
+        default="in-flight",
+        help="in-flight: sentences join the running decode between segments of steps and leave it when done (a "
+        "run directory, the xla engine); dynamic: requests that arrive together are decoded as one batch, as TF "
+        "Serving (every other model) (default in-flight)",
+    )
+    batching.add_argument(
+        "--segment-steps",
+        type=positive_int,
+        default=4,
+        help="in-flight batching: decoder steps between two chances to join or leave (default 4)",
     )
     batching.add_argument(
         "--no-batching", action="store_true", help="decode each request alone (batch-of-one, as TF Serving's default)"
@@ -189,9 +205,10 @@ def run(args):
             enabled=not args.no_batching,
             always_wait=args.always_wait,
         )
+        batcher = _in_flight(args, kind, engine, batcher, languages)
         limits = rest.Limits(max_body_bytes=args.max_body_bytes, timeout_s=args.timeout)
         app = rest.create_app(
-            model, batcher, name, args.version, limits, _streams(args, kind, engine, model, languages)
+            model, batcher, name, args.version, limits, _streams(args, kind, engine, model, languages, batcher)
         )
         return _serve(uvicorn, app, sock, name, model, batcher, connection_limits)
     finally:
@@ -200,11 +217,47 @@ def run(args):
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _streams(args, kind, engine, model, languages):
-    """What decodes `:stream` word by word: the run's XLA translator, or the engine's; a SavedModel's: none."""
+def _in_flight(args, kind, engine, batcher, languages):
+    """`batcher` inside an `InflightBatcher` of the run's translator (`--batching in-flight`), else itself."""
+    from keras_transformer import opener
+
+    if args.batching != "in-flight" or args.no_batching:
+        return batcher
+    if kind != opener.RUN or engine != "xla":
+        print(
+            "Batching: dynamic (in-flight batching decodes a run directory with the xla engine)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return batcher
+    from keras_transformer.serving.inflight import InflightBatcher
+
+    translator = opener.open_translator(args.model, **languages)
+    rows = dict(max_rows=args.max_batch_size, segment_steps=args.segment_steps)
+    in_flight = InflightBatcher(translator, batcher, max_queue=args.max_queue, **rows)
+    print(
+        f"Batching: in-flight, up to {args.max_batch_size} sentences at once, joining and leaving every "
+        f"{args.segment_steps} steps",
+        file=sys.stderr,
+        flush=True,
+    )
+    if not args.no_warmup:
+        import time
+
+        started = time.perf_counter()
+        compiled = in_flight.warm_up()
+        seconds = time.perf_counter() - started
+        print(f"Warmed up in-flight rows: {compiled} programs in {seconds:.1f} s", file=sys.stderr, flush=True)
+    return in_flight
+
+
+def _streams(args, kind, engine, model, languages, batcher):
+    """What decodes `:stream` word by word: the in-flight rows, the run's XLA translator, or the engine's."""
     from keras_transformer import opener
     from keras_transformer.serving.sse import Streams
 
+    if hasattr(batcher, "stream_pieces"):  # in-flight: streams join the same rows (their threads only wait)
+        return Streams(batcher, max(args.threads, args.max_batch_size))
     if engine != "xla":
         return Streams(model.module, args.threads)
     if kind == opener.RUN:

@@ -32,6 +32,7 @@ array([b'Ein Hund l\\xc3\\xa4uft.'], dtype=object)
 import collections
 import concurrent.futures
 import dataclasses
+import os
 import queue
 import threading
 
@@ -53,6 +54,7 @@ SEARCHES = {
     "sample": "sample",
 }
 CONTROLS = ("source_lang", "target_lang", "target_prefix")
+WARMED_WIDTHS = (16, 32)  # source widths `warm_up` compiles (sentences of up to 32 tokens)
 POLL_S = 0.05  # how often a quiet stream checks its `cancel`
 
 
@@ -107,6 +109,7 @@ class InflightBatcher:
         self.max_queue = max_queue
         self.pools = {}  # key -> RowPool, made by the worker thread
         self.segments, self.sentences = collections.Counter(), 0  # rows a segment ran -> segments; sentences done
+        self.admissions = collections.Counter()  # sentences that joined at once -> times
         self._starts_word = None
         self._pending = collections.deque()  # (job, row) not in a pool yet
         self._jobs = set()  # jobs with a row in a pool
@@ -159,6 +162,33 @@ class InflightBatcher:
         self._worker.join()
         if self.fallback is not None:
             self.fallback.close()
+
+    @property
+    def batch_sizes(self):
+        """Sentences per admission (one tokenization and encoder call) -> admissions, and `fallback`'s batches."""
+        sizes = collections.Counter(self.admissions)
+        if self.fallback is not None:
+            sizes.update(self.fallback.batch_sizes)
+        return sizes
+
+    def warm_up(self, widths=WARMED_WIDTHS, workers=None):
+        """Compiles the pools of the translator's own search and greedy search: each row count, each width.
+
+        Each power-of-two row count up to `max_rows`, each source width of
+        `widths`: the segment programs, and the encoder for that many sources
+        of that width (`workers` compiles side by side, default one per CPU
+        core, at most 4). Returns how many programs were compiled.
+        """
+        keys = {self._key("best", {}), self._key("greedy", {})}
+        pools = [self._pool(key) for key in sorted(keys)]
+        rows = [1 << n for n in range(self.pool_options["max_rows"].bit_length())]
+        rows = [count for count in rows if self.pool_options["min_rows"] <= count <= self.pool_options["max_rows"]]
+        jobs = [(pool.compile, count, width) for pool in pools for count in rows for width in widths]
+        jobs += [(pools[0].compile_encoder, count, width) for count in rows for width in widths]
+        workers = workers or min(os.cpu_count() or 1, 4)
+        with concurrent.futures.ThreadPoolExecutor(workers) as executor:
+            list(executor.map(lambda job: job[0](*job[1:]), jobs))
+        return len(jobs)
 
     def summary(self):
         """One line on what was decoded: sentences, segments, rows per segment."""
@@ -252,6 +282,7 @@ class InflightBatcher:
             if key[0] == "sample":
                 inputs = (tf.stack([self._noise(job)[row] for job, row in rows]),)
             self.pools[key].add(source_ids, rows, *inputs, prefix=prefix)
+            self.admissions[len(rows)] += 1
         except Exception as error:  # noqa: BLE001  (a row that cannot join fails its own request)
             if len(rows) > 1:  # one at a time, so that one bad row fails only its request
                 for row in rows:
