@@ -308,7 +308,7 @@ class RowPool:
     def _make_room(self, count, width):
         """Slots for `count` sources and a source width of `width`: grown as needed, shrunk when mostly unused."""
         rows, width = _bucket(count, self.min_rows, self.max_rows), _bucket(width, MIN_WIDTH)
-        if rows > self.rows or rows * 4 <= self.rows:  # shrunk only when a quarter is used: fewer copies
+        if rows > self.rows or rows * 4 <= self.rows or (not count and rows < self.rows):  # few copies
             self._resized(rows)
         if width != self.width:
             cross, mask = _padded_memory(self.state["cross"], self.state["mask"], width)

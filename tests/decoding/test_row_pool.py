@@ -1,9 +1,9 @@
 """`RowPool`: sources that join a running decode at different steps get `decode`'s ids, each search.
 
 The tiny trained run (`trained_runs.tiny_run_dir`) ends its outputs at
-different lengths; sources join two at a time, or none, between segments of
-two steps, so rows of every age share the pool, leave it as they end and are
-cut off at `max_length` (6: most are, and the timeline is moved back
+different lengths; sources join two at a time, one or none, between segments
+of two steps, so rows of every age share the pool, leave it as they end and
+are cut off at `max_length` (6: most are, and the timeline is moved back
 several times). Its ids must be `decode`'s for the whole batch, its scores
 within float noise (other shapes, other sums).
 """
@@ -19,21 +19,23 @@ from keras_transformer.decoding.row_pool import RowPool
 
 from trained_runs import tiny_run_dir
 
+MAX_LENGTH = 6  # most outputs are cut off, some end; the timeline is moved back several times
+
 
 @pytest.fixture(scope="module")
 def tiny():
     path, pairs = tiny_run_dir()
     translator = opener.open_translator(path)
-    sentences = [source for source, _ in pairs[:10]] + ["", "A man " * 10]
+    sentences = [source for source, _ in pairs[:6]] + [""]  # one width: few shapes to compile
     source_ids = translator._source_ids(tf.constant(sentences), tf.fill([len(sentences)], ""))
-    prefix = np.full([source_ids.shape[0], 32], -1, np.int32)
+    prefix = np.full([source_ids.shape[0], MAX_LENGTH], -1, np.int32)
     prefix[3, :2] = [20, 21]  # one output's first two tokens forced
     return translator.model, source_ids, tf.constant(prefix), len(sentences)
 
 
 def pooled(model, search, source_ids, prefix, count, max_length, *inputs):
     """`{row: SearchResult}` of the first `count` sources, joining the pool at random steps."""
-    pool = RowPool(model, search, max_length=max_length, max_rows=4, segment_steps=2)
+    pool = RowPool(model, search, max_length=max_length, max_rows=2, segment_steps=2)
     rng, waiting, results = random.Random(0), list(range(count)), {}
     while waiting or pool.occupied:
         joining = waiting[: min(pool.free, rng.randint(0, 2))]
@@ -45,21 +47,21 @@ def pooled(model, search, source_ids, prefix, count, max_length, *inputs):
     return results, pool
 
 
-@pytest.mark.parametrize("name, max_length", [("greedy", 6), ("beam", 32), ("sample", 6)])
-def test_joining_sources_get_the_batch_decode(tiny, name, max_length):
+@pytest.mark.parametrize("name", ["greedy", "beam", "sample"])
+def test_joining_sources_get_the_batch_decode(tiny, name):
     model, source_ids, prefix, count = tiny
+    max_length = MAX_LENGTH
     searches = {"greedy": dict(beam_size=1), "beam": dict(beam_size=3), "sample": dict(temperature=0.9, top_p=0.9)}
     search = decoding.search_for(alpha=0.6, **searches[name])
     inputs = (tf.random.stateless_uniform([source_ids.shape[0], max_length], [1, 0]),) if name == "sample" else ()
-    prefix = prefix[:, :max_length]
     expected = decoding.decode(model, source_ids, search, *inputs, max_length=max_length, prefix=prefix)
     results, pool = pooled(model, search, source_ids, prefix, count, max_length, *inputs)
     for row in range(count):
         np.testing.assert_array_equal(results[row].ids, expected.ids.numpy()[row], err_msg=f"row {row}")
         np.testing.assert_array_equal(results[row].finished, expected.finished.numpy()[row])
         np.testing.assert_allclose(results[row].scores, expected.scores.numpy()[row], atol=1e-4)
-    cut_off = (~expected.finished.numpy()[:, 0]).sum()
-    assert 0 < cut_off < count if max_length == 6 else cut_off < count  # rows of every kind: ended, cut off
+    assert 0 < (~expected.finished.numpy()[:, 0]).sum() < count  # rows of every kind: ended, cut off
     assert pool.occupied == 0 and pool.rows == 1  # all left; shrunk back
-    # One encoder trace per joining shape, one segment trace per (rows, width): never one per step.
-    assert pool.traces <= 2 + 3
+    # One encoder trace per joining shape (1 or 2 sources), one segment trace per number of rows: never one
+    # per step.
+    assert pool.traces <= 4

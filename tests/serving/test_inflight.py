@@ -1,7 +1,7 @@
 """In-flight batching: each request, joining a running decode at its own time, gets the string it gets alone.
 
 The tiny trained run (`trained_runs.tiny_run_dir`) served by an
-`InflightBatcher` of 4 rows and segments of 2 steps: requests of mixed
+`InflightBatcher` of 2 rows and segments of 2 steps: requests of mixed
 lengths and searches (beam, greedy, seeded sampling, a forced prefix), sent
 from three threads at random times, and streams beside them, must get the
 translator's own answer for the request alone: the same strings and
@@ -28,8 +28,8 @@ SAMPLE = (("temperature", 0.8), ("top_k", 0), ("top_p", 0.9))
 def served():
     path, pairs = tiny_run_dir()
     translator = opener.open_translator(path)
-    batcher = InflightBatcher(translator, max_rows=4, segment_steps=2)
-    sentences = [source for source, _ in pairs[:8]] + ["", "A man with a dog " * 4]
+    batcher = InflightBatcher(translator, max_rows=2, segment_steps=2)
+    sentences = [source for source, _ in pairs[:5]] + ["", "A man with a dog " * 4]
     yield translator, batcher, sentences
     batcher.close()
 
@@ -91,7 +91,7 @@ def test_streams_give_the_strings_of_their_requests(served):
     results = {}
 
     def stream(search, numbers):
-        results[search] = list(batcher.stream_pieces(sentences[5], search, **numbers))
+        results[search] = list(batcher.stream_pieces(sentences[3], search, **numbers))
 
     threads = [threading.Thread(target=stream, args=plan) for plan in searches]
     for thread in threads:
@@ -102,7 +102,7 @@ def test_streams_give_the_strings_of_their_requests(served):
     for search, numbers in searches:
         signature = {"best": "serving_default"}.get(search, search)
         scalars = tuple(numbers.items())
-        expected = alone(translator, signature, [sentences[5]], scalars)["translations"].numpy()[0].decode()
+        expected = alone(translator, signature, [sentences[3]], scalars)["translations"].numpy()[0].decode()
         pieces = results[search]
         assert "".join(piece.text for piece in pieces) == expected
         assert pieces[-1].finish_reason == "end" and all(piece.finish_reason is None for piece in pieces[:-1])
@@ -129,19 +129,6 @@ def test_a_cancelled_stream_or_request_leaves_its_rows(served):
     assert not any(pool.occupied for pool in batcher.pools.values())
 
 
-def test_a_full_queue_refuses_and_close_answers_what_was_accepted():
-    path, pairs = tiny_run_dir()
-    batcher = InflightBatcher(opener.open_translator(path), max_rows=2, max_queue=3)
-    futures = [batcher.submit(("greedy", ()), {"sentences": [pairs[0][0].encode()] * 3})]
-    with pytest.raises(QueueFull, match="queue holds"):
-        for _ in range(3):
-            futures.append(batcher.submit(("greedy", ()), {"sentences": [pairs[1][0].encode()] * 2}))
-    batcher.close()
-    assert all(len(future.result(0)["translations"]) > 0 for future in futures)
-    with pytest.raises(QueueFull, match="shutting down"):
-        batcher.submit(("greedy", ()), {"sentences": [b"a"]})
-
-
 def test_sources_of_every_width_share_the_pool(served):
     translator, batcher, sentences = served
     long = " ".join(sentences) * 2  # wider than 32 tokens: the pool's memory grows, then shrinks
@@ -149,3 +136,15 @@ def test_sources_of_every_width_share_the_pool(served):
     expected = translator.greedy_with_status([long, sentences[0]])["translations"].numpy()
     assert [future.result(600)["translations"][0] for future in futures] == list(expected)
     assert batcher.pools["greedy", ()].width == 16  # back to the narrowest once the wide source left
+
+
+def test_a_full_queue_refuses_and_close_answers_what_was_accepted(served):
+    translator, batcher, sentences = served
+    batcher.max_queue = 2
+    with pytest.raises(QueueFull, match="queue holds"):
+        batcher.submit(("greedy", ()), {"sentences": [b"a", b"b", b"c"]})
+    futures = [batcher.submit(("greedy", ()), {"sentences": [text.encode()]}) for text in sentences[:2]]
+    batcher.close()  # the last test: answers both, then refuses
+    assert [future.result(0)["translations"][0] for future in futures] == list(translator.greedy(sentences[:2]).numpy())
+    with pytest.raises(QueueFull, match="shutting down"):
+        batcher.submit(("greedy", ()), {"sentences": [b"a"]})
