@@ -20,6 +20,10 @@ from keras_transformer.decoding.row_pool import RowPool
 from trained_runs import tiny_run_dir
 
 MAX_LENGTH = 6  # most outputs are cut off, some end; the timeline is moved back several times
+# An imported OPUS-MT model's search (transformers' `generate`): per-row lengths in its stopping rule and its
+# forced END, scores over the whole vocabulary.
+MARIAN = dict(normalization="length", stopping="cannot_improve", cut_off="by_score", force_end=True)
+MARIAN.update(softmax_over="vocabulary")
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +55,11 @@ def pooled(model, search, source_ids, prefix, count, max_length, *inputs):
 def test_joining_sources_get_the_batch_decode(tiny, name):
     model, source_ids, prefix, count = tiny
     max_length = MAX_LENGTH
-    searches = {"greedy": dict(beam_size=1), "beam": dict(beam_size=3), "sample": dict(temperature=0.9, top_p=0.9)}
+    searches = {
+        "greedy": dict(beam_size=1),
+        "beam": dict(beam_size=3, **MARIAN),
+        "sample": dict(temperature=0.9, top_p=0.9),
+    }
     search = decoding.search_for(alpha=0.6, **searches[name])
     inputs = (tf.random.stateless_uniform([source_ids.shape[0], max_length], [1, 0]),) if name == "sample" else ()
     expected = decoding.decode(model, source_ids, search, *inputs, max_length=max_length, prefix=prefix)
@@ -60,7 +68,8 @@ def test_joining_sources_get_the_batch_decode(tiny, name):
         np.testing.assert_array_equal(results[row].ids, expected.ids.numpy()[row], err_msg=f"row {row}")
         np.testing.assert_array_equal(results[row].finished, expected.finished.numpy()[row])
         np.testing.assert_allclose(results[row].scores, expected.scores.numpy()[row], atol=1e-4)
-    assert 0 < (~expected.finished.numpy()[:, 0]).sum() < count  # rows of every kind: ended, cut off
+    full = (expected.ids.numpy()[:count, 0, -1] != model.config.target_pad).sum()
+    assert 0 < full < count  # rows of every kind: ended early, ran to max_length
     assert pool.occupied == 0 and pool.rows == 1  # all left; shrunk back
     # One encoder trace per joining shape (1 or 2 sources), one segment trace per number of rows: never one
     # per step.
