@@ -20,10 +20,12 @@ back to the start (`slots` = `max_length` plus a quarter of it, so this
 happens once every `max_length / 4` steps or so).
 
 Shapes stay static: a pool has a power-of-two number of slots (from
-`min_rows` to `max_rows`) and a power-of-two source width (16 and up), grown
-when sources join and shrunk when they leave, so XLA compiles one segment
-program per (rows, width) pair, and the encoder one per batch and source
-shape of the sources that join. One model (no ensemble) of `build_transformer`.
+`min_rows` to `max_rows`) and a power-of-two source width (`MIN_WIDTH`, 64,
+and more for longer sources), grown when sources join and shrunk when most
+are unused, so XLA compiles one segment program per (rows, width) pair; the
+encoder is one TensorFlow graph for every shape (XLA's, one program per
+shape, with `encoder_jit_compile`). One model (no ensemble) of
+`build_transformer`.
 
 Example:
 
@@ -49,7 +51,7 @@ from keras_transformer.decoding.search import SearchResult
 from keras_transformer.models import as_transformer, is_decoder_only
 
 SEGMENT_STEPS = 4  # steps between two chances to join or leave
-MIN_WIDTH = 16  # the narrowest source width of a pool (widths are powers of two)
+MIN_WIDTH = 64  # the narrowest source width of a pool (widths are powers of two): one for most sentences
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,10 +78,14 @@ class RowPool:
         max_rows: slots at most; `add` refuses more sources than `free`.
         min_rows: slots at least (the pool never shrinks below).
         segment_steps: steps of each `advance`.
+        min_width: the narrowest source width of the pool (a power of two).
         settings: fields of the search given as tensors at every segment
             (sampling's `temperature`, `top_k`, `top_p`; a `ban_mask`): one
             program for every value.
-        jit_compile: compile the encoder and the segments with XLA.
+        jit_compile: compile the segments with XLA.
+        encoder_jit_compile: compile the encoder with XLA, one program per
+            shape of the sources that join; by default it runs as one
+            TensorFlow graph for every shape (nothing to compile).
     """
 
     def __init__(
@@ -91,13 +97,16 @@ class RowPool:
         max_rows=32,
         min_rows=1,
         segment_steps=SEGMENT_STEPS,
+        min_width=MIN_WIDTH,
         settings=None,
         jit_compile=True,
+        encoder_jit_compile=False,
     ):
         model = as_transformer(model)
         if is_decoder_only(model):
             raise ValueError("`RowPool` decodes encoder-decoder models; a decoder-only model has no source to join")
-        for name, value in (("max_rows", max_rows), ("min_rows", min_rows), ("segment_steps", segment_steps)):
+        counts = (("max_rows", max_rows), ("min_rows", min_rows), ("segment_steps", segment_steps))
+        for name, value in (*counts, ("min_width", min_width)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
         if min_rows > max_rows:
@@ -107,10 +116,14 @@ class RowPool:
         self.search = RowSearch(search.with_ids(**model.config.special_ids()), self.max_length)
         self.beams = self.search.beams
         self.max_rows, self.min_rows, self.segment_steps = max_rows, min_rows, segment_steps
+        self.min_width = _bucket(min_width, 1)
         self.slots = self.max_length + max(segment_steps, -(-self.max_length // 4))
         self.settings = dict(settings or {})
         self.traces = 0  # how many times the encoder or a segment was traced (each a new shape)
-        self._encode = tf.function(self._encode_fn, jit_compile=jit_compile, autograph=False)
+        ids = [tf.TensorSpec([None, None], tf.int32)]
+        self._encode = tf.function(
+            self._encode_fn, input_signature=ids, jit_compile=encoder_jit_compile, autograph=False
+        )
         self._segment = tf.function(self._segment_fn, jit_compile=jit_compile, autograph=False)
         self.t = 0  # the timeline slot of the next step
         self.tickets, self.joined, self.widths, self.positions = [], [], [], []  # per slot (Python)
@@ -208,7 +221,7 @@ class RowPool:
             self.positions[slot] = stop
         for slot in leaving:
             self.tickets[slot] = None
-        self._make_room(self.occupied, max(self._occupied_widths(), default=MIN_WIDTH))
+        self._make_room(self.occupied, max(self._occupied_widths(), default=1))
         return updates
 
     def remove(self, tickets):
@@ -221,9 +234,13 @@ class RowPool:
                     {"positions": self.state["positions"]}, [slot], {"positions": tf.constant([self.max_length])}
                 )}  # fmt: skip
 
+    def shape_for(self, count, width):
+        """`(rows, width)`: the pool's shape for `count` sources at most `width` tokens long."""
+        return _bucket(count, self.min_rows, self.max_rows), _bucket(width, self.min_width)
+
     def compile(self, rows, width):
         """Compiles the segment program of `rows` slots and source width `width` (a warm-up: nothing decoded)."""
-        state = self._vacant(_bucket(rows, 1), _bucket(width, MIN_WIDTH))
+        state = self._vacant(*self.shape_for(rows, width))
         memory = (state["cross"], state["mask"])
         self._segment(
             tf.constant(0, tf.int32), state["positions"], state["rows"], state["caches"], state["ancestry"],
@@ -307,10 +324,10 @@ class RowPool:
 
     def _make_room(self, count, width):
         """Slots for `count` sources and a source width of `width`: grown as needed, shrunk when mostly unused."""
-        rows, width = _bucket(count, self.min_rows, self.max_rows), _bucket(width, MIN_WIDTH)
+        rows, width = self.shape_for(count, width)
         if rows > self.rows or rows * 4 <= self.rows or (not count and rows < self.rows):  # few copies
             self._resized(rows)
-        if width != self.width:
+        if width > self.width or width * 4 <= self.width:
             cross, mask = _padded_memory(self.state["cross"], self.state["mask"], width)
             self.state = {**self.state, "cross": cross, "mask": mask}
 
@@ -324,7 +341,7 @@ class RowPool:
             for name in ("tickets", "joined", "widths", "positions"):
                 setattr(self, name, [getattr(self, name)[slot] for slot in take])
         elif rows > current:
-            extra = self._vacant(rows - current, self.width if current else MIN_WIDTH)
+            extra = self._vacant(rows - current, self.width if current else self.min_width)
             if current:
                 extra = tf.nest.map_structure(lambda x, y: tf.concat([x, y], 0), self.state, extra)
             self.state = extra

@@ -40,7 +40,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import decoding
-from keras_transformer.decoding.row_pool import SEGMENT_STEPS, RowPool
+from keras_transformer.decoding.row_pool import MIN_WIDTH, SEGMENT_STEPS, RowPool
 from keras_transformer.serving.batching import QueueFull
 from keras_transformer.serving.stream_decoder import sampling_noise, starts_word_of, text_of
 from keras_transformer.translators.streaming import WordCutter
@@ -54,7 +54,7 @@ SEARCHES = {
     "sample": "sample",
 }
 CONTROLS = ("source_lang", "target_lang", "target_prefix")
-WARMED_WIDTHS = (16, 32)  # source widths `warm_up` compiles (sentences of up to 32 tokens)
+WARMED_WIDTHS = (MIN_WIDTH,)  # source widths `warm_up` compiles: sentences of up to 64 tokens
 POLL_S = 0.05  # how often a quiet stream checks its `cancel`
 
 
@@ -171,23 +171,22 @@ class InflightBatcher:
             sizes.update(self.fallback.batch_sizes)
         return sizes
 
-    def warm_up(self, widths=WARMED_WIDTHS, workers=None):
-        """Compiles the pools of the translator's own search and greedy search: each row count, each width.
+    def warm_up(self, widths=WARMED_WIDTHS, searches=("best", "greedy"), workers=None):
+        """Compiles the pools of `searches` (the translator's own, greedy): each row count, each width.
 
-        Each power-of-two row count up to `max_rows`, each source width of
-        `widths`: the segment programs, and the encoder for that many sources
-        of that width (`workers` compiles side by side, default one per CPU
-        core, at most 4). Returns how many programs were compiled.
+        Each power-of-two row count up to `max_rows` at each source width of
+        `widths` (rounded up as the pools round them): one segment program
+        each, `workers` side by side (default one per CPU core, at most 4);
+        and the encoder, traced once. Returns how many programs were compiled.
         """
-        keys = {self._key("best", {}), self._key("greedy", {})}
-        pools = [self._pool(key) for key in sorted(keys)]
-        rows = [1 << n for n in range(self.pool_options["max_rows"].bit_length())]
-        rows = [count for count in rows if self.pool_options["min_rows"] <= count <= self.pool_options["max_rows"]]
-        jobs = [(pool.compile, count, width) for pool in pools for count in rows for width in widths]
-        jobs += [(pools[0].compile_encoder, count, width) for count in rows for width in widths]
+        pools = [self._pool(key) for key in sorted({self._key(search, {}) for search in searches})]
+        counts = [1 << n for n in range(self.pool_options["max_rows"].bit_length() + 1)]
+        shapes = sorted({pools[0].shape_for(count, width) for count in counts for width in widths})
+        jobs = [(pool, *shape) for pool in pools for shape in shapes]
+        pools[0].compile_encoder(1, shapes[0][1])
         workers = workers or min(os.cpu_count() or 1, 4)
         with concurrent.futures.ThreadPoolExecutor(workers) as executor:
-            list(executor.map(lambda job: job[0](*job[1:]), jobs))
+            list(executor.map(lambda job: job[0].compile(*job[1:]), jobs))
         return len(jobs)
 
     def summary(self):

@@ -129,13 +129,12 @@ def test_a_cancelled_stream_or_request_leaves_its_rows(served):
     assert not any(pool.occupied for pool in batcher.pools.values())
 
 
-def test_sources_of_every_width_share_the_pool(served):
+def test_a_source_longer_than_the_limit_is_truncated_as_alone(served):
     translator, batcher, sentences = served
-    long = " ".join(sentences) * 2  # wider than 32 tokens: the pool's memory grows, then shrinks
+    long = " ".join(sentences) * 2  # past the source limit (32 tokens): truncated, as the translator does
     futures = [batcher.submit(("greedy", ()), {"sentences": [text.encode()]}) for text in (long, sentences[0])]
     expected = translator.greedy_with_status([long, sentences[0]])["translations"].numpy()
     assert [future.result(600)["translations"][0] for future in futures] == list(expected)
-    assert batcher.pools["greedy", ()].width == 16  # back to the narrowest once the wide source left
 
 
 def test_a_full_queue_refuses_and_close_answers_what_was_accepted(served):
