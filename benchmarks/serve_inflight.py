@@ -183,6 +183,14 @@ def warm_dynamic(model, signature, sentences, widths, max_rows):
         list(pool.map(lambda call: model.run(*call), calls))
 
 
+def count_tokens(text):
+    """Output tokens of a translation, END counted: its target pieces (the run's SentencePiece), one measure for all."""
+    return len(TARGET_PIECES[0].encode(text)) + 1
+
+
+TARGET_PIECES = []  # the run's target SentencePiece model, loaded in `main`
+
+
 def drive(system, sentences, reference, clients, seconds, warm_seconds, seed):
     """Closed-loop clients: the requests that start in the window (`warm_seconds` on, `seconds` long), each timed whole.
 
@@ -202,24 +210,52 @@ def drive(system, sentences, reference, clients, seconds, warm_seconds, seed):
             began = time.perf_counter()
             text = system(sentences[index])
             with lock:
-                records.append((began, time.perf_counter() - began, text == reference[index]))
+                records.append((began, time.perf_counter() - began, text == reference[index], text))
 
     threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    latencies = [seconds for began, seconds, _ in records if window[0] <= began < window[1]]
+    counted = [record for record in records if window[0] <= record[0] < window[1]]
+    latencies = [record[1] for record in counted]
+    tokens = [count_tokens(record[3]) for record in counted]
     q = statistics.quantiles(latencies, n=20) if len(latencies) > 1 else [float("nan")] * 19
     return {
         "requests": len(latencies),
         "requests_per_s": round(len(latencies) / seconds, 3),
         "p50_ms": round(1000 * statistics.median(latencies), 1) if latencies else None,
         "p95_ms": round(1000 * q[18], 1),
-        "mismatches": sum(not same for _, _, same in records),
+        "output_tokens_per_s": round(sum(tokens) / seconds, 1),
+        "mean_output_tokens": round(statistics.mean(tokens), 1) if tokens else None,
+        "mismatches": sum(not record[2] for record in records),
         "answers_checked": len(records),
         "load_average_1min": round(os.getloadavg()[0], 2),
     }
+
+
+def summarize(rows):
+    """`{"system@clients": medians over the rounds}` of the rows."""
+    summary = {}
+    for key in dict.fromkeys((r["system"], r["clients"]) for r in rows):
+        mine = [r for r in rows if (r["system"], r["clients"]) == key]
+        summary["{}@{}".format(*key)] = {
+            "requests_per_s": round(statistics.median(r["requests_per_s"] for r in mine), 2),
+            "p50_ms": statistics.median([r["p50_ms"] for r in mine if r["p50_ms"] is not None] or [float("nan")]),
+            "p95_ms": statistics.median(r["p95_ms"] for r in mine),
+            "output_tokens_per_s": round(statistics.median(r["output_tokens_per_s"] for r in mine), 1),
+            "rounds": len(mine),
+        }
+    return summary
+
+
+def write_report(args, head, rows, extra=None):
+    """Writes the JSON report (the head, the rows, their summary and `extra`) to `--output`; returns the summary."""
+    summary = summarize(rows)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    report = {**head, "rows": rows, "summary": summary, **(extra or {})}
+    args.output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return summary
 
 
 def main():
@@ -236,12 +272,27 @@ def main():
     data = multi30k_folder(args.data)
     sentences = (data / "test_2016_flickr.en").read_text(encoding="utf-8").splitlines()[: args.sentences]
     systems, reference, warm = load(args, sentences)
+    import sentencepiece as spm
+
+    target = next((pathlib.Path(args.run) / "tokenizers" / "target").glob("*.spm"))
+    TARGET_PIECES.append(spm.SentencePieceProcessor(model_file=str(target)))
+    reference_tokens = [count_tokens(text) for text in reference]
     counts = [int(n) for n in args.clients.split(",")]
     for system in systems.values():  # every shape the load will bring, before any timing
         drive(system, sentences, reference, max(counts), 20.0, 0.0, args.seed)
+    head = {
+        "command": " ".join(["python", *sys.argv]),
+        "machine": info,
+        "machine_line": machine_line(info),
+        "load_average_at_start": os.getloadavg(),
+        "settings": {k: str(v) for k, v in vars(args).items()},
+        "warm_up_seconds": warm,
+        "reference_output_tokens": {"mean": statistics.mean(reference_tokens), "max": max(reference_tokens)},
+    }
     rows = []
-    print("| round | clients | system | requests | requests/s | p50 ms | p95 ms | mismatches | load |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"reference output tokens: mean {statistics.mean(reference_tokens):.1f}, max {max(reference_tokens)}")
+    print("| round | clients | system | requests | requests/s | tokens/s | p50 ms | p95 ms | mismatches | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for round_number in range(args.rounds):
         for clients in counts:
             for name, system in systems.items():
@@ -250,18 +301,11 @@ def main():
                 rows.append(row)
                 print(
                     f"| {round_number} | {clients} | {name} | {row['requests']} | {row['requests_per_s']} "
+                    f"| {row['output_tokens_per_s']} "
                     f"| {row['p50_ms']} | {row['p95_ms']} | {row['mismatches']} | {row['load_average_1min']} |",
                     flush=True,
                 )
-    summary = {}
-    for clients in counts:
-        for name in systems:
-            mine = [r for r in rows if r["clients"] == clients and r["system"] == name]
-            summary[f"{name}@{clients}"] = {
-                "requests_per_s": round(statistics.median(r["requests_per_s"] for r in mine), 2),
-                "p50_ms": statistics.median([r["p50_ms"] for r in mine if r["p50_ms"] is not None] or [float("nan")]),
-                "p95_ms": statistics.median(r["p95_ms"] for r in mine),
-            }
+                write_report(args, head, rows)  # what a run cut short has measured
     extra = {}
     if "in-flight" in systems:
         batcher = systems["in-flight"].batcher
@@ -269,18 +313,7 @@ def main():
         extra["in_flight"] = {"summary": batcher.summary(), "pools_rows_width_at_end": pools}
     for system in systems.values():
         system.close()
-    report = {
-        "command": " ".join(["python", *sys.argv]),
-        "machine": info,
-        "machine_line": machine_line(info),
-        "settings": {k: str(v) for k, v in vars(args).items()},
-        "warm_up_seconds": warm,
-        "rows": rows,
-        "summary": summary,
-        **extra,
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    summary = write_report(args, head, rows, extra)
     print(json.dumps(summary, indent=1))
     print(f"wrote {args.output}")
 
