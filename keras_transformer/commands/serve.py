@@ -24,7 +24,10 @@ answers the requests already accepted, and exits 0. It serves at most
 `--max-connections` at once (more are answered 503), closes idle connections
 after `--keep-alive-timeout` and answers 408 to a request that does not arrive
 whole within `--read-timeout`; exposed to a network, put a reverse proxy in
-front (docs/serving.md). Needs the `serve` extra:
+front (docs/serving.md). A run directory served with the xla engine is batched
+in flight (`--batching in-flight`, the default: sentences join the running
+decode every `--segment-steps` steps and leave it when done); other models,
+and `--batching dynamic`, in dynamic batches. Needs the `serve` extra:
 `pip install keras-transformer[serve]`.
 """
 
