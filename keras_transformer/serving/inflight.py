@@ -58,6 +58,15 @@ WARMED_WIDTHS = (MIN_WIDTH,)  # source widths `warm_up` compiles: sentences of u
 POLL_S = 0.05  # how often a quiet stream checks its `cancel`
 
 
+def _claimed(future):
+    """Whether the worker may answer `future` now: not answered yet, nor cancelled (then no one waits for it).
+
+    A pending future can be cancelled (the server's timeout does it) until
+    this moves it to running, atomically; after that `cancel` does nothing.
+    """
+    return not future.done() and future.set_running_or_notify_cancel()
+
+
 @dataclasses.dataclass(eq=False)
 class _Job:
     """A request's sentences, decoded in the pool of `key`, answered once every row is done."""
@@ -135,8 +144,7 @@ class InflightBatcher:
         controls = {name: inputs[name] for name in CONTROLS if name in inputs}
         key = self._key(SEARCHES[signature], scalars)
         job = _Job(key, list(inputs["sentences"]), controls, scalars.get("seed", -1))
-        job.future = concurrent.futures.Future()
-        job.future.set_running_or_notify_cancel()
+        job.future = concurrent.futures.Future()  # pending until answered: the server's timeout can cancel it
         self._enqueue(job)
         return job.future
 
@@ -183,7 +191,8 @@ class InflightBatcher:
         counts = [1 << n for n in range(self.pool_options["max_rows"].bit_length() + 1)]
         shapes = sorted({pools[0].shape_for(count, width) for count in counts for width in widths})
         jobs = [(pool, *shape) for pool in pools for shape in shapes]
-        pools[0].compile_encoder(1, shapes[0][1])
+        longest = int(self.translator.max_source_length.numpy())  # a pool is wider than the sources it holds
+        pools[0].compile_encoder(1, min(shapes[0][1], longest))  # one graph for every shape: traced once
         workers = workers or min(os.cpu_count() or 1, 4)
         with concurrent.futures.ThreadPoolExecutor(workers) as executor:
             list(executor.map(lambda job: job[0].compile(*job[1:]), jobs))
@@ -224,10 +233,15 @@ class InflightBatcher:
             for key, rows in joining.items():
                 self._admit(key, rows)
             self._drop_gone()
-            for pool in list(self.pools.values()):
+            for key, pool in list(self.pools.items()):
                 if pool.occupied:
                     self.segments[pool.occupied] += 1
-                    self._deliver(pool.advance())
+                    try:
+                        self._deliver(pool.advance())
+                    except Exception as error:  # noqa: BLE001  (its requests fail; a new pool serves the next)
+                        for job in {ticket[0] for ticket in pool.tickets if ticket is not None}:
+                            self._fail(job, error)
+                        del self.pools[key]
 
     def _joining(self):
         """`{key: [(job, row), ...]}`: the waiting rows that fit their pools now, taken from the queue."""
@@ -330,7 +344,7 @@ class InflightBatcher:
             "scores": np.array(scores, np.float32),
             "finished": np.array(finished, bool),
         }
-        if not job.future.done():
+        if _claimed(job.future):
             job.future.set_result(outputs)
 
     def _fail(self, job, error):
@@ -340,7 +354,7 @@ class InflightBatcher:
         job.cancelled = True
         if job.stream is not None:
             job.stream.put(("error", error))
-        elif not job.future.done():
+        elif _claimed(job.future):
             job.future.set_exception(error)
 
     def _drop_gone(self):

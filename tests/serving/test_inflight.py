@@ -85,6 +85,15 @@ def test_each_request_gets_its_answer_alone(served):
     assert all(pool.occupied == 0 for pool in batcher.pools.values())
 
 
+def test_warm_up_compiles_each_row_count_of_a_model_shorter_than_a_pool(served):
+    translator, batcher, sentences = served  # sources of at most 32 tokens, pools 64 wide: the encoder at 32
+    assert batcher.warm_up(searches=("greedy",)) == 2  # 1 and 2 rows (`max_rows`)
+    traces = batcher.pools["greedy", ()].traces
+    for texts in ([sentences[0]], sentences[:2]):  # the shapes it warmed are those decoded: nothing more is traced
+        batcher.submit(("greedy", ()), {"sentences": [text.encode() for text in texts]}).result(600)
+    assert batcher.pools["greedy", ()].traces == traces
+
+
 def test_streams_give_the_strings_of_their_requests(served):
     translator, batcher, sentences = served
     searches = [("greedy", {}), ("best", {}), ("sample", dict(SAMPLE, seed=7))]
@@ -120,7 +129,7 @@ def test_a_cancelled_stream_or_request_leaves_its_rows(served):
     rest = list(pieces)
     assert first.finish_reason is None and rest[-1].finish_reason == "cancelled"
     future = batcher.submit(("serving_default", ()), {"sentences": [sentences[-1].encode()] * 3})
-    future.cancel()  # the server's timeout does this
+    assert future.cancel()  # the server's timeout does this: a request not answered yet can be
     other = batcher.submit(("greedy", ()), {"sentences": [sentences[0].encode()]})
     assert other.result(600)["translations"][0] == translator.greedy([sentences[0]]).numpy()[0]
     deadline = time.monotonic() + 60
@@ -135,6 +144,37 @@ def test_a_source_longer_than_the_limit_is_truncated_as_alone(served):
     futures = [batcher.submit(("greedy", ()), {"sentences": [text.encode()]}) for text in (long, sentences[0])]
     expected = translator.greedy_with_status([long, sentences[0]])["translations"].numpy()
     assert [future.result(600)["translations"][0] for future in futures] == list(expected)
+
+
+def test_a_row_that_cannot_join_fails_only_its_request(served, monkeypatch):
+    translator, batcher, sentences = served
+    source_ids, expected = translator._source_ids, translator.greedy([sentences[0]]).numpy()[0]
+
+    def refusing(texts, languages):
+        if b"bad" in texts.numpy().tolist():
+            raise ValueError("a bad sentence")
+        return source_ids(texts, languages)
+
+    monkeypatch.setattr(translator, "_source_ids", refusing)
+    with batcher._condition:  # the worker waits: both requests join in one admission, which fails
+        bad, good = (batcher.submit(("greedy", ()), {"sentences": [text]}) for text in (b"bad", sentences[0].encode()))
+    with pytest.raises(ValueError, match="a bad sentence"):
+        bad.result(600)
+    assert good.result(600)["translations"][0] == expected
+
+
+def test_a_failed_segment_fails_its_requests_and_a_new_pool_serves_the_next(served, monkeypatch):
+    translator, batcher, sentences = served
+
+    def broken():
+        raise RuntimeError("a segment failed")
+
+    monkeypatch.setattr(batcher.pools["greedy", ()], "advance", broken)
+    failed = batcher.submit(("greedy", ()), {"sentences": [sentences[0].encode()]})
+    with pytest.raises(RuntimeError, match="a segment failed"):
+        failed.result(600)
+    answered = batcher.submit(("greedy", ()), {"sentences": [sentences[0].encode()]})
+    assert answered.result(600)["translations"][0] == translator.greedy([sentences[0]]).numpy()[0]
 
 
 def test_a_full_queue_refuses_and_close_answers_what_was_accepted(served):
