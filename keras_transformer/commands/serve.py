@@ -25,7 +25,10 @@ answers the requests already accepted, and exits 0. It serves at most
 `--max-connections` at once (more are answered 503), closes idle connections
 after `--keep-alive-timeout` and answers 408 to a request that does not arrive
 whole within `--read-timeout`; exposed to a network, put a reverse proxy in
-front (docs/serving.md). Needs the `serve` extra:
+front (docs/serving.md). A run directory served with the xla engine is batched
+in flight (`--batching in-flight`, the default: sentences join the running
+decode every `--segment-steps` steps and leave it when done); other models,
+and `--batching dynamic`, in dynamic batches. Needs the `serve` extra:
 `pip install keras-transformer[serve]`.
 """
 
@@ -46,6 +49,8 @@ from keras_transformer.commands.arguments import (
     positive_finite_float,
     positive_int,
 )
+
+BATCHING = ("in-flight", "dynamic")
 
 
 def add_parser(subparsers):
@@ -89,6 +94,20 @@ def _add_batching_arguments(batching):
         type=non_negative_finite_float,
         default=5.0,
         help="how long a request waits for others to batch with (default 5)",
+    )
+    batching.add_argument(
+        "--batching",
+        choices=BATCHING,
+        default="in-flight",
+        help="in-flight: sentences join the running decode between segments of steps and leave it when done (a "
+        "run directory, the xla engine); dynamic: requests that arrive together are decoded as one batch, as TF "
+        "Serving (every other model) (default in-flight)",
+    )
+    batching.add_argument(
+        "--segment-steps",
+        type=positive_int,
+        default=4,
+        help="in-flight batching: decoder steps between two chances to join or leave (default 4)",
     )
     batching.add_argument(
         "--no-batching", action="store_true", help="decode each request alone (batch-of-one, as TF Serving's default)"
@@ -190,9 +209,10 @@ def run(args):
             enabled=not args.no_batching,
             always_wait=args.always_wait,
         )
+        batcher = _in_flight(args, kind, engine, batcher, languages)
         limits = rest.Limits(max_body_bytes=args.max_body_bytes, timeout_s=args.timeout)
         app = rest.create_app(
-            model, batcher, name, args.version, limits, _streams(args, kind, engine, model, languages)
+            model, batcher, name, args.version, limits, _streams(args, kind, engine, model, languages, batcher)
         )
         return _serve(uvicorn, app, sock, name, model, batcher, connection_limits)
     finally:
@@ -201,17 +221,61 @@ def run(args):
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _streams(args, kind, engine, model, languages):
-    """What decodes `:stream` word by word: the run's XLA translator, or the engine's; a SavedModel's: none."""
+def _in_flight(args, kind, engine, batcher, languages):
+    """`batcher` inside an `InflightBatcher` of the run's translator (`--batching in-flight`), else itself."""
+    from keras_transformer import opener
+
+    if args.batching != "in-flight" or args.no_batching:
+        return batcher
+    if kind != opener.RUN or engine != "xla" or _not_a_translation_run(args.model):
+        print(
+            "Batching: dynamic (in-flight batching decodes a translation run directory with the xla engine)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return batcher
+    from keras_transformer.serving.inflight import InflightBatcher
+
+    translator = opener.open_translator(args.model, **languages)
+    rows = dict(max_rows=args.max_batch_size, segment_steps=args.segment_steps)
+    in_flight = InflightBatcher(translator, batcher, max_queue=args.max_queue, **rows)
+    print(
+        f"Batching: in-flight, up to {args.max_batch_size} sentences at once, joining and leaving every "
+        f"{args.segment_steps} steps",
+        file=sys.stderr,
+        flush=True,
+    )
+    if not args.no_warmup:
+        import time
+
+        started = time.perf_counter()
+        compiled = in_flight.warm_up()
+        seconds = time.perf_counter() - started
+        print(f"Warmed up in-flight rows: {compiled} programs in {seconds:.1f} s", file=sys.stderr, flush=True)
+    return in_flight
+
+
+def _streams(args, kind, engine, model, languages, batcher):
+    """What decodes `:stream` word by word: the in-flight rows, the run's XLA translator, or the engine's."""
     from keras_transformer import opener
     from keras_transformer.serving.encoder import is_encoder_run
     from keras_transformer.serving.sse import Streams
 
+    if hasattr(batcher, "stream_pieces"):  # in-flight: streams join the same rows (their threads only wait)
+        return Streams(batcher, max(args.threads, args.max_batch_size))
     if engine != "xla" or _generator_in_python(kind, args.model):
         return Streams(model.module, args.threads)
     if kind == opener.RUN and not is_encoder_run(args.model):  # an encoder's (BERT) answers whole, once
         return Streams(opener.open_translator(args.model, **languages), args.threads)
     return None  # its signatures' whole answers, once (docs/serving.md)
+
+
+def _not_a_translation_run(path):
+    """Whether the run at `path` is an imported BERT or GPT-2: neither translates."""
+    from keras_transformer import opener
+    from keras_transformer.serving.encoder import is_encoder_run
+
+    return is_encoder_run(path) or _generator_in_python(opener.RUN, path)
 
 
 def _generator_in_python(kind, path):

@@ -18,6 +18,7 @@ Example:
 [Piece(text='Ein', ids=(120,)), Piece(text=' Hund', ids=(87,)), Piece(text=' läuft.', ids=(301, 4, 3), ...)]
 """
 
+import functools
 import random
 
 import keras
@@ -43,10 +44,8 @@ class StreamDecoder:
             return decoding.SteppedSearch(model, chosen, length, jit_compile)
 
         self.searches = {"greedy": stepped(1), "sample": stepped(None, temperature=1.0)}
-        tokenizer = translator.target_tokenizer
-        vocab = decoding.ensemble_members(model)[0].outputs[0].shape[-1]
-        pieces = tokenizer.id_to_piece(tf.range(vocab, dtype=tf.int32)).numpy()
-        self.starts_word = word_starts(piece.decode("utf-8", errors="replace") for piece in pieces)
+        self.starts_word = starts_word_of(translator)
+        self._text = functools.partial(text_of, translator, length)
 
     @property
     def traces(self):
@@ -66,7 +65,7 @@ class StreamDecoder:
         inputs, settings = (), {"ban_mask": rules.ids_mask(translator.target_pieces.shape[0], banned_ids, keras.ops)}
         if search == "sample":
             temperature, top_k, top_p, seed = sampling
-            inputs = (self._noise(tf.shape(source_ids)[0], seed),)
+            inputs = (sampling_noise(tf.shape(source_ids)[0], self.length, seed),)
             settings.update(temperature=temperature, top_k=top_k, top_p=top_p)
         steps = self.searches[search].run(source_ids, *inputs, prefix=prefix, **settings)
         cutter = WordCutter(self._text, self.starts_word)
@@ -85,15 +84,23 @@ class StreamDecoder:
         text = translator._detokenize(result.ids[:1, 0]).numpy()[0].decode("utf-8", errors="replace")
         yield cutter.finish(text, "end" if finished else "length")
 
-    def _noise(self, rows, seed):
-        """`Translator._run_sample`'s noise: the same draws for the same seed; a random seed for -1."""
-        seed = tf.cast(seed, tf.int64)
-        if int(seed) < 0:
-            seed = tf.constant(random.randrange(SEED_LIMIT), tf.int64)
-        return tf.random.stateless_uniform(tf.stack([rows, self.length]), tf.stack([seed, tf.constant(0, tf.int64)]))
 
-    def _text(self, ids):
-        """The translator's detokenization of `ids`, padded to the output length (one traced shape)."""
-        pad = self.translator._target_pad
-        row = tf.constant([list(ids) + [pad] * (self.length - len(ids))], tf.int32)
-        return self.translator._detokenize(row).numpy()[0].decode("utf-8", errors="replace")
+def sampling_noise(rows, length, seed):
+    """`Translator._run_sample`'s noise `(rows, length)`: the same draws for the same seed; a random seed for -1."""
+    seed = tf.cast(seed, tf.int64)
+    if int(seed) < 0:
+        seed = tf.constant(random.randrange(SEED_LIMIT), tf.int64)
+    return tf.random.stateless_uniform(tf.stack([rows, length]), tf.stack([seed, tf.constant(0, tf.int64)]))
+
+
+def starts_word_of(translator):
+    """Boolean `(vocab,)`: which of `translator`'s target pieces begin a word (`streaming.word_starts`)."""
+    vocab = decoding.ensemble_members(translator.model)[0].outputs[0].shape[-1]
+    pieces = translator.target_tokenizer.id_to_piece(tf.range(vocab, dtype=tf.int32)).numpy()
+    return word_starts(piece.decode("utf-8", errors="replace") for piece in pieces)
+
+
+def text_of(translator, length, ids):
+    """`translator`'s detokenization of `ids` (a list), padded to `length` (one traced shape)."""
+    row = tf.constant([list(ids) + [translator._target_pad] * (length - len(ids))], tf.int32)
+    return translator._detokenize(row).numpy()[0].decode("utf-8", errors="replace")

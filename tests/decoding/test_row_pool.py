@@ -1,0 +1,78 @@
+"""`RowPool`: sources that join a running decode at different steps get `decode`'s ids, each search.
+
+The tiny trained run (`trained_runs.tiny_run_dir`) ends its outputs at
+different lengths; sources join two at a time, one or none, between segments
+of two steps, so rows of every age share the pool, leave it as they end and
+are cut off at `max_length` (6: most are, and the timeline is moved back
+several times). Its ids must be `decode`'s for the whole batch, its scores
+within float noise (other shapes, other sums).
+"""
+
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer import decoding, opener
+from keras_transformer.decoding.row_pool import RowPool
+
+from trained_runs import tiny_run_dir
+
+MAX_LENGTH = 6  # most outputs are cut off, some end; the timeline is moved back several times
+# An imported OPUS-MT model's search (transformers' `generate`): per-row lengths in its stopping rule and its
+# forced END, scores over the whole vocabulary.
+MARIAN = dict(normalization="length", stopping="cannot_improve", cut_off="by_score", force_end=True)
+MARIAN.update(softmax_over="vocabulary")
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    path, pairs = tiny_run_dir()
+    translator = opener.open_translator(path)
+    sentences = [source for source, _ in pairs[:6]] + ["", "A man with a dog " * 4]  # the last: 32 tokens wide
+    source_ids = translator._source_ids(tf.constant(sentences), tf.fill([len(sentences)], ""))
+    prefix = np.full([source_ids.shape[0], MAX_LENGTH], -1, np.int32)
+    prefix[3, :2] = [20, 21]  # one output's first two tokens forced
+    return translator.model, source_ids, tf.constant(prefix), len(sentences)
+
+
+def pooled(model, search, source_ids, prefix, count, max_length, *inputs, min_width=64):
+    """`{row: SearchResult}` of the first `count` sources, joining the pool at random steps."""
+    pool = RowPool(model, search, max_length=max_length, max_rows=2, segment_steps=2, min_width=min_width)
+    rng, waiting, results = random.Random(0), list(range(count)), {}
+    while waiting or pool.occupied:
+        joining = waiting[: min(pool.free, rng.randint(0, 2))]
+        waiting = waiting[len(joining) :]
+        if joining:
+            rows = [tf.gather(x, joining) for x in (source_ids, *inputs)]
+            pool.add(rows[0], joining, *rows[1:], prefix=tf.gather(prefix, joining))
+        results.update({update.ticket: update.result for update in pool.advance() if update.result is not None})
+    return results, pool
+
+
+@pytest.mark.parametrize("name", ["greedy", "beam", "sample"])
+def test_joining_sources_get_the_batch_decode(tiny, name):
+    model, source_ids, prefix, count = tiny
+    max_length = MAX_LENGTH
+    # Greedy: the pool's memory 16 wide at first, widened for the last source. The others: one width.
+    count, min_width = (count, 16) if name == "greedy" else (count - 1, 64)
+    searches = {
+        "greedy": dict(beam_size=1),
+        "beam": dict(beam_size=3, **MARIAN),
+        "sample": dict(temperature=0.9, top_p=0.9),
+    }
+    search = decoding.search_for(alpha=0.6, **searches[name])
+    inputs = (tf.random.stateless_uniform([source_ids.shape[0], max_length], [1, 0]),) if name == "sample" else ()
+    expected = decoding.decode(model, source_ids, search, *inputs, max_length=max_length, prefix=prefix)
+    results, pool = pooled(model, search, source_ids, prefix, count, max_length, *inputs, min_width=min_width)
+    for row in range(count):
+        np.testing.assert_array_equal(results[row].ids, expected.ids.numpy()[row], err_msg=f"row {row}")
+        np.testing.assert_array_equal(results[row].finished, expected.finished.numpy()[row])
+        np.testing.assert_allclose(results[row].scores, expected.scores.numpy()[row], atol=1e-4)
+    full = (expected.ids.numpy()[:count, 0, -1] != model.config.target_pad).sum()
+    assert 0 < full < count  # rows of every kind: ended early, ran to max_length
+    assert pool.occupied == 0 and pool.rows == 1  # all left; shrunk back
+    # One encoder trace, one segment trace per (rows, width) shape: never one per step.
+    assert pool.traces <= 1 + 2 * (2 if name == "greedy" else 1)
+    assert pool.width == (32 if name == "greedy" else 64)  # widened, not narrowed again (a quarter rule)
