@@ -238,7 +238,11 @@ def _in_flight(args, kind, engine, batcher, languages):
 
     translator = opener.open_translator(args.model, **languages)
     rows = dict(max_rows=args.max_batch_size, segment_steps=args.segment_steps)
-    in_flight = InflightBatcher(translator, batcher, max_queue=args.max_queue, **rows)
+    try:
+        in_flight = InflightBatcher(translator, batcher, max_queue=args.max_queue, **rows)
+    except ValueError as error:  # a model the rows cannot decode (T5's relative positions)
+        print(f"Batching: dynamic ({error})", file=sys.stderr, flush=True)
+        return batcher
     print(
         f"Batching: in-flight, up to {args.max_batch_size} sentences at once, joining and leaving every "
         f"{args.segment_steps} steps",

@@ -67,6 +67,21 @@ class RowUpdate:
     result: SearchResult = None
 
 
+def why_not_in_rows(model):
+    """Why `model` cannot decode in a `RowPool`, in a few words; `""` where it can.
+
+    Rows sit at their own positions on one cache timeline, which T5's
+    relative position bias (a bias by the distance of two positions) does
+    not read yet.
+    """
+    model = as_transformer(model)
+    if is_decoder_only(model):
+        return "a decoder-only model has no source to join"
+    if getattr(model, "decoder_position_bias", None) is not None:
+        return "T5's relative position bias is not decoded in rows yet"
+    return ""
+
+
 class RowPool:
     """Sources decoded side by side, each joining and leaving on its own (see the module docstring).
 
@@ -103,8 +118,9 @@ class RowPool:
         encoder_jit_compile=False,
     ):
         model = as_transformer(model)
-        if is_decoder_only(model):
-            raise ValueError("`RowPool` decodes encoder-decoder models; a decoder-only model has no source to join")
+        refusal = why_not_in_rows(model)
+        if refusal:
+            raise ValueError(f"`RowPool` cannot decode this model: {refusal}")
         counts = (("max_rows", max_rows), ("min_rows", min_rows), ("segment_steps", segment_steps))
         for name, value in (*counts, ("min_width", min_width)):
             if not isinstance(value, int) or value < 1:

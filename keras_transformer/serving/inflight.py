@@ -40,7 +40,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import decoding
-from keras_transformer.decoding.row_pool import MIN_WIDTH, SEGMENT_STEPS, RowPool
+from keras_transformer.decoding.row_pool import MIN_WIDTH, SEGMENT_STEPS, RowPool, why_not_in_rows
 from keras_transformer.serving.batching import QueueFull
 from keras_transformer.serving.stream_decoder import sampling_noise, starts_word_of, text_of
 from keras_transformer.translators.streaming import WordCutter
@@ -108,6 +108,9 @@ class InflightBatcher:
     ):
         self.translator, self.fallback = translator, fallback
         model, search, options, self.length, jit_compile = translator._searches.stream_settings
+        refusal = why_not_in_rows(model)
+        if refusal:
+            raise ValueError(f"In-flight batching cannot decode this model: {refusal}")
         self._searches = {
             "best": search,
             "greedy": decoding.search_for(1, search.alpha, **options),
@@ -289,7 +292,7 @@ class InflightBatcher:
                 name: tf.constant([job.controls.get(name, [b""] * len(job.sentences))[row] for job, row in rows])
                 for name in CONTROLS
             }
-            source_ids = translator._source_ids(sentences, controls["source_lang"])
+            source_ids = translator._source_ids(sentences, controls["source_lang"], controls["target_lang"])
             prefix = translator._prefix(controls["target_lang"], controls["target_prefix"], tf.shape(source_ids)[0])
             inputs = ()
             if key[0] == "sample":

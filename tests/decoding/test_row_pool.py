@@ -15,7 +15,9 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import decoding, opener
-from keras_transformer.decoding.row_pool import RowPool
+from keras_transformer.config import ModelConfig
+from keras_transformer.decoding.row_pool import RowPool, why_not_in_rows
+from keras_transformer.models import build_transformer
 
 from trained_runs import tiny_run_dir
 
@@ -31,7 +33,8 @@ def tiny():
     path, pairs = tiny_run_dir()
     translator = opener.open_translator(path)
     sentences = [source for source, _ in pairs[:6]] + ["", "A man with a dog " * 4]  # the last: 32 tokens wide
-    source_ids = translator._source_ids(tf.constant(sentences), tf.fill([len(sentences)], ""))
+    defaults = tf.fill([len(sentences)], "")  # the run's languages
+    source_ids = translator._source_ids(tf.constant(sentences), defaults, defaults)
     prefix = np.full([source_ids.shape[0], MAX_LENGTH], -1, np.int32)
     prefix[3, :2] = [20, 21]  # one output's first two tokens forced
     return translator.model, source_ids, tf.constant(prefix), len(sentences)
@@ -76,3 +79,15 @@ def test_joining_sources_get_the_batch_decode(tiny, name):
     # One encoder trace, one segment trace per (rows, width) shape: never one per step.
     assert pool.traces <= 1 + 2 * (2 if name == "greedy" else 1)
     assert pool.width == (32 if name == "greedy" else 64)  # widened, not narrowed again (a quarter rule)
+
+
+def test_a_model_with_relative_positions_is_refused_in_one_line():
+    """T5's relative bias reads distances of positions, which rows on one timeline do not give it yet."""
+    config = ModelConfig(
+        source_vocab_size=40, target_vocab_size=40, num_layers=1, d_model=16, num_heads=2, d_ff=24, max_length=8,
+        position_layout="relative", norm="rms", scale_embeddings=False, start_id=0, end_id=1,
+    )  # fmt: skip
+    model = build_transformer(config=config)
+    assert "relative position bias" in why_not_in_rows(model)
+    with pytest.raises(ValueError, match="^`RowPool` cannot decode this model: T5's relative position bias"):
+        RowPool(model, decoding.search_for(1, 0.0), max_length=4)
