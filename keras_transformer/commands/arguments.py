@@ -30,6 +30,7 @@ import re
 from keras_transformer.errors import ArgumentError
 from keras_transformer.input_rules import sentence_error
 from keras_transformer.opener import ENGINES
+from keras_transformer.translators.controls import example_code
 from keras_transformer.translators.precision import PRECISIONS
 
 SEED_MAX = 2**32 - 1  # NumPy's seeds, which `keras.utils.set_random_seed` sets, stop there
@@ -311,7 +312,7 @@ def require_target(translator, model):
     """A `ValueError` if `translator` is multilingual and has no target language to translate into."""
     codes, _, target = translator.languages
     if codes and target is None:
-        example = next((code for code in ("fra_Latn", "fr") if code in codes), codes[-1])
+        example = example_code(codes, other_than=translator.languages.source_lang)
         raise ValueError(
             f"{model} translates into {len(codes)} languages and names no default: choose one with --target-lang "
             f"(e.g. --target-lang {example})"

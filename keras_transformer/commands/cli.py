@@ -29,8 +29,9 @@ Every command keeps the XLA programs it compiles in the user's cache
 folder and loads those an earlier run compiled (`compile_cache`;
 `KERAS_TRANSFORMER_XLA_CACHE=off` turns that off).
 
-`--traceback` (before the command) or `KERAS_TRANSFORMER_DEBUG=1` lets
-every error through with its traceback instead.
+`--traceback` (before or after the command's name) or
+`KERAS_TRANSFORMER_DEBUG=1` lets every error through with its traceback
+instead.
 
 Example::
 
@@ -102,14 +103,7 @@ def build_parser():
         prog="keras-transformer",
         description="Train, run, score, export and plot Transformer models.",
     )
-    parser.add_argument(
-        "--verbose", action="store_true", help="show TensorFlow's start-up log lines (the console script hides them)"
-    )
-    parser.add_argument(
-        "--traceback",
-        action="store_true",
-        help=f"show an error's Python traceback instead of one line (or set {DEBUG_ENV}=1)",
-    )
+    _add_general_options(parser, default=False)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in COMMANDS:
@@ -120,7 +114,25 @@ def build_parser():
                 raise
             continue
         module.add_parser(subparsers)
+    for command_parser in subparsers.choices.values():  # `translate --traceback` as `--traceback translate`
+        _add_general_options(command_parser, default=argparse.SUPPRESS)
     return parser
+
+
+def _add_general_options(parser, default):
+    """`--verbose` and `--traceback`, taken before the command and after it (`default` SUPPRESS: keep the first)."""
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="show TensorFlow's start-up log lines (the console script hides them)",
+    )
+    parser.add_argument(
+        "--traceback",
+        action="store_true",
+        default=default,
+        help=f"show an error's Python traceback instead of one line (or set {DEBUG_ENV}=1)",
+    )
 
 
 def flag(argument, value):

@@ -190,10 +190,9 @@ def run(args):
             always_wait=args.always_wait,
         )
         limits = rest.Limits(max_body_bytes=args.max_body_bytes, timeout_s=args.timeout)
-        app = rest.create_app(
-            model, batcher, name, args.version, limits, _streams(args, kind, engine, model, languages)
-        )
-        return _serve(uvicorn, app, sock, name, model, batcher, connection_limits)
+        streams = _streams(args, kind, engine, model, languages)
+        app = rest.create_app(model, batcher, name, args.version, limits, streams)
+        return _serve(uvicorn, app, sock, name, model, (batcher, streams), connection_limits)
     finally:
         sock.close()
         if workdir is not None:
@@ -273,7 +272,7 @@ def _bind(host, port):
     return sock
 
 
-def _serve(uvicorn, app, sock, name, model, batcher, limits):
+def _serve(uvicorn, app, sock, name, model, decoders, limits):
     from keras_transformer.serving import connections, logs
 
     sock.listen(limits.backlog)
@@ -301,11 +300,15 @@ def _serve(uvicorn, app, sock, name, model, batcher, limits):
         _graceful_server(uvicorn)(config).run(sockets=[sock])
     finally:
         log.close()
+    print(f"Stopped: every accepted request was answered ({_answered(*decoders)}).", file=sys.stderr, flush=True)
+    return 0
+
+
+def _answered(batcher, streams):
+    """What the server decoded: the batcher's sentences and signature calls, and the sentences streamed apart."""
     sizes = batcher.batch_sizes
     batches, sentences = sum(sizes.values()), sum(size * count for size, count in sizes.items())
-    print(
-        f"Stopped: every accepted request was answered ({sentences} sentences in {batches} signature calls).",
-        file=sys.stderr,
-        flush=True,
+    streamed = streams.decoded if streams is not None else 0
+    return f"{sentences} sentences in {batches} signature calls" + (
+        f", and {streamed} streamed sentence{'s' * (streamed != 1)}" if streamed else ""
     )
-    return 0

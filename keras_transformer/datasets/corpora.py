@@ -43,6 +43,7 @@ from keras_transformer.datasets import downloads, readers
 DATA_DIR_ENV = "KERAS_TRANSFORMER_DATA_DIR"
 BUNDLED_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
 SPLIT_SEED = 0
+VALIDATION_FILES = "`corpus_files['validation']`"  # how errors name the argument of the validation files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -325,7 +326,7 @@ def load_file_splits(files):
             pairs = f"{len(train)} pair" + ("" if len(train) == 1 else "s")
             raise ValueError(
                 f"{' and '.join(str(name) for name in names)} hold {pairs}: too few to hold out "
-                f"{size} for validation; give validation files too (`corpus_files['validation']`)."
+                f"{size} for validation; give validation files too ({VALIDATION_FILES})."
             )
         splits = readers.seeded_split(train, {"validation": size / len(train)}, seed=SPLIT_SEED)
     return splits

@@ -77,7 +77,7 @@ def reject_nul(lines, name):
     >>> reject_nul(["fine", "a\\0b"], "input.txt")
     Traceback (most recent call last):
     ...
-    ValueError: input.txt, line 2: contains a NUL byte, which the model cannot translate; remove it
+    ValueError: input.txt, line 2: contains a NUL byte, which the model cannot read; remove it
     """
     for number, line in enumerate(lines, 1):
         check_sentence(line, f"{name}, line {number}:")

@@ -63,6 +63,8 @@ class Streams:
     def __init__(self, translator=None, threads=2, batch=None):
         self.translator, self.batch = translator, batch
         self.pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="stream")
+        self.decoded = 0  # sentences `translator` streamed to their end (those of `batch` its batcher counts)
+        self._count = threading.Lock()
 
     def pieces(self, request, cancel):
         """`(instance, Piece)` of every instance of the parsed `request`, in order (runs on a stream thread)."""
@@ -82,6 +84,8 @@ class Streams:
                 yield instance, piece
             if cancel.is_set():
                 return
+            with self._count:
+                self.decoded += 1
 
     def close(self):
         self.pool.shutdown(wait=False, cancel_futures=True)

@@ -38,6 +38,21 @@ HOW_TO_NAME = (
 )
 
 
+COMMON_CODES = ("fra_Latn", "fr", "deu_Latn", "de", "spa_Latn", "es", "eng_Latn", "en")  # examples users know
+
+
+def example_code(codes, other_than=None):
+    """A code of `codes` to show in an example: a widely known language's where it has one, never `other_than`.
+
+    Example:
+
+    >>> example_code(("ace_Arab", "eng_Latn", "fra_Latn", "zul_Latn"), other_than="fra_Latn")
+    'eng_Latn'
+    """
+    candidates = [code for code in codes if code != other_than] or list(codes)
+    return next((code for code in COMMON_CODES if code in candidates), candidates[0] if candidates else None)
+
+
 class Languages(NamedTuple):
     """A model's language codes and its defaults (None where it names none); no codes: one language pair."""
 
@@ -128,7 +143,7 @@ def resolve(sentences, languages, source_lang=None, target_lang=None, target_pre
             if value is None and default is None:
                 raise ValueError(
                     f"No target language: this model translates into {len(languages.codes)} languages; "
-                    f"{HOW_TO_NAME} (e.g. {languages.codes[-1]!r})"
+                    f"{HOW_TO_NAME} (e.g. {example_code(languages.codes, languages.source_lang)!r})"
                 )
             return default if value is None else languages.check(value, name)
 

@@ -237,6 +237,9 @@ def test_a_corpus_of_0_1_or_2_pairs_is_one_line_or_trains_its_tokenizer(count, t
     err = _one_line_error(capsys, "--train-source", source, "--train-target", target, "--output", tmp_path / "run")
     expected = "hold no sentences" if count == 0 else f"hold {count} pair{'s' * (count > 1)}: too few to hold out"
     assert expected in err and str(source) in err and "sentences_" not in err, err
+    if count:  # the flags that give validation files, not the Python argument
+        assert "give validation files too (--valid-tsv, or --valid-source and --valid-target)" in err, err
+        assert "corpus_files" not in err
     assert not (tmp_path / "run").exists()
     if count:  # with a validation split given, the shared tokenizer trains on the pairs
         splits = corpora.load_file_splits({"train": (source, target), "validation": (source, target)})
