@@ -290,18 +290,41 @@ class ServedModel:
             arguments["banned_ids"] = tf.zeros([0], tf.int32)
         return {name: tensor.numpy() for name, tensor in self.functions[signature](**arguments).items()}
 
-    @staticmethod
-    def render(request, outputs):
-        """TF Serving's JSON response: `{"predictions": [...]}` (row) or `{"outputs": ...}` (columnar)."""
+    def render(self, request, outputs):
+        """TF Serving's JSON response: `{"predictions": [...]}` (row) or `{"outputs": ...}` (columnar).
+
+        Beside them, `"warnings"`, one line per instance whose sentence was
+        truncated to the model's source limit (`truncated`), where any was.
+        """
         names = sorted(outputs)
         if request.columnar:
             columns = {name: _json_value(outputs[name]) for name in names}
-            return {"outputs": columns[names[0]] if len(names) == 1 else columns}
-        rows = []
-        for index in range(request.size):
-            row = {name: _json_value(outputs[name][index]) for name in names}
-            rows.append(row[names[0]] if len(names) == 1 else row)
-        return {"predictions": rows}
+            body = {"outputs": columns[names[0]] if len(names) == 1 else columns}
+        else:
+            rows = []
+            for index in range(request.size):
+                row = {name: _json_value(outputs[name][index]) for name in names}
+                rows.append(row[names[0]] if len(names) == 1 else row)
+            body = {"predictions": rows}
+        warnings = self.truncated(request)
+        return {**body, "warnings": list(warnings.values())} if warnings else body
+
+    def truncated(self, request):
+        """`{instance: line}` for each sentence (or `score` source) longer than the model reads: it was truncated.
+
+        What `translate` warns of on the command line; a model that cannot
+        count its source tokens (no `source_lengths`) says nothing.
+        """
+        from keras_transformer.serving.translation import truncated_sentences
+
+        name = next((name for name in ("sentences", "sources") if name in request.inputs), None)
+        if name is None or not all(hasattr(self.module, a) for a in ("source_lengths", "max_source_length")):
+            return {}
+        where = f"inputs.{name}" if request.columnar else "instances"
+        return {
+            number - 1: f"{where}[{number - 1}] has {tokens} tokens: truncated to the model's first {limit}"
+            for number, tokens, limit in truncated_sentences(self.module, request.inputs[name])
+        }
 
     # -- warm-up -------------------------------------------------------------------------------------
 
