@@ -30,7 +30,7 @@ import re
 from keras_transformer.errors import ArgumentError
 from keras_transformer.input_rules import sentence_error
 from keras_transformer.opener import ENGINES
-from keras_transformer.translators.controls import example_code
+from keras_transformer.translators.controls import example_code, prefix_error
 from keras_transformer.translators.precision import PRECISIONS
 
 SEED_MAX = 2**32 - 1  # NumPy's seeds, which `keras.utils.set_random_seed` sets, stop there
@@ -287,8 +287,9 @@ def open_model(args, **options):
     """The translator of `--model` by `--engine`, with `--source-lang` and `--target-lang` as its defaults.
 
     `options` go to `keras_transformer.open_translator`. Without a target
-    language for a multilingual model, a `ValueError` that says how to give
-    one, before any sentence is translated.
+    language for a multilingual model, or with a `--prefix` that holds one
+    of its special tokens (`controls.prefix_error`), a `ValueError` that
+    says so, before any sentence is translated.
     """
     from keras_transformer.opener import open_translator
 
@@ -305,6 +306,10 @@ def open_model(args, **options):
         if getattr(args, name) is not None and not translator.languages.codes:
             raise ValueError(f"{flag} applies to multilingual models; {args.model} takes no language codes")
     require_target(translator, args.model)
+    prefix = getattr(args, "prefix", None)  # checked against the model's special tokens before any sentence
+    reason = None if prefix is None else prefix_error(prefix, translator.special_tokens)
+    if reason is not None:
+        raise ValueError(f"--prefix {reason}")
     return translator
 
 

@@ -69,6 +69,7 @@ class ServedTranslator(ServedModel):
         self.max_instances = max_instances
         self.module = translator  # what `ServedModel` reads: `beam_size`, `source_lengths`, `max_source_length`
         self.languages = getattr(translator, "languages", Languages())
+        self.special_tokens = getattr(translator, "special_tokens", ())
         present = {name: method for name, (method, _) in SIGNATURES.items() if hasattr(translator, method)}
         if not getattr(translator, "supports_sampling", True):
             present.pop("sample", None)

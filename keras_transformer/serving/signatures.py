@@ -48,6 +48,7 @@ import tensorflow as tf
 from keras_transformer.files import destinations, manifest
 from keras_transformer.input_rules import sentence_error  # the one rule of every way in
 from keras_transformer.kinds import close_matches
+from keras_transformer.translators.controls import prefix_error
 
 DEFAULT_SIGNATURE = "serving_default"
 WARMED_SIGNATURES = ("serving_default", "greedy", "nbest")  # XLA decoders: one program per shape
@@ -97,7 +98,7 @@ class ServedModel:
     def __init__(self, path, max_instances=64, source_lang=None, target_lang=None):
         import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
 
-        from keras_transformer.serving.export import exported_languages
+        from keras_transformer.serving.export import exported_languages, exported_special_tokens
 
         self.path = pathlib.Path(path)
         self.max_instances = max_instances
@@ -115,6 +116,7 @@ class ServedModel:
         self._takes_banned = {name for name, spec in specs.items() if "banned_ids" in spec}
         self.input_specs = {name: {k: v for k, v in spec.items() if k != "banned_ids"} for name, spec in specs.items()}
         self.languages = exported_languages(self.module).with_defaults(source_lang, target_lang)
+        self.special_tokens = exported_special_tokens(self.module)  # what no `target_prefix` may hold
         if source_lang is not None or target_lang is not None:  # what the signatures read for "" (the default)
             self.module.default_languages.assign([self.languages.source_lang or "", self.languages.target_lang or ""])
 
@@ -144,6 +146,7 @@ class ServedModel:
                 inputs.update({c: [b""] * size for c in CONTROL_INPUTS if c in specs and c not in inputs})
             request = Request(name, inputs, tuple(sorted(scalars.items())), columnar=has_columns)
         self._check_languages(request)
+        self._check_prefixes(request)
         if request.size > self.max_instances:
             raise RequestError(
                 f"Too many instances: {request.size} in one request; at most {self.max_instances} "
@@ -253,6 +256,14 @@ class ServedModel:
                         self.languages.check(code, where)
                     except ValueError as error:
                         raise RequestError(str(error)) from None
+
+    def _check_prefixes(self, request):
+        """A `RequestError` naming the field of a `target_prefix` that holds a special token (`controls`' one rule)."""
+        for index, value in enumerate(request.inputs.get("target_prefix", ())):
+            reason = prefix_error(value.decode("utf-8"), self.special_tokens)
+            if reason is not None:
+                where = f"inputs.target_prefix[{index}]" if request.columnar else f"instances[{index}].target_prefix"
+                raise RequestError(f"{where} {reason}")
 
     def _columns(self, columns, specs):
         batched = _batched_names(specs)

@@ -108,6 +108,7 @@ class FairseqTokenizer(PieceTokenizer):
         if source_position not in ("first", "last"):
             raise ValueError(f"`source_position` must be 'first' or 'last'. Received: {source_position!r}")
         self.languages, self.family, self.files = dict(languages), family, dict(files or {})
+        self.special_tokens = tuple(sorted({*self.special_tokens, *(self._token(code, family) for code in languages)}))
         self.source_position = source_position
         self.source_lang = source_lang if source_lang in self.languages else None
         self.target_lang = target_lang if target_lang in self.languages else None

@@ -63,6 +63,8 @@ class HuggingFaceTokenizer:
         self._tokenizer = _tokenizers().Tokenizer.from_str(tokenizer_json)
         self.vocab_size = self._tokenizer.get_vocab_size(with_added_tokens=True)
         self.pad_id, self.start_id, self.end_id, self.mask_id = pad_id, start_id, end_id, mask_id
+        added = self._tokenizer.get_added_tokens_decoder().values()
+        self.special_tokens = tuple(sorted(token.content for token in added if token.special))
 
     @property
     def vocab(self):

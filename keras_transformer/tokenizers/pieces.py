@@ -71,6 +71,7 @@ class PieceTokenizer(tf.Module):
         by_id = [piece or "" for piece in pieces_by_id(self._vocab)]
         self._pieces_by_id = tf.constant(by_id)
         hidden = set(hidden)
+        self.special_tokens = tuple(sorted({*hidden, unk_piece}))  # no text: no prefix may hold them (`translators`)
         surfaces = ["" if piece in hidden else _surface(piece) for piece in by_id]
         self._surfaces = tf.constant([text.encode("utf-8") if isinstance(text, str) else text for text in surfaces])
 

@@ -120,13 +120,14 @@ class Controls(NamedTuple):
         return (self.source_lang, self.target_lang, self.target_prefix)
 
 
-def resolve(sentences, languages, source_lang=None, target_lang=None, target_prefix=None, banned=None):
+def resolve(sentences, languages, source_lang=None, target_lang=None, target_prefix=None, banned=None, special=()):
     """The `Controls` of a call on `sentences` (checked, 1-D `tf.string`), for a model of `languages`.
 
     Each control is None (the model's default), a str for every sentence, or
     a list with one per sentence (None entries: the default); `banned` is
     None or a list of words for every sentence. A bad one is a one-line
-    `ValueError`.
+    `ValueError`: a prefix holding one of the model's `special` tokens too
+    (`prefix_error`), the one rule of every engine.
     """
     words = check_words(banned)
     if not languages.codes:
@@ -136,7 +137,7 @@ def resolve(sentences, languages, source_lang=None, target_lang=None, target_pre
                     f"`{name}` applies to multilingual models; this one translates one language pair. "
                     f"Received: {name}={value!r}"
                 )
-        return Controls(target_prefix=_prefix(sentences, target_prefix), banned=words)
+        return Controls(target_prefix=_prefix(sentences, target_prefix, special), banned=words)
 
     def code(default):
         def checked(value, name):
@@ -151,10 +152,58 @@ def resolve(sentences, languages, source_lang=None, target_lang=None, target_pre
 
     source = _per_sentence(sentences, "source_lang", source_lang, code(languages.source_lang))
     target = _per_sentence(sentences, "target_lang", target_lang, code(languages.target_lang))
-    return Controls(source, target, _prefix(sentences, target_prefix), words)
+    return Controls(source, target, _prefix(sentences, target_prefix, special), words)
 
 
-def _prefix(sentences, target_prefix):
+def special_tokens(*groups):
+    """The texts of a vocabulary's special tokens, from `groups` of them: each once, longest first.
+
+    A group is a tokenizer's `special_tokens`, or the pieces of the ids a
+    model decodes with (START, END, PAD, UNK, its language tokens:
+    `pieces_of`). Blank pieces, and pieces with spaces around them, are no
+    tokens a text could hold: left out.
+
+    Example:
+
+    >>> special_tokens(["</s>", "<unk>"], pieces_of(["<pad>", "</s>", "", "eng_Latn"], [0, 1, 2, 3]))
+    ('eng_Latn', '<pad>', '<unk>', '</s>')
+    """
+    tokens = {
+        token for group in groups for token in group if isinstance(token, str) and token and token.strip() == token
+    }
+    return tuple(sorted(tokens, key=lambda token: (-len(token), token)))
+
+
+def pieces_of(pieces, ids):
+    """The pieces (`pieces`, a list by id) of `ids`; ids outside the list are passed over."""
+    return [pieces[int(i)] for i in ids if 0 <= int(i) < len(pieces)]
+
+
+def prefix_error(text, special_tokens):
+    """Why a forced prefix `text` cannot be given, as the end of a sentence naming it; None if it can.
+
+    A prefix is text: the first words of the translation, tokenized as the
+    target tokenizer reads text. One that holds a special token's text
+    (`</s>`, `<pad>`, a language code such as `fra_Latn`) would force that
+    control token where some tokenizers read it (it ended the output on one
+    engine and was text on another): it is refused, naming the first one.
+
+    Example:
+
+    >>> prefix_error("비 와 </s> 비", ("eng_Latn", "<pad>", "</s>"))
+    "holds the special token '</s>': a prefix is the text a translation begins with; remove it"
+    """
+    reason = sentence_error(text)
+    if reason is not None:
+        return reason
+    found = [(text.find(token), -len(token), token) for token in special_tokens if token in text]
+    if found:
+        token = min(found)[2]
+        return f"holds the special token {token!r}: a prefix is the text a translation begins with; remove it"
+    return None
+
+
+def _prefix(sentences, target_prefix, special):
     if target_prefix is None:
         return None
 
@@ -163,7 +212,7 @@ def _prefix(sentences, target_prefix):
             return ""
         if not isinstance(text, str):
             raise ValueError(f"`{name}` must be a str. Received: {name}={text!r}")
-        reason = sentence_error(text)
+        reason = prefix_error(text, special)
         if reason is not None:
             raise ValueError(f"`{name}` {reason}")
         return text
