@@ -117,8 +117,15 @@ def _add_batching_arguments(batching):
     batching.add_argument(
         "--no-warmup",
         action="store_true",
-        help="start at once, without decoding each batch and source shape first (the first requests of each "
-        "shape then wait for its XLA compile)",
+        help="start at once, without compiling the decoders of the first requests (one short sentence each) "
+        "before listening; the first requests then wait for their XLA compile",
+    )
+    batching.add_argument(
+        "--warmup-all",
+        action="store_true",
+        help="compile every batch size up to --max-batch-size at every source length before listening (minutes "
+        "on a model of long sources); by default other shapes compile when first asked for, once, and the "
+        "compilation cache keeps them for the next start",
     )
 
 
@@ -179,7 +186,7 @@ def run(args):
             else:
                 model = _served_translator(args, engine, languages)
         if not args.no_warmup:
-            _warm_up(model, 1 if args.no_batching else args.max_batch_size)
+            _warm_up(model, 1 if args.no_batching else args.max_batch_size, args.warmup_all)
         batcher = rest.build_batcher(
             model,
             max_batch_size=args.max_batch_size,
@@ -239,12 +246,16 @@ def _model_name(rest, args):
         raise ValueError(f"{given}: {error}") from None
 
 
-def _warm_up(model, max_batch_size):
+def _warm_up(model, max_batch_size, every_shape):
+    """Compiles the first requests' decoders (or, `every_shape`, all of them), a line for each as it ends."""
     import time
 
-    print(f"Warming up: {model.warm_up_does} for batches of up to {max_batch_size}...", file=sys.stderr, flush=True)
+    shapes = f"every shape of batches up to {max_batch_size}" if every_shape else "the first requests' shapes"
+    print(f"Warming up: {model.warm_up_does}, {shapes}...", file=sys.stderr, flush=True)
     started = time.perf_counter()
-    calls = model.warm_up(max_batch_size)
+    calls = model.warm_up(
+        max_batch_size, every_shape, progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True)
+    )
     print(f"Warmed up: {calls} signature calls in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
 
 

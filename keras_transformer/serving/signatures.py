@@ -38,9 +38,7 @@ Example:
 import base64
 import dataclasses
 import math
-import os
 import pathlib
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import tensorflow as tf
@@ -51,13 +49,11 @@ from keras_transformer.kinds import close_matches
 from keras_transformer.translators.controls import prefix_error
 
 DEFAULT_SIGNATURE = "serving_default"
-WARMED_SIGNATURES = ("serving_default", "greedy", "nbest")  # XLA decoders: one program per shape
 # The signatures that take the controls, by the signature a request names (`translators.controls`).
 CONTROLLED = {"serving_default": "with_controls", "greedy": "greedy_with_controls"}
 CONTROL_INPUTS = ("source_lang", "target_lang", "target_prefix")
 LANGUAGE_INPUTS = ("source_lang", "target_lang")
 INSTANCE_FIELDS = ("sentence", *CONTROL_INPUTS)  # an instance object's fields
-WARM_UP_WORKERS = 4  # compiles side by side at most (each holds its own memory while it compiles)
 
 
 class RequestError(ValueError):
@@ -339,71 +335,11 @@ class ServedModel:
 
     # -- warm-up -------------------------------------------------------------------------------------
 
-    def warm_up(self, max_batch_size, workers=None):
-        """Runs the decoding signatures once per batch and source bucket; returns how many calls ran.
+    def warm_up(self, max_batch_size, every_shape=False, workers=None, progress=None):
+        """Compiles the decoders of the first requests before serving (`warm_up.warm_up`); returns the calls run."""
+        from keras_transformer.serving import warm_up
 
-        The SavedModel's XLA decoder compiles one program per (batch bucket,
-        source bucket) shape: batches are padded to a power of two, sources
-        to a multiple of 16 tokens. Without a warm-up, the first batch of each
-        new shape waits seconds for its compile while the others queue behind
-        it. Sources of each bucket are found with the SavedModel's
-        `source_lengths` function when it has one (this package's exports),
-        else only the shortest bucket is warmed. `workers` calls (default: one
-        per CPU core, at most `WARM_UP_WORKERS`) compile side by side: an XLA
-        compile is mostly one thread's work.
-        """
-        sizes = [1 << n for n in range(max_batch_size.bit_length()) if 1 << n <= max_batch_size]
-        if sizes[-1] < max_batch_size:
-            sizes.append(max_batch_size)
-        calls = [
-            self._warm_up_call(signature, [sentence] * size)
-            for signature in self._warmed_signatures()
-            for sentence in self._bucket_sentences()
-            for size in sizes
-        ]
-        workers = workers or min(os.cpu_count() or 1, WARM_UP_WORKERS)
-        with ThreadPoolExecutor(workers, thread_name_prefix="warm-up") as pool:
-            list(pool.map(lambda call: self.run(*call), calls))
-        return len(calls)
-
-    def _warmed_signatures(self):
-        """The decoding signatures that take sentences alone; those with controls where requests must name a target.
-
-        A multilingual model served without a default target language
-        answers only requests that name one (`_check_languages`): its
-        signatures with controls are the ones to compile.
-        """
-        plain = [
-            signature
-            for signature in WARMED_SIGNATURES
-            if signature in self.functions and _batched_names(self.input_specs[signature]) == ["sentences"]
-        ]
-        if self.languages.codes and self.languages.target_lang is None:
-            return [CONTROLLED[name] for name in plain if CONTROLLED.get(name) in self.functions]
-        return plain
-
-    def _warm_up_call(self, signature, sentences):
-        """`(signature, inputs)` of one warm-up call: `sentences`, and a target language where one must be named."""
-        inputs = {"sentences": sentences}
-        if signature in CONTROLLED.values():
-            count = len(sentences)
-            target = self.languages.codes[0].encode("utf-8") if self.languages.codes else b""
-            inputs.update(source_lang=[b""] * count, target_lang=[target] * count, target_prefix=[b""] * count)
-        return signature, inputs
-
-    def _bucket_sentences(self, bucket=16):
-        """One sentence per source-length bucket, shortest first."""
-        source_lengths = getattr(self.module, "source_lengths", None)
-        limit = getattr(self.module, "max_source_length", None)
-        if source_lengths is None or limit is None:
-            return [b"a"]
-        limit = int(limit.numpy())
-        candidates = [" ".join(["a"] * words) for words in range(1, 2 * limit + 2)]
-        lengths = source_lengths(tf.constant(candidates)).numpy()
-        chosen = {}
-        for sentence, length in zip(candidates, lengths):
-            chosen.setdefault(-(-min(int(length), limit) // bucket), sentence.encode())
-        return [chosen[key] for key in sorted(chosen)]
+        return warm_up.warm_up(self, max_batch_size, every_shape, workers, progress)
 
     # -- metadata ------------------------------------------------------------------------------------
 

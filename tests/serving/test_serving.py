@@ -136,9 +136,11 @@ def test_status_and_metadata(server):
     assert defs["score"].outputs["target_lengths"].dtype == 3  # DT_INT32
 
 
-def test_warm_up_runs_each_decoding_signature_at_each_batch_bucket(server):
-    # serving_default, greedy and nbest at batch 1, 2, 4, 8, 16, 32 (the fake model has one source bucket)
-    assert "Warmed up: 18 signature calls" in "".join(server.lines)
+def test_warm_up_compiles_the_first_requests_shapes_and_shows_each(server):
+    # serving_default, greedy and nbest at batch 1, the shortest source bucket: the first requests' shapes
+    lines = "".join(server.lines)
+    assert "Warmed up: 3 signature calls" in lines and "warmed up 3 of 3: " in lines
+    assert "nbest, batch 1, sources up to 16 tokens" in lines
 
 
 @pytest.mark.parametrize("workers", [1, 3])
@@ -148,9 +150,15 @@ def test_warm_up_makes_each_call_once_on_any_number_of_threads(fake_model, worke
     model = ServedModel(fake_model)
     made = []
     monkeypatch.setattr(model, "run", lambda signature, inputs: made.append((signature, len(inputs["sentences"]))))
-    assert model.warm_up(6, workers=workers) == 12
+    assert model.warm_up(6, every_shape=True, workers=workers) == 12  # `serve --warmup-all`
     expected_calls = [(s, n) for s in ("serving_default", "greedy", "nbest") for n in (1, 2, 4, 6)]
     assert sorted(made) == sorted(expected_calls)
+    made.clear()
+    assert model.warm_up(6, workers=workers) == 3 and sorted(made) == [
+        ("greedy", 1),
+        ("nbest", 1),
+        ("serving_default", 1),
+    ]
 
 
 def test_page_is_offline_html(server):

@@ -12,6 +12,7 @@ translators of the other engines answer the same instances through
 
 import json
 import pathlib
+import re
 import warnings
 
 import httpx
@@ -199,9 +200,17 @@ def test_every_served_engine_takes_the_same_instances(engine_translator, run, re
     assert len(languages["codes"]) == 202 and (languages["source_lang"], languages["target_lang"]) == (SOURCE, None)
 
 
-def test_over_http(exported, reference, ended):
-    server = Server(exported, "--no-warmup", "--target-lang", FIRST, "--timeout", "300", name="nllb")
+def test_over_http_after_a_bounded_warm_up(exported, reference, ended):
+    """The warm-up of this 1,024-position model compiled 64 source buckets x 6 batch sizes: > 5 min and 2.85 GB.
+
+    Now the first requests' shapes, one line each: its time and the server's peak memory are bounded here.
+    """
+    server = Server(exported, "--target-lang", FIRST, "--timeout", "300", name="nllb", startup_s=600)
     try:
+        log = "".join(server.lines)
+        warmed = re.search(r"Warmed up: (\d+) signature calls in ([\d.]+) s", log)
+        assert warmed and int(warmed[1]) == 3 and log.count("  warmed up ") == 3, log  # serving_default, greedy, nbest
+        assert float(warmed[2]) < 150, log
         a, b = (reference["sentences"][i] for i in ended[:2])
         answer = ok(post(server, {"instances": [a, {"sentence": b, "target_lang": SECOND}]}))
         texts = [prediction["translations"] for prediction in answer["predictions"]]
@@ -215,6 +224,7 @@ def test_over_http(exported, reference, ended):
         assert metadata["metadata"]["languages"]["value"]["target_lang"] == FIRST
     finally:
         server.stop()
+    assert server.peak_rss_mb < 2500, server.peak_rss_mb  # TensorFlow, the model and three programs
 
 
 # -- a forced prefix is text: a special token in it is refused alike everywhere (issue 77) ----------------------
