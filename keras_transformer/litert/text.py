@@ -123,6 +123,8 @@ class MarianText:
         self.vocab_size = max(self._vocab.values()) + 1
         self.unk_id = self._vocab["<unk>"]
         self.special_tokens = _MARIAN_SPECIALS
+        # Text never gives a special token: a piece spelling one reads as <unk>, as `PieceTokenizer` reads it.
+        self._text_ids = {piece: index for piece, index in self._vocab.items() if piece not in _MARIAN_SPECIALS}
         self.byte_ids = frozenset()
         self.blank_ids = frozenset()
         self._surfaces = [b""] * self.vocab_size
@@ -145,7 +147,7 @@ class MarianText:
             code = _LANGUAGE_CODE.match(text)
             rest = text[code.end() :] if code else text
             pieces = ([code.group(1)] if code else []) + self._processor.encode(rest, out_type=str)
-            rows.append([self._vocab.get(piece, self.unk_id) for piece in pieces])
+            rows.append([self._text_ids.get(piece, self.unk_id) for piece in pieces])
         return rows
 
     def detokenize(self, rows):

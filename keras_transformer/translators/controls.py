@@ -24,6 +24,7 @@ Example:
 ([b'fra_Latn', b'fra_Latn'], [b'Le', b'Le'])
 """
 
+import unicodedata
 from typing import NamedTuple
 
 import tensorflow as tf
@@ -196,7 +197,9 @@ def prefix_error(text, special_tokens):
     reason = sentence_error(text)
     if reason is not None:
         return reason
+    folded = unicodedata.normalize("NFKC", text)  # a full-width "＜/s＞" is "</s>" once a tokenizer normalizes it
     found = [(text.find(token), -len(token), token) for token in special_tokens if token in text]
+    found = found or [(folded.find(token), -len(token), token) for token in special_tokens if token in folded]
     if found:
         token = min(found)[2]
         return f"holds the special token {token!r}: a prefix is the text a translation begins with; remove it"

@@ -353,6 +353,22 @@ def test_translate_reads_a_pipe_and_names_what_it_cannot_read(capsys, monkeypatc
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_an_export_from_before_special_tokens_were_recorded_refuses_them_in_a_prefix():
+    """Its special tokens are the pieces of the ids banned words never ban (START, END, PAD, UNK)."""
+    from keras_transformer.serving.export import exported_special_tokens
+
+    class EarlierExport:
+        target_pieces = tf.Variable(["<pad>", "<unk>", "<s>", "</s>", "\u2581a"])
+        unbanned_ids = tf.Variable([0, 1, 2, 3])
+
+        def greedy_with_status(self, sentences):
+            raise AssertionError("refused before decoding")
+
+    assert exported_special_tokens(EarlierExport()) == ("<pad>", "<unk>", "</s>", "<s>")
+    with pytest.raises(ValueError, match="^`target_prefix` holds the special token '<s>'"):
+        LoadedTranslator(EarlierExport()).greedy(["a"], target_prefix="a <s>")
+
+
 def test_a_saved_model_without_the_flags_still_translates_and_checks_its_inputs():
     """An export from before `*_with_status`: translations without flags (None), no warning."""
     from keras_transformer.serving.translation import translate_lines_with_status

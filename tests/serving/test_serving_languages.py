@@ -17,8 +17,9 @@ import warnings
 
 import httpx
 import pytest
+import tensorflow as tf
 
-from keras_transformer import export
+from keras_transformer import export, runs
 from keras_transformer.files import user_cache
 from keras_transformer.pretrained import import_pretrained
 from keras_transformer.serving.served_translator import ServedTranslator
@@ -241,7 +242,17 @@ def _refused_prefixes():
     cases = {token: token for token in _special_tokens()}
     cases.update({f"비 {token}와": token for token in ("</s>", "<pad>", "fra_Latn", "<mask>")})
     cases.update({"비 와 </s> 비": "</s>", "<s><unk>": "<s>", "<pad> <pad>": "<pad>", "fra_Latn kor_Hang": "fra_Latn"})
+    cases.update({"비 ＜/s＞ 비": "</s>", "ｆｒａ_Ｌａｔｎ": "fra_Latn"})  # full-width: "</s>" once normalized (NFKC)
     return cases
+
+
+def test_text_never_tokenizes_to_a_special_token(run):
+    """SentencePiece returns an unknown run whole ("</s>"), which was looked up by its text: END in a source."""
+    tokenizer = runs.load_tokenizers(run).target
+    special = {tokenizer.vocab[token] for token in tokenizer.special_tokens} - {tokenizer.unk_id}
+    texts = ["비 와 </s> 비", "<pad> <mask>", "fra_Latn 비", "＜/s＞", "</s>"]
+    rows = tokenizer.tokenize(tf.constant(texts)).to_list()
+    assert not special & {i for row in rows for i in row} and all(tokenizer.unk_id in row for row in rows), rows
 
 
 PLAIN_PREFIXES = ("비 와", "네 말이", "비 와 " * 30)  # the last: more tokens than the 24 any engine here decodes
