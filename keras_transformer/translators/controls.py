@@ -10,7 +10,9 @@ each a str (for every sentence) or a list with one per sentence, and
 engine runs: an unknown language code is one line naming three close ones,
 a multilingual model without a target language one line that says how to
 give one, a language given to a model of one language pair one line that
-says it has none.
+says it has none, and a prefix holding a special token of the model (`</s>`,
+`<pad>`, a language code) one line naming it (`prefix_error`: a prefix is
+text; the REST server and `--prefix` read the same rule).
 
 What reaches an engine is `Controls`: three 1-D `tf.string` tensors, one
 entry per sentence, every language filled in (None for a model without
