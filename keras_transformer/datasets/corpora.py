@@ -286,6 +286,12 @@ def check_corpus_files(files):
                 f"`corpus_files[{split!r}]` must be a (source_path, target_path) pair or one TSV path. "
                 f"Received: corpus_files[{split!r}]={paths!r}"
             )
+        for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
+            if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+                raise ValueError(
+                    f"{path} is not a regular file: a training run reads its corpus again (its sha256 is recorded "
+                    "for resuming); write it to a file first"
+                )
 
 
 def _read_files(paths):

@@ -3,6 +3,7 @@
 import csv
 import hashlib
 import json
+import os
 import pathlib
 import random
 import shutil
@@ -293,3 +294,12 @@ def test_flags_that_do_not_go_together_are_one_line(tmp_path, capsys):
         assert expected in err, err
     assert not (tmp_path / "run").exists()
     assert json.dumps(corpora.describe_files({"train": tsv}))  # what config.json records is JSON
+
+
+def test_a_training_corpus_from_a_pipe_is_refused_in_one_line(tmp_path, capsys):
+    """Pipes are read as files (`--input <(cmd)`), but a run reads its corpus again: its sha256 is recorded."""
+    pipe = tmp_path / "pairs.tsv"
+    os.mkfifo(pipe)
+    err = _one_line_error(capsys, "--train-tsv", pipe, "--output", tmp_path / "run")
+    assert f"{pipe} is not a regular file: a training run reads its corpus again" in err, err
+    assert not (tmp_path / "run").exists()
