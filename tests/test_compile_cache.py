@@ -227,5 +227,7 @@ def test_the_help_and_the_readme_name_the_cache_its_limit_and_how_to_turn_it_off
     from keras_transformer.commands import cli
 
     readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    for text in (" ".join(cli.build_parser().format_help().split()), readme):
+    parser = cli.build_parser()
+    translate = parser._subparsers._group_actions[0].choices["translate"]
+    for text in (" ".join(parser.format_help().split()), " ".join(translate.format_help().split()), readme):
         assert "KERAS_TRANSFORMER_XLA_CACHE_MB" in text and "KERAS_TRANSFORMER_XLA_CACHE=off" in text

@@ -125,6 +125,7 @@ def build_parser():
         module.add_parser(subparsers)
     for command_parser in subparsers.choices.values():  # `translate --traceback` as `--traceback translate`
         _add_general_options(command_parser, default=argparse.SUPPRESS)
+        command_parser.epilog = command_parser.epilog or XLA_CACHE_HELP  # `translate --help` names the cache too
     return parser
 
 
