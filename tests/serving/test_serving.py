@@ -161,6 +161,45 @@ def test_warm_up_makes_each_call_once_on_any_number_of_threads(fake_model, worke
     ]
 
 
+class _Recording:
+    """A translator of any engine as `ServedTranslator` sees it: it records each call's method and controls."""
+
+    def __init__(self, languages):
+        self.languages, self.calls = languages, []
+
+    def _record(self, name, sentences, **controls):
+        self.calls.append((name, len(sentences), sorted(controls.items())))
+        return {"translations": list(sentences)}
+
+    def call_with_status(self, sentences, **controls):
+        return self._record("call_with_status", sentences, **controls)
+
+    def greedy_with_status(self, sentences, **controls):
+        return self._record("greedy_with_status", sentences, **controls)
+
+    def nbest(self, sentences):
+        return self._record("nbest", sentences)
+
+    def score(self, sources, targets):
+        return self._record("score", sources)
+
+
+def test_the_warm_up_of_an_engine_not_exported_is_one_call_a_signature_each_shown():
+    """`serve` of a run (xla, ctranslate2) or a LiteRT file: the same three first calls as an export, a line each."""
+    from keras_transformer.serving.served_translator import ServedTranslator
+    from keras_transformer.translators.controls import Languages
+
+    lines, translator = [], _Recording(Languages())
+    assert ServedTranslator(translator, "run").warm_up(32, progress=lines.append) == 3
+    assert [name for name, _, _ in translator.calls] == ["call_with_status", "greedy_with_status", "nbest"]
+    assert {size for _, size, _ in translator.calls} == {1}
+    assert lines == [f"warmed up {n} of 3: {name}" for n, name in enumerate(["serving_default", "greedy", "nbest"], 1)]
+    # A multilingual model served without a default target: the signatures with controls, a target named.
+    translator = _Recording(Languages(("deu_Latn", "fra_Latn")))
+    assert ServedTranslator(translator, "run").warm_up(32) == 2
+    assert [call[2] for call in translator.calls] == [[("target_lang", ["deu_Latn"])]] * 2
+
+
 def test_page_is_offline_html(server):
     response = httpx.get(server.url + "/")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
