@@ -327,10 +327,14 @@ class ServedModel:
         name = next((name for name in ("sentences", "sources") if name in request.inputs), None)
         if name is None or not all(hasattr(self.module, a) for a in ("source_lengths", "max_source_length")):
             return {}
+        try:
+            found = truncated_sentences(self.module, request.inputs[name])
+        except NotImplementedError:  # a translator that cannot count its tokens (`TranslatorInterface`'s default)
+            return {}
         where = f"inputs.{name}" if request.columnar else "instances"
         return {
             number - 1: f"{where}[{number - 1}] has {tokens} tokens: truncated to the model's first {limit}"
-            for number, tokens, limit in truncated_sentences(self.module, request.inputs[name])
+            for number, tokens, limit in found
         }
 
     # -- warm-up -------------------------------------------------------------------------------------
