@@ -23,7 +23,7 @@ import time
 
 import httpx
 import pytest
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2  # noqa: F401  (struct_pb2: ParseDict reads the metadata's Struct)
 from tensorflow_serving.apis import get_model_metadata_pb2
 
 from serving_fixtures import (  # noqa: F401  (browser: a fixture)
