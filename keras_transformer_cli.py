@@ -4,7 +4,7 @@ Importing `keras_transformer` imports TensorFlow, which writes its C++ start-up
 lines (oneDNN, CUDA, CPU features) to stderr before any of its settings can
 hide them (`TF_CPP_MIN_LOG_LEVEL` no longer covers those). This module lives
 outside the package so that it can run first: unless the user passed
-`--verbose` (before the command) or set `TF_CPP_MIN_LOG_LEVEL=0`, it imports
+`--verbose` (before or after the command) or set `TF_CPP_MIN_LOG_LEVEL=0`, it imports
 the package with stderr pointed at `/dev/null`, and sets
 `TF_CPP_MIN_LOG_LEVEL=3` where the user set no level (a level of theirs is
 kept: 1 or 2 asks for fewer lines, which those start-up lines ignore).
@@ -23,7 +23,7 @@ import sys
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    if os.environ.get("TF_CPP_MIN_LOG_LEVEL") != "0" and "--verbose" not in _leading_options(argv):
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL") != "0" and "--verbose" not in _options(argv):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # also its errors at device start (cuInit on a CPU)
         with _stderr_to_devnull():
             import keras_transformer.commands.cli  # noqa: F401  (imports TensorFlow)
@@ -32,14 +32,9 @@ def main(argv=None):
     return run(argv)
 
 
-def _leading_options(argv):
-    """The options before the command's name (`--verbose`, `--traceback`)."""
-    options = []
-    for argument in argv:
-        if not argument.startswith("-"):
-            break
-        options.append(argument)
-    return options
+def _options(argv):
+    """The arguments before a `--` (after it, a sentence may read `--verbose`)."""
+    return argv[: argv.index("--")] if "--" in argv else argv
 
 
 @contextlib.contextmanager

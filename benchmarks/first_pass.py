@@ -61,6 +61,7 @@ def one(args):
     from keras_transformer import compile_cache
 
     folder = compile_cache.enable()  # before TensorFlow's first compile: it reads the flags then
+    session = compile_cache.session_folder()  # where TensorFlow loads and writes this process's programs
     import tensorflow as tf
 
     from keras_transformer.export import load
@@ -68,7 +69,7 @@ def one(args):
     from keras_transformer.serving.translation import translate_lines_with_status
 
     def programs():
-        return len(list(folder.iterdir())) if folder else None
+        return len(list(session.glob("*.pb"))) if folder else None
 
     sentences = read_sentences(args.input, args.sentences)
     start = time.perf_counter()

@@ -19,7 +19,11 @@ Example:
 128
 >>> ModelConfig.from_dict({"input_vocab_size": 100, "target_vocab_size": 100}).source_vocab_size
 100
->>> ModelConfig(source_vocab_size=100, target_vocab_size=100, d_model=510).check()
+>>> ModelConfig(key_block_size=0)  # each field is checked when the config is made
+Traceback (most recent call last):
+...
+ValueError: `key_block_size` must be a positive int. Received: key_block_size=0
+>>> ModelConfig(source_vocab_size=100, target_vocab_size=100, d_model=510).check()  # and across fields by check
 Traceback (most recent call last):
 ...
 ValueError: `d_model` must be divisible by `num_heads`. Received: d_model=510, num_heads=8
@@ -61,7 +65,17 @@ def _fields(cls):
 
 
 class _Config:
-    """What the configuration parts share: `replace`, `to_dict` and `from_dict` by field name."""
+    """What the configuration parts share: `replace`, `to_dict` and `from_dict` by field name.
+
+    Each field is checked by its kind when a part is made (`check_fields`),
+    by the constructor, `replace` and `from_dict` alike, as a layer checks its
+    arguments: `ModelConfig(key_block_size=0)` is a `ValueError` naming the
+    field. What holds between fields (`num_heads` dividing `d_model`, the ids
+    within the vocabulary) is `check`'s, once the part is whole.
+    """
+
+    def __post_init__(self):
+        self.check_fields()
 
     def replace(self, **changes):
         """A copy with some fields changed; an unknown name is a `ValueError` that lists the known ones."""
@@ -83,7 +97,10 @@ class _Config:
         legacy = {**LEGACY_NAMES, **getattr(cls, "_LEGACY_NAMES", {})}
         data = {legacy.get(name, name): value for name, value in data.items()}
         _check_names(cls, data, where)
-        return cls(**{name: tuple(v) if isinstance(v, list) else v for name, v in data.items()})
+        try:
+            return cls(**{name: tuple(v) if isinstance(v, list) else v for name, v in data.items()})
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
 
     @classmethod
     def field(cls, name):
@@ -374,10 +391,10 @@ class DecodingConfig(_Config):
 
         Example:
 
-        >>> DecodingConfig(beam_size=10**9).check(where="generation_config.json")
+        >>> DecodingConfig(max_new_tokens=300).check(model_max_length=256, where="generation_config.json")
         Traceback (most recent call last):
         ...
-        ValueError: generation_config.json: `beam_size` must be an int in [1, 128]. Received: beam_size=1000000000
+        ValueError: generation_config.json: `max_new_tokens` must be an int in [1, 256]. Received: max_new_tokens=300
         """
         try:
             self.check_fields()

@@ -18,10 +18,10 @@ True
 >>> check_sentence("a\\0b", "argument 2")
 Traceback (most recent call last):
 ...
-ValueError: argument 2 contains a NUL byte, which the model cannot translate; remove it
+ValueError: argument 2 contains a NUL byte, which the model cannot read; remove it
 """
 
-NUL = "contains a NUL byte, which the model cannot translate; remove it"
+NUL = "contains a NUL byte, which the model cannot read; remove it"
 
 
 def utf8_error(text):

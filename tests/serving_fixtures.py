@@ -125,6 +125,7 @@ class Server:
         self.process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO, preexec_fn=limit)
         self.name = name
         self.lines = []
+        self.peak_rss_mb = None
         deadline = time.monotonic() + startup_s
         while time.monotonic() < deadline:
             line = self.process.stderr.readline()
@@ -141,11 +142,18 @@ class Server:
         raise RuntimeError("the server did not start:\n" + "".join(self.lines))
 
     def stop(self):
+        """SIGTERM, then the exit status; `peak_rss_mb` is then the server's peak memory (None if it was reaped)."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                pid, status, usage = os.wait4(self.process.pid, os.WNOHANG)  # its own rusage: peak memory
+                if pid:
+                    self.process.returncode = os.waitstatus_to_exitcode(status)
+                    self.peak_rss_mb = usage.ru_maxrss / 1024
+                    break
+                time.sleep(0.05)
+            else:
                 self.process.kill()
                 self.process.wait()
         return self.process.returncode

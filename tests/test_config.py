@@ -1,5 +1,6 @@
 """One configuration: `ModelConfig` in the model and its `.keras` file, presets by part, a run's typed config.json."""
 
+import dataclasses
 import json
 import pathlib
 import shutil
@@ -9,7 +10,7 @@ import pytest
 
 import keras_transformer as kt
 from keras_transformer import runs
-from keras_transformer.config import DecodingConfig, ModelConfig
+from keras_transformer.config import DataConfig, DecodingConfig, ModelConfig, TrainingConfig
 from keras_transformer.files import atomic
 from keras_transformer.presets import PRESETS, Preset, get_preset
 
@@ -63,6 +64,21 @@ def test_input_vocab_size_still_builds_with_a_deprecation_warning():
 def test_a_bad_model_config_is_a_value_error_naming_the_field(changes, message):
     with pytest.raises(ValueError, match=message):
         ModelConfig(**SMALL).replace(**changes).check()
+
+
+@pytest.mark.parametrize("part", [ModelConfig, DecodingConfig, DataConfig, TrainingConfig])
+def test_each_field_is_checked_when_a_config_is_made(part):
+    """A value a field's kind refuses is a `ValueError` naming it at once, not at `check()` or `build_model`."""
+    for field in dataclasses.fields(part):
+        with pytest.raises(ValueError, match=f"`{field.name}`"):
+            part(**{field.name: object()})
+    with pytest.raises(ValueError, match="`key_block_size` must be a positive int. Received: key_block_size=0"):
+        ModelConfig(**SMALL, key_block_size=0)
+    with pytest.raises(ValueError, match="key_block_size=-1"):
+        PRESETS["tiny"].replace(key_block_size=-1)
+    with pytest.raises(ValueError, match="^model.json: `key_block_size`"):
+        ModelConfig.from_dict({"key_block_size": 0}, "model.json")
+    assert ModelConfig(**SMALL, key_block_size=4).key_block_size == 4
 
 
 def test_every_setting_has_one_name_and_earlier_names_still_read():

@@ -85,6 +85,7 @@ MODULES = [
     "keras_transformer.pretrained.model_card",
     "keras_transformer.translators.interface",
     "keras_transformer.translators.controls",
+    "keras_transformer.compile_cache",
 ]
 
 

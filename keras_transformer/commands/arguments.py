@@ -30,6 +30,7 @@ import re
 from keras_transformer.errors import ArgumentError
 from keras_transformer.input_rules import sentence_error
 from keras_transformer.opener import ENGINES
+from keras_transformer.translators.controls import example_code, prefix_error
 from keras_transformer.translators.precision import PRECISIONS
 
 SEED_MAX = 2**32 - 1  # NumPy's seeds, which `keras.utils.set_random_seed` sets, stop there
@@ -286,8 +287,9 @@ def open_model(args, **options):
     """The translator of `--model` by `--engine`, with `--source-lang` and `--target-lang` as its defaults.
 
     `options` go to `keras_transformer.open_translator`. Without a target
-    language for a multilingual model, a `ValueError` that says how to give
-    one, before any sentence is translated.
+    language for a multilingual model, or with a `--prefix` that holds one
+    of its special tokens (`controls.prefix_error`), a `ValueError` that
+    says so, before any sentence is translated.
     """
     from keras_transformer.opener import open_translator
 
@@ -304,6 +306,10 @@ def open_model(args, **options):
         if getattr(args, name) is not None and not translator.languages.codes:
             raise ValueError(f"{flag} applies to multilingual models; {args.model} takes no language codes")
     require_target(translator, args.model)
+    prefix = getattr(args, "prefix", None)  # checked against the model's special tokens before any sentence
+    reason = None if prefix is None else prefix_error(prefix, translator.special_tokens)
+    if reason is not None:
+        raise ValueError(f"--prefix {reason}")
     return translator
 
 
@@ -311,7 +317,7 @@ def require_target(translator, model):
     """A `ValueError` if `translator` is multilingual and has no target language to translate into."""
     codes, target = translator.languages.codes, translator.languages.target_lang
     if codes and target is None:
-        example = next((code for code in ("fra_Latn", "fr") if code in codes), codes[-1])
+        example = example_code(codes, other_than=translator.languages.source_lang)
         raise ValueError(
             f"{model} translates into {len(codes)} languages and names no default: choose one with --target-lang "
             f"(e.g. --target-lang {example})"

@@ -26,11 +26,13 @@ Warnings of this package (`errors.KerasTransformerWarning`) are one line
 too, `keras-transformer CMD: warning: ...`, and the command goes on.
 
 Every command keeps the XLA programs it compiles in the user's cache
-folder and loads those an earlier run compiled (`compile_cache`;
-`KERAS_TRANSFORMER_XLA_CACHE=off` turns that off).
+folder and loads those an earlier run compiled, each checked first, at
+most `$KERAS_TRANSFORMER_XLA_CACHE_MB` megabytes (`compile_cache`;
+`KERAS_TRANSFORMER_XLA_CACHE=off` turns that off; `--help` says so).
 
-`--traceback` (before the command) or `KERAS_TRANSFORMER_DEBUG=1` lets
-every error through with its traceback instead.
+`--traceback` (before or after the command's name) or
+`KERAS_TRANSFORMER_DEBUG=1` lets every error through with its traceback
+instead.
 
 Example::
 
@@ -47,6 +49,7 @@ import warnings
 
 from keras_transformer import compile_cache
 from keras_transformer.errors import ArgumentError, KerasTransformerWarning, first_line
+from keras_transformer.files.user_cache import cache_root
 
 COMMANDS = (
     "train",
@@ -68,6 +71,12 @@ FLAGS = {"beam_size": "--beam"}  # Python arguments whose flag is not `--` + the
 NEGATED = {"jit_compile": "--no-xla"}  # Python arguments that a flag turns off
 DEBUG_ENV = "KERAS_TRANSFORMER_DEBUG"
 EXPECTED_ERRORS = (ValueError, OSError)  # the library's "this input is wrong"
+XLA_CACHE_HELP = (
+    f"Every command keeps the XLA programs it compiles in {cache_root() / 'xla'}/ and loads them in "
+    f"later runs, each checked first (a damaged one is compiled again), at most ${compile_cache.SIZE_ENV} megabytes "
+    f"(default {compile_cache.DEFAULT_MB}; the least recently used go first); {compile_cache.CACHE_ENV}=off turns "
+    "the cache off, another value names its folder."
+)
 
 
 def _load(name):
@@ -115,15 +124,9 @@ def build_parser():
     parser = OneLineErrorParser(
         prog="keras-transformer",
         description="Train, run, score, export and plot Transformer models.",
+        epilog=XLA_CACHE_HELP,
     )
-    parser.add_argument(
-        "--verbose", action="store_true", help="show TensorFlow's start-up log lines (the console script hides them)"
-    )
-    parser.add_argument(
-        "--traceback",
-        action="store_true",
-        help=f"show an error's Python traceback instead of one line (or set {DEBUG_ENV}=1)",
-    )
+    _add_general_options(parser, default=False)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in COMMANDS:
@@ -134,7 +137,26 @@ def build_parser():
                 raise
             continue
         module.add_parser(subparsers)
+    for command_parser in subparsers.choices.values():  # `translate --traceback` as `--traceback translate`
+        _add_general_options(command_parser, default=argparse.SUPPRESS)
+        command_parser.epilog = command_parser.epilog or XLA_CACHE_HELP  # `translate --help` names the cache too
     return parser
+
+
+def _add_general_options(parser, default):
+    """`--verbose` and `--traceback`, taken before the command and after it (`default` SUPPRESS: keep the first)."""
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="show TensorFlow's start-up log lines (the console script hides them)",
+    )
+    parser.add_argument(
+        "--traceback",
+        action="store_true",
+        default=default,
+        help=f"show an error's Python traceback instead of one line (or set {DEBUG_ENV}=1)",
+    )
 
 
 def flag(argument, value):

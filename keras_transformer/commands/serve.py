@@ -137,8 +137,15 @@ def _add_batching_arguments(batching):
     batching.add_argument(
         "--no-warmup",
         action="store_true",
-        help="start at once, without decoding each batch and source shape first (the first requests of each "
-        "shape then wait for its XLA compile)",
+        help="start at once, without compiling the decoders of the first requests (one short sentence each) "
+        "before listening; the first requests then wait for their XLA compile",
+    )
+    batching.add_argument(
+        "--warmup-all",
+        action="store_true",
+        help="compile every batch size up to --max-batch-size at every source length before listening (minutes "
+        "on a model of long sources); by default other shapes compile when first asked for, once, and the "
+        "compilation cache keeps them for the next start",
     )
 
 
@@ -199,7 +206,7 @@ def run(args):
             else:
                 model = _served_translator(args, engine, languages)
         if not args.no_warmup:
-            _warm_up(model, 1 if args.no_batching else args.max_batch_size)
+            _warm_up(model, 1 if args.no_batching else args.max_batch_size, args.warmup_all)
         batcher = rest.build_batcher(
             model,
             max_batch_size=args.max_batch_size,
@@ -211,10 +218,9 @@ def run(args):
         )
         batcher = _in_flight(args, kind, engine, batcher, languages)
         limits = rest.Limits(max_body_bytes=args.max_body_bytes, timeout_s=args.timeout)
-        app = rest.create_app(
-            model, batcher, name, args.version, limits, _streams(args, kind, engine, model, languages, batcher)
-        )
-        return _serve(uvicorn, app, sock, name, model, batcher, connection_limits)
+        streams = _streams(args, kind, engine, model, languages, batcher)
+        app = rest.create_app(model, batcher, name, args.version, limits, streams)
+        return _serve(uvicorn, app, sock, name, model, (batcher, streams), connection_limits)
     finally:
         sock.close()
         if workdir is not None:
@@ -318,12 +324,16 @@ def _model_name(rest, args):
         raise ValueError(f"{given}: {error}") from None
 
 
-def _warm_up(model, max_batch_size):
+def _warm_up(model, max_batch_size, every_shape):
+    """Compiles the first requests' decoders (or, `every_shape`, all of them), a line for each as it ends."""
     import time
 
-    print(f"Warming up: {model.warm_up_does} for batches of up to {max_batch_size}...", file=sys.stderr, flush=True)
+    shapes = f"every shape of batches up to {max_batch_size}" if every_shape else "the first requests' shapes"
+    print(f"Warming up: {model.warm_up_does}, {shapes}...", file=sys.stderr, flush=True)
     started = time.perf_counter()
-    calls = model.warm_up(max_batch_size)
+    calls = model.warm_up(
+        max_batch_size, every_shape, progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True)
+    )
     print(f"Warmed up: {calls} signature calls in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
 
 
@@ -351,7 +361,7 @@ def _bind(host, port):
     return sock
 
 
-def _serve(uvicorn, app, sock, name, model, batcher, limits):
+def _serve(uvicorn, app, sock, name, model, decoders, limits):
     from keras_transformer.serving import connections, logs
 
     sock.listen(limits.backlog)
@@ -379,11 +389,15 @@ def _serve(uvicorn, app, sock, name, model, batcher, limits):
         _graceful_server(uvicorn)(config).run(sockets=[sock])
     finally:
         log.close()
+    print(f"Stopped: every accepted request was answered ({_answered(*decoders)}).", file=sys.stderr, flush=True)
+    return 0
+
+
+def _answered(batcher, streams):
+    """What the server decoded: the batcher's sentences and signature calls, and the sentences streamed apart."""
     sizes = batcher.batch_sizes
     batches, sentences = sum(sizes.values()), sum(size * count for size, count in sizes.items())
-    print(
-        f"Stopped: every accepted request was answered ({sentences} sentences in {batches} signature calls).",
-        file=sys.stderr,
-        flush=True,
+    streamed = streams.decoded if streams is not None else 0
+    return f"{sentences} sentences in {batches} signature calls" + (
+        f", and {streamed} streamed sentence{'s' * (streamed != 1)}" if streamed else ""
     )
-    return 0

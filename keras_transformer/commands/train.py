@@ -1,5 +1,6 @@
 """`keras-transformer train`: train a preset on its corpus and write a run directory."""
 
+import contextlib
 import json
 
 from keras_transformer.commands.arguments import (
@@ -162,10 +163,31 @@ def corpus_files(args):
     return {split: paths for split, paths in files.items() if paths is not None}
 
 
+@contextlib.contextmanager
+def validation_files_as_flags():
+    """Reports a library `ValueError` that names `corpus_files['validation']` with the flags that give them."""
+    from keras_transformer.datasets.corpora import VALIDATION_FILES
+
+    try:
+        yield
+    except ValueError as error:
+        if VALIDATION_FILES not in str(error):
+            raise
+        flags = "--valid-tsv, or --valid-source and --valid-target"
+        raise ValueError(str(error).replace(VALIDATION_FILES, flags)) from None
+
+
 def run(args):
     from keras_transformer.training import train
 
-    summary = train(
+    with validation_files_as_flags():
+        summary = _train(train, args)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _train(train, args):
+    return train(
         preset=args.preset,
         output=args.output,
         data_dir=args.data_dir,
@@ -183,5 +205,3 @@ def run(args):
         cpu_devices=args.cpu_devices,
         marian_compatible=args.marian_compatible,
     )
-    print(json.dumps(summary, indent=2))
-    return 0

@@ -75,7 +75,8 @@ def add_parser(subparsers):
         "--alignments",
         action="store_true",
         help="print each translation as 'translation ||| 0-0 1-2 ...': for each output word j, the source word i "
-        "it attends to most (Moses' i-j pairs, 0-based; the XLA engine on a run directory; docs/translating.md)",
+        "it attends to most (Moses' i-j pairs, 0-based; the XLA engine on a run directory; docs/translating.md); "
+        "with --stream, printed once each sentence ends",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_stream_argument(parser, "one sentence at a time, to stdout; default off")

@@ -43,6 +43,7 @@ from keras_transformer.datasets import downloads, readers
 DATA_DIR_ENV = "KERAS_TRANSFORMER_DATA_DIR"
 BUNDLED_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
 SPLIT_SEED = 0
+VALIDATION_FILES = "`corpus_files['validation']`"  # how errors name the argument of the validation files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,6 +291,12 @@ def check_corpus_files(files):
                 f"`corpus_files[{split!r}]` must be a (source_path, target_path) pair, one TSV path or "
                 f"{{'text': path}}. Received: corpus_files[{split!r}]={paths!r}"
             )
+        for path in _paths(paths):
+            if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+                raise ValueError(
+                    f"{path} is not a regular file: a training run reads its corpus again (its sha256 is recorded "
+                    "for resuming); write it to a file first"
+                )
     if len({is_texts(paths) for paths in files.values()}) > 1:
         raise ValueError(f"`corpus_files` must be texts or pairs in every split, not both. Received: {files!r}")
 
@@ -348,7 +355,7 @@ def load_file_splits(files):
             pairs = f"{len(train)} {kind}" + ("" if len(train) == 1 else "s")
             raise ValueError(
                 f"{' and '.join(str(name) for name in names)} hold {pairs}: too few to hold out "
-                f"{size} for validation; give validation files too (`corpus_files['validation']`)."
+                f"{size} for validation; give validation files too ({VALIDATION_FILES})."
             )
         splits = readers.seeded_split(train, {"validation": size / len(train)}, seed=SPLIT_SEED)
     return splits

@@ -15,6 +15,7 @@ Convert the file to UTF-8, e.g. with `iconv -t UTF-8`.
 
 import codecs
 import pathlib
+import stat
 
 from keras_transformer.input_rules import check_sentence
 
@@ -43,15 +44,43 @@ def decode_utf8(data, name):
 
 
 def read_text(path):
-    """The text of the UTF-8 file at `path` (see `decode_utf8`)."""
+    """The text of the UTF-8 file at `path` (see `decode_utf8`): a regular file, or a pipe or terminal read to its end.
+
+    A named pipe, `/dev/stdin` and a process substitution (`<(cmd)`, a
+    `/dev/fd/N`) are read as they come, and the reading stops at the first
+    bytes that cannot be text (a NUL byte, invalid UTF-8), which the caller
+    then names: `/dev/zero` is refused at once, not read forever.
+    """
     path = pathlib.Path(path)
-    if not path.is_file():
-        raise ValueError(f"`path` must be an existing file. Received: path={str(path)!r}")
     try:
-        data = path.read_bytes()
+        mode = path.stat().st_mode
+        if stat.S_ISREG(mode):
+            data = path.read_bytes()
+        elif stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+            data = _read_stream(path)
+        else:
+            what = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+            raise ValueError(f"{path} is {what}: pass a text file, a pipe or /dev/stdin")
+    except FileNotFoundError:
+        raise ValueError(f"`path` must be an existing file. Received: path={str(path)!r}") from None
     except OSError as error:
         raise ValueError(f"cannot read {path}: {error.strerror}") from None
     return decode_utf8(data, path)
+
+
+def _read_stream(path, chunk_size=1 << 16):
+    """The bytes of the pipe or device at `path`, to its end or to the first chunk that cannot be UTF-8 text."""
+    chunks, decoder = [], codecs.getincrementaldecoder("utf-8")()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(chunk_size):
+            chunks.append(chunk)
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError:
+                break
+            if b"\0" in chunk:
+                break
+    return b"".join(chunks)
 
 
 def split_lines(text):
@@ -77,7 +106,7 @@ def reject_nul(lines, name):
     >>> reject_nul(["fine", "a\\0b"], "input.txt")
     Traceback (most recent call last):
     ...
-    ValueError: input.txt, line 2: contains a NUL byte, which the model cannot translate; remove it
+    ValueError: input.txt, line 2: contains a NUL byte, which the model cannot read; remove it
     """
     for number, line in enumerate(lines, 1):
         check_sentence(line, f"{name}, line {number}:")

@@ -70,6 +70,7 @@ class SentencePieceText:
         self._processor = spm.SentencePieceProcessor(model_proto=self.model_proto)
         self.vocab_size = self._processor.vocab_size()
         self.unk_id = self._processor.unk_id()
+        self.special_tokens = tuple(self._processor.id_to_piece(i) for i in range(NUM_RESERVED_IDS))
         self.byte_ids = frozenset(i for i in range(self.vocab_size) if self._processor.is_byte(i))
         self.blank_ids = frozenset(i for i in range(self.vocab_size) if self._processor.id_to_piece(i) == "\u2581")
 
@@ -121,6 +122,9 @@ class MarianText:
             raise ValueError(f"`vocab` must hold the pieces {_MARIAN_SPECIALS}. Missing: {missing}")
         self.vocab_size = max(self._vocab.values()) + 1
         self.unk_id = self._vocab["<unk>"]
+        self.special_tokens = _MARIAN_SPECIALS
+        # Text never gives a special token: a piece spelling one reads as <unk>, as `PieceTokenizer` reads it.
+        self._text_ids = {piece: index for piece, index in self._vocab.items() if piece not in _MARIAN_SPECIALS}
         self.byte_ids = frozenset()
         self.blank_ids = frozenset()
         self._surfaces = [b""] * self.vocab_size
@@ -143,7 +147,7 @@ class MarianText:
             code = _LANGUAGE_CODE.match(text)
             rest = text[code.end() :] if code else text
             pieces = ([code.group(1)] if code else []) + self._processor.encode(rest, out_type=str)
-            rows.append([self._vocab.get(piece, self.unk_id) for piece in pieces])
+            rows.append([self._text_ids.get(piece, self.unk_id) for piece in pieces])
         return rows
 
     def detokenize(self, rows):
@@ -179,6 +183,7 @@ class FairseqText:
 
         self._tokenizer = tokenizer = FairseqTokenizer.load(folder)
         self.vocab_size, self.unk_id = tokenizer.vocab_size, tokenizer.unk_id
+        self.special_tokens = tokenizer.special_tokens
         self.byte_ids = self.blank_ids = frozenset()
         self.languages = dict(tokenizer.languages)
         self.source_lang, self.target_lang = tokenizer.source_lang, tokenizer.target_lang

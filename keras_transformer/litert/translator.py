@@ -32,7 +32,7 @@ from keras_transformer.litert import search as host_search
 from keras_transformer.litert import text as host_text
 from keras_transformer.litert.info import INFO_FILE, check_model, read_info
 from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
-from keras_transformer.translators.controls import Languages
+from keras_transformer.translators.controls import Languages, pieces_of, special_tokens
 
 _ASCII_SPACE = " \t\n\r\x0b\x0c"
 
@@ -107,11 +107,21 @@ class Translator(TranslatorInterface):
         self._runners = {name: self._interpreter.get_signature_runner(name) for name in info["signatures"]}
         self._banned = np.array(self._never_generated(), np.int64)
         self._lock = threading.Lock()  # one interpreter: one call at a time
+        ids = (info["start_id"], info["end_id"], info["target_pad_id"], self._target_text.unk_id)
+        self._special_tokens = special_tokens(  # what no prefix may hold (`controls.prefix_error`)
+            self._target_text.special_tokens,
+            pieces_of(self._target_text.pieces_by_id(), [*ids, *self._language_ids.values()]),
+        )
 
     @property
     def languages(self):
         """The export's language codes and this translator's default source and target (`controls.Languages`)."""
         return self._languages
+
+    @property
+    def special_tokens(self):
+        """The texts of the target vocabulary's special tokens, which no `target_prefix` may hold."""
+        return self._special_tokens
 
     # -- the engine's hooks (`TranslatorInterface`), given checked inputs -------------
 

@@ -51,8 +51,9 @@ def export_checkpoint(run, output, *, overwrite=False, beam_size=None, alpha=Non
             BLEU and chrF the model card reports.
 
     Returns:
-        `{"output", "model_type", "files", "unchanged"}`: the files written,
-        and those byte-identical to the source checkpoint's.
+        `{"output", "model_type", "files", "unchanged"}`: the files written
+        (the manifest and `keras_transformer.json` too), and those
+        byte-identical to the source checkpoint's.
 
     Raises:
         ValueError: one line naming `run`, `output`, `scores` or the option
@@ -71,7 +72,8 @@ def export_checkpoint(run, output, *, overwrite=False, beam_size=None, alpha=Non
     files, state = checkpoint_files(opened, writer, decoding)
     card = model_card(opened.config, run.resolve().name, __version__, card_scores, writer.card(state))
     files[CARD] = card.encode("utf-8")
-    provenance = {"created_by": destinations.CREATOR, "format": destinations.TRANSFORMERS, "run": str(run)}
+    # What is meant to be uploaded records nothing of this machine's folders (the run's path stays with the run).
+    provenance = {"created_by": destinations.CREATOR, "format": destinations.TRANSFORMERS}
     provenance.update(model_type=writer.MODEL_TYPE, version=__version__)
 
     def write(folder):
@@ -86,7 +88,8 @@ def export_checkpoint(run, output, *, overwrite=False, beam_size=None, alpha=Non
     unchanged = sorted(
         name for name, data in files.items() if source_files.get(name) == hashlib.sha256(data).hexdigest()
     )
-    return {"output": str(output), "model_type": writer.MODEL_TYPE, "files": sorted(files), "unchanged": unchanged}
+    written = sorted([*files, PROVENANCE, destinations.MANIFEST])
+    return {"output": str(output), "model_type": writer.MODEL_TYPE, "files": written, "unchanged": unchanged}
 
 
 def checkpoint_files(opened, writer, decoding):

@@ -112,10 +112,14 @@ def model_card(run_config, run_name, version, scores=None, card=None):
 
 
 def _source(pretrained):
-    if not pretrained.get("source"):
+    """The source checkpoint: its Hub name, or a local folder's name alone (a card names no folder of this machine)."""
+    source = pretrained.get("source")
+    if not source:
         return "none: trained from scratch by keras-transformer"
+    if not source.startswith(_HF):
+        return f"a local checkpoint, `{pathlib.PurePath(source).name}`"
     revision = pretrained.get("revision")
-    return f"`{pretrained['source']}`" + (f" at revision `{revision}`" if revision else "")
+    return f"`{source}`" + (f" at revision `{revision}`" if revision else "")
 
 
 def _training(config):

@@ -31,7 +31,7 @@ from keras_transformer.serving.ctranslate2_cache import cached_model, check_run,
 from keras_transformer.serving.token_ids import tokenize_words, tokenized
 from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
 from keras_transformer.translators.banned_words import check_words
-from keras_transformer.translators.controls import languages_of
+from keras_transformer.translators.controls import languages_of, pieces_of, special_tokens
 from keras_transformer.translators.precision import decoding_precision
 from keras_transformer.translators.streaming import Piece, WordCutter, word_starts
 
@@ -172,6 +172,11 @@ class CTranslate2Translator(TranslatorInterface):
         self._suppress = [[self._target_pieces[i]] for i in banned]
         unk = getattr(self.target_tokenizer, "unk_id", ids[1])
         self._unbanned = (*ids, unk)  # what banned words never ban (`translators.banned_words`)
+        languages = getattr(self.target_tokenizer, "languages", None) or {}
+        self.special_tokens = special_tokens(  # what no prefix may hold (`controls.prefix_error`)
+            getattr(self.target_tokenizer, "special_tokens", ()),
+            pieces_of(self._target_pieces, [*self._unbanned, *languages.values()]),
+        )
         self._add_source_end = bool(config.add_source_end)
         self._multilingual = bool(self._languages.codes)
         self._target_in_source = self._languages.target_in_source  # MADLAD: `<2xx> pieces </s>`, no forced language

@@ -28,7 +28,7 @@ from keras_transformer.serving.token_ids import texts, tokenize_words
 from keras_transformer.serving.translator import SIGNATURES, Translator, check_export_destination
 from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
 from keras_transformer.translators.banned_words import check_words
-from keras_transformer.translators.controls import Languages
+from keras_transformer.translators.controls import Languages, pieces_of, special_tokens
 
 __all__ = ["SIGNATURES", "LoadedTranslator", "Translator", "export_run", "open_run", "open_saved_model"]
 
@@ -101,11 +101,17 @@ class LoadedTranslator(TranslatorInterface):
         self.module = module
         self._greedy = greedy  # opened with beam_size=1: its `greedy` signature answers the beam's methods
         self._languages = exported_languages(module).with_defaults(source_lang, target_lang)
+        self._special_tokens = exported_special_tokens(module)
 
     @property
     def languages(self):
         """The exported model's language codes and this translator's defaults (`controls.Languages`)."""
         return self._languages
+
+    @property
+    def special_tokens(self):
+        """The texts of the target vocabulary's special tokens, which no `target_prefix` may hold."""
+        return self._special_tokens
 
     @property
     def beam_size(self):
@@ -182,6 +188,25 @@ def exported_languages(module):
     flag = getattr(module, "target_in_source", None)  # MADLAD's; absent from exports made before it
     in_source = bool(flag.numpy()) if flag is not None else False
     return Languages(tuple(code.decode("utf-8") for code in codes.numpy().tolist()), source, target, in_source)
+
+
+def exported_special_tokens(module):
+    """The special tokens' texts a loaded `Translator` export recorded (`controls.prefix_error`).
+
+    An export from before they were recorded gives the pieces of its
+    special ids and language tokens; one from before banned words, none.
+    """
+    recorded = getattr(module, "prefix_special_tokens", None)
+    if recorded is not None:
+        return tuple(texts(recorded))
+    pieces = getattr(module, "target_pieces", None)
+    if pieces is None:
+        return ()
+    ids = module.unbanned_ids.numpy().tolist()
+    codes = getattr(module, "language_codes", None)
+    if codes is not None and codes.shape[0] and hasattr(module.target_tokenizer, "language_ids"):
+        ids += module.target_tokenizer.language_ids(tf.convert_to_tensor(codes)).numpy().tolist()
+    return special_tokens(pieces_of(texts(pieces), ids))
 
 
 def open_saved_model(path, beam_size=None, source_lang=None, target_lang=None):

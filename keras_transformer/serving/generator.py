@@ -39,6 +39,7 @@ from keras_transformer.translators.interface import TranslatorInterface
 from keras_transformer.translators.streaming import Piece
 
 WIDTH_STEP = 8  # prompts are padded to a multiple of it: one compiled program per width
+ARCHITECTURE_WORDS = {"encoder_decoder": "an encoder-decoder (translation)", "encoder_only": "an encoder-only (BERT)"}
 DEFAULT_MAX_LENGTH = 20  # tokens generated at most where neither the caller nor the run says
 
 
@@ -104,7 +105,8 @@ class Generator(TranslatorInterface):
         token_ids = self._token_ids(prompts)
         if max_length is None:  # the default: as many as the longest prompt leaves room for
             longest = max(map(len, token_ids), default=1)
-            max_length = max(1, min(self.max_length, self.model.max_length - longest + 1))
+            self._check_room(token_ids)
+            return max(1, min(self.max_length, self.model.max_length - longest + 1))
         self._check_room(token_ids, check_int_in_range("max_length", max_length, 1, self.model.max_length))
         return max_length
 
@@ -243,13 +245,20 @@ class Generator(TranslatorInterface):
         first = [self.model.config.start_id]
         return [first + row if self.add_start else row or first for row in rows]
 
-    def _check_room(self, rows, max_length):
-        room = self.model.max_length - max_length + 1
+    def _check_room(self, rows, max_length=None):
+        """A `ValueError` naming the first prompt of `rows` that leaves no room for `max_length` tokens (None: one)."""
+        positions = self.model.max_length
+        room = positions - (max_length or 1) + 1  # the last token generated is never read back
         for index, row in enumerate(rows):
             if len(row) > room:
+                leaves = (
+                    f"to generate max_length={max_length} tokens, a prompt may have {room} at most"
+                    if max_length
+                    else f"a prompt may have {room} tokens at most"
+                )
                 raise ValueError(
-                    f"prompts[{index}] has {len(row)} tokens; with max_length={max_length} new tokens the "
-                    f"model's {self.model.max_length} positions hold prompts of {room} at most"
+                    f"prompts[{index}] has {len(row):,} tokens, more than the model's {positions} positions "
+                    f"leave room for: {leaves}; shorten it"
                 )
 
     def _padded(self, rows, max_length, batch=None):
@@ -328,7 +337,10 @@ def open_generator(path, beam_size=None, alpha=None, max_length=None, jit_compil
     run = runs.open_run(path)
     if run.config.model.architecture != "decoder_only":
         architecture = run.config.model.architecture
-        raise ValueError(f"{path} holds a {architecture} model; a generator continues decoder-only ones")
+        raise ValueError(
+            f"{path} holds {ARCHITECTURE_WORDS.get(architecture, architecture)} model: it does not continue "
+            "prompts; a generator needs a decoder-only model (GPT)"
+        )
     options = dict(beam_size=beam_size, alpha=alpha, max_length=max_length, jit_compile=jit_compile)
     options["add_start"] = run.config.pretrained is None  # trained here: on [START] + text (`training.causal_lm`)
     return Generator(run.model, run.tokenizers.target, run.config.decoding, **options)

@@ -207,7 +207,7 @@ async def _stream(request, model, streams, limits):
         parsed = sse.check(model.parse(_decode(await _read_body(request, limits.max_body_bytes))))
     except RequestError as error:
         return _error(error.status, str(error))
-    lines = sse.events(request, parsed, streams, limits.timeout_s)
+    lines = sse.events(request, parsed, streams, limits.timeout_s, warnings=model.truncated(parsed))
     return StreamingResponse(lines, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 

@@ -69,6 +69,7 @@ class ServedTranslator(ServedModel):
         self.max_instances = max_instances
         self.module = translator  # what `ServedModel` reads: `beam_size`, `source_lengths`, `max_source_length`
         self.languages = getattr(translator, "languages", Languages())
+        self.special_tokens = getattr(translator, "special_tokens", ())
         present = {name: method for name, (method, _) in SIGNATURES.items() if hasattr(translator, method)}
         if not getattr(translator, "supports_sampling", True):
             present.pop("sample", None)
@@ -85,15 +86,19 @@ class ServedTranslator(ServedModel):
         outputs = self.functions[signature](**texts, **dict(scalars))
         return {name: np.asarray(getattr(value, "numpy", lambda v=value: v)()) for name, value in outputs.items()}
 
-    def warm_up(self, max_batch_size, workers=None):
+    def warm_up(self, max_batch_size, every_shape=False, workers=None, progress=None):
         """One call of each sentence-only signature (nothing to compile); returns how many calls ran.
 
         A multilingual model without a default target language: its
         signatures with controls, with a target language, instead.
         """
+        from keras_transformer.serving.warm_up import warm_up_call
+
         names = self._warmed_signatures()
-        for name in names:
-            self.run(*self._warm_up_call(name, [b"a"]))
+        for done, name in enumerate(names, 1):
+            self.run(*warm_up_call(self, name, [b"a"]))
+            if progress is not None:
+                progress(f"warmed up {done} of {len(names)}: {name}")
         return len(names)
 
     def _warmed_signatures(self):

@@ -38,9 +38,7 @@ Example:
 import base64
 import dataclasses
 import math
-import os
 import pathlib
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import tensorflow as tf
@@ -48,15 +46,14 @@ import tensorflow as tf
 from keras_transformer.files import destinations, manifest
 from keras_transformer.input_rules import sentence_error  # the one rule of every way in
 from keras_transformer.kinds import close_matches
+from keras_transformer.translators.controls import prefix_error
 
 DEFAULT_SIGNATURE = "serving_default"
-WARMED_SIGNATURES = ("serving_default", "greedy", "nbest")  # XLA decoders: one program per shape
 # The signatures that take the controls, by the signature a request names (`translators.controls`).
 CONTROLLED = {"serving_default": "with_controls", "greedy": "greedy_with_controls"}
 CONTROL_INPUTS = ("source_lang", "target_lang", "target_prefix")
 LANGUAGE_INPUTS = ("source_lang", "target_lang")
 INSTANCE_FIELDS = ("sentence", *CONTROL_INPUTS)  # an instance object's fields
-WARM_UP_WORKERS = 4  # compiles side by side at most (each holds its own memory while it compiles)
 
 
 class RequestError(ValueError):
@@ -97,7 +94,7 @@ class ServedModel:
     def __init__(self, path, max_instances=64, source_lang=None, target_lang=None):
         import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
 
-        from keras_transformer.serving.export import exported_languages
+        from keras_transformer.serving.export import exported_languages, exported_special_tokens
 
         self.path = pathlib.Path(path)
         self.max_instances = max_instances
@@ -115,6 +112,7 @@ class ServedModel:
         self._takes_banned = {name for name, spec in specs.items() if "banned_ids" in spec}
         self.input_specs = {name: {k: v for k, v in spec.items() if k != "banned_ids"} for name, spec in specs.items()}
         self.languages = exported_languages(self.module).with_defaults(source_lang, target_lang)
+        self.special_tokens = exported_special_tokens(self.module)  # what no `target_prefix` may hold
         if source_lang is not None or target_lang is not None:  # what the signatures read for "" (the default)
             self.module.default_languages.assign([self.languages.source_lang or "", self.languages.target_lang or ""])
 
@@ -144,6 +142,7 @@ class ServedModel:
                 inputs.update({c: [b""] * size for c in CONTROL_INPUTS if c in specs and c not in inputs})
             request = Request(name, inputs, tuple(sorted(scalars.items())), columnar=has_columns)
         self._check_languages(request)
+        self._check_prefixes(request)
         if request.size > self.max_instances:
             raise RequestError(
                 f"Too many instances: {request.size} in one request; at most {self.max_instances} "
@@ -256,6 +255,14 @@ class ServedModel:
                     except ValueError as error:
                         raise RequestError(str(error)) from None
 
+    def _check_prefixes(self, request):
+        """A `RequestError` naming the field of a `target_prefix` that holds a special token (`controls`' one rule)."""
+        for index, value in enumerate(request.inputs.get("target_prefix", ())):
+            reason = prefix_error(value.decode("utf-8"), self.special_tokens)
+            if reason is not None:
+                where = f"inputs.target_prefix[{index}]" if request.columnar else f"instances[{index}].target_prefix"
+                raise RequestError(f"{where} {reason}")
+
     def _columns(self, columns, specs):
         batched = _batched_names(specs)
         if not isinstance(columns, dict) or _is_b64(columns):  # a bare value: the single input's
@@ -292,86 +299,53 @@ class ServedModel:
             arguments["banned_ids"] = tf.zeros([0], tf.int32)
         return {name: tensor.numpy() for name, tensor in self.functions[signature](**arguments).items()}
 
-    @staticmethod
-    def render(request, outputs):
-        """TF Serving's JSON response: `{"predictions": [...]}` (row) or `{"outputs": ...}` (columnar)."""
+    def render(self, request, outputs):
+        """TF Serving's JSON response: `{"predictions": [...]}` (row) or `{"outputs": ...}` (columnar).
+
+        Beside them, `"warnings"`, one line per instance whose sentence was
+        truncated to the model's source limit (`truncated`), where any was.
+        """
         names = sorted(outputs)
         if request.columnar:
             columns = {name: _json_value(outputs[name]) for name in names}
-            return {"outputs": columns[names[0]] if len(names) == 1 else columns}
-        rows = []
-        for index in range(request.size):
-            row = {name: _json_value(outputs[name][index]) for name in names}
-            rows.append(row[names[0]] if len(names) == 1 else row)
-        return {"predictions": rows}
+            body = {"outputs": columns[names[0]] if len(names) == 1 else columns}
+        else:
+            rows = []
+            for index in range(request.size):
+                row = {name: _json_value(outputs[name][index]) for name in names}
+                rows.append(row[names[0]] if len(names) == 1 else row)
+            body = {"predictions": rows}
+        warnings = self.truncated(request)
+        return {**body, "warnings": list(warnings.values())} if warnings else body
+
+    def truncated(self, request):
+        """`{instance: line}` for each sentence (or `score` source) longer than the model reads: it was truncated.
+
+        What `translate` warns of on the command line; a model that cannot
+        count its source tokens (no `source_lengths`) says nothing.
+        """
+        from keras_transformer.serving.translation import truncated_sentences
+
+        name = next((name for name in ("sentences", "sources") if name in request.inputs), None)
+        if name is None or not all(hasattr(self.module, a) for a in ("source_lengths", "max_source_length")):
+            return {}
+        try:
+            found = truncated_sentences(self.module, request.inputs[name])
+        except NotImplementedError:  # a translator that cannot count its tokens (`TranslatorInterface`'s default)
+            return {}
+        where = f"inputs.{name}" if request.columnar else "instances"
+        return {
+            number - 1: f"{where}[{number - 1}] has {tokens} tokens: truncated to the model's first {limit}"
+            for number, tokens, limit in found
+        }
 
     # -- warm-up -------------------------------------------------------------------------------------
 
-    def warm_up(self, max_batch_size, workers=None):
-        """Runs the decoding signatures once per batch and source bucket; returns how many calls ran.
+    def warm_up(self, max_batch_size, every_shape=False, workers=None, progress=None):
+        """Compiles the decoders of the first requests before serving (`warm_up.warm_up`); returns the calls run."""
+        from keras_transformer.serving import warm_up
 
-        The SavedModel's XLA decoder compiles one program per (batch bucket,
-        source bucket) shape: batches are padded to a power of two, sources
-        to a multiple of 16 tokens. Without a warm-up, the first batch of each
-        new shape waits seconds for its compile while the others queue behind
-        it. Sources of each bucket are found with the SavedModel's
-        `source_lengths` function when it has one (this package's exports),
-        else only the shortest bucket is warmed. `workers` calls (default: one
-        per CPU core, at most `WARM_UP_WORKERS`) compile side by side: an XLA
-        compile is mostly one thread's work.
-        """
-        sizes = [1 << n for n in range(max_batch_size.bit_length()) if 1 << n <= max_batch_size]
-        if sizes[-1] < max_batch_size:
-            sizes.append(max_batch_size)
-        calls = [
-            self._warm_up_call(signature, [sentence] * size)
-            for signature in self._warmed_signatures()
-            for sentence in self._bucket_sentences()
-            for size in sizes
-        ]
-        workers = workers or min(os.cpu_count() or 1, WARM_UP_WORKERS)
-        with ThreadPoolExecutor(workers, thread_name_prefix="warm-up") as pool:
-            list(pool.map(lambda call: self.run(*call), calls))
-        return len(calls)
-
-    def _warmed_signatures(self):
-        """The decoding signatures that take sentences alone; those with controls where requests must name a target.
-
-        A multilingual model served without a default target language
-        answers only requests that name one (`_check_languages`): its
-        signatures with controls are the ones to compile.
-        """
-        plain = [
-            signature
-            for signature in WARMED_SIGNATURES
-            if signature in self.functions and _batched_names(self.input_specs[signature]) == ["sentences"]
-        ]
-        if self.languages.codes and self.languages.target_lang is None:
-            return [CONTROLLED[name] for name in plain if CONTROLLED.get(name) in self.functions]
-        return plain
-
-    def _warm_up_call(self, signature, sentences):
-        """`(signature, inputs)` of one warm-up call: `sentences`, and a target language where one must be named."""
-        inputs = {"sentences": sentences}
-        if signature in CONTROLLED.values():
-            count = len(sentences)
-            target = self.languages.codes[0].encode("utf-8") if self.languages.codes else b""
-            inputs.update(source_lang=[b""] * count, target_lang=[target] * count, target_prefix=[b""] * count)
-        return signature, inputs
-
-    def _bucket_sentences(self, bucket=16):
-        """One sentence per source-length bucket, shortest first."""
-        source_lengths = getattr(self.module, "source_lengths", None)
-        limit = getattr(self.module, "max_source_length", None)
-        if source_lengths is None or limit is None:
-            return [b"a"]
-        limit = int(limit.numpy())
-        candidates = [" ".join(["a"] * words) for words in range(1, 2 * limit + 2)]
-        lengths = source_lengths(tf.constant(candidates)).numpy()
-        chosen = {}
-        for sentence, length in zip(candidates, lengths):
-            chosen.setdefault(-(-min(int(length), limit) // bucket), sentence.encode())
-        return [chosen[key] for key in sorted(chosen)]
+        return warm_up.warm_up(self, max_batch_size, every_shape, workers, progress)
 
     # -- metadata ------------------------------------------------------------------------------------
 

@@ -15,6 +15,9 @@ or `cancelled`)::
     data: {"index": 3, "instance": 0, "token": null, "generated_text": "Ein Hund läuft.",
            "details": {"finish_reason": "end", "generated_tokens": 6}}
 
+An instance whose sentence was longer than the model reads (truncated,
+as `:predict`'s `"warnings"` say) has a `"warning"` in its last event.
+
 A stream decodes on `Streams`' threads. A client that disconnects cancels
 its decoding at the next decoder step; a stream past the request timeout
 (`--timeout`) ends with `finish_reason` `cancelled` and an `error`. Streams
@@ -63,6 +66,8 @@ class Streams:
     def __init__(self, translator=None, threads=2, batch=None):
         self.translator, self.batch = translator, batch
         self.pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="stream")
+        self.decoded = 0  # sentences `translator` streamed to their end (those of `batch` its batcher counts)
+        self._count = threading.Lock()
 
     def pieces(self, request, cancel):
         """`(instance, Piece)` of every instance of the parsed `request`, in order (runs on a stream thread)."""
@@ -83,6 +88,8 @@ class Streams:
                 yield instance, piece
             if cancel.is_set():
                 return
+            with self._count:
+                self.decoded += 1
 
     def close(self):
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -96,8 +103,12 @@ def check(request):
     return request
 
 
-async def events(http_request, request, streams, timeout_s):
-    """The event stream's text, event by event (an async iterator for a `StreamingResponse`)."""
+async def events(http_request, request, streams, timeout_s, warnings=None):
+    """The event stream's text, event by event (an async iterator for a `StreamingResponse`).
+
+    `warnings` (`{instance: line}`: a sentence truncated to the model's
+    source limit) go in the last event of their instance, as `"warning"`.
+    """
     loop = asyncio.get_running_loop()
     queue, cancel = asyncio.Queue(), threading.Event()
     done = object()
@@ -113,7 +124,7 @@ async def events(http_request, request, streams, timeout_s):
 
     deadline = time.monotonic() + timeout_s
     future = loop.run_in_executor(streams.pool, work)
-    state = _Instances()
+    state = _Instances(warnings)
     try:
         while True:
             item = await _next(queue, http_request, deadline, cancel)
@@ -150,8 +161,9 @@ async def _next(queue, http_request, deadline, cancel):
 class _Instances:
     """The events of each instance's pieces: numbered, then the last with the text and its reason."""
 
-    def __init__(self):
+    def __init__(self, warnings=None):
         self.index, self.instance, self.texts, self.tokens = 0, None, [], 0
+        self.warnings = warnings or {}
 
     def add(self, instance, piece):
         if piece.text or piece.ids:
@@ -176,6 +188,8 @@ class _Instances:
         text, tokens = "".join(self.texts), self.tokens
         self.texts, self.tokens = [], 0
         details = {"finish_reason": reason, "generated_tokens": tokens}
+        if instance in self.warnings:
+            extra["warning"] = self.warnings[instance]
         line = self._event(instance, None, text, details, **extra)
         self.instance = None
         return line

@@ -76,7 +76,7 @@ from keras_transformer.serving.token_ids import (
     tokenized,
 )
 from keras_transformer.translators import TranslatorInterface, alignments, banned_words, decoding_defaults
-from keras_transformer.translators.controls import languages_of
+from keras_transformer.translators.controls import languages_of, pieces_of, special_tokens
 
 _STRINGS = tf.TensorSpec([None], tf.string)
 _SAMPLE_SPECS = [
@@ -258,11 +258,23 @@ class Translator(TranslatorInterface, tf.Module):
         unk = getattr(self.target_tokenizer, "unk_id", self._target_end)
         specials = sorted({self._target_end, self._target_pad, unk, *first.config.special_ids().values()})
         self.unbanned_ids = tf.Variable(specials, trainable=False)  # what banned words never ban
+        # The texts of the special tokens, which no prefix may hold (`controls.prefix_error`), also after loading.
+        languages = getattr(self.target_tokenizer, "languages", None) or {}
+        self._special_tokens = special_tokens(
+            getattr(self.target_tokenizer, "special_tokens", ()),
+            pieces_of(texts(self.target_pieces), [*specials, *languages.values()]),
+        )
+        self.prefix_special_tokens = tf.Variable(tf.constant(self._special_tokens, tf.string), trainable=False)
 
     @property
     def languages(self):
         """The model's language codes and this translator's default source and target (`controls.Languages`)."""
         return self._languages
+
+    @property
+    def special_tokens(self):
+        """The texts of the target vocabulary's special tokens, which no `target_prefix` may hold."""
+        return self._special_tokens
 
     # The engine's hooks (`TranslatorInterface`): its compiled functions, given checked inputs.
 

@@ -115,7 +115,8 @@ class FairseqTokenizer(PieceTokenizer):
         tokens = [self._token(code, family) for code in special]
         hidden = (*SPECIAL_PIECES, *tokens) if family == "m2m100" else (*SPECIAL_PIECES, *tokens, "<mask>")
         strip = "both" if family == "m2m100" else "first_space"  # SentencePiece's decoding, or the Metaspace's
-        super().__init__(model_proto, vocab, hidden=hidden, strip=strip, name=name)
+        language_tokens = [self._token(code, family) for code in languages]
+        super().__init__(model_proto, vocab, hidden=hidden, strip=strip, special=language_tokens, name=name)
         if source_position not in ("first", "last"):
             raise ValueError(f"`source_position` must be 'first' or 'last'. Received: {source_position!r}")
         self.languages, self.family, self.files = dict(languages), family, dict(files or {})

@@ -78,6 +78,8 @@ class HuggingFaceTokenizer:
         self.pad_id, self.start_id, self.end_id, self.mask_id = pad_id, start_id, end_id, mask_id
         self.cleanup = cleanup
         self.files = {}
+        added = self._tokenizer.get_added_tokens_decoder().values()
+        self.special_tokens = tuple(sorted(token.content for token in added if token.special))
 
     @property
     def tokenizer_json(self):

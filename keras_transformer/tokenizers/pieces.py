@@ -45,6 +45,8 @@ class PieceTokenizer(tf.Module):
         vocab: `{piece: id}`: every id the model has (specials and language
             tokens too); the largest id + 1 is `vocab_size`.
         hidden: pieces that stand for nothing in the text (dropped by `detokenize`).
+        special: pieces that text never gives, beside `hidden` (language tokens a
+            tokenizer decodes as text).
         unk_piece: the piece of an unknown piece's id.
         strip: `"both"` or `"first_space"`, what `detokenize` strips.
         name: name of the module.
@@ -53,7 +55,7 @@ class PieceTokenizer(tf.Module):
     # `detokenize` drops ids of the model's rows beyond `vocab_size` (a checkpoint's padding rows).
     drops_ids_beyond_vocab = True
 
-    def __init__(self, model_proto, vocab, hidden=(), unk_piece="<unk>", strip="both", name=None):
+    def __init__(self, model_proto, vocab, hidden=(), unk_piece="<unk>", strip="both", special=(), name=None):
         super().__init__(name=name)
         if strip not in ("both", "first_space"):
             raise ValueError(f"`strip` must be 'both' or 'first_space'. Received: strip={strip!r}")
@@ -61,7 +63,11 @@ class PieceTokenizer(tf.Module):
         self._model_proto, self._vocab = bytes(model_proto), dict(vocab)
         self.vocab_size = max(self._vocab.values()) + 1
         self.unk_id = self._vocab[unk_piece]
-        pieces, ids = zip(*self._vocab.items())
+        # The tokens no text stands for (no prefix may hold them, `translators.controls`), and which text never
+        # gives: an unknown run SentencePiece returns whole ("</s>", a full-width "＜/s＞" after normalization) is
+        # looked up by its text, and reads as <unk> where it spells one of them.
+        self.special_tokens = tuple(sorted({*hidden, *special, unk_piece}))
+        pieces, ids = zip(*((p, i) for p, i in self._vocab.items() if p not in self.special_tokens or p == unk_piece))
         self._ids = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(tf.constant(pieces), tf.constant(ids, tf.int32)), self.unk_id
         )

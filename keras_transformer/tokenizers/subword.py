@@ -151,6 +151,8 @@ class SubwordTokenizer(tf.Module):
             )
         self._model_proto = model_proto
         self.vocab_size = processor.vocab_size()
+        # The reserved pieces (`<pad>`, `<unk>`, `<s>`, `</s>`): no text, so no prefix may hold them (`translators`).
+        self.special_tokens = tuple(processor.id_to_piece(i) for i in range(NUM_RESERVED_IDS))
         self._tokenizer = tf_text.SentencepieceTokenizer(
             model=model_proto, out_type=tf.int32, name=resource_name(model_proto)
         )

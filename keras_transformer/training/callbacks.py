@@ -198,6 +198,26 @@ def average_snapshots(model, paths):
     return model
 
 
+class TimedEpochProgress(keras.callbacks.ProgbarLogger):
+    """Keras's progress bar for a run that only time ends: "Epoch 3 (until 30 minutes)", not "Epoch 3/10000".
+
+    Example:
+
+    >>> model.fit(batches, epochs=10_000, callbacks=[TimeLimit(30), TimedEpochProgress(30)])  # doctest: +SKIP
+    """
+
+    def __init__(self, minutes):
+        super().__init__()
+        self.minutes = minutes
+
+    def on_epoch_begin(self, epoch, logs=None):
+        epochs, self.epochs = self.epochs, 1  # Keras prints its "Epoch i/N" line only where N > 1
+        super().on_epoch_begin(epoch, logs)
+        self.epochs = epochs
+        if self.verbose:
+            print(f"Epoch {epoch + 1} (training stops after {self.minutes:g} minutes)", flush=True)
+
+
 def run_callbacks(run, schedule, budget):
     """`(callbacks, epoch limit)` of `run` (a `model_run.ModelRun`): checkpoints, logs, the time, the backup.
 
@@ -247,6 +267,8 @@ def _schedule_callbacks(run, schedule, budget):
     if minutes:
         minutes = max(minutes - run.minutes(), 0.0)  # counted from the start of `train`: the data included
         callbacks.append(TimeLimit(minutes))
+        if epoch_limit is None:  # `fit` is given a number of epochs it never reaches: not shown
+            callbacks.append(TimedEpochProgress(total))
     if recipe.cooldown_fraction:
         callbacks.append(
             CooldownToEnd(

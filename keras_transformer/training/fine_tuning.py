@@ -144,7 +144,7 @@ def languages(init_from, source_lang=None, target_lang=None):
                 f"Received: {named}"
             )
         return None
-    from keras_transformer.translators.controls import Languages
+    from keras_transformer.translators.controls import Languages, example_code
 
     ordered = tuple(sorted(codes, key=codes.get))
     if getattr(tokenizers.target, "target_in_source", False):  # MADLAD: the target alone, as its <2xx> token
@@ -159,8 +159,8 @@ def languages(init_from, source_lang=None, target_lang=None):
             raise ArgumentError(literal(str(error))) from None
         return {"source_lang": None, "target_lang": target_lang}
     if source_lang is None or target_lang is None:
-        source_example = getattr(tokenizers.source, "source_lang", None) or ordered[0]
-        target_example = next(code for code in (ordered[-1], ordered[0]) if code != source_example)
+        source_example = source_lang or getattr(tokenizers.source, "source_lang", None) or example_code(ordered)
+        target_example = target_lang or example_code(ordered, other_than=source_example)
         example = f"{{source_lang={source_example}}} {{target_lang={target_example}}}"
         raise ArgumentError(
             f"{literal(init_from)} is a multilingual model ({len(ordered)} languages): name the pair it is "

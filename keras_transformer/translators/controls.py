@@ -12,7 +12,9 @@ each a str (for every sentence) or a list with one per sentence, and
 engine runs: an unknown language code is one line naming three close ones,
 a multilingual model without a target language one line that says how to
 give one, a language given to a model of one language pair one line that
-says it has none.
+says it has none, and a prefix holding a special token of the model (`</s>`,
+`<pad>`, a language code) one line naming it (`prefix_error`: a prefix is
+text; the REST server and `--prefix` read the same rule).
 
 What reaches an engine is `Controls`: three 1-D `tf.string` tensors, one
 entry per sentence, every language filled in (None for a model without
@@ -26,6 +28,7 @@ Example:
 ([b'fra_Latn', b'fra_Latn'], [b'Le', b'Le'])
 """
 
+import unicodedata
 from typing import NamedTuple
 
 import tensorflow as tf
@@ -38,6 +41,21 @@ HOW_TO_NAME = (
     'name one with target_lang= in Python, --target-lang on the command line or a "target_lang" field in a '
     "REST instance"
 )
+
+
+COMMON_CODES = ("fra_Latn", "fr", "deu_Latn", "de", "spa_Latn", "es", "eng_Latn", "en")  # examples users know
+
+
+def example_code(codes, other_than=None):
+    """A code of `codes` to show in an example: a widely known language's where it has one, never `other_than`.
+
+    Example:
+
+    >>> example_code(("ace_Arab", "eng_Latn", "fra_Latn", "zul_Latn"), other_than="fra_Latn")
+    'eng_Latn'
+    """
+    candidates = [code for code in codes if code != other_than] or list(codes)
+    return next((code for code in COMMON_CODES if code in candidates), candidates[0] if candidates else None)
 
 
 class Languages(NamedTuple):
@@ -121,13 +139,14 @@ class Controls(NamedTuple):
         return (self.source_lang, self.target_lang, self.target_prefix)
 
 
-def resolve(sentences, languages, source_lang=None, target_lang=None, target_prefix=None, banned=None):
+def resolve(sentences, languages, source_lang=None, target_lang=None, target_prefix=None, banned=None, special=()):
     """The `Controls` of a call on `sentences` (checked, 1-D `tf.string`), for a model of `languages`.
 
     Each control is None (the model's default), a str for every sentence, or
     a list with one per sentence (None entries: the default); `banned` is
     None or a list of words for every sentence. A bad one is a one-line
-    `ValueError`.
+    `ValueError`: a prefix holding one of the model's `special` tokens too
+    (`prefix_error`), the one rule of every engine.
     """
     words = check_words(banned)
     if not languages.codes:
@@ -137,14 +156,14 @@ def resolve(sentences, languages, source_lang=None, target_lang=None, target_pre
                     f"`{name}` applies to multilingual models; this one translates one language pair. "
                     f"Received: {name}={value!r}"
                 )
-        return Controls(target_prefix=_prefix(sentences, target_prefix), banned=words)
+        return Controls(target_prefix=_prefix(sentences, target_prefix, special), banned=words)
 
     def code(default):
         def checked(value, name):
             if value is None and default is None:
                 raise ValueError(
                     f"No target language: this model translates into {len(languages.codes)} languages; "
-                    f"{HOW_TO_NAME} (e.g. {languages.codes[-1]!r})"
+                    f"{HOW_TO_NAME} (e.g. {example_code(languages.codes, languages.source_lang)!r})"
                 )
             return default if value is None else languages.check(value, name)
 
@@ -161,10 +180,60 @@ def resolve(sentences, languages, source_lang=None, target_lang=None, target_pre
     else:
         source = _per_sentence(sentences, "source_lang", source_lang, code(languages.source_lang))
     target = _per_sentence(sentences, "target_lang", target_lang, code(languages.target_lang))
-    return Controls(source, target, _prefix(sentences, target_prefix), words)
+    return Controls(source, target, _prefix(sentences, target_prefix, special), words)
 
 
-def _prefix(sentences, target_prefix):
+def special_tokens(*groups):
+    """The texts of a vocabulary's special tokens, from `groups` of them: each once, longest first.
+
+    A group is a tokenizer's `special_tokens`, or the pieces of the ids a
+    model decodes with (START, END, PAD, UNK, its language tokens:
+    `pieces_of`). Blank pieces, and pieces with spaces around them, are no
+    tokens a text could hold: left out.
+
+    Example:
+
+    >>> special_tokens(["</s>", "<unk>"], pieces_of(["<pad>", "</s>", "", "eng_Latn"], [0, 1, 2, 3]))
+    ('eng_Latn', '<pad>', '<unk>', '</s>')
+    """
+    tokens = {
+        token for group in groups for token in group if isinstance(token, str) and token and token.strip() == token
+    }
+    return tuple(sorted(tokens, key=lambda token: (-len(token), token)))
+
+
+def pieces_of(pieces, ids):
+    """The pieces (`pieces`, a list by id) of `ids`; ids outside the list are passed over."""
+    return [pieces[int(i)] for i in ids if 0 <= int(i) < len(pieces)]
+
+
+def prefix_error(text, special_tokens):
+    """Why a forced prefix `text` cannot be given, as the end of a sentence naming it; None if it can.
+
+    A prefix is text: the first words of the translation, tokenized as the
+    target tokenizer reads text. One that holds a special token's text
+    (`</s>`, `<pad>`, a language code such as `fra_Latn`) would force that
+    control token where some tokenizers read it (it ended the output on one
+    engine and was text on another): it is refused, naming the first one.
+
+    Example:
+
+    >>> prefix_error("비 와 </s> 비", ("eng_Latn", "<pad>", "</s>"))
+    "holds the special token '</s>': a prefix is the text a translation begins with; remove it"
+    """
+    reason = sentence_error(text)
+    if reason is not None:
+        return reason
+    folded = unicodedata.normalize("NFKC", text)  # a full-width "＜/s＞" is "</s>" once a tokenizer normalizes it
+    found = [(text.find(token), -len(token), token) for token in special_tokens if token in text]
+    found = found or [(folded.find(token), -len(token), token) for token in special_tokens if token in folded]
+    if found:
+        token = min(found)[2]
+        return f"holds the special token {token!r}: a prefix is the text a translation begins with; remove it"
+    return None
+
+
+def _prefix(sentences, target_prefix, special):
     if target_prefix is None:
         return None
 
@@ -173,7 +242,7 @@ def _prefix(sentences, target_prefix):
             return ""
         if not isinstance(text, str):
             raise ValueError(f"`{name}` must be a str. Received: {name}={text!r}")
-        reason = sentence_error(text)
+        reason = prefix_error(text, special)
         if reason is not None:
             raise ValueError(f"`{name}` {reason}")
         return text

@@ -34,8 +34,10 @@ arrays with `.numpy()`:
   `"sample"`; `stream_pieces` gives them as `streaming.Piece`s, with their
   ids and, last, why the output ended;
 - `beam_size`, `max_source_length`, `languages` (a multilingual model's
-  codes and default languages, `controls.Languages`) and
-  `supports_sampling` (a LiteRT export does not sample).
+  codes and default languages, `controls.Languages`), `special_tokens`
+  (the target vocabulary's, which no `target_prefix` may hold:
+  `controls.prefix_error`) and `supports_sampling` (a LiteRT export does
+  not sample).
 
 The translating methods also take the controls of `controls`:
 `source_lang=` and `target_lang=` (a multilingual model's codes) and
@@ -81,6 +83,7 @@ class TranslatorInterface:
 
     supports_sampling = True
     languages = Languages()  # a multilingual model's codes and defaults (`controls`)
+    special_tokens = ()  # the texts of the target vocabulary's special tokens, which no prefix may hold
     precision = "float32"  # what the weights decode in (`translators.precision`)
 
     def __call__(self, sentences, **controls):
@@ -202,7 +205,7 @@ class TranslatorInterface:
 
     def _controls(self, sentences, source_lang=None, target_lang=None, target_prefix=None, banned=None):
         """The checked `controls.Controls` of a call (see `keras_transformer.translators.controls`)."""
-        return resolve(sentences, self.languages, source_lang, target_lang, target_prefix, banned)
+        return resolve(sentences, self.languages, source_lang, target_lang, target_prefix, banned, self.special_tokens)
 
     # -- what each engine gives: each hook is given checked inputs and `Controls` ------------------
 

@@ -236,13 +236,13 @@ def test_any_error_while_running_is_one_line(error, expected, monkeypatch, capsy
     _assert_one_line(err, f"keras-transformer translate: error: {expected}")
 
 
-@pytest.mark.parametrize("how", ["flag", "environment"])
+@pytest.mark.parametrize("how", ["flag", "flag-after-the-command", "environment"])
 def test_traceback_on_request(how, monkeypatch):
     _failing_command(monkeypatch, KeyError("model"))
     argv = ["translate", "--model", "m", "hi"]
-    if how == "flag":
+    if how.startswith("flag"):
         monkeypatch.delenv(cli.DEBUG_ENV, raising=False)
-        argv = ["--traceback"] + argv
+        argv = ["--traceback"] + argv if how == "flag" else argv[:1] + ["--traceback"] + argv[1:]
     else:
         monkeypatch.setenv(cli.DEBUG_ENV, "1")
     with pytest.raises(KeyError):

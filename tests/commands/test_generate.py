@@ -121,7 +121,25 @@ def test_score_is_the_log_probability_greedy_search_reports(run):
 
 def test_a_prompt_too_long_for_the_positions_is_one_line(run, capsys, monkeypatch):
     code, _, err = _main(capsys, monkeypatch, ["generate", "--model", str(run), "--max-length", "60", "가 " * 20])
-    assert code == 2 and "prompts[0] has" in err and "positions hold prompts of 5 at most" in err
+    assert (
+        code == 2 and "prompts[0] has" in err and "to generate max_length=60 tokens, a prompt may have 5 at most" in err
+    )
+    code, _, err = _main(capsys, monkeypatch, ["generate", "--model", str(run), "가" * 100_000])
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "more than the model's 64 positions leave room for: a prompt may have 64 tokens at most" in err
+    assert "max_length" not in err  # the user gave none (it read "with max_length=1 new tokens" before)
+
+
+def test_generate_says_what_is_wrong_with_a_nul_byte_or_a_translation_run(run, capsys, monkeypatch, tmp_path):
+    from trained_runs import tiny_run_dir
+
+    prompts = tmp_path / "nul.txt"
+    prompts.write_bytes(b"fine\na\0b\n")
+    code, _, err = _main(capsys, monkeypatch, ["generate", "--model", str(run), "--input", str(prompts)])
+    assert code == 2 and "line 2: contains a NUL byte, which the model cannot read" in err
+    translation_run = tiny_run_dir()[0]
+    code, _, err = _main(capsys, monkeypatch, ["generate", "--model", str(translation_run), "a"])
+    assert code == 2 and "holds an encoder-decoder (translation) model: it does not continue prompts" in err
 
 
 def test_an_imported_gpt_2_does_not_export_its_python_tokenizer(run, tmp_path):

@@ -90,7 +90,7 @@ def fine_tune(imported_run, output, *languages, tsv, epochs=1):
 @pytest.mark.parametrize(
     "languages, named",
     [
-        ((), "name the pair it is fine-tuned on with both --source-lang kor_Hang --target-lang zul_Latn"),
+        ((), "name the pair it is fine-tuned on with both --source-lang kor_Hang --target-lang fra_Latn"),
         (("kor_Hang",), "Received: --source-lang kor_Hang"),
         (("kor_Hang", "eng_Latm"), "'eng_Latm' is not a language of this model; close: eng_Latn"),
     ],

@@ -66,6 +66,16 @@ def test_an_import_exported_again_is_its_checkpoint_file_for_file(exported):
     assert written == {*CHECKPOINT_FILES, *tokenizer_files, "README.md", "MANIFEST.sha256", "keras_transformer.json"}
 
 
+def test_a_folder_meant_for_the_hub_records_no_local_path(exported):
+    """`keras_transformer.json` recorded `"run": "/absolute/path"`, and the card the source checkpoint's folder."""
+    folder, run, hf = exported
+    local = [str(run.resolve()), str(run), str(folder.resolve()), str(folder.resolve().parent), str(run.parent)]
+    for path in hf.iterdir():
+        data = path.read_bytes()
+        assert not any(name.encode() in data for name in local), path.name
+    assert f"a local checkpoint, `{folder.name}`" in (hf / "README.md").read_text(encoding="utf-8")
+
+
 def test_its_tensors_are_the_checkpoints_bit_for_bit(exported):
     folder, _, hf = exported
     source, ours = load_file(str(folder / "model.safetensors")), load_file(str(hf / "model.safetensors"))
@@ -217,7 +227,9 @@ def test_the_command_writes_the_scores_in_the_card_and_replaces_only_its_own_exp
     scores = tmp_path / "scores.json"
     scores.write_text(json.dumps({"bleu": 31.25, "chrf": 58.5, "source": "/data/test.ko", "beam_size": 4}))
     argv = ["export", "--model", str(run), "--output", str(hf), "--format", "transformers", "--scores", str(scores)]
-    assert cli.main(argv) == 0, capsys.readouterr().err
+    assert cli.main(argv) == 0
+    count = len(list(hf.iterdir()))  # it said "8 files" for a folder of 10: the manifest and its record left out
+    assert f"checkpoint: {count} files" in capsys.readouterr().err
     card = (hf / "README.md").read_text(encoding="utf-8")
     assert "BLEU 31.25 chrF 58.50 on `test.ko`" in card and "keras-transformer" in card
     assert cli.main(argv) == 2 and "--overwrite" in capsys.readouterr().err

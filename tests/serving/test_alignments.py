@@ -92,3 +92,6 @@ def test_translate_alignments_prints_moses_pairs(run, outputs, tmp_path, capsys)
         assert all(0 <= i < len(sentence.split()) for i, _ in pairs)
     assert cli.main([*argv, "--n-best", "2"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+    # --stream printed the text alone (the pairs dropped, exit 0): now each line ends with them once it is decoded
+    assert cli.main([*argv, "--stream"]) == 0
+    assert capsys.readouterr().out.splitlines() == lines

@@ -23,7 +23,7 @@ import time
 
 import httpx
 import pytest
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2  # noqa: F401  (struct_pb2: ParseDict reads the metadata's Struct)
 from tensorflow_serving.apis import get_model_metadata_pb2
 
 from serving_fixtures import (  # noqa: F401  (browser: a fixture)
@@ -136,9 +136,11 @@ def test_status_and_metadata(server):
     assert defs["score"].outputs["target_lengths"].dtype == 3  # DT_INT32
 
 
-def test_warm_up_runs_each_decoding_signature_at_each_batch_bucket(server):
-    # serving_default, greedy and nbest at batch 1, 2, 4, 8, 16, 32 (the fake model has one source bucket)
-    assert "Warmed up: 18 signature calls" in "".join(server.lines)
+def test_warm_up_compiles_the_first_requests_shapes_and_shows_each(server):
+    # serving_default, greedy and nbest at batch 1, the shortest source bucket: the first requests' shapes
+    lines = "".join(server.lines)
+    assert "Warmed up: 3 signature calls" in lines and "warmed up 3 of 3: " in lines
+    assert "nbest, batch 1, sources up to 16 tokens" in lines
 
 
 @pytest.mark.parametrize("workers", [1, 3])
@@ -148,9 +150,54 @@ def test_warm_up_makes_each_call_once_on_any_number_of_threads(fake_model, worke
     model = ServedModel(fake_model)
     made = []
     monkeypatch.setattr(model, "run", lambda signature, inputs: made.append((signature, len(inputs["sentences"]))))
-    assert model.warm_up(6, workers=workers) == 12
+    assert model.warm_up(6, every_shape=True, workers=workers) == 12  # `serve --warmup-all`
     expected_calls = [(s, n) for s in ("serving_default", "greedy", "nbest") for n in (1, 2, 4, 6)]
     assert sorted(made) == sorted(expected_calls)
+    made.clear()
+    assert model.warm_up(6, workers=workers) == 3 and sorted(made) == [
+        ("greedy", 1),
+        ("nbest", 1),
+        ("serving_default", 1),
+    ]
+
+
+class _Recording:
+    """A translator of any engine as `ServedTranslator` sees it: it records each call's method and controls."""
+
+    def __init__(self, languages):
+        self.languages, self.calls = languages, []
+
+    def _record(self, name, sentences, **controls):
+        self.calls.append((name, len(sentences), sorted(controls.items())))
+        return {"translations": list(sentences)}
+
+    def call_with_status(self, sentences, **controls):
+        return self._record("call_with_status", sentences, **controls)
+
+    def greedy_with_status(self, sentences, **controls):
+        return self._record("greedy_with_status", sentences, **controls)
+
+    def nbest(self, sentences):
+        return self._record("nbest", sentences)
+
+    def score(self, sources, targets):
+        return self._record("score", sources)
+
+
+def test_the_warm_up_of_an_engine_not_exported_is_one_call_a_signature_each_shown():
+    """`serve` of a run (xla, ctranslate2) or a LiteRT file: the same three first calls as an export, a line each."""
+    from keras_transformer.serving.served_translator import ServedTranslator
+    from keras_transformer.translators.controls import Languages
+
+    lines, translator = [], _Recording(Languages())
+    assert ServedTranslator(translator, "run").warm_up(32, progress=lines.append) == 3
+    assert [name for name, _, _ in translator.calls] == ["call_with_status", "greedy_with_status", "nbest"]
+    assert {size for _, size, _ in translator.calls} == {1}
+    assert lines == [f"warmed up {n} of 3: {name}" for n, name in enumerate(["serving_default", "greedy", "nbest"], 1)]
+    # A multilingual model served without a default target: the signatures with controls, a target named.
+    translator = _Recording(Languages(("deu_Latn", "fra_Latn")))
+    assert ServedTranslator(translator, "run").warm_up(32) == 2
+    assert [call[2] for call in translator.calls] == [[("target_lang", ["deu_Latn"])]] * 2
 
 
 def test_page_is_offline_html(server):

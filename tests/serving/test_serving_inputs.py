@@ -11,6 +11,7 @@ must all finish within a deadline (a regression fails, it does not hang).
 import base64
 import io
 import math
+import os
 import re
 import sys
 import threading
@@ -333,6 +334,39 @@ def test_commands_reject_nul_bytes_naming_the_line(capsys, monkeypatch, tmp_path
     code, out, err = _main(capsys, monkeypatch, argv, stdin)
     assert code == 2 and message in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_translate_reads_a_pipe_and_names_what_it_cannot_read(capsys, monkeypatch, tmp_path):
+    """`--input /dev/stdin` and `--input <(cmd)` (a pipe) failed: "`path` must be an existing file"."""
+    run, _ = trained_export()
+    argv = ["translate", "--model", run, "--beam", "1", "--quiet"]
+    code, expected, _ = _main(capsys, monkeypatch, [*argv, "A dog runs.", "Two men."])
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=lambda: pipe.write_text("A dog runs.\nTwo men.\n", encoding="utf-8"))
+    writer.start()
+    code, out, err = _main(capsys, monkeypatch, [*argv, "--input", pipe])
+    writer.join(timeout=30)
+    assert code == 0 and out == expected and len(expected.splitlines()) == 2, err
+    for path, message in (("/dev/zero", "/dev/zero, line 1: contains a NUL byte"), (tmp_path, "is a folder")):
+        code, _, err = _main(capsys, monkeypatch, [*argv, "--input", path])  # /dev/zero: refused at once
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_an_export_from_before_special_tokens_were_recorded_refuses_them_in_a_prefix():
+    """Its special tokens are the pieces of the ids banned words never ban (START, END, PAD, UNK)."""
+    from keras_transformer.serving.export import exported_special_tokens
+
+    class EarlierExport:
+        target_pieces = tf.Variable(["<pad>", "<unk>", "<s>", "</s>", "\u2581a"])
+        unbanned_ids = tf.Variable([0, 1, 2, 3])
+
+        def greedy_with_status(self, sentences):
+            raise AssertionError("refused before decoding")
+
+    assert exported_special_tokens(EarlierExport()) == ("<pad>", "<unk>", "</s>", "<s>")
+    with pytest.raises(ValueError, match="^`target_prefix` holds the special token '<s>'"):
+        LoadedTranslator(EarlierExport()).greedy(["a"], target_prefix="a <s>")
 
 
 def test_a_saved_model_without_the_flags_still_translates_and_checks_its_inputs():

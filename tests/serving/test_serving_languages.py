@@ -12,11 +12,14 @@ translators of the other engines answer the same instances through
 
 import json
 import pathlib
+import re
+import warnings
 
 import httpx
 import pytest
+import tensorflow as tf
 
-from keras_transformer import export
+from keras_transformer import export, runs
 from keras_transformer.files import user_cache
 from keras_transformer.pretrained import import_pretrained
 from keras_transformer.serving.served_translator import ServedTranslator
@@ -53,9 +56,10 @@ def run(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def exported(run, tmp_path_factory):
+def exported(run, reference, tmp_path_factory):
+    """The SavedModel, decoding at most transformers' `max_new_tokens`, as the other engines here do."""
     path = tmp_path_factory.mktemp("nllb-export") / "export"
-    export.export_run(run, path)
+    export.export_run(run, path, max_length=reference["max_new_tokens"])
     return path
 
 
@@ -197,9 +201,17 @@ def test_every_served_engine_takes_the_same_instances(engine_translator, run, re
     assert len(languages["codes"]) == 202 and (languages["source_lang"], languages["target_lang"]) == (SOURCE, None)
 
 
-def test_over_http(exported, reference, ended):
-    server = Server(exported, "--no-warmup", "--target-lang", FIRST, "--timeout", "300", name="nllb")
+def test_over_http_after_a_bounded_warm_up(exported, reference, ended):
+    """The warm-up of this 1,024-position model compiled 64 source buckets x 6 batch sizes: > 5 min and 2.85 GB.
+
+    Now the first requests' shapes, one line each: its time and the server's peak memory are bounded here.
+    """
+    server = Server(exported, "--target-lang", FIRST, "--timeout", "300", name="nllb", startup_s=600)
     try:
+        log = "".join(server.lines)
+        warmed = re.search(r"Warmed up: (\d+) signature calls in ([\d.]+) s", log)
+        assert warmed and int(warmed[1]) == 3 and log.count("  warmed up ") == 3, log  # serving_default, greedy, nbest
+        assert float(warmed[2]) < 150, log
         a, b = (reference["sentences"][i] for i in ended[:2])
         answer = ok(post(server, {"instances": [a, {"sentence": b, "target_lang": SECOND}]}))
         texts = [prediction["translations"] for prediction in answer["predictions"]]
@@ -213,3 +225,150 @@ def test_over_http(exported, reference, ended):
         assert metadata["metadata"]["languages"]["value"]["target_lang"] == FIRST
     finally:
         server.stop()
+    assert server.peak_rss_mb < 2500, server.peak_rss_mb  # TensorFlow, the model and three programs
+
+
+# -- a forced prefix is text: a special token in it is refused alike everywhere (issue 77) ----------------------
+
+
+def _special_tokens():
+    """The fixture's special tokens as its tokenizer.json lists them: <s>, <pad>, </s>, <unk>, <mask>, 202 codes."""
+    added = json.loads((NLLB / "tokenizer.json").read_text(encoding="utf-8"))["added_tokens"]
+    return sorted({token["content"] for token in added if token.get("special")})
+
+
+def _refused_prefixes():
+    """`{prefix: the special token its refusal names}`: each token alone and within words, and the issue's cases."""
+    cases = {token: token for token in _special_tokens()}
+    cases.update({f"비 {token}와": token for token in ("</s>", "<pad>", "fra_Latn", "<mask>")})
+    cases.update({"비 와 </s> 비": "</s>", "<s><unk>": "<s>", "<pad> <pad>": "<pad>", "fra_Latn kor_Hang": "fra_Latn"})
+    cases.update({"비 ＜/s＞ 비": "</s>", "ｆｒａ_Ｌａｔｎ": "fra_Latn"})  # full-width: "</s>" once normalized (NFKC)
+    return cases
+
+
+def test_text_never_tokenizes_to_a_special_token(run):
+    """SentencePiece returns an unknown run whole ("</s>"), which was looked up by its text: END in a source."""
+    tokenizer = runs.load_tokenizers(run).target
+    special = {tokenizer.vocab[token] for token in tokenizer.special_tokens} - {tokenizer.unk_id}
+    texts = ["비 와 </s> 비", "<pad> <mask>", "fra_Latn 비", "＜/s＞", "</s>"]
+    rows = tokenizer.tokenize(tf.constant(texts)).to_list()
+    assert not special & {i for row in rows for i in row} and all(tokenizer.unk_id in row for row in rows), rows
+
+
+PLAIN_PREFIXES = ("비 와", "네 말이", "비 와 " * 30)  # the last: more tokens than the 24 any engine here decodes
+
+
+@pytest.fixture(scope="module")
+def loaded(exported):
+    """The SavedModel, loaded once."""
+    return export.load(exported)
+
+
+@pytest.fixture(scope="module")
+def saved_outputs(loaded, reference, ended):
+    """The SavedModel's greedy strings for each plain prefix: what every engine must give."""
+    translator = loaded
+    sentences = [reference["sentences"][i] for i in ended]  # the shapes the tests above compiled
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the long prefix is cut off at the limit
+        return {p: _texts(translator.greedy(sentences, target_lang=SECOND, target_prefix=p)) for p in PLAIN_PREFIXES}
+
+
+def _texts(values):
+    return [value.decode("utf-8") for value in values.numpy().tolist()]
+
+
+def _refusal(call, *args, **kwargs):
+    with pytest.raises(ValueError) as refused:
+        call(*args, **kwargs)
+    message = str(refused.value)
+    assert len(message.splitlines()) == 1, message
+    return message
+
+
+def test_a_prefix_with_a_special_token_is_refused_on_every_engine(engine_translator, loaded, reference, ended):
+    """Each engine, and the SavedModel, refuses each one in one line naming the token; plain prefixes agree."""
+    sentences = [reference["sentences"][i] for i in ended]  # the shapes the tests above compiled
+    for translator in (engine_translator, loaded):
+        for prefix, token in _refused_prefixes().items():
+            message = _refusal(translator.greedy, sentences, target_lang=SECOND, target_prefix=prefix)
+            assert message.startswith(f"`target_prefix` holds the special token {token!r}:"), (prefix, message)
+            message = _refusal(translator, sentences, target_lang=SECOND, target_prefix=[None, prefix, None])
+            assert message.startswith(f"`target_prefix[1]` holds the special token {token!r}:"), (prefix, message)
+
+
+def test_plain_prefixes_give_the_same_strings_on_every_engine(engine_translator, saved_outputs, reference, ended):
+    sentences = [reference["sentences"][i] for i in ended]  # the shapes the tests above compiled
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for prefix, expected in saved_outputs.items():
+            texts = _texts(engine_translator.greedy(sentences, target_lang=SECOND, target_prefix=prefix))
+            assert texts == expected, prefix
+            assert all(text.startswith(prefix.strip()[:20]) for text in texts)
+            streamed = engine_translator.stream(sentences[0], "greedy", target_lang=SECOND, target_prefix=prefix)
+            assert "".join(streamed) == expected[0], prefix
+
+
+def test_rest_refuses_a_special_token_in_a_prefix_with_a_400(
+    model, engine_translator, run, saved_outputs, reference, ended
+):
+    """`:predict` and `:stream`, the SavedModel's signatures and the engines' translators: 400 naming the field."""
+    served = ServedTranslator(engine_translator, run)
+    for prefix, token in _refused_prefixes().items():
+        instance = {"sentence": "안녕", "target_lang": FIRST, "target_prefix": prefix}
+        for server in (model, served):
+            with pytest.raises(RequestError) as refused:
+                server.parse({"instances": [{"sentence": "x", "target_lang": FIRST}, instance]})
+            assert str(refused.value).startswith(f"instances[1].target_prefix holds the special token {token!r}:")
+            assert refused.value.status == 400
+    with pytest.raises(RequestError, match=r"^inputs.target_prefix\[0\] holds the special token '</s>'"):
+        served.parse(
+            {
+                "signature_name": "greedy_with_controls",
+                "inputs": {"sentences": ["x"], "target_lang": [FIRST], "target_prefix": ["</s>"]},
+            }
+        )
+    _check_over_rest(served, saved_outputs, reference, ended, streams=engine_translator)
+
+
+def test_rest_of_the_saved_model_refuses_a_special_token_in_a_prefix(model, saved_outputs, reference, ended):
+    _check_over_rest(model, saved_outputs, reference, ended)
+
+
+def _check_over_rest(served, saved_outputs, reference, ended, streams=None):
+    """`:predict` and `:stream` of an app serving `served`: a 400 for a special token, the plain prefix's strings."""
+    from fastapi.testclient import TestClient
+
+    from keras_transformer.serving import rest, sse
+
+    streams = sse.Streams(streams) if streams is not None else None
+    prefix, expected = PLAIN_PREFIXES[0], saved_outputs[PLAIN_PREFIXES[0]]
+    sentences = [reference["sentences"][i] for i in ended]
+    with TestClient(rest.create_app(served, rest.build_batcher(served), "nllb", streams=streams)) as client:
+        for action in (":predict", ":stream"):
+            instances = [{"sentence": s, "target_lang": SECOND, "target_prefix": prefix} for s in sentences]
+            body = {"signature_name": "greedy", "instances": instances}
+            answer = client.post(f"/v1/models/nllb{action}", json=body)
+            assert answer.status_code == 200, (action, answer.text)
+            if action == ":predict":
+                texts = [prediction["translations"] for prediction in answer.json()["predictions"]]
+            else:
+                events = [json.loads(block[len("data: ") :]) for block in answer.text.split("\n\n") if block]
+                texts = [event["generated_text"] for event in events if event["generated_text"] is not None]
+            assert texts == expected, action
+            instances[1]["target_prefix"] = "비 와 </s> 비"
+            answer = client.post(f"/v1/models/nllb{action}", json=body)
+            assert answer.status_code == 400, (action, answer.text)
+            assert answer.json()["error"].startswith("instances[1].target_prefix holds the special token '</s>'")
+
+
+def test_translate_refuses_a_special_token_in_its_prefix_with_exit_2(run, capsys):
+    from keras_transformer.commands import cli
+
+    argv = ["translate", "--model", str(run), "--target-lang", FIRST, "--prefix", "비 와 </s> 비", "오늘 너무 힘들었어"]
+    assert cli.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip() == (
+        "keras-transformer translate: error: --prefix holds the special token '</s>': "
+        "a prefix is the text a translation begins with; remove it"
+    )

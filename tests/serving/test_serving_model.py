@@ -9,12 +9,13 @@ shapes (the batch changes the padded shapes and the order of float sums), so
 they are compared within 1e-4.
 """
 
+import json
 import random
 import re
 
 import pytest
 
-from serving_fixtures import Server, browser, check_page_against_predict, post, run_clients  # noqa: F401
+from serving_fixtures import Server, browser, check_page_against_predict, ok, post, run_clients  # noqa: F401
 from test_load import mixed_inputs
 from trained_runs import trained_export
 
@@ -56,6 +57,24 @@ def test_score_signature_over_http(server):
     rows = post(server, {"signature_name": "score", "instances": pairs}).json()["predictions"]
     assert [row["target_lengths"] > 0 for row in rows] == [True, True]  # END counts, also for an empty target
     assert all(row["log_probs"] < 0 for row in rows)
+
+
+def test_a_truncated_source_says_so_in_the_response(server):
+    """REST cut a 10,000-character source to the model's limit without a word, where `translate` warns."""
+    long, short = "안녕 " * 2000, "안녕"
+    body = ok(post(server, {"instances": [short, long]}))
+    assert len(body["predictions"]) == 2 and len(body["warnings"]) == 1, body["warnings"]
+    assert re.fullmatch(r"instances\[1\] has \d+ tokens: truncated to the model's first \d+", body["warnings"][0])
+    columns = ok(post(server, {"signature_name": "greedy", "inputs": {"sentences": [long]}}))
+    assert columns["warnings"][0].startswith("inputs.sentences[0] has ")
+    assert "warnings" not in ok(post(server, {"instances": [short]}))
+    stream = post(
+        server,
+        {"signature_name": "greedy", "instances": [long]},
+        url=server.predict_url[: -len(":predict")] + ":stream",
+    )
+    last = json.loads(stream.text.strip().split("\n\n")[-1][len("data: ") :])
+    assert last["generated_text"] is not None and last["warning"].startswith("instances[0] has ")
 
 
 LIMITS = {"temperature": 3.4028235e38, "top_k": 2**31 - 1, "top_p": 1.2e-38, "seed": -(2**63)}
@@ -128,7 +147,8 @@ def test_16_concurrent_clients_get_what_single_requests_get_then_sigterm(server,
             assert prediction["scores"] == pytest.approx(alone["scores"], abs=SCORE_TOLERANCE)
             largest = max(largest, max(abs(a - b) for a, b in zip(_list(prediction["scores"]), _list(alone["scores"]))))
     assert server.stop() == 0
-    sentences, calls = map(int, re.search(r"\((\d+) sentences in (\d+) signature calls\)", server.stderr()).groups())
+    counted = r"\((\d+) sentences in (\d+) signature calls(?:, and \d+ streamed sentences?)?\)"  # a stream test ran
+    sentences, calls = map(int, re.search(counted, server.stderr()).groups())
     assert calls < sentences  # concurrent requests were batched
     print(f"largest score difference from the single answers: {largest:.2e}; {sentences} sentences in {calls} calls")
 

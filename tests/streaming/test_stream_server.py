@@ -1,6 +1,7 @@
 """`POST /v1/models/NAME:stream`: SSE events joined are `:predict`'s strings; a client gone stops its decoding."""
 
 import json
+import re
 import socket
 import threading
 import time
@@ -83,6 +84,20 @@ def test_the_page_shows_the_words_as_they_arrive(server, browser):  # noqa: F811
     words = [span.get_attribute("textContent") for span in browser.find_elements(By.CSS_SELECTOR, "#translation span")]
     greedy = ok(post(served, {"signature_name": "greedy", "instances": [sentences[0]]}))["predictions"][0]
     assert len(words) > 2 and "".join(words) == greedy["translations"]
+
+
+def test_the_shutdown_line_counts_the_streamed_sentences(server):
+    """It said "2 sentences answered" after about 100 `:stream` requests: streams do not go through the batcher.
+
+    Stops the module's server: the last test to use it.
+    """
+    served, sentences = server
+    url = served.predict_url.replace(":predict", ":stream")
+    for _ in range(5):
+        assert sse_events(post(served, {"signature_name": "greedy", "instances": [sentences[0]]}, url=url))
+    assert served.stop() == 0
+    counts = re.search(r"(\d+) sentences in \d+ signature calls, and (\d+) streamed sentences\)", served.stderr())
+    assert counts and int(counts[2]) >= 5, served.stderr()
 
 
 class Slow(TranslatorInterface):

@@ -97,3 +97,20 @@ def test_cooldown_serializes_inside_the_optimizer():
     restored = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
     schedule = keras.saving.deserialize_keras_object(restored.get_config()["learning_rate"])
     assert schedule.cooldown == (60, 90)
+
+
+def test_a_run_that_only_time_ends_shows_no_epoch_count(capsys):
+    """`train --minutes 30` printed "Epoch 1/10000": `fit` is given epochs it never reaches."""
+    from keras_transformer.training.callbacks import TimedEpochProgress
+
+    class StopAfterTwo(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            self.model.stop_training = epoch == 1
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    x = np.zeros((4, 2), np.float32)
+    model.fit(x, x[:, :1], epochs=10_000, verbose=2, callbacks=[StopAfterTwo(), TimedEpochProgress(30)])
+    out = capsys.readouterr().out
+    assert "Epoch 1 (training stops after 30 minutes)" in out and "Epoch 2 (" in out
+    assert "/10000" not in out and "Epoch 3" not in out

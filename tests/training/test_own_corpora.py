@@ -3,6 +3,7 @@
 import csv
 import hashlib
 import json
+import os
 import pathlib
 import random
 import shutil
@@ -237,6 +238,9 @@ def test_a_corpus_of_0_1_or_2_pairs_is_one_line_or_trains_its_tokenizer(count, t
     err = _one_line_error(capsys, "--train-source", source, "--train-target", target, "--output", tmp_path / "run")
     expected = "hold no sentences" if count == 0 else f"hold {count} pair{'s' * (count > 1)}: too few to hold out"
     assert expected in err and str(source) in err and "sentences_" not in err, err
+    if count:  # the flags that give validation files, not the Python argument
+        assert "give validation files too (--valid-tsv, or --valid-source and --valid-target)" in err, err
+        assert "corpus_files" not in err
     assert not (tmp_path / "run").exists()
     if count:  # with a validation split given, the shared tokenizer trains on the pairs
         splits = corpora.load_file_splits({"train": (source, target), "validation": (source, target)})
@@ -290,3 +294,12 @@ def test_flags_that_do_not_go_together_are_one_line(tmp_path, capsys):
         assert expected in err, err
     assert not (tmp_path / "run").exists()
     assert json.dumps(corpora.describe_files({"train": tsv}))  # what config.json records is JSON
+
+
+def test_a_training_corpus_from_a_pipe_is_refused_in_one_line(tmp_path, capsys):
+    """Pipes are read as files (`--input <(cmd)`), but a run reads its corpus again: its sha256 is recorded."""
+    pipe = tmp_path / "pairs.tsv"
+    os.mkfifo(pipe)
+    err = _one_line_error(capsys, "--train-tsv", pipe, "--output", tmp_path / "run")
+    assert f"{pipe} is not a regular file: a training run reads its corpus again" in err, err
+    assert not (tmp_path / "run").exists()
