@@ -150,10 +150,10 @@ def test_a_row_that_cannot_join_fails_only_its_request(served, monkeypatch):
     translator, batcher, sentences = served
     source_ids, expected = translator._source_ids, translator.greedy([sentences[0]]).numpy()[0]
 
-    def refusing(texts, languages):
+    def refusing(texts, *languages):
         if b"bad" in texts.numpy().tolist():
             raise ValueError("a bad sentence")
-        return source_ids(texts, languages)
+        return source_ids(texts, *languages)
 
     monkeypatch.setattr(translator, "_source_ids", refusing)
     with batcher._condition:  # the worker waits: both requests join in one admission, which fails
