@@ -132,7 +132,7 @@ def test_a_tuned_run_imports_back_bit_for_bit_into_its_pair(tuned):
     assert runs.RunConfig.read(again).decoding == runs.RunConfig.read(run).decoding
     sentences = ["오늘 너무 힘들었어", "배고파", ""]
     translators = [load(path, beam_size=1, max_length=24) for path in (run, again)]
-    assert translators[1].languages[1:] == ("ko", "en")
+    assert (translators[1].languages.source_lang, translators[1].languages.target_lang) == ("ko", "en")
     outputs = [translator.greedy(sentences).numpy().tolist() for translator in translators]
     assert outputs[0] == outputs[1]
 

@@ -170,7 +170,7 @@ def test_the_tuned_run_translates_into_its_pair_by_default(tuned):
     imported, tuned, pairs = tuned
     sentences = [source for source, _ in pairs[:8]] + ["", "오늘 너무 힘들었어"]
     translator = load(tuned, beam_size=1, max_length=16)
-    assert translator.languages[1:] == PAIR["nllb"]
+    assert (translator.languages.source_lang, translator.languages.target_lang) == PAIR["nllb"]
     named = load(tuned, beam_size=1, max_length=16, source_lang="kor_Hang", target_lang="eng_Latn")
     ours = translator.greedy(sentences).numpy().tolist()
     assert ours == named.greedy(sentences).numpy().tolist()
