@@ -99,9 +99,9 @@ def test_every_registered_family_has_the_four_parts():
 def test_a_model_type_not_supported_is_named_with_the_supported_ones(tmp_path, capsys):
     folder = checkpoint_copy(tmp_path)
     config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "model_type": "mbart"}))
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "bart"}))
     message = _one_line_refusal(capsys, tmp_path / "run", folder)
-    assert "'mbart'" in message and "'marian'" in message and "'m2m_100'" in message
+    assert "'bart'" in message and "'marian'" in message and "'m2m_100'" in message
     assert not (tmp_path / "run").exists()
 
 

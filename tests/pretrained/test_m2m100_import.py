@@ -146,7 +146,7 @@ def _copy_with(tmp_path, kind, remove=(), config=None):
         ("nllb", ["tokenizer.json"], None, "tokenizer.json"),
         ("m2m100", ["sentencepiece.bpe.model"], None, "sentencepiece.bpe.model"),
         ("m2m100", ["vocab.json"], None, "vocab.json"),
-        ("nllb", [], {"model_type": "mbart"}, "'mbart' is not one keras-transformer imports"),
+        ("nllb", [], {"model_type": "bart"}, "'bart' is not one keras-transformer imports"),
         ("nllb", [], {"model_type": "marian"}, "that a Marian model does not have"),
         ("m2m100", [], {"d_model": 64}, "d_model"),
     ],
