@@ -194,6 +194,29 @@ def check_special_ids(fields, config):
         raise ValueError(f"{fields.where}: `pad_token_id` is {pad}, but config.json's is {config.pad_id}")
 
 
+def check_expressible(config, family, required, layer_norm_epsilon, activation_names):
+    """A `ValueError` naming the first option of `config` (a `ModelConfig`) that an M2M100 or mBART model cannot hold.
+
+    `required` maps each option to `(the family's value, what it means)`;
+    the LayerNorms' epsilon and the activations (`activation_names`' keys)
+    are the family's own.
+    """
+    for option, (value, meaning) in required.items():
+        if getattr(config, option) != value:
+            raise ValueError(
+                f"`{option}`={getattr(config, option)!r} has no {family} equivalent: an {family} model has {meaning}"
+            )
+    if config.layer_norm_epsilon != layer_norm_epsilon:
+        raise ValueError(
+            f"`layer_norm_epsilon`={config.layer_norm_epsilon!r} has no {family} equivalent: its LayerNorms use "
+            f"{layer_norm_epsilon!r}"
+        )
+    if config.activation not in activation_names:
+        raise ValueError(
+            f"`activation`={config.activation!r} has no {family} equivalent: it has {sorted(activation_names)}"
+        )
+
+
 def config_fields(config, activation_names):
     """The config.json fields that Marian and M2M100 both read, from `config` (a `ModelConfig`).
 

@@ -60,20 +60,7 @@ _REQUIRED = {  # option: (the value an M2M100 model has, what it means)
 
 def check_model(config):
     """A `ValueError` naming the first option of `config` (a `ModelConfig`) that an M2M100 model cannot hold."""
-    for option, (value, meaning) in _REQUIRED.items():
-        if getattr(config, option) != value:
-            raise ValueError(
-                f"`{option}`={getattr(config, option)!r} has no M2M100 equivalent: an M2M100 model has {meaning}"
-            )
-    if config.layer_norm_epsilon != m2m100.LAYER_NORM_EPSILON:
-        raise ValueError(
-            f"`layer_norm_epsilon`={config.layer_norm_epsilon!r} has no M2M100 equivalent: its LayerNorms use "
-            f"{m2m100.LAYER_NORM_EPSILON!r}"
-        )
-    if config.activation not in ACTIVATION_NAMES:
-        raise ValueError(
-            f"`activation`={config.activation!r} has no M2M100 equivalent: it has {sorted(ACTIVATION_NAMES)}"
-        )
+    bart.check_expressible(config, "M2M100", _REQUIRED, m2m100.LAYER_NORM_EPSILON, ACTIVATION_NAMES)
 
 
 def hf_config(config, base=None):

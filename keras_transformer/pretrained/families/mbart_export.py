@@ -55,20 +55,7 @@ _REQUIRED = {  # option: (the value an mBART model has, what it means)
 
 def check_model(config):
     """A `ValueError` naming the first option of `config` (a `ModelConfig`) that an mBART model cannot hold."""
-    for option, (value, meaning) in _REQUIRED.items():
-        if getattr(config, option) != value:
-            raise ValueError(
-                f"`{option}`={getattr(config, option)!r} has no mBART equivalent: an mBART model has {meaning}"
-            )
-    if config.layer_norm_epsilon != mbart.LAYER_NORM_EPSILON:
-        raise ValueError(
-            f"`layer_norm_epsilon`={config.layer_norm_epsilon!r} has no mBART equivalent: its LayerNorms use "
-            f"{mbart.LAYER_NORM_EPSILON!r}"
-        )
-    if config.activation not in ACTIVATION_NAMES:
-        raise ValueError(
-            f"`activation`={config.activation!r} has no mBART equivalent: it has {sorted(ACTIVATION_NAMES)}"
-        )
+    bart.check_expressible(config, "mBART", _REQUIRED, mbart.LAYER_NORM_EPSILON, ACTIVATION_NAMES)
 
 
 def hf_config(config, base=None):
