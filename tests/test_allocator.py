@@ -44,7 +44,7 @@ def test_import_turns_on_the_bfc_allocator():
     assert int(words[2]) >= 256 * 256 * 4  # it holds at least the matmul's output
 
 
-@pytest.mark.parametrize("value", ["false", "0"])
+@pytest.mark.parametrize("value", [pytest.param("false", marks=pytest.mark.slow), "0"])  # the same rule, two words
 def test_the_users_setting_wins(value):
     variable, allocator = run_probe(value)
     assert variable == f"variable {value}"  # left as the user set it

@@ -169,6 +169,7 @@ def test_fit_with_xla_on_a_tf_data_dataset_traces_the_step_once(policy):
     assert history["loss"][-1] < history["loss"][0]
 
 
+@pytest.mark.slow  # compiles a training step: half a minute
 def test_a_cooldown_set_after_compilation_reaches_the_compiled_step():
     keras.utils.set_random_seed(1)
     model = kt.build_transformer(**TINY)
@@ -197,6 +198,7 @@ def _multi30k_pairs(shared_data_dir, count):
     return english, german
 
 
+@pytest.mark.slow  # trains to a loss: the training tests check the loss falls
 def test_tiny_model_overfits_real_multi30k_pairs(shared_data_dir):
     english, german = _multi30k_pairs(shared_data_dir, 8)
     words = sorted({w for line in english + german for w in line.split()})

@@ -150,6 +150,7 @@ def test_console_entry_point_in_a_subprocess(run):
     assert result.stdout.splitlines() == [pairs[4][1]]
 
 
+@pytest.mark.slow  # n-best rows: test_signatures.py and tests/serving
 def test_translate_n_best_prints_index_score_translation(run, capsys, monkeypatch):
     path, pairs = run
     argv = ["translate", "--model", str(path), "--n-best", "3", pairs[0][0], pairs[1][0]]

@@ -95,6 +95,7 @@ def test_translate_source_lang_reaches_the_model(run, reference, ended, capsys, 
     assert out.splitlines() != _greedy(reference, FIRST, ended)
 
 
+@pytest.mark.slow  # prefixes: one-pair prefix test here, every engine in test_serving_languages
 def test_translate_prefix_begins_every_translation(run, reference, ended, capsys, monkeypatch):
     sentences = [reference["sentences"][i] for i in ended]
     expected = _greedy(reference, FIRST, ended)
@@ -118,6 +119,7 @@ def test_translate_prefix_begins_every_translation(run, reference, ended, capsys
     assert [text for _, _, text in rows] == lines
 
 
+@pytest.mark.slow  # evaluate's language flags: the translate tests cover their parsing
 def test_evaluate_translates_into_target_lang_and_records_it(run, reference, ended, capsys, monkeypatch, tmp_path):
     sources, hypotheses = tmp_path / "src.ko", tmp_path / "hyp.en"
     sources.write_text("".join(reference["sentences"][i] + "\n" for i in ended), encoding="utf-8")
@@ -138,6 +140,7 @@ def test_evaluate_translates_into_target_lang_and_records_it(run, reference, end
     assert json.loads(out)["bleu"] < 100 and json.loads(out)["target_lang"] == SECOND
 
 
+@pytest.mark.slow  # the same language flags as translate's test, on score
 def test_score_scores_targets_in_target_lang(run, reference, ended, capsys, monkeypatch, tmp_path):
     sources, targets = tmp_path / "src.ko", tmp_path / "tgt.en"
     sentences = [reference["sentences"][i] for i in ended]
@@ -162,6 +165,7 @@ def test_score_scores_targets_in_target_lang(run, reference, ended, capsys, monk
     assert printed[FIRST] != printed[SECOND]  # the target's language token is scored
 
 
+@pytest.mark.slow  # chat's language flags: the translate tests cover their parsing
 def test_chat_replies_in_target_lang_with_prefix(run, reference, ended, capsys, monkeypatch):
     sentences = [reference["sentences"][i] for i in ended[:2]]
     stdin = "".join(s + "\n" for s in sentences).encode() + b"\n"

@@ -61,6 +61,7 @@ def test_prompts_from_arguments_and_stdin_and_a_cut_off_warning(run, capsys, mon
     assert code == 0 and out == REFERENCE["greedy"][1] + "\n"
 
 
+@pytest.mark.slow  # seeded sampling: test_stream_generator.py
 def test_sampling_with_a_seed_repeats_and_differs_from_another_seed(run, capsys, monkeypatch):
     argv = ["generate", "--model", str(run), "--temperature", "1.5", "--quiet", *REFERENCE["prompts"][:6]]
     first = _main(capsys, monkeypatch, [*argv, "--seed", "1"])[1]
@@ -148,6 +149,7 @@ def test_an_imported_gpt_2_does_not_export_its_python_tokenizer(run, tmp_path):
     assert not (tmp_path / "export").exists()
 
 
+@pytest.mark.slow  # a generator's n-best: test_the_generator_answers_a_translators_methods
 def test_translate_n_best_continues_with_a_decoder_only_run(run, capsys, monkeypatch):
     prompt = REFERENCE["prompts"][1]
     code, out, _ = _main(

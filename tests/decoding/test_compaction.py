@@ -80,7 +80,8 @@ def _assert_same(expected, actual):
 
 # Beam search row for row with the long checks: `test_compile_decoder_compacts_...` compacts a beam of 3 by default.
 @pytest.mark.parametrize(
-    "method, beam_size", [("greedy", 1), pytest.param("beam", 3, marks=pytest.mark.slow), ("sample", 1)]
+    "method, beam_size",
+    [("greedy", 1), pytest.param("beam", 3, marks=pytest.mark.slow), pytest.param("sample", 1, marks=pytest.mark.slow)],
 )
 def test_compacting_returns_the_one_loop_result_row_for_row(model, method, beam_size):
     parts = forced_lengths_decoder(model, method, beam_size)

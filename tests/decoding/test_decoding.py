@@ -74,7 +74,9 @@ def test_beam_size_one_is_greedy(model, greedy):
 
 
 @pytest.mark.parametrize(
-    "model, alpha", [("post_norm_untied", 0.6), ("pre_norm_tied", 0.6), ("pre_norm_tied", 0.0)], indirect=["model"]
+    "model, alpha",
+    [pytest.param("post_norm_untied", 0.6, marks=pytest.mark.slow), ("pre_norm_tied", 0.6), ("pre_norm_tied", 0.0)],
+    indirect=["model"],
 )
 def test_beam_score_is_at_least_greedy_score(model, greedy, alpha):
     sources = SOURCES[:3]
@@ -146,6 +148,9 @@ def test_sample_with_temperature_zero_or_top_k_one_is_greedy(model, greedy):
         np.testing.assert_array_equal(sampled, greedy)
 
 
+@pytest.mark.parametrize(
+    "model", ["pre_norm_tied", pytest.param("post_norm_untied", marks=pytest.mark.slow)], indirect=True
+)
 def test_compiled_xla_decoders_match_graph(model, greedy):
     source = ops.convert_to_tensor(SOURCES)
     xla_greedy = decoding.compile_search(model, decoding.GreedySearch(), max_length=STEPS)(source).best().ids
@@ -193,6 +198,7 @@ def other(model):
     return keras.models.clone_model(model)
 
 
+@pytest.mark.slow  # the ensemble's mean is checked by the argmax test
 @TIED_MODEL
 def test_an_ensemble_of_one_model_decodes_as_that_model(model, greedy):
     np.testing.assert_array_equal(_graph(decoding.greedy_decode, [model], SOURCES, max_length=STEPS), greedy)

@@ -334,6 +334,7 @@ def test_a_changed_export_file_is_refused_at_load(trained, tmp_path, capsys):
     assert_refused(code, err, data, "translate")
 
 
+@pytest.mark.slow  # an export of its own: 20 s
 def test_an_export_without_a_manifest_loads_with_a_warning_and_is_never_replaced(trained, tmp_path, capsys):
     export = pathlib.Path(shutil.copytree(trained[1], tmp_path / "export"))
     (export / destinations.MANIFEST).unlink()

@@ -40,6 +40,12 @@ SETTINGS = settings(
 )
 
 
+# The whole model under each policy: float32 in the default run, the mixed ones with the slow tests.
+FLOAT32_ONLY_BY_DEFAULT = [
+    policy if policy == "float32" else pytest.param(policy, marks=pytest.mark.slow) for policy in POLICIES
+]
+
+
 @pytest.fixture(params=POLICIES)
 def policy(request):
     """Sets the global dtype policy for the test, and resets it afterwards."""
@@ -206,6 +212,7 @@ def test_encoder_layer_ignores_padding_and_stays_finite(policy, data, shape, nor
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("policy", FLOAT32_ONLY_BY_DEFAULT, indirect=True)
 @SETTINGS
 @given(data=st.data(), shape=shapes(min_length=2), norm_first=st.booleans(), seed=st.integers(0, 2**16))
 def test_decoder_layer_is_causal_under_dropout(policy, data, shape, norm_first, seed):
@@ -310,6 +317,7 @@ def token_batches(draw):
     return ids(source_length), ids(target_length)
 
 
+@pytest.mark.parametrize("policy", FLOAT32_ONLY_BY_DEFAULT, indirect=True)
 @SETTINGS
 @given(batches=token_batches(), norm_first=st.booleans(), data=st.data())
 def test_transformer_is_causal_finite_and_ignores_padding(policy, batches, norm_first, data):

@@ -387,7 +387,8 @@ def test_an_int8_export_stores_a_tied_embedding_once():
 
 
 # About a minute each on 2 cores: the shared vocabulary runs with the long checks (`-m slow`).
-@pytest.mark.parametrize("kind", [pytest.param("shared", marks=pytest.mark.slow), "separate"])
+@pytest.mark.slow  # a LiteRT export of its own: the tiny run's checks the same searches
+@pytest.mark.parametrize("kind", ["shared", "separate"])
 def test_an_imported_marian_run_decodes_as_the_run_greedy_and_beam(tmp_path, kind):
     """Tokenizers outside; transformers' greedy strings; beam 4 with its stopping rule gives the run's strings.
 

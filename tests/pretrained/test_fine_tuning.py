@@ -77,6 +77,7 @@ def test_one_epoch_on_200_pairs_lowers_their_loss_and_keeps_the_tokenizers(tuned
     assert mean_loss(tuned, pairs) < mean_loss(imported, pairs) - 0.01
 
 
+@pytest.mark.slow  # a tuned run's export: a minute; writing back: test_transformers_export.py
 def test_import_tune_export_import_gives_the_tuned_runs_weights_and_outputs(tuned, tmp_path):
     """The export of the fine-tuned run, imported again: its weights bit for bit, so its outputs; what it kept."""
     kind, _, tuned, pairs = tuned

@@ -47,6 +47,7 @@ def test_greedy_strings_equal_transformers_in_both_languages(imported):
         assert strings(quietly(translator.greedy, reference["sentences"], target_lang=target)) == expected["greedy"]
 
 
+@pytest.mark.parametrize("imported", ["nllb", pytest.param("m2m100", marks=pytest.mark.slow)], indirect=True)
 def test_beam_4_best_strings_equal_transformers_in_both_languages(imported):
     _, translator, reference = imported
     for target, expected in reference["targets"].items():
@@ -69,6 +70,7 @@ def test_each_sentence_may_name_its_own_target(imported):
     assert strings(mixed) == [one[0], other[1], one[2], other[3]]
 
 
+@pytest.mark.parametrize("imported", ["nllb", pytest.param("m2m100", marks=pytest.mark.slow)], indirect=True)
 def test_a_target_prefix_begins_every_search_and_decoding_continues_from_it(imported):
     _, translator, reference = imported
     target = list(reference["targets"])[1]
@@ -113,6 +115,7 @@ def test_a_close_code_is_suggested_and_no_target_is_explained(imported):
     assert "\n" not in str(error.value) and "target_lang=" in str(error.value) and "--target-lang" in str(error.value)
 
 
+@pytest.mark.parametrize("imported", ["nllb", pytest.param("m2m100", marks=pytest.mark.slow)], indirect=True)
 def test_the_savedmodel_takes_the_target_language(imported, tmp_path):
     run, translator, reference = imported
     target = list(reference["targets"])[0]

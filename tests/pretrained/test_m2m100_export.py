@@ -111,6 +111,7 @@ def tuned(tmp_path_factory):
     return work / "imported", work / "tuned", work / "hf", work / "again"
 
 
+@pytest.mark.slow  # fine-tunes a run: a minute; the import's round trip stays
 def test_a_tuned_run_is_written_with_its_pair_and_the_same_tokenizer_files(tuned):
     _, run, hf, _ = tuned
     assert runs.RunConfig.read(run).languages == {"source_lang": "ko", "target_lang": "en"}
@@ -125,6 +126,7 @@ def test_a_tuned_run_is_written_with_its_pair_and_the_same_tokenizer_files(tuned
     assert "from `ko` into `en`" in (hf / "README.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow  # fine-tunes a run: a minute; the import's round trip stays
 def test_a_tuned_run_imports_back_bit_for_bit_into_its_pair(tuned):
     imported, run, _, again = tuned
     assert all(np.array_equal(a, b) for a, b in zip(weights(run), weights(again), strict=True))

@@ -45,6 +45,7 @@ def test_greedy_strings_equal_transformers(imported):
     assert strings(quietly(translator, reference["sentences"])) == reference["greedy"]
 
 
+@pytest.mark.parametrize("imported", [pytest.param("shared", marks=pytest.mark.slow), "separate"], indirect=True)
 def test_the_one_call_decoders_take_the_models_ids(imported):
     """`greedy_decode(model, ids)` without ids decodes from Marian's start (its PAD) and stops at its END (0)."""
     import keras
@@ -68,6 +69,7 @@ def test_the_one_call_decoders_take_the_models_ids(imported):
     assert ours == strings(quietly(export.load(run, beam_size=1).greedy, reference["sentences"]))
 
 
+@pytest.mark.parametrize("imported", [pytest.param("shared", marks=pytest.mark.slow), "separate"], indirect=True)
 def test_beam_4_best_strings_equal_transformers_but_for_ties(imported):
     run, reference = imported
     translator = export.load(run, beam_size=4, alpha=1.0, max_length=reference["max_new_tokens"])
@@ -82,6 +84,7 @@ def test_beam_4_best_strings_equal_transformers_but_for_ties(imported):
         assert abs(score - expected_score) <= (1e-4 if same else 1e-5)
 
 
+@pytest.mark.parametrize("imported", [pytest.param("shared", marks=pytest.mark.slow), "separate"], indirect=True)
 def test_scores_of_the_greedy_outputs_equal_transformers_log_probabilities(imported):
     run, reference = imported
     translator = export.load(run, beam_size=1, max_length=reference["max_new_tokens"])
@@ -95,8 +98,9 @@ def test_scores_of_the_greedy_outputs_equal_transformers_log_probabilities(impor
     np.testing.assert_allclose(*zip(*compared), rtol=0, atol=1e-4)
 
 
-# About 80 s each on 2 cores: the shared vocabulary runs with the long checks (`-m slow`).
-@pytest.mark.parametrize("imported", [pytest.param("shared", marks=pytest.mark.slow), "separate"], indirect=True)
+# About a minute each on 2 cores, with the long checks: the signatures are checked on a tiny run in tests/serving,
+# and on an imported NLLB in test_m2m100_decoding.py.
+@pytest.mark.slow
 def test_the_saved_model_signatures_give_the_runs_strings(imported, tmp_path):
     run, reference = imported
     length = reference["max_new_tokens"]
@@ -110,6 +114,7 @@ def test_the_saved_model_signatures_give_the_runs_strings(imported, tmp_path):
     )
 
 
+@pytest.mark.parametrize("imported", [pytest.param("shared", marks=pytest.mark.slow), "separate"], indirect=True)
 def test_plot_attention_follows_transformers_greedy_output(imported):
     from keras_transformer.commands.plot import load_run
     from keras_transformer.plotting.attention_maps import sentence_attention

@@ -21,6 +21,7 @@ def served(tmp_path_factory):
     server.stop()
 
 
+@pytest.mark.slow  # the signatures: test_marian_decoding; HTTP: tests/serving
 def test_the_greedy_signature_over_http_gives_transformers_strings(served):
     server, reference = served
     # The run decodes up to its checkpoint's max_length; the references stopped at max_new_tokens, where

@@ -54,6 +54,7 @@ def scratch(tmp_path_factory):
     return run, pairs, work / "hf", work / "again"
 
 
+@pytest.mark.parametrize("exported", [pytest.param("shared", marks=pytest.mark.slow), "separate"], indirect=True)
 def test_an_import_exported_again_is_its_checkpoint_file_for_file(exported):
     folder, _, hf = exported
     tokenizer_files = [
@@ -88,7 +89,10 @@ def test_its_tensors_are_the_checkpoints_bit_for_bit(exported):
     "layout",
     [
         ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight"),  # transformers 4
-        ("-model.shared.weight", "model.encoder.embed_tokens.weight", "-model.decoder.embed_positions.weight"),
+        pytest.param(
+            ("-model.shared.weight", "model.encoder.embed_tokens.weight", "-model.decoder.embed_positions.weight"),
+            marks=pytest.mark.slow,  # the same renaming as the first layout's
+        ),
     ],
 )
 def test_a_source_of_another_layout_gets_its_own_tensor_names_back(tmp_path, layout):
@@ -128,6 +132,7 @@ def test_the_files_written_from_the_run_read_as_the_checkpoints_field_by_field(e
     assert marian_export.reads_as_decoding(written, decoding, model_config)
 
 
+@pytest.mark.parametrize("exported", [pytest.param("shared", marks=pytest.mark.slow), "separate"], indirect=True)
 def test_other_generation_settings_rewrite_generation_config_json_alone(exported, tmp_path):
     folder, run, _ = exported
     export_run(run, tmp_path / "hf", "transformers", beam_size=1, max_length=24)

@@ -53,7 +53,12 @@ def _check(translate, sentences, word, **extra):
     return after
 
 
-@pytest.mark.parametrize("method", ["greedy", "__call__", "nbest", "sample"])
+SLOW = pytest.mark.slow  # the same banned-ids input as greedy's, through other programs
+
+
+@pytest.mark.parametrize(
+    "method", ["greedy", pytest.param("__call__", marks=SLOW), pytest.param("nbest", marks=SLOW), "sample"]
+)
 def test_the_xla_translator_never_produces_a_banned_word(xla, run, word, method):
     sample = dict(temperature=0.3, top_k=0, top_p=1.0, seed=7) if method == "sample" else {}
 
@@ -84,6 +89,7 @@ def test_the_ctranslate2_engine_suppresses_the_banned_ids(run, word, tmp_path):
     _check(ct2.sample, run[1], word, temperature=0.3, top_k=0, top_p=1.0, seed=7)
 
 
+@pytest.mark.slow  # a LiteRT export: half a minute
 def test_the_litert_host_search_never_produces_a_banned_word(run, word, tmp_path):
     pytest.importorskip("ai_edge_litert")
     from keras_transformer import litert
@@ -115,6 +121,7 @@ def test_a_word_bans_its_pieces_with_and_without_the_word_boundary():
     assert banned_words.check_words(["New York", "Hund", "Hund"]) == ("New", "York", "Hund")
 
 
+@pytest.mark.slow  # two commands end to end: the translators' bans are checked here
 def test_translate_and_evaluate_take_ban_flags(run, word, tmp_path, capsys):
     from keras_transformer.commands import cli
 

@@ -77,7 +77,9 @@ def translate(capsys, model, sentences, tmp_path, engine):
     return cli_output(capsys, *argv).splitlines()
 
 
-@pytest.mark.parametrize("which", ["tiny run", "imported Marian"])
+@pytest.mark.parametrize(
+    "which", [pytest.param("tiny run", marks=pytest.mark.slow), "imported Marian"]
+)  # one is enough
 def test_translate_gives_the_xla_greedy_strings(which, run, marian, capsys, tmp_path):
     model, sentences = (run[0], run[1]) if which == "tiny run" else marian
     ours = translate(capsys, model, sentences, tmp_path, "xla")
@@ -86,7 +88,9 @@ def test_translate_gives_the_xla_greedy_strings(which, run, marian, capsys, tmp_
     assert len(ours) == len(sentences) >= 10 and len(set(ours)) > len(ours) // 2  # real, varied translations
 
 
-@pytest.mark.parametrize("which, prefix", [("tiny run", "Ein Hund"), ("imported Marian", "네 말이")])
+@pytest.mark.parametrize(
+    "which, prefix", [pytest.param("tiny run", "Ein Hund", marks=pytest.mark.slow), ("imported Marian", "네 말이")]
+)
 def test_a_target_prefix_gives_the_xla_strings(which, prefix, run, marian):
     """The prefix's pieces as CTranslate2's `target_prefix`: greedy gives the XLA decoder's strings, beams begin so."""
     model, sentences = (run[0], run[1]) if which == "tiny run" else marian

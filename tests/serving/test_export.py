@@ -157,6 +157,7 @@ def test_tokenizer_must_fit_the_model(translator):
         Translator(model, translator.source_tokenizer)
 
 
+@pytest.mark.slow  # compaction's results: tests/decoding/test_compaction.py
 def test_a_compacting_translator_gives_the_one_program_results(run, translator, tmp_path):
     compacting = load(run[0], compact=True)
     # More than 8 sentences (compaction's smallest batch) of many lengths: training pairs, unseen ones, empty.

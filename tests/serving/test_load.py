@@ -101,6 +101,7 @@ def _serve(translator, requests_per_thread, inputs, seed=0):
     return [r for rs in results for r in rs], errors, seconds
 
 
+@pytest.mark.slow  # test_serving_model's 16 concurrent clients check the same
 def test_concurrent_requests_match_single_threaded(served):
     from keras_transformer.export import load
 

@@ -469,16 +469,23 @@ def test_keep_alive_requests_are_not_held_by_delayed_acks(server):
         assert time.perf_counter() - started < 0.6
 
 
+SLOW = pytest.mark.slow  # a server process each: the other lines check how the errors are written
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [
         (["--model", "/nonexistent/export"], "/nonexistent/export does not exist: pass a training run directory"),
         (["--model", "MODEL", "--port", "99999"], "argument --port: must be a port number"),
-        (["--model", "MODEL", "--max-batch-size", "0"], "argument --max-batch-size: must be"),
-        (["--model", "MODEL", "--timeout", "nan"], "argument --timeout: must be"),
+        pytest.param(["--model", "MODEL", "--max-batch-size", "0"], "argument --max-batch-size: must be", marks=SLOW),
+        pytest.param(["--model", "MODEL", "--timeout", "nan"], "argument --timeout: must be", marks=SLOW),
         # Served, it advertised /v1/models/en/de:predict, where every call was a 404.
         (["--model", "MODEL", "--name", "en/de"], "--name 'en/de': the model name 'en/de' cannot be served"),
-        (["--model", "MODEL", "--max-connections", "99999999"], "--max-connections 99999999 needs more open files"),
+        pytest.param(
+            ["--model", "MODEL", "--max-connections", "99999999"],
+            "--max-connections 99999999 needs more open files",
+            marks=SLOW,
+        ),
         (["--model", "MODEL", "--port", "PORT"], "cannot listen on 127.0.0.1:"),
         # The port comes first: before this run (which cannot be exported) would be exported and warmed up.
         (["--model", "BROKEN_RUN", "--port", "PORT"], "cannot listen on 127.0.0.1:"),
@@ -544,6 +551,7 @@ def open_files(process):
 IDLE_KINDS = {"fresh": b"", "half-headers": HALF_HEADERS, "half-body": HALF_BODY, "kept-alive": KEEP_ALIVE}
 
 
+@pytest.mark.slow  # hundreds of sockets: 16 s
 def test_hundreds_of_idle_connections_leave_good_requests_answered_and_the_log_small(fake_model):
     # The attack, scaled down: 3 clients x 7,000 half-sent requests took the server to 20,000 open files,
     # timed out good requests and wrote 200 MB of log in a minute. Here 340 connections under `ulimit -n` 1024

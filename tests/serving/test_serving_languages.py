@@ -97,6 +97,7 @@ def test_instance_objects_translate_into_their_own_languages(model, exported, re
     assert answer["outputs"]["translations"] == texts
 
 
+@pytest.mark.slow  # each form alone is checked by the other tests
 def test_strings_and_objects_mix_under_a_served_default(exported, reference, ended):
     served = ServedModel(exported, target_lang=FIRST)  # the default of `serve --target-lang`
     a, b, c = (reference["sentences"][i] for i in ended)

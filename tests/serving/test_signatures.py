@@ -199,6 +199,7 @@ def test_empty_batches_keep_their_shapes(signatures):
     assert signatures["score"](sources=none, targets=none)["log_probs"].shape == (0,)
 
 
+@pytest.mark.slow  # saved_model_cli in a subprocess: half a minute
 def test_saved_model_cli_shows_and_runs_the_default_signature(run, translator, exported):
     """TensorFlow's own tool lists the signatures; ours (the same, with the text ops) runs them."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")

@@ -47,8 +47,15 @@ def streamed(translator, sentence, search, **controls):
     return list(translator.stream(sentence, search, **options, **controls))
 
 
-@pytest.mark.parametrize("search", ["greedy", "sample"])
-@pytest.mark.parametrize("which", ["tiny run", "imported Marian"])
+@pytest.mark.parametrize(
+    "which, search",
+    [
+        ("imported Marian", "greedy"),
+        ("tiny run", "sample"),
+        pytest.param("tiny run", "greedy", marks=pytest.mark.slow),  # the same stream as Marian's greedy one
+        pytest.param("imported Marian", "sample", marks=pytest.mark.slow),  # the same as the tiny run's sampling
+    ],
+)
 def test_the_joined_stream_is_the_plain_output(which, search, tiny, marian):
     translator, sentences = tiny if which == "tiny run" else marian
     expected = [plain(translator, [sentence], search)[0] for sentence in sentences]  # a seed draws per batch

@@ -28,6 +28,7 @@ def test_translate_stream_prints_the_plain_lines(capsys, monkeypatch):
     assert streamed == plain and len(plain.splitlines()) == 4
 
 
+@pytest.mark.slow  # bans in a stream: test_banned_words.py and test_stream_api.py
 def test_translate_stream_keeps_the_banned_words_out(capsys, monkeypatch):
     path, pairs = tiny_run_dir()
     sentences = [source for source, _ in pairs[:4]]

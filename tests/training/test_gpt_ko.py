@@ -48,6 +48,7 @@ def test_train_writes_a_language_model_whose_loss_falls_and_that_generates(small
     assert len(continuations) == 3 and all(isinstance(text, str) for text in continuations)
 
 
+@pytest.mark.slow  # a decoder-only export and server: a minute
 def test_the_savedmodel_continues_prompts_as_the_run_does_and_serves(small_run, tmp_path):
     import tensorflow as tf
 

@@ -117,6 +117,7 @@ def test_the_tokenizer_files_are_the_checkpoints_and_the_run_classifies(imported
     assert [sorted(row["label"] for row in result) for result in results] == [sorted(NAMES.values())] * 2
 
 
+@pytest.mark.slow  # fine-tunes a second head: 20 s
 def test_labels_the_checkpoint_lacks_train_a_new_head_in_sorted_order(imported):
     work, _ = imported
     renamed = {"everyday": "calm", "parting": "sad", "love": "happy"}

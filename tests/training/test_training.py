@@ -76,6 +76,7 @@ def test_a_preset_time_budget_stops_the_run_and_is_recorded(tmp_path):
     assert len(_history(output)) == 1
 
 
+@pytest.mark.slow  # averaging itself: tests/training/test_checkpoint_averaging.py
 def test_the_last_epochs_are_averaged_without_a_spurious_warning(tmp_path, recwarn):
     output = tmp_path / "run"
     train("tiny", output=output, verbose=0, average_last=2, **SMALL)
@@ -89,6 +90,7 @@ def test_the_last_epochs_are_averaged_without_a_spurious_warning(tmp_path, recwa
     assert not [w for w in recwarn if "ran out of data" in str(w.message)]
 
 
+@pytest.mark.slow  # the schedule itself: test_losses_schedules.py
 def test_cooldown_anneals_the_rate_to_zero_at_the_last_epoch(tmp_path):
     output = tmp_path / "run"
     train("tiny", output=output, epochs=4, verbose=0, cooldown_fraction=0.5, **SMALL)
@@ -112,6 +114,7 @@ callbacks.EpochSnapshots.on_train_batch_end = kill_inside_the_second_epoch
 """
 
 
+@pytest.mark.slow  # kills a training process: a minute; resuming: test_saved_outputs.py
 def test_killed_training_resumes_without_losing_an_epoch(tmp_path):
     output = tmp_path / "run"
     killed = _train_in_subprocess(output, epochs=3, prelude=_KILL_INSIDE_THE_SECOND_EPOCH)
