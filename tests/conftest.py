@@ -45,68 +45,94 @@ TINY = dict(
 
 # Modules run as a second pytest process (the README's test command): every XLA program a process
 # compiles stays in TensorFlow's compilation cache until it exits, and one process for the whole suite
-# outgrew 24 GB. The serving stack's modules, and the heaviest of the rest (training, decoding, exports,
-# properties): the first process alone still reached 20 GB before they moved here.
+# outgrew 24 GB. About half of the run's time each (2026-11-29, AVX2 EPYC: 2,013 and 1,926 seconds of
+# worker time): before, the first held four fifths, and the machine's used memory reached 18.8 GB in it.
 SECOND_PROCESS_MODULES = {
+    "test_banned_words.py",
     "test_batching.py",
+    "test_cli_inference.py",
+    "test_cli_languages.py",
     "test_compaction.py",
+    "test_ctranslate2_engine.py",
     "test_ctranslate2_export.py",
     "test_decoding.py",
     "test_ensembles.py",
     "test_export.py",
     "test_faults.py",
+    "test_inflight.py",
+    "test_litert.py",
     "test_load.py",
+    "test_m2m100_decoding.py",
+    "test_marian_decoding.py",
+    "test_old_layouts.py",
     "test_precision.py",
     "test_properties.py",
     "test_serving.py",
+    "test_serving_inputs.py",
+    "test_serving_languages.py",
     "test_serving_model.py",
     "test_signatures.py",
     "test_strategies.py",
+    "test_stream_api.py",
+    "test_stream_cli.py",
+    "test_stream_server.py",
+    "test_t5_mbart_import.py",
     "test_training.py",
     "test_translation_lines.py",
 }
 
 
-# The modules that take longest, longest first: seconds of one worker (from timelines of both processes' two
-# workers, 2026-11-28; the multilingual, streaming and banned-words modules from a full run's durations the same
-# day). pytest-xdist hands whole modules to the workers in test order (setup.cfg: --dist loadfile
-# --no-loadscope-reorder): these go out first, so that no long module starts while the other worker has nothing
-# left to do (unlisted modules that ran last left 70 s tails).
+# The modules that take longest, longest first: seconds of worker time in the default run (both processes,
+# 2 workers each, 2026-11-29 on an AVX2 EPYC). pytest-xdist hands whole modules to the workers in test order
+# (setup.cfg: --dist loadfile --no-loadscope-reorder): these go out first, so that no long module starts while
+# the other worker has nothing left to do (unlisted modules that ran last left 70 s tails).
 LONGEST_MODULES = (
-    "test_decoding.py",  # 257 s
-    "test_cli_inference.py",  # 242
-    "test_export.py",  # 199
-    "test_training.py",  # 188
-    "test_marian_decoding.py",  # 187
-    "test_model.py",  # 167
-    "test_serving_model.py",  # 159
-    "test_serving.py",  # 138
-    "test_litert.py",  # 122
-    "test_data_safety.py",  # 117
-    "test_model_interface.py",  # 102
-    "test_cli_languages.py",  # 98
-    "test_signatures.py",  # 93
-    "test_compaction.py",  # 90
-    "test_m2m100_decoding.py",  # 86
-    "test_saved_outputs.py",  # 84
-    "test_properties.py",  # 80
-    "test_faults.py",  # 79
+    "test_decoding.py",  # 131
+    "test_serving_languages.py",  # 128
+    "test_cli_inference.py",  # 127
+    "test_cli_languages.py",  # 123
+    "test_t5_mbart_import.py",  # 118
+    "test_data_safety.py",  # 116
+    "test_serving_model.py",  # 102
+    "test_serving_inputs.py",  # 96
+    "test_marian_decoding.py",  # 96
+    "test_multilingual_fine_tuning.py",  # 89
+    "test_litert.py",  # 83
+    "test_saved_outputs.py",  # 80
+    "test_export.py",  # 80
+    "test_serving.py",  # 77
     "test_layers.py",  # 77
-    "test_serving_languages.py",  # 76
-    "test_serving_inputs.py",  # 75
-    "test_own_corpora.py",  # 74
-    "test_fine_tuning.py",  # 71
-    "test_downloads.py",  # 71
-    "test_marian_serving.py",  # 67
-    "test_ctranslate2_engine.py",  # 64
-    "test_load.py",  # 62
-    "test_determinism.py",  # 57
-    "test_cli_quiet.py",  # 54
-    "test_transformers_export.py",  # 39
-    "test_multilingual_fine_tuning.py",  # 39
-    "test_m2m100_export.py",  # 39
-    "test_stream_api.py",  # 38
-    "test_banned_words.py",  # 38
+    "test_stream_api.py",  # 72
+    "test_m2m100_decoding.py",  # 69
+    "test_transformers_export.py",  # 69
+    "test_encoder_export.py",  # 69
+    "test_ctranslate2_engine.py",  # 68
+    "test_old_layouts.py",  # 63
+    "test_stream_generator.py",  # 63
+    "test_generate.py",  # 63
+    "test_compaction.py",  # 62
+    "test_fine_tuning.py",  # 61
+    "test_inflight.py",  # 58
+    "test_compile_cache.py",  # 58
+    "test_docstrings.py",  # 58
+    "test_banned_words.py",  # 58
+    "test_downloads.py",  # 57
+    "test_stream_server.py",  # 57
+    "test_m2m100_engines.py",  # 54
+    "test_signatures.py",  # 53
+    "test_stream_cli.py",  # 51
+    "test_hostile_checkpoints.py",  # 50
+    "test_faults.py",  # 46
+    "test_model.py",  # 45
+    "test_training.py",  # 45
+    "test_decoder_only.py",  # 42
+    "test_text_classification.py",  # 38
+    "test_properties.py",  # 38
+    "test_cli_quiet.py",  # 35
+    "test_model_loading.py",  # 34
+    "test_marian_compatible.py",  # 33
+    "test_m2m100_export.py",  # 32
+    "test_import_command.py",  # 31
     "test_ensembles.py",
     "test_strategies.py",
 )

@@ -115,7 +115,7 @@ def test_a_close_code_is_suggested_and_no_target_is_explained(imported):
     assert "\n" not in str(error.value) and "target_lang=" in str(error.value) and "--target-lang" in str(error.value)
 
 
-@pytest.mark.parametrize("imported", ["nllb", pytest.param("m2m100", marks=pytest.mark.slow)], indirect=True)
+@pytest.mark.slow  # an export: a minute; NLLB's SavedModel takes each instance's language in test_serving_languages.py
 def test_the_savedmodel_takes_the_target_language(imported, tmp_path):
     run, translator, reference = imported
     target = list(reference["targets"])[0]

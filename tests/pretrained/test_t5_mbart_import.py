@@ -92,6 +92,8 @@ def test_ids_equal_transformers_tokenizer_with_language_tokens(imported):
         assert target == expected["target_ids"]
 
 
+# flan-T5's and mT5's programs are T5 v1.1's, as MADLAD's: their greedy strings are checked with the long checks.
+@pytest.mark.parametrize("imported", kinds("t5", "madlad", "mbart50"), indirect=True)
 def test_greedy_strings_equal_transformers(imported):
     _, _, translator, reference = imported
     for controls, expected in targets(reference):

@@ -107,6 +107,7 @@ def test_a_run_on_own_files_records_them_and_holds_out_a_seeded_validation_split
     assert config["train_data_sha256"] == training.training_data_sha256(splits["train"][:2000])
 
 
+@pytest.mark.slow  # trains twice: fine-tuning is checked in tests/pretrained/test_fine_tuning.py
 def test_fine_tuning_reuses_the_vocabulary_and_starts_below_a_fresh_model(base_run, tmp_path, capsys, monkeypatch):
     base, _, _ = base_run
     monkeypatch.chdir(tmp_path)  # the default output, saved_models/tiny-finetuned, goes here
