@@ -29,8 +29,7 @@ from keras_transformer.decoding import rules
 from keras_transformer.serving import ctranslate2 as writer
 from keras_transformer.serving.ctranslate2_cache import cached_model, check_run, recorded, require_ctranslate2
 from keras_transformer.serving.token_ids import tokenize_words, tokenized
-from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
-from keras_transformer.translators.banned_words import check_words
+from keras_transformer.translators import TranslatorInterface, decoding_defaults
 from keras_transformer.translators.controls import languages_of, pieces_of, special_tokens
 from keras_transformer.translators.precision import decoding_precision
 from keras_transformer.translators.streaming import Piece, WordCutter, word_starts
@@ -285,10 +284,9 @@ class CTranslate2Translator(TranslatorInterface):
 
     # -- decoding ------------------------------------------------------------------------------------
 
-    def banned_ids_of(self, words):
-        """The ids that ban `words` in this translator's outputs (`translators.banned_words`)."""
-        tokenize = functools.partial(tokenize_words, self.target_tokenizer)
-        return banned_words.banned_ids(check_words(words), tokenize, self._target_pieces, self._unbanned)
+    def _banning_vocabulary(self):
+        """What banned words are read against (`TranslatorInterface.banned_ids_of`): the target vocabulary's."""
+        return functools.partial(tokenize_words, self.target_tokenizer), self._target_pieces, self._unbanned
 
     def translate_options(self, beam_size, num_hypotheses=1, banned=(), **options):
         """The keyword arguments this engine gives CTranslate2's `translate_batch` (`options` added).

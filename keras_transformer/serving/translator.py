@@ -75,7 +75,7 @@ from keras_transformer.serving.token_ids import (
     tokenize_words,
     tokenized,
 )
-from keras_transformer.translators import TranslatorInterface, alignments, banned_words, decoding_defaults
+from keras_transformer.translators import TranslatorInterface, alignments, decoding_defaults
 from keras_transformer.translators.controls import languages_of, pieces_of, special_tokens
 
 _STRINGS = tf.TensorSpec([None], tf.string)
@@ -278,14 +278,10 @@ class Translator(TranslatorInterface, tf.Module):
 
     # The engine's hooks (`TranslatorInterface`): its compiled functions, given checked inputs.
 
-    def banned_ids_of(self, words):
-        """The ids that ban `words` (a list of str) in this translator's outputs (`translators.banned_words`)."""
-        return banned_words.banned_ids(
-            banned_words.check_words(words), self._tokenize_words, texts(self.target_pieces), self.unbanned_ids.numpy()
-        )
-
-    def _tokenize_words(self, words):
-        return tokenize_words(self.target_tokenizer, words)
+    def _banning_vocabulary(self):
+        """What banned words are read against (`TranslatorInterface.banned_ids_of`): the target vocabulary's."""
+        tokenize = functools.partial(tokenize_words, self.target_tokenizer)
+        return tokenize, texts(self.target_pieces), self.unbanned_ids.numpy()
 
     def _decode(self, search, sentences, controls, *sampling):
         controls = self._filled(sentences, controls)
