@@ -25,7 +25,8 @@ from keras_transformer.config import DecodingConfig
 from keras_transformer.errors import ArgumentError, first_line
 from keras_transformer.files import destinations, manifest
 from keras_transformer.serving.token_ids import texts, tokenize_words
-from keras_transformer.serving.translator import SIGNATURES, Translator, check_export_destination
+from keras_transformer.serving.translator import Translator
+from keras_transformer.serving.translator_graph import SIGNATURES, check_export_destination
 from keras_transformer.translators import TranslatorInterface, decoding_defaults
 from keras_transformer.translators.controls import Languages, pieces_of, special_tokens
 
