@@ -196,7 +196,7 @@ def run(args):
         languages = dict(source_lang=args.source_lang, target_lang=args.target_lang)
         with languages_as_flags():
             if engine == "xla" and not _generator_in_python(kind, args.model):  # a SavedModel's own signatures
-                opener.precision_for(args.model, engine, args.precision)  # float32: a warning line if not asked
+                opener.precision_for(args.model, engine, args.precision)  # float32: a warning if another is asked
                 path = pathlib.Path(args.model)
                 if kind == opener.RUN:
                     workdir = pathlib.Path(tempfile.mkdtemp(prefix="kt-serve-"))
