@@ -143,6 +143,7 @@ def precision_for(path, engine=None, precision=None):
 
 
 def _decided_precision(path, kind, engine, precision):
+    """`precision_for` of a folder whose kind and engine are known (`engine_for`)."""
     facts = {}
     if engine == "ctranslate2" and check_precision(precision) != "float32":  # low precision: its kernels decide
         from keras_transformer.serving.ctranslate2_engine import precision_facts
