@@ -74,9 +74,10 @@ def write_ids(run, sentences, path):
     translator = export.load(run)
     lines = sorted(gzip.open(DATA, "rt", encoding="utf-8").read().splitlines()[:sentences], key=len)
     batches = [lines[i : i + BATCH] for i in range(0, len(lines), BATCH)]
-    rows = [translator._source_ids(tf.constant(batch), None).numpy() for batch in batches]
+    defaults = [tf.fill([len(batch)], "") for batch in batches]  # the run's languages, no prefix
+    rows = [translator.search_inputs(tf.constant(b), d, d, d)[0].numpy() for b, d in zip(batches, defaults)]
     width = max(r.shape[1] for r in rows)
-    pad = translator._source_pad
+    pad = translator.model.config.pad_id
     ids = np.concatenate([np.pad(r, ((0, 0), (0, width - r.shape[1])), constant_values=pad) for r in rows])
     np.save(path, ids[: len(lines)].astype("int32"))
 

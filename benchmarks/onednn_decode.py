@@ -121,10 +121,11 @@ def batches(translator, sentences, batch_size):
 
     ordered = sorted(sentences, key=len)
     empty = tf.fill([batch_size], "")
-    return [
-        translator._source_ids(tf.constant(ordered[s : s + batch_size]), empty[: len(ordered[s : s + batch_size])])
+    rows = [
+        (ordered[s : s + batch_size], empty[: len(ordered[s : s + batch_size])])
         for s in range(0, len(ordered), batch_size)
     ]
+    return [translator.search_inputs(tf.constant(batch), none, none, none)[0] for batch, none in rows]
 
 
 def systems(args):
@@ -165,8 +166,8 @@ def main():
     plain, routes = systems(args)
     rates = {rows: projection_rates(plain, int(rows), args.repeats) for rows in args.rows.split(",")}
     print(json.dumps(rates, indent=1), flush=True)
-    model_search = translator._searches.stream_settings[1]
-    options = translator._searches.stream_settings[2]
+    model_search = translator.search_settings.search
+    options = translator.search_settings.options
     searches = {"greedy": decoding.search_for(1, model_search.alpha, **options)}
     if not args.no_beam:
         searches[f"beam {args.beam}"] = decoding.search_for(args.beam, model_search.alpha, **options)

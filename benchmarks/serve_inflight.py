@@ -165,7 +165,9 @@ def load(args, sentences):
     if "ctranslate2" in wanted:
         threads = [int(n) for n in args.ct2_threads.split(",")]
         folder = exported(args.run, cache / "ctranslate2", "ctranslate2")
-        systems["ctranslate2"] = CTranslate2System(folder, args.run, args.search, translator._decode_length, threads)
+        systems["ctranslate2"] = CTranslate2System(
+            folder, args.run, args.search, translator.search_settings.max_length, threads
+        )
     return systems, reference, warm
 
 

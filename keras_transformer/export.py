@@ -24,6 +24,7 @@ from keras_transformer.export_formats import FORMATS, export_run
 from keras_transformer.opener import ENGINES
 from keras_transformer.opener import open_model as load
 from keras_transformer.serving.export import LoadedTranslator
-from keras_transformer.serving.translator import SIGNATURES, Translator
+from keras_transformer.serving.translator import Translator
+from keras_transformer.serving.translator_graph import SIGNATURES
 
 __all__ = ["ENGINES", "FORMATS", "SIGNATURES", "LoadedTranslator", "Translator", "export_run", "load"]

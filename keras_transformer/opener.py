@@ -33,7 +33,7 @@ import pathlib
 
 from keras_transformer import runs
 from keras_transformer.files import destinations
-from keras_transformer.translators.precision import decoding_precision
+from keras_transformer.translators.precision import check_precision, decoding_precision
 
 ENGINES = ("xla", "ctranslate2", "litert")
 RUN, SAVED_MODEL, LITERT = "run directory", "SavedModel export", "LiteRT export"
@@ -88,7 +88,7 @@ def open_translator(path, engine=None, **options):
     decodes side by side), `precision` (`"float32"`, `"bfloat16"` or
     `"int8"`: the weights in low precision where this CPU and the engine
     make them faster, else float32 with a one-line warning;
-    `translators.precision`).
+    `precision_for`).
     An option the folder fixed at export is a `ValueError` naming it.
 
     Load only models you trust: a SavedModel is a program, and loading and
@@ -97,9 +97,7 @@ def open_translator(path, engine=None, **options):
     kind, engine = engine_for(path, engine)
     path = pathlib.Path(path)
     options = {name: value for name, value in options.items() if value is not None}
-    precision = options.pop("precision", None)
-    if engine != "ctranslate2":  # CTranslate2 says what it has kernels for, as it loads
-        decoding_precision(precision, engine, saved_model=kind == SAVED_MODEL)
+    precision = _decided_precision(path, kind, engine, options.pop("precision", None))
     if kind == RUN and engine == "xla":
         from keras_transformer.serving.export import open_run
         from keras_transformer.serving.generator import is_generator_run, open_generator
@@ -129,6 +127,29 @@ def open_translator(path, engine=None, **options):
     options.pop("threads", None)
     _refuse(path, "a LiteRT export", options, ("max_length", "compact"), "fixed at export")
     return Translator(path, **options)
+
+
+def precision_for(path, engine=None, precision=None):
+    """The precision the folder `path` decodes in with `engine` when `precision` is asked for: the one decision.
+
+    `translators.precision.decoding_precision` decides, given what the
+    engine has (CTranslate2's kernels and the model's width,
+    `ctranslate2_engine.precision_facts`); a precision other than the one
+    asked for is one warning line that says why. `open_translator` decides
+    so, and so does `serve` for the SavedModels it serves.
+    """
+    kind, engine = engine_for(path, engine)
+    return _decided_precision(pathlib.Path(path), kind, engine, precision)
+
+
+def _decided_precision(path, kind, engine, precision):
+    """`precision_for` of a folder whose kind and engine are known (`engine_for`)."""
+    facts = {}
+    if engine == "ctranslate2" and check_precision(precision) != "float32":  # low precision: its kernels decide
+        from keras_transformer.serving.ctranslate2_engine import precision_facts
+
+        facts = precision_facts(path)
+    return decoding_precision(precision, engine, saved_model=kind == SAVED_MODEL, **facts)
 
 
 def open_model(path, engine=None, **options):

@@ -73,9 +73,38 @@ def test_serving_litert_and_pretrained_never_import_training():
 
 
 @pytest.mark.parametrize(
-    "definition, home", [("length_penalty", "decoding/rules.py"), ("warn_cut_off", "translators/interface.py")]
+    "definition, home",
+    [
+        ("length_penalty", "decoding/rules.py"),
+        ("warn_cut_off", "translators/interface.py"),
+        ("banned_ids_of", "translators/interface.py"),  # each engine gives its vocabulary, `_banning_vocabulary`
+        ("decoding_precision", "translators/precision.py"),  # the rule, which `opener.precision_for` alone calls
+    ],
 )
 def test_a_rule_is_defined_once(definition, home):
     pattern = re.compile(rf"^\s*def _?{definition}\(", re.M)
     homes = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if pattern.search(p.read_text("utf-8"))]
     assert homes == [home]
+
+
+def test_the_precision_is_decided_in_the_opener_alone():
+    callers = [
+        str(path.relative_to(PACKAGE))
+        for path in MODULES
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", getattr(node.func, "attr", None)) == "decoding_precision"
+    ]
+    assert callers == ["opener.py"]
+
+
+def test_no_module_reads_a_translators_private_members():
+    """Streams, in-flight rows and the rest use a translator's public methods: `translator._x` is its own business."""
+    found = []
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            owner = node.value if isinstance(node, ast.Attribute) else None
+            name = getattr(owner, "id", getattr(owner, "attr", None))
+            if name == "translator" and node.attr.startswith("_") and not node.attr.startswith("__"):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {name}.{node.attr}")
+    assert found == []

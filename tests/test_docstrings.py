@@ -64,6 +64,7 @@ MODULES = [
     "keras_transformer.commands.cli",
     "keras_transformer.commands.arguments",
     "keras_transformer.serving.batching",
+    "keras_transformer.serving.request_values",
     "keras_transformer.serving.connections",
     "keras_transformer.serving.logs",
     "keras_transformer.serving.page",

@@ -184,7 +184,6 @@ def run(args):
     from keras_transformer import opener
     from keras_transformer.serving import connections
     from keras_transformer.serving.signatures import ServedModel
-    from keras_transformer.translators.precision import decoding_precision
 
     name = _model_name(rest, args)
     connection_limits = connections.budget(
@@ -197,7 +196,7 @@ def run(args):
         languages = dict(source_lang=args.source_lang, target_lang=args.target_lang)
         with languages_as_flags():
             if engine == "xla" and not _generator_in_python(kind, args.model):  # a SavedModel's own signatures
-                decoding_precision(args.precision, engine, saved_model=kind == opener.SAVED_MODEL)
+                opener.precision_for(args.model, engine, args.precision)  # float32: a warning if another is asked
                 path = pathlib.Path(args.model)
                 if kind == opener.RUN:
                     workdir = pathlib.Path(tempfile.mkdtemp(prefix="kt-serve-"))

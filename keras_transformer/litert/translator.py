@@ -31,7 +31,7 @@ from keras_transformer.litert import fast_text
 from keras_transformer.litert import search as host_search
 from keras_transformer.litert import text as host_text
 from keras_transformer.litert.info import INFO_FILE, check_model, read_info
-from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
+from keras_transformer.translators import TranslatorInterface, decoding_defaults
 from keras_transformer.translators.controls import Languages, pieces_of, special_tokens
 
 _ASCII_SPACE = " \t\n\r\x0b\x0c"
@@ -322,14 +322,11 @@ class Translator(TranslatorInterface):
         banned = np.union1d(self._banned, np.array(self.banned_ids_of(banned), np.int64)).astype(np.int64)
         return _Session(self._runners, source, beams, self.info, banned)
 
-    def banned_ids_of(self, words):
-        """The ids that ban `words` in this export's outputs (`translators.banned_words`)."""
-        words = banned_words.check_words(words)
-        if not words:
-            return ()
+    def _banning_vocabulary(self):
+        """What banned words are read against (`TranslatorInterface.banned_ids_of`): the export's target text."""
         text, info = self._target_text, self.info
         unbanned = (info["start_id"], info["end_id"], info["target_pad_id"], text.unk_id)
-        return banned_words.banned_ids(words, text.tokenize, text.pieces_by_id(), unbanned)
+        return text.tokenize, text.pieces_by_id(), unbanned
 
 
 class _Session:

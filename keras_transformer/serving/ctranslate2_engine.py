@@ -29,10 +29,9 @@ from keras_transformer.decoding import rules
 from keras_transformer.serving import ctranslate2 as writer
 from keras_transformer.serving.ctranslate2_cache import cached_model, check_run, recorded, require_ctranslate2
 from keras_transformer.serving.token_ids import tokenize_words, tokenized
-from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
-from keras_transformer.translators.banned_words import check_words
+from keras_transformer.translators import TranslatorInterface, decoding_defaults
 from keras_transformer.translators.controls import languages_of, pieces_of, special_tokens
-from keras_transformer.translators.precision import decoding_precision
+from keras_transformer.translators.precision import check_precision
 from keras_transformer.translators.streaming import Piece, WordCutter, word_starts
 
 COMPUTE_TYPES = {"float32": "float32", "bfloat16": "bfloat16", "int8": "int8_float32"}  # CTranslate2's names
@@ -112,12 +111,14 @@ class CTranslate2Translator(TranslatorInterface):
         inter_threads: batches CTranslate2 decodes side by side (give as
             many as the threads that call this translator).
         intra_threads: threads per batch (0: CTranslate2's default).
-        precision: `"float32"` (None), or `"int8"` / `"bfloat16"` where this
-            CPU has the units, CTranslate2 the kernels and the model is wide
-            enough for int8 to be faster (`translators.precision`; else
-            float32 with a one-line warning).
-            The cached conversion stays float32: CTranslate2 quantizes it
-            as it loads.
+        precision: what CTranslate2 loads the weights in: `"float32"`
+            (None), `"int8"` or `"bfloat16"`, as decided by
+            `keras_transformer.opener.precision_for` (what `open_translator`
+            gives here: low precision where this CPU has the units,
+            CTranslate2 the kernels (`precision_facts`) and the model is
+            wide enough for int8 to be faster, else float32 with a one-line
+            warning). The cached conversion stays float32: CTranslate2
+            quantizes it as it loads.
 
     Example:
 
@@ -184,7 +185,7 @@ class CTranslate2Translator(TranslatorInterface):
         self._source_limit = model_max - self._source_extra
         self.beam_size = tf.constant(beam_size)
         self.max_source_length = tf.constant(model_max)
-        self.precision = _precision(ctranslate2, precision, config.model.d_model if config.model else None)
+        self.precision = check_precision(precision)  # decided by the opener (`opener.precision_for`)
         self.translator = ctranslate2.Translator(
             str(self.model_path),
             device="cpu",
@@ -285,10 +286,9 @@ class CTranslate2Translator(TranslatorInterface):
 
     # -- decoding ------------------------------------------------------------------------------------
 
-    def banned_ids_of(self, words):
-        """The ids that ban `words` in this translator's outputs (`translators.banned_words`)."""
-        tokenize = functools.partial(tokenize_words, self.target_tokenizer)
-        return banned_words.banned_ids(check_words(words), tokenize, self._target_pieces, self._unbanned)
+    def _banning_vocabulary(self):
+        """What banned words are read against (`TranslatorInterface.banned_ids_of`): the target vocabulary's."""
+        return functools.partial(tokenize_words, self.target_tokenizer), self._target_pieces, self._unbanned
 
     def translate_options(self, beam_size, num_hypotheses=1, banned=(), **options):
         """The keyword arguments this engine gives CTranslate2's `translate_batch` (`options` added).
@@ -410,11 +410,19 @@ def _vocabularies(path, config, target_tokenizer, languages):
     return source, writer.read_pieces(target) if target.is_dir() else source
 
 
-def _precision(ctranslate2, precision, width):
-    """What CTranslate2 decodes a model `width` wide in when `precision` is asked for (`translators.precision`)."""
+def precision_facts(path):
+    """What the precision of run `path` decoded by CTranslate2 depends on (`translators.precision`'s arguments).
+
+    `{"supported": the precisions CTranslate2 has kernels for on this CPU,
+    "width": the model's d_model}`: `opener.precision_for` decides with them.
+    """
+    ctranslate2 = require_ctranslate2()
     kernels = ctranslate2.get_supported_compute_types("cpu")
-    supported = [name for name, compute_type in COMPUTE_TYPES.items() if compute_type in kernels]
-    return decoding_precision(precision, "ctranslate2", supported=supported, width=width)
+    config = runs.RunConfig.read(check_run(path))
+    return {
+        "supported": [name for name, compute_type in COMPUTE_TYPES.items() if compute_type in kernels],
+        "width": config.model.d_model if config.model else None,
+    }
 
 
 def _first(result):

@@ -25,9 +25,9 @@ from keras_transformer.config import DecodingConfig
 from keras_transformer.errors import ArgumentError, first_line
 from keras_transformer.files import destinations, manifest
 from keras_transformer.serving.token_ids import texts, tokenize_words
-from keras_transformer.serving.translator import SIGNATURES, Translator, check_export_destination
-from keras_transformer.translators import TranslatorInterface, banned_words, decoding_defaults
-from keras_transformer.translators.banned_words import check_words
+from keras_transformer.serving.translator import Translator
+from keras_transformer.serving.translator_graph import SIGNATURES, check_export_destination
+from keras_transformer.translators import TranslatorInterface, decoding_defaults
 from keras_transformer.translators.controls import Languages, pieces_of, special_tokens
 
 __all__ = ["SIGNATURES", "LoadedTranslator", "Translator", "export_run", "open_run", "open_saved_model"]
@@ -163,11 +163,10 @@ class LoadedTranslator(TranslatorInterface):
         ids = self.banned_ids_of(controls.banned)
         return [*filled, tf.constant(ids, tf.int32, shape=[len(ids)])]
 
-    def banned_ids_of(self, words):
-        """The ids that ban `words` in this export's outputs (`translators.banned_words`)."""
-        tokenizer, pieces = self.module.target_tokenizer, texts(self.module.target_pieces)
-        tokenize = functools.partial(tokenize_words, tokenizer)
-        return banned_words.banned_ids(check_words(words), tokenize, pieces, self.module.unbanned_ids.numpy())
+    def _banning_vocabulary(self):
+        """What banned words are read against (`TranslatorInterface.banned_ids_of`): what the export holds."""
+        tokenize = functools.partial(tokenize_words, self.module.target_tokenizer)
+        return tokenize, texts(self.module.target_pieces), self.module.unbanned_ids.numpy()
 
     def _source_lengths(self, sentences):
         return self.module.source_lengths(sentences)

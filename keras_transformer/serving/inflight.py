@@ -107,7 +107,8 @@ class InflightBatcher:
         self, translator, fallback=None, *, max_rows=32, min_rows=1, segment_steps=SEGMENT_STEPS, max_queue=256
     ):
         self.translator, self.fallback = translator, fallback
-        model, search, options, self.length, jit_compile = translator._searches.stream_settings
+        settings = translator.search_settings
+        model, search, options, self.length = settings.model, settings.search, settings.options, settings.max_length
         refusal = why_not_in_rows(model)
         if refusal:
             raise ValueError(f"In-flight batching cannot decode this model: {refusal}")
@@ -116,7 +117,7 @@ class InflightBatcher:
             "greedy": decoding.search_for(1, search.alpha, **options),
             "sample": decoding.search_for(None, search.alpha, temperature=1.0, **options),
         }
-        self._model, self._jit_compile = model, jit_compile
+        self._model, self._jit_compile = model, settings.jit_compile
         self.pool_options = dict(max_rows=max_rows, min_rows=min_rows, segment_steps=segment_steps)
         self.max_queue = max_queue
         self.pools = {}  # key -> RowPool, made by the worker thread
@@ -292,8 +293,7 @@ class InflightBatcher:
                 name: tf.constant([job.controls.get(name, [b""] * len(job.sentences))[row] for job, row in rows])
                 for name in CONTROLS
             }
-            source_ids = translator._source_ids(sentences, controls["source_lang"], controls["target_lang"])
-            prefix = translator._prefix(controls["target_lang"], controls["target_prefix"], tf.shape(source_ids)[0])
+            source_ids, prefix = translator.search_inputs(sentences, *(controls[name] for name in CONTROLS))
             inputs = ()
             if key[0] == "sample":
                 inputs = (tf.stack([self._noise(job)[row] for job, row in rows]),)
@@ -325,7 +325,7 @@ class InflightBatcher:
         if not done:
             return
         ids = tf.constant(np.stack([update.result.ids[0] for update in done]), tf.int32)
-        texts = self.translator._detokenize(ids).numpy()
+        texts = self.translator.detokenize(ids).numpy()
         for update, text in zip(done, texts):
             job, row = update.ticket
             job.results[row] = (text, update.result.scores[0], update.result.finished[0])
@@ -376,7 +376,7 @@ class InflightBatcher:
         if self._starts_word is None:
             self._starts_word = starts_word_of(self.translator)
         cutter = WordCutter(lambda ids: text_of(self.translator, self.length, ids), self._starts_word)
-        end = self.translator._target_end
+        end = self.translator.target_end_id
         while True:
             if cancel is not None and cancel.is_set():
                 job.cancelled = True

@@ -31,7 +31,7 @@ import re
 
 from keras_transformer.serving import page, sse
 from keras_transformer.serving.batching import QueueFull
-from keras_transformer.serving.signatures import RequestError
+from keras_transformer.serving.request_values import RequestError
 
 try:
     import fastapi

@@ -5,8 +5,9 @@
 (row format `{"instances": [...]}` or columnar `{"inputs": ...}`) is parsed
 into a `Request`: its batched inputs as lists of `bytes`, one per instance,
 and its scalar inputs (the `sample` signature's `temperature`, `top_k`,
-`top_p`, `seed`). Every problem is a `RequestError` (HTTP 400 unless said)
-whose message names it, before the request can join a batch.
+`top_p`, `seed`), each checked against its input's dtype
+(`request_values`). Every problem is a `RequestError` (HTTP 400 unless
+said) whose message names it, before the request can join a batch.
 
 The controls of a translation (`translators.controls`). A row-format
 instance may be an object `{"sentence": ..., "source_lang": ...,
@@ -35,17 +36,14 @@ Example:
 ('with_controls', [b'', b'deu_Latn'])
 """
 
-import base64
 import dataclasses
-import math
 import pathlib
 
-import numpy as np
 import tensorflow as tf
 
 from keras_transformer.files import destinations, manifest
-from keras_transformer.input_rules import sentence_error  # the one rule of every way in
 from keras_transformer.kinds import close_matches
+from keras_transformer.serving.request_values import RequestError, is_b64, json_value, scalar_value, short, string_value
 from keras_transformer.translators.controls import prefix_error
 
 DEFAULT_SIGNATURE = "serving_default"
@@ -54,14 +52,6 @@ CONTROLLED = {"serving_default": "with_controls", "greedy": "greedy_with_control
 CONTROL_INPUTS = ("source_lang", "target_lang", "target_prefix")
 LANGUAGE_INPUTS = ("source_lang", "target_lang")
 INSTANCE_FIELDS = ("sentence", *CONTROL_INPUTS)  # an instance object's fields
-
-
-class RequestError(ValueError):
-    """A request that cannot be served; `status` is the HTTP status to answer with."""
-
-    def __init__(self, message, status=400):
-        super().__init__(message)
-        self.status = status
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,11 +111,11 @@ class ServedModel:
     def parse(self, body):
         """A `Request` from TF Serving's JSON body (already decoded), or a `RequestError`."""
         if not isinstance(body, dict):
-            raise RequestError(f"JSON Value: {_short(body)} Is not an object: the body must be a JSON object")
+            raise RequestError(f"JSON Value: {short(body)} Is not an object: the body must be a JSON object")
         name = body.get("signature_name", DEFAULT_SIGNATURE)
         if not isinstance(name, str) or name not in self.functions:
             known = ", ".join(sorted(self.functions))
-            raise RequestError(f"Serving signature name: {_short(name)} not found in signature def (known: {known})")
+            raise RequestError(f"Serving signature name: {short(name)} not found in signature def (known: {known})")
         has_rows, has_columns = "instances" in body, "inputs" in body
         if has_rows == has_columns:
             raise RequestError("Missing 'inputs' or 'instances' key: the body needs exactly one of them")
@@ -153,23 +143,23 @@ class ServedModel:
 
     def _rows(self, instances, specs):
         if not isinstance(instances, list):
-            raise RequestError(f"'instances' must be a JSON list. Received: {_short(instances)}")
+            raise RequestError(f"'instances' must be a JSON list. Received: {short(instances)}")
         batched = _batched_names(specs)
         inputs = {input_name: [] for input_name in batched}
         rows_scalars = []
         for index, instance in enumerate(instances):
-            if not isinstance(instance, dict) or _is_b64(instance):  # a bare value: the single input's
+            if not isinstance(instance, dict) or is_b64(instance):  # a bare value: the single input's
                 if len(specs) != 1:
                     raise RequestError(
                         f"instances[{index}] must be an object with the named inputs {sorted(specs)}. "
-                        f"Received: {_short(instance)}"
+                        f"Received: {short(instance)}"
                     )
                 instance = {batched[0]: instance}
             _check_names(instance, specs, f"instances[{index}]")
             for input_name in batched:
-                inputs[input_name].append(_string(instance[input_name], f"instances[{index}].{input_name}"))
+                inputs[input_name].append(string_value(instance[input_name], f"instances[{index}].{input_name}"))
             rows_scalars.append(
-                {s: _scalar(instance[s], specs[s], f"instances[{index}].{s}") for s in specs if s not in batched}
+                {s: scalar_value(instance[s], specs[s], f"instances[{index}].{s}") for s in specs if s not in batched}
             )
         scalars = rows_scalars[0] if rows_scalars else {}
         for index, row in enumerate(rows_scalars):
@@ -209,13 +199,13 @@ class ServedModel:
         inputs = {name: [] for name in ("sentences", *CONTROL_INPUTS)}
         for index, instance in enumerate(instances):
             where = f"instances[{index}]"
-            fields = instance if isinstance(instance, dict) and not _is_b64(instance) else {"sentence": instance}
+            fields = instance if isinstance(instance, dict) and not is_b64(instance) else {"sentence": instance}
             unknown = sorted(set(fields) - set(INSTANCE_FIELDS))
             if unknown:
                 close = close_matches(unknown[0], INSTANCE_FIELDS, count=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise RequestError(
-                    f"{where}: unknown field {_short(unknown[0])}{hint}; an instance is a string or an object with "
+                    f"{where}: unknown field {short(unknown[0])}{hint}; an instance is a string or an object with "
                     f"'sentence' and, optionally, {', '.join(repr(name) for name in CONTROL_INPUTS)}"
                 )
             if "sentence" not in fields:
@@ -223,11 +213,11 @@ class ServedModel:
                     f"{where} has no 'sentence' field: an instance object names the sentence to translate"
                 )
             inputs["sentences"].append(
-                _string(fields["sentence"], f"{where}.sentence" if fields is instance else where)
+                string_value(fields["sentence"], f"{where}.sentence" if fields is instance else where)
             )
             for name in CONTROL_INPUTS:
                 value = fields.get(name)
-                inputs[name].append(b"" if value is None else _string(value, f"{where}.{name}"))
+                inputs[name].append(b"" if value is None else string_value(value, f"{where}.{name}"))
         return inputs
 
     def _check_languages(self, request):
@@ -265,10 +255,10 @@ class ServedModel:
 
     def _columns(self, columns, specs):
         batched = _batched_names(specs)
-        if not isinstance(columns, dict) or _is_b64(columns):  # a bare value: the single input's
+        if not isinstance(columns, dict) or is_b64(columns):  # a bare value: the single input's
             if len(specs) != 1:
                 raise RequestError(
-                    f"'inputs' must be an object with the named inputs {sorted(specs)}. Received: {_short(columns)}"
+                    f"'inputs' must be an object with the named inputs {sorted(specs)}. Received: {short(columns)}"
                 )
             columns = {batched[0]: columns}
         _check_names(columns, specs, "inputs")
@@ -277,15 +267,15 @@ class ServedModel:
             values = columns[input_name]
             if not isinstance(values, list):
                 raise RequestError(
-                    f"inputs.{input_name} must be a list of strings (shape [-1]). Received: {_short(values)}"
+                    f"inputs.{input_name} must be a list of strings (shape [-1]). Received: {short(values)}"
                 )
-            inputs[input_name] = [_string(v, f"inputs.{input_name}[{i}]") for i, v in enumerate(values)]
+            inputs[input_name] = [string_value(v, f"inputs.{input_name}[{i}]") for i, v in enumerate(values)]
         sizes = {len(v) for v in inputs.values()}
         if len(sizes) > 1:
             raise RequestError(f"Batched inputs {batched} have different lengths {sorted(sizes)}")
         if sizes == {0}:
             raise RequestError("'inputs' is empty: send at least one sentence")
-        scalars = {s: _scalar(columns[s], specs[s], f"inputs.{s}") for s in specs if s not in batched}
+        scalars = {s: scalar_value(columns[s], specs[s], f"inputs.{s}") for s in specs if s not in batched}
         return inputs, scalars
 
     # -- running and rendering ---------------------------------------------------------------------
@@ -307,12 +297,12 @@ class ServedModel:
         """
         names = sorted(outputs)
         if request.columnar:
-            columns = {name: _json_value(outputs[name]) for name in names}
+            columns = {name: json_value(outputs[name]) for name in names}
             body = {"outputs": columns[names[0]] if len(names) == 1 else columns}
         else:
             rows = []
             for index in range(request.size):
-                row = {name: _json_value(outputs[name][index]) for name in names}
+                row = {name: json_value(outputs[name][index]) for name in names}
                 rows.append(row[names[0]] if len(names) == 1 else row)
             body = {"predictions": rows}
         warnings = self.truncated(request)
@@ -390,7 +380,7 @@ def _has_sentence_objects(instances):
     """
     return isinstance(instances, list) and any(
         isinstance(instance, dict)
-        and not _is_b64(instance)
+        and not is_b64(instance)
         and "sentences" not in instance
         and not set(instance).isdisjoint(INSTANCE_FIELDS)
         for instance in instances
@@ -427,129 +417,3 @@ def _check_names(given, specs, where):
         raise RequestError(
             f"{where}: wrong input names: missing {missing}, unknown {unknown}; this signature takes {sorted(specs)}"
         )
-
-
-def _is_b64(value):
-    return isinstance(value, dict) and set(value) == {"b64"}
-
-
-def _string(value, where):
-    """One string input as UTF-8 `bytes`: a JSON string, or TF Serving's `{"b64": ...}` for raw bytes."""
-    if _is_b64(value):
-        try:
-            data = base64.b64decode(value["b64"], validate=True)
-        except (ValueError, TypeError):
-            raise RequestError(f"{where}: 'b64' is not valid base64. Received: {_short(value['b64'])}") from None
-        reason = sentence_error(data)
-        if reason is not None:
-            raise RequestError(f"{where}: the decoded bytes {reason}")
-    elif isinstance(value, str):
-        reason = sentence_error(value)
-        if reason is not None:
-            raise RequestError(f"{where} {reason}. Received: {_short(value)}")
-        data = value.encode("utf-8")
-    else:
-        raise RequestError(f"{where} must be a string (DT_STRING). Received: {_short(value)}")
-    return data
-
-
-# The sampling scalars' own ranges, which the SavedModel's graph asserts: (low, high, low excluded).
-# Other scalars, and the bounds these leave open, take their dtype's range.
-SCALAR_RANGES = {"temperature": (0, None, False), "top_k": (0, None, False), "top_p": (0, 1, True)}
-
-
-def _scalar(value, spec, where):
-    """A scalar input as a Python number that its dtype holds and its range allows, or a `RequestError`.
-
-    The error names `where` and the accepted range. Checked in Python before
-    any TensorFlow call: a number that the dtype cannot hold (1e39 as float32
-    is infinite, 1e-50 is 0) would otherwise fail inside the graph with a
-    message that names no input, or overflow while converting. A number the
-    dtype holds only as a subnormal counts as 0 (see `_as_float`).
-    """
-    name, dtype = where.rsplit(".", 1)[-1], spec.dtype
-    if not (dtype.is_integer or dtype.is_floating):
-        raise RequestError(f"{where}: scalar inputs of dtype {dtype.name} are not supported")
-    low, high, low_excluded = _scalar_range(name, dtype)
-    if dtype.is_integer:
-        held = value if type(value) is int else None  # not bool, not a float, not a long integer's text
-    else:
-        held = _as_float(value, dtype)
-    # The number the dtype holds must be in range, and so must the number sent, below: -1e-50 is no
-    # temperature, though float32 holds it as -0.0. Above, rounding to the dtype's largest number is fine.
-    allowed = held is not None and _within(held, low, high, low_excluded) and _within(value, low, None, low_excluded)
-    if not allowed:
-        described = _describe_range(dtype, low, high, low_excluded)
-        raise RequestError(f"{where} must be {described}. Received: {_short(value)}")
-    return value if dtype.is_integer else float(value)
-
-
-def _within(number, low, high, low_excluded):
-    """Whether `number` lies between `low` (excluded if `low_excluded`) and `high` (None: no bound); NaN never."""
-    above = number > low if low_excluded else number >= low
-    return above and (high is None or number <= high)
-
-
-def _as_float(value, dtype):
-    """`value` as the float `dtype` holds it inside a graph, or None if it is no number.
-
-    Infinite if it overflows; 0 if it underflows, and also if it is subnormal:
-    TensorFlow flushes subnormal floats to zero on the CPU (1e-45 reaches the
-    graph's `top_p > 0` check as 0).
-    """
-    if type(value) not in (int, float):
-        return None
-    try:
-        with np.errstate(over="ignore", under="ignore"):
-            held = float(np.asarray(value, dtype.as_numpy_dtype))
-    except OverflowError:  # an int beyond float64
-        return math.copysign(math.inf, value)
-    return held if abs(held) >= _float_info(dtype).tiny else 0.0
-
-
-def _float_info(dtype):
-    try:
-        return np.finfo(dtype.as_numpy_dtype)
-    except ValueError:  # bfloat16 and other types of ml_dtypes
-        import ml_dtypes
-
-        return ml_dtypes.finfo(dtype.as_numpy_dtype)
-
-
-def _scalar_range(name, dtype):
-    """(low, high, low excluded) of a scalar input: its own range (`SCALAR_RANGES`) within its dtype's."""
-    low, high, low_excluded = SCALAR_RANGES.get(name, (None, None, False))
-    low = dtype.min if low is None else max(low, dtype.min)
-    high = dtype.max if high is None else min(high, dtype.max)
-    return (int(low), int(high), low_excluded) if dtype.is_integer else (float(low), float(high), low_excluded)
-
-
-def _describe_range(dtype, low, high, low_excluded):
-    """E.g. "an integer from 0 to 2147483647 (int32)", "in (0, 1], at least 1.2e-38 (float32)".
-
-    The bounds are the dtype's: a number it rounds past them is refused.
-    """
-    if dtype.is_integer:
-        return f"an integer from {low} to {high} ({dtype.name})"
-    if low_excluded:
-        smallest = max(low, float(_float_info(dtype).tiny))
-        return f"in ({low:g}, {high:g}], at least {smallest:.2g} ({dtype.name})"
-    return f"a finite number from {low:g} to {dtype.as_numpy_dtype(high)!s} ({dtype.name})"
-
-
-def _json_value(array):
-    """A numpy value as JSON: strings decoded as UTF-8, numbers as Python numbers."""
-    if isinstance(array, np.ndarray):
-        return [_json_value(item) for item in array]
-    if isinstance(array, bytes):
-        return array.decode("utf-8", errors="replace")
-    if isinstance(array, np.generic):
-        return array.item()
-    return array
-
-
-def _short(value, limit=60):
-    if type(value) is int and len(str(value)) > limit:
-        return f"an integer of {len(str(abs(value)))} digits"
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

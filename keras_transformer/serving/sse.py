@@ -37,7 +37,7 @@ import json
 import threading
 import time
 
-from keras_transformer.serving.signatures import RequestError
+from keras_transformer.serving.request_values import RequestError
 
 # signature -> `stream`'s search (`*_with_controls`: a request whose instances name languages or a prefix)
 STREAMED = {

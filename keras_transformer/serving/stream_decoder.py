@@ -1,10 +1,11 @@
 """A `Translator`'s streams: its greedy search and sampling, one compiled step at a time, cut into words.
 
-`StreamDecoder` is what `Translator._stream` runs: the translator's own
-greedy and sampling searches (the same options, maximum length and ids) as
-`decoding.SteppedSearch`es, each compiled on its first stream, fed the
-source, forced beginning and banned ids that the translator's `_run` would
-give them, and read one id a step into a `translators.streaming.WordCutter`. The last
+`StreamDecoder` is what `Translator.stream` runs: the translator's own
+greedy and sampling searches (the same options, maximum length and ids,
+`Translator.search_settings`) as `decoding.SteppedSearch`es, each compiled
+on its first stream, fed the source, forced beginning and banned ids that
+the translator's own decode gives them (`search_inputs`, `ban_mask`),
+and read one id a step into a `translators.streaming.WordCutter`. The last
 piece completes the text to the translator's own detokenization of the
 result, so the pieces joined are what `greedy` or `sample` returns: the
 same ids (the same loop body, and for sampling the same noise from the same
@@ -14,21 +15,19 @@ seed) and the same strings. Beam search has no stream here: the
 Example:
 
 >>> decoder = StreamDecoder(translator)  # doctest: +SKIP
->>> list(decoder.pieces("greedy", tf.constant(["A dog runs."]), controls))  # doctest: +SKIP
+>>> list(decoder.pieces("greedy", tf.constant(["A dog runs."]), filled_controls))  # doctest: +SKIP
 [Piece(text='Ein', ids=(120,)), Piece(text=' Hund', ids=(87,)), Piece(text=' läuft.', ids=(301, 4, 3), ...)]
 """
 
 import functools
 import random
 
-import keras
 import tensorflow as tf
 
 from keras_transformer import decoding
-from keras_transformer.decoding import rules
 from keras_transformer.translators.streaming import WordCutter, word_starts
 
-SEED_LIMIT = 2**62  # a random seed is drawn below it, as `Translator._run_sample` draws one
+SEED_LIMIT = 2**62  # a random seed is drawn below it, as a `Translator`'s `sample` draws one
 
 
 class StreamDecoder:
@@ -36,16 +35,16 @@ class StreamDecoder:
 
     def __init__(self, translator):
         self.translator = translator
-        model, search, options, length, jit_compile = translator._searches.stream_settings
-        self.length = length
+        settings = translator.search_settings
+        self.length = settings.max_length
 
         def stepped(beam_size, **sampling):
-            chosen = decoding.search_for(beam_size, search.alpha, **sampling, **options)
-            return decoding.SteppedSearch(model, chosen, length, jit_compile)
+            chosen = decoding.search_for(beam_size, settings.search.alpha, **sampling, **settings.options)
+            return decoding.SteppedSearch(settings.model, chosen, settings.max_length, settings.jit_compile)
 
         self.searches = {"greedy": stepped(1), "sample": stepped(None, temperature=1.0)}
         self.starts_word = starts_word_of(translator)
-        self._text = functools.partial(text_of, translator, length)
+        self._text = functools.partial(text_of, translator, self.length)
 
     @property
     def traces(self):
@@ -55,21 +54,23 @@ class StreamDecoder:
     def pieces(self, search, sentences, controls, *sampling, cancel=None):
         """`translators.streaming.Piece`s of the one sentence of `sentences` (`"greedy"` or `"sample"`).
 
-        `cancel` (with `is_set()`) is read before each step: once set, the
-        last piece has what is pending and the reason `"cancelled"`.
+        `controls` are as the translator's graph takes them: `(source_lang,
+        target_lang, target_prefix)`, each `(1,)` ("" for the default), and
+        the banned ids. `cancel` (with `is_set()`) is read before each step:
+        once set, the last piece has what is pending and the reason
+        `"cancelled"`.
         """
         translator = self.translator
-        source_lang, target_lang, target_prefix, banned_ids = translator._filled(sentences, controls)
-        source_ids = translator._source_ids(sentences, source_lang, target_lang)
-        prefix = translator._prefix(target_lang, target_prefix, tf.shape(source_ids)[0])
-        inputs, settings = (), {"ban_mask": rules.ids_mask(translator.target_pieces.shape[0], banned_ids, keras.ops)}
+        source_lang, target_lang, target_prefix, banned_ids = controls
+        source_ids, prefix = translator.search_inputs(sentences, source_lang, target_lang, target_prefix)
+        inputs, settings = (), {"ban_mask": translator.ban_mask(banned_ids)}
         if search == "sample":
             temperature, top_k, top_p, seed = sampling
             inputs = (sampling_noise(tf.shape(source_ids)[0], self.length, seed),)
             settings.update(temperature=temperature, top_k=top_k, top_p=top_p)
         steps = self.searches[search].run(source_ids, *inputs, prefix=prefix, **settings)
         cutter = WordCutter(self._text, self.starts_word)
-        end = translator._target_end
+        end = translator.target_end_id
         for chosen in steps:
             if cancel is not None and cancel.is_set():
                 yield cutter.finish(cutter.text, "cancelled")
@@ -81,12 +82,12 @@ class StreamDecoder:
                 yield piece
         result = steps.result
         finished = bool(result.finished.numpy()[0, 0])
-        text = translator._detokenize(result.ids[:1, 0]).numpy()[0].decode("utf-8", errors="replace")
+        text = translator.detokenize(result.ids[:1, 0]).numpy()[0].decode("utf-8", errors="replace")
         yield cutter.finish(text, "end" if finished else "length")
 
 
 def sampling_noise(rows, length, seed):
-    """`Translator._run_sample`'s noise `(rows, length)`: the same draws for the same seed; a random seed for -1."""
+    """A `Translator`'s sampling noise `(rows, length)`: the same draws for the same seed; a random seed for -1."""
     seed = tf.cast(seed, tf.int64)
     if int(seed) < 0:
         seed = tf.constant(random.randrange(SEED_LIMIT), tf.int64)
@@ -102,5 +103,5 @@ def starts_word_of(translator):
 
 def text_of(translator, length, ids):
     """`translator`'s detokenization of `ids` (a list), padded to `length` (one traced shape)."""
-    row = tf.constant([list(ids) + [translator._target_pad] * (length - len(ids))], tf.int32)
-    return translator._detokenize(row).numpy()[0].decode("utf-8", errors="replace")
+    row = tf.constant([list(ids) + [translator.target_pad_id] * (length - len(ids))], tf.int32)
+    return translator.detokenize(row).numpy()[0].decode("utf-8", errors="replace")

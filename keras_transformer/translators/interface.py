@@ -43,7 +43,8 @@ The translating methods also take the controls of `controls`:
 `source_lang=` and `target_lang=` (a multilingual model's codes) and
 `target_prefix=` (the first words of the output), each a str or one per
 sentence, and `banned=` (a list of words no output may hold, for the
-whole call: `banned_words`); `score` takes the languages.
+whole call: `banned_words`; `banned_ids_of(words)` gives the ids they
+ban); `score` takes the languages.
 
 A subclass implements `_decode(search, sentences, controls, *sampling)`
 for `search` in `"best"`, `"greedy"`, `"sample"`, `_nbest(sentences,
@@ -52,6 +53,7 @@ controls)`, `_score(sources, targets, controls)` and
 `controls.Controls`. An engine that decodes token by token gives
 `_stream(search, sentences, controls, *sampling, cancel=None)`, an iterator of
 `streaming.Piece`s; without it a stream is the whole translation, once.
+An engine that takes banned words gives `_banning_vocabulary()`.
 
 Example:
 
@@ -70,6 +72,7 @@ import numpy as np
 from keras_transformer.config import DecodingConfig
 from keras_transformer.decoding.search import TruncatedOutputWarning
 from keras_transformer.kinds import MAX_BEAM_SIZE, check_finite_number, check_int_in_range
+from keras_transformer.translators import banned_words
 from keras_transformer.translators.controls import Languages, resolve
 from keras_transformer.translators.inputs import pairs, sampling
 from keras_transformer.translators.inputs import sentences as checked_sentences
@@ -155,6 +158,19 @@ class TranslatorInterface:
         """
         return self._source_lengths(checked_sentences(sentences))
 
+    def banned_ids_of(self, words):
+        """The ids that ban `words` (a list of str, or None) in this translator's outputs (`banned_words`).
+
+        The words are checked first (`banned_words.check_words`: a bad entry is
+        a one-line `ValueError`), and none ban nothing; the engine gives the
+        target vocabulary they are read against (`_banning_vocabulary`).
+        """
+        words = banned_words.check_words(words)
+        if not words:
+            return ()
+        tokenize, pieces, unbanned = self._banning_vocabulary()
+        return banned_words.banned_ids(words, tokenize, pieces, unbanned)
+
     def stream(self, sentence, search="best", *, temperature=1.0, top_k=0, top_p=1.0, seed=-1, **controls):
         """Yields the translation of one `sentence` (a str) in pieces of text, as the decoder produces them.
 
@@ -228,6 +244,15 @@ class TranslatorInterface:
 
     def _source_lengths(self, sentences):
         raise NotImplementedError
+
+    def _banning_vocabulary(self):
+        """`(tokenize, pieces, unbanned)`: what banned words are read against (`banned_words.banned_ids`).
+
+        `tokenize(words)` gives the target tokenizer's ids of each word,
+        `pieces` the target pieces by id, `unbanned` the ids never banned
+        (END, START, PAD, `<unk>`). An engine without them takes no words.
+        """
+        raise ValueError(f"{type(self).__name__} takes no `banned` words")
 
     def _align(self, sources, outputs, layer, controls):
         raise ValueError(

@@ -34,7 +34,7 @@ def tiny():
     translator = opener.open_translator(path)
     sentences = [source for source, _ in pairs[:6]] + ["", "A man with a dog " * 4]  # the last: 32 tokens wide
     defaults = tf.fill([len(sentences)], "")  # the run's languages
-    source_ids = translator._source_ids(tf.constant(sentences), defaults, defaults)
+    source_ids, _ = translator.search_inputs(tf.constant(sentences), defaults, defaults, defaults)
     prefix = np.full([source_ids.shape[0], MAX_LENGTH], -1, np.int32)
     prefix[3, :2] = [20, 21]  # one output's first two tokens forced
     return translator.model, source_ids, tf.constant(prefix), len(sentences)

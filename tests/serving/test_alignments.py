@@ -50,7 +50,9 @@ def test_one_pair_per_output_word_with_indices_in_range(translator, run, outputs
 def test_the_pairs_are_the_argmax_of_a_known_attention(translator, monkeypatch):
     """Source "a bb" and output "x yy z": each word one piece here or more; the attention names the answer."""
     tokenize = {"a": [5], "bb": [6, 7], "x": [8], "yy": [9, 10], "z": [11]}
-    monkeypatch.setattr("keras_transformer.serving.translator.tokenize_words", lambda _, ws: [tokenize[w] for w in ws])
+    monkeypatch.setattr(
+        "keras_transformer.serving.model_inputs.tokenize_words", lambda _, ws: [tokenize[w] for w in ws]
+    )
     known = np.zeros((1, 8, 4), np.float32)  # (batch, decoder inputs, source ids: a b b END-or-pad)
     known[0, 0] = [0.9, 0.05, 0.05, 0]  # x -> a
     known[0, 1] = [0.1, 0.2, 0.7, 0]  # y|y -> bb (its pieces' weights summed)

@@ -148,14 +148,14 @@ def test_a_source_longer_than_the_limit_is_truncated_as_alone(served):
 
 def test_a_row_that_cannot_join_fails_only_its_request(served, monkeypatch):
     translator, batcher, sentences = served
-    source_ids, expected = translator._source_ids, translator.greedy([sentences[0]]).numpy()[0]
+    search_inputs, expected = translator.search_inputs, translator.greedy([sentences[0]]).numpy()[0]
 
-    def refusing(texts, *languages):
+    def refusing(texts, *controls):
         if b"bad" in texts.numpy().tolist():
             raise ValueError("a bad sentence")
-        return source_ids(texts, *languages)
+        return search_inputs(texts, *controls)
 
-    monkeypatch.setattr(translator, "_source_ids", refusing)
+    monkeypatch.setattr(translator, "search_inputs", refusing)
     with batcher._condition:  # the worker waits: both requests join in one admission, which fails
         bad, good = (batcher.submit(("greedy", ()), {"sentences": [text]}) for text in (b"bad", sentences[0].encode()))
     with pytest.raises(ValueError, match="a bad sentence"):

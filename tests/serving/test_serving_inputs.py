@@ -27,7 +27,7 @@ from keras_transformer.commands import cli
 from keras_transformer.export import LoadedTranslator, Translator, load
 from keras_transformer.files import atomic
 from keras_transformer.input_rules import utf8_error
-from keras_transformer.serving import signatures
+from keras_transformer.serving import request_values, signatures
 
 from trained_runs import trained_export  # the tiny preset trained once per session, and its export
 
@@ -155,10 +155,12 @@ def test_the_python_api_and_the_rest_server_share_one_utf8_rule(case):
     assert reason
     value = {"b64": base64.b64encode(bad).decode("ascii")} if isinstance(bad, bytes) else bad
     with pytest.raises(signatures.RequestError, match=rf"not valid UTF-8.*\({re.escape(reason)}\)"):
-        signatures._string(value, "instances[0]")
+        request_values.string_value(value, "instances[0]")
     for good in ("café ☕ 𝄞", "caf\u00e9".encode(), "\U0010ffff".encode()):
         assert utf8_error(good) is None
-        assert signatures._string(good if isinstance(good, str) else {"b64": base64.b64encode(good).decode()}, "x")
+        assert request_values.string_value(
+            good if isinstance(good, str) else {"b64": base64.b64encode(good).decode()}, "x"
+        )
 
 
 @pytest.mark.filterwarnings("ignore::keras_transformer.decoding.TruncatedOutputWarning")  # 1 epoch: cut-offs
