@@ -46,7 +46,8 @@ OWN = subword  # the kind of a `tokenizer.json` that names no other
 
 def kind_of(config):
     """The kind module of a tokenizer's `tokenizer.json` (a dict): its `format`'s, else this package's own."""
-    return KINDS.get(config.get("format") if isinstance(config, dict) else None, OWN)
+    name = config.get("format") if isinstance(config, dict) else None
+    return KINDS.get(name, OWN) if isinstance(name, str) else OWN
 
 
 def read_config(directory):
