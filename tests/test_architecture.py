@@ -3,6 +3,8 @@
 Every `keras_transformer` import of every module of the package (those
 inside functions too) is read with `ast` and checked against the rooms the
 document lists, top to bottom: an import may go down or sideways, never up.
+The rules the document lists beside the rooms are checked here too (no
+module outside `tokenizers/` branches on a tokenizer's kind, read with `ast`).
 """
 
 import ast
@@ -108,3 +110,79 @@ def test_no_module_reads_a_translators_private_members():
             if name == "translator" and node.attr.startswith("_") and not node.attr.startswith("__"):
                 found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {name}.{node.attr}")
     assert found == []
+
+
+def tokenizer_kinds():
+    """The tokenizer kinds' names: each `FORMAT = "..."` under keras_transformer/tokenizers/ (the registry's keys)."""
+    names = set()
+    for path in (PACKAGE / "tokenizers").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Assign)
+                and any(isinstance(target, ast.Name) and target.id == "FORMAT" for target in node.targets)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
+                names.add(node.value.value)
+    return names
+
+
+def branches_on_a_kind(source, kinds):
+    """`[(line, kind)]` where `source` branches on a tokenizer kind's name.
+
+    A comparison with one (`==`, `!=`, `in` a tuple that holds one), a
+    `match` case of one, or a dict keyed by one. `"fairseq"` is also a
+    position layout (`config.POSITION_LAYOUTS`): a comparison with a
+    `...layout` is that, not a tokenizer's kind.
+    """
+
+    def named(node):
+        values = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        return [v.value for v in values if isinstance(v, ast.Constant) and v.value in kinds]
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any("layout" in ast.unparse(operand) for operand in operands):
+                continue
+            found += [(node.lineno, kind) for operand in operands for kind in named(operand)]
+        elif isinstance(node, ast.match_case):
+            found += [
+                (node.pattern.lineno, p.value.value)
+                for p in ast.walk(node.pattern)
+                if isinstance(p, ast.MatchValue) and named(p.value)
+            ]
+        elif isinstance(node, ast.Dict):
+            found += [(node.lineno, kind) for key in node.keys if key is not None for kind in named(key)]
+    return found
+
+
+def test_the_tokenizer_kinds_are_read_from_the_registry():
+    assert {"sentencepiece", "marian", "fairseq", "t5", "huggingface"} <= tokenizer_kinds()
+
+
+@pytest.mark.parametrize(
+    "source, branches",
+    [
+        ('if config.get("format") == "marian":\n    pass', True),
+        ('if _format(folder) in ("fairseq", "t5"):\n    pass', True),
+        ('match kind:\n    case "huggingface":\n        pass', True),
+        ('readers = {"marian": 1, "sentencepiece": 2}', True),
+        ('if self.position_layout == "fairseq":\n    pass', False),
+        ('MODEL_TYPE = "marian"', False),
+    ],
+)
+def test_the_kind_check_sees_a_branch_on_a_kind(source, branches):
+    assert bool(branches_on_a_kind(source, tokenizer_kinds())) == branches
+
+
+def test_no_module_outside_tokenizers_branches_on_a_tokenizer_kind():
+    kinds = tokenizer_kinds()
+    found = [
+        f"{path.relative_to(PACKAGE)}:{line} names the tokenizer kind {kind!r}"
+        for path in MODULES
+        if path.relative_to(PACKAGE).parts[0] != "tokenizers"
+        for line, kind in branches_on_a_kind(path.read_text(encoding="utf-8"), kinds)
+    ]
+    assert found == [], "ask keras_transformer.tokenizers.kinds instead"

@@ -87,6 +87,8 @@ MODULES = [
     "keras_transformer.translators.interface",
     "keras_transformer.translators.controls",
     "keras_transformer.compile_cache",
+    "keras_transformer.tokenizers.kinds",
+    "keras_transformer.tokenizers.kinds.vocabularies",
 ]
 
 

@@ -34,14 +34,6 @@ from keras_transformer.errors import first_line
 from keras_transformer.litert import text as host_text
 
 PROBE_SENTENCES = 2000
-_MARIAN = (
-    "is an imported Marian one (SentencePiece pieces mapped to ids by vocab.json, >>lang<< codes kept whole), "
-    "which FastSentencepieceTokenizer cannot reproduce"
-)
-_FAIRSEQ = (
-    "is an imported M2M100 or NLLB one (SentencePiece pieces mapped to ids by a vocabulary, language tokens), "
-    "which FastSentencepieceTokenizer cannot reproduce"
-)
 
 
 def in_model_tokenizer(source_dir):
@@ -116,10 +108,8 @@ def _fast(folder, side):
     from sentencepiece import sentencepiece_model_pb2
 
     text = host_text.load_text(folder)
-    if isinstance(text, host_text.MarianText):
-        return text, None, f"its {side} tokenizer {_MARIAN}"
-    if isinstance(text, host_text.FairseqText):
-        return text, None, f"its {side} tokenizer {_FAIRSEQ}"
+    if text.not_in_model:  # its kind's reason (`tokenizers.kinds`)
+        return text, None, f"its {side} tokenizer {text.not_in_model}"
     model = sentencepiece_model_pb2.ModelProto.FromString(text.model_proto)
     if model.trainer_spec.model_type != sentencepiece_model_pb2.TrainerSpec.UNIGRAM:
         return (

@@ -138,108 +138,51 @@ def convert_run(run, output, *, quantization=None, overwrite=False, record=None)
 
 
 def read_pieces(tokenizer_dir, vocab_size=None):
-    """The pieces of the tokenizer saved in `tokenizer_dir`, in id order.
+    """The pieces of the tokenizer saved in `tokenizer_dir`, in id order: its kind's CTranslate2 vocabulary.
 
     A tokenizer of this package reserves PAD, UNK, START and END (ids 0-3),
     anything else is a `ValueError`; an imported Marian tokenizer's pieces are
-    its `vocab.json`'s, by id; an imported M2M100 or NLLB tokenizer's are
-    `fairseq_pieces`, language tokens included, up to `vocab_size` (the
-    model's embedding rows) where given.
+    its `vocab.json`'s, by id; an imported M2M100, NLLB, mBART-50 or T5
+    tokenizer's are its vocabulary's, language tokens included, up to
+    `vocab_size` (the model's embedding rows) where given
+    (`keras_transformer.tokenizers.kinds`).
 
     Example:
 
     >>> read_pieces("saved_models/multi30k-en-de/tokenizers/source")[:4]
     ['<pad>', '<unk>', '<s>', '</s>']
     """
-    import sentencepiece as spm
+    from keras_transformer.tokenizers import kinds
 
-    from keras_transformer.tokenizers import CONFIG_FILENAME, END_ID, PAD_ID, START_ID, UNK_ID
-
-    tokenizer_dir = pathlib.Path(tokenizer_dir)
-    try:
-        config = json.loads((tokenizer_dir / CONFIG_FILENAME).read_text(encoding="utf-8"))
-        if config.get("format") == "marian":
-            return _marian_pieces(tokenizer_dir, config)
-        if config.get("format") in ("fairseq", "t5"):
-            from keras_transformer.tokenizers import load_tokenizer
-
-            return fairseq_pieces(load_tokenizer(tokenizer_dir), vocab_size)
-        processor = spm.SentencePieceProcessor(model_proto=(tokenizer_dir / config["model_file"]).read_bytes())
-    except Exception as error:  # noqa: BLE001  (missing file, JSON, proto: all mean "not a tokenizer")
-        raise ValueError(f"{tokenizer_dir} is not a tokenizer saved by this package: {error}") from None
-    reserved = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
-    if reserved != (PAD_ID, UNK_ID, START_ID, END_ID):
-        raise ValueError(f"{tokenizer_dir}: the tokenizer must reserve pad/unk/bos/eos = 0/1/2/3. Received {reserved}")
-    return [processor.id_to_piece(i) for i in range(processor.vocab_size())]
+    return kinds.ctranslate2_vocabulary(tokenizer_dir, vocab_size).pieces
 
 
 def fairseq_pieces(tokenizer, vocab_size=None):
-    """The pieces of an imported `FairseqTokenizer` (M2M100, NLLB, mBART-50) or `T5Tokenizer` by id, language tokens
-    (`__de__`, `deu_Latn`, `<2de>`) included.
-
-    An id that no piece has, and each id past the tokenizer's up to
-    `vocab_size` (a checkpoint's embedding may have more rows than its
-    tokenizer has ids), gets a placeholder piece `<unusedN>`, N the id:
-    CTranslate2 names every row, and the model never generates these.
+    """The pieces of an imported tokenizer of one vocabulary for both sides (`FairseqTokenizer`, `T5Tokenizer`) by
+    id, language tokens (`__de__`, `deu_Latn`, `<2de>`) included, each id it lacks up to `vocab_size` named
+    `<unusedN>` (`tokenizers.kinds.vocabularies.with_placeholders`).
 
     Example:
 
     >>> fairseq_pieces(tokenizer, 1404)[:4], fairseq_pieces(tokenizer, 1404)[-1]  # doctest: +SKIP
     (['<s>', '<pad>', '</s>', '<unk>'], '<unused1403>')
     """
-    from keras_transformer.tokenizers.pieces import pieces_by_id
+    from keras_transformer.tokenizers.kinds.vocabularies import with_placeholders
 
-    pieces = pieces_by_id(tokenizer.vocab)
-    pieces += [None] * max(0, (vocab_size or 0) - len(pieces))
-    taken = set(pieces)
-    return [piece if piece is not None else _placeholder(index, taken) for index, piece in enumerate(pieces)]
-
-
-def _placeholder(index, taken):
-    piece = f"<unused{index}>"
-    while piece in taken:
-        piece = f"<{piece}>"
-    taken.add(piece)
-    return piece
+    return with_placeholders(tokenizer.vocab, vocab_size)
 
 
 def _vocabularies(run, model):
     """`(source pieces, target pieces, where the source's language token goes)`: `"first"`, `"last"`, or None.
 
-    An M2M100 or NLLB run has one tokenizer for both sides, with languages;
-    other runs have none (None).
+    An M2M100, NLLB, mBART-50 or T5 run has one tokenizer for both sides,
+    with languages where it is multilingual; other runs have none (None).
     """
-    from keras_transformer.tokenizers import load_tokenizer
+    from keras_transformer.tokenizers import kinds
 
-    source_dir, target_dir = run / runs.SOURCE_TOKENIZER, run / runs.TARGET_TOKENIZER
-    if _format(source_dir) in ("fairseq", "t5"):  # M2M100, NLLB, mBART-50; T5, MADLAD
-        tokenizer = load_tokenizer(source_dir)
-        pieces = fairseq_pieces(tokenizer, model.target_vocab_size)
-        if not tokenizer.languages:  # T5 of one language pair: CTranslate2 appends END itself
-            return pieces, pieces, None
-        return pieces, pieces, getattr(tokenizer, "source_position", "first")
-    source_pieces = read_pieces(source_dir)
-    return source_pieces, read_pieces(target_dir) if target_dir.is_dir() else source_pieces, None
-
-
-def _format(tokenizer_dir):
-    """The `format` a saved tokenizer's `tokenizer.json` names (None for this package's, or an unreadable one)."""
-    from keras_transformer.tokenizers import CONFIG_FILENAME
-
-    try:
-        config = json.loads((pathlib.Path(tokenizer_dir) / CONFIG_FILENAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # `read_pieces` names what is wrong with the folder
-    return config.get("format") if isinstance(config, dict) else None
-
-
-def _marian_pieces(tokenizer_dir, config):
-    from keras_transformer.tokenizers.pieces import pieces_by_id
-
-    pieces = pieces_by_id(json.loads((tokenizer_dir / config["vocab_file"]).read_text(encoding="utf-8")))
-    if None in pieces:
-        raise ValueError(f"{tokenizer_dir / config['vocab_file']} leaves ids without a piece")
-    return pieces
+    return kinds.ctranslate2_vocabularies(
+        run / runs.SOURCE_TOKENIZER, run / runs.TARGET_TOKENIZER, model.target_vocab_size
+    )
 
 
 # -- checks -------------------------------------------------------------------

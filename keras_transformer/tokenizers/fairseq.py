@@ -93,6 +93,8 @@ class FairseqTokenizer(PieceTokenizer):
         name: name of the module.
     """
 
+    FORMAT = "fairseq"  # what `save` writes as `tokenizer.json`'s `format`: its kind (`tokenizers.kinds`)
+
     def __init__(
         self,
         model_proto,
@@ -165,7 +167,7 @@ class FairseqTokenizer(PieceTokenizer):
         for file_name, data in self.files.items():
             atomic.write_bytes(directory / CHECKPOINT_FILES / file_name, data)
         config = {
-            "format": "fairseq",
+            "format": self.FORMAT,
             "family": self.family,
             "files": sorted(self.files),
             "source_lang": self.source_lang,

@@ -71,6 +71,8 @@ class HuggingFaceTokenizer:
             imported before they were kept), which `save` keeps.
     """
 
+    FORMAT = "huggingface"  # what `save` writes as `tokenizer.json`'s `format`: its kind (`tokenizers.kinds`)
+
     def __init__(self, tokenizer_json, pad_id, start_id, end_id, mask_id=None, cleanup=False):
         self._json = tokenizer_json
         self._tokenizer = _tokenizers().Tokenizer.from_str(tokenizer_json)
@@ -225,7 +227,7 @@ class HuggingFaceTokenizer:
         for name, data in self.files.items():
             atomic.write_bytes(directory / KEPT_FOLDER / _kept_name(name), data)
         config = {
-            "format": "huggingface",
+            "format": self.FORMAT,
             "tokenizer_file": TOKENIZER_FILENAME,
             "vocab_size": self.vocab_size,
             "pad_id": self.pad_id,

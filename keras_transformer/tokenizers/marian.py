@@ -27,7 +27,7 @@ from keras_transformer.tokenizers.pieces import (
 
 SPECIAL_PIECES = ("</s>", "<unk>", "<pad>")
 # A target-language token at the start of a text: `>>` up to the first `<<` (transformers' rule).
-_LANGUAGE_CODE = r"(?s)^(>>.*?<<)"
+LANGUAGE_CODE = r"(?s)^(>>.*?<<)"
 
 
 class MarianTokenizer(PieceTokenizer):
@@ -51,6 +51,8 @@ class MarianTokenizer(PieceTokenizer):
     >>> tokenizer = MarianTokenizer.from_files("opus-mt-en-de/source.spm", "opus-mt-en-de/vocab.json")  # doctest: +SKIP
     >>> tokenizer.tokenize(tf.constant(["A dog runs."]))  # doctest: +SKIP
     """
+
+    FORMAT = "marian"  # what `save` writes as `tokenizer.json`'s `format`: its kind (`tokenizers.kinds`)
 
     def __init__(
         self,
@@ -95,9 +97,9 @@ class MarianTokenizer(PieceTokenizer):
     def tokenize(self, strings):
         """Strings `(batch,)` -> int32 `RaggedTensor` `(batch, None)` of Marian ids, without `</s>`."""
         strings = tf.convert_to_tensor(strings, tf.string)
-        has_code = tf.strings.regex_full_match(strings, _LANGUAGE_CODE + ".*")
-        code = tf.strings.regex_replace(strings, _LANGUAGE_CODE + ".*$", r"\1")
-        rest = tf.where(has_code, tf.strings.regex_replace(strings, _LANGUAGE_CODE, ""), strings)
+        has_code = tf.strings.regex_full_match(strings, LANGUAGE_CODE + ".*")
+        code = tf.strings.regex_replace(strings, LANGUAGE_CODE + ".*$", r"\1")
+        rest = tf.where(has_code, tf.strings.regex_replace(strings, LANGUAGE_CODE, ""), strings)
         pieces = self._pieces.tokenize(rest)
         codes = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(code, has_code), tf.cast(has_code, tf.int64))
         return self._ids.lookup(tf.concat([codes, pieces], axis=1))
@@ -123,7 +125,7 @@ class MarianTokenizer(PieceTokenizer):
         directory = pathlib.Path(directory)
         spm_name, vocab_name = self.file_names
         config = {
-            "format": "marian",
+            "format": self.FORMAT,
             "spm_file": spm_name,
             "vocab_file": vocab_name,
             "vocab_size": self.vocab_size,

@@ -135,6 +135,7 @@ class SubwordTokenizer(tf.Module):
     >>> tokenizer = SubwordTokenizer.load("/tmp/tok")
     """
 
+    FORMAT = "sentencepiece"  # what `save` writes as `tokenizer.json`'s `format`: its kind (`tokenizers.kinds`)
     pad_id = PAD_ID
     unk_id = UNK_ID
     start_id = START_ID
@@ -344,7 +345,7 @@ class SubwordTokenizer(tf.Module):
         directory = pathlib.Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         config = {
-            "format": "sentencepiece",
+            "format": self.FORMAT,
             "model_file": MODEL_FILENAME,
             "vocab_size": self.vocab_size,
             "pad_id": PAD_ID,
@@ -363,9 +364,9 @@ class SubwordTokenizer(tf.Module):
         if not config_path.is_file():
             raise ValueError(f"`directory` must hold {CONFIG_FILENAME}. Received: directory={str(directory)!r}")
         config = json.loads(config_path.read_text(encoding="utf-8"))
-        if config.get("format") != "sentencepiece":
+        if config.get("format") != cls.FORMAT:
             raise ValueError(
-                f"{config_path} must have format 'sentencepiece'. Received: format={config.get('format')!r}"
+                f"{config_path} must have format {cls.FORMAT!r}. Received: format={config.get('format')!r}"
             )
         tokenizer = cls((directory / config["model_file"]).read_bytes(), name=name)
         if tokenizer.vocab_size != config["vocab_size"]:
@@ -394,34 +395,3 @@ class SegmentationSampler:
     def tokenize(self, strings):
         """Strings `(batch,)` -> int32 `RaggedTensor` `(batch, None)`: one sampled segmentation each."""
         return self._tokenizer.tokenize(strings)
-
-
-def load_tokenizer(directory, name=None):
-    """The tokenizer saved in `directory`: a `SubwordTokenizer`, or an imported model's `MarianTokenizer`.
-
-    `tokenizer.json`'s `format` says which; a folder without one is a
-    `ValueError` naming it.
-    """
-    from keras_transformer.tokenizers.marian import MarianTokenizer
-
-    config_path = pathlib.Path(directory) / CONFIG_FILENAME
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise ValueError(f"{config_path}: not a tokenizer of this package ({error})") from None
-    kind = config.get("format") if isinstance(config, dict) else None
-    if kind == "marian":
-        return MarianTokenizer.load(directory, name=name)
-    if kind == "fairseq":
-        from keras_transformer.tokenizers.fairseq import FairseqTokenizer
-
-        return FairseqTokenizer.load(directory, name=name)
-    if kind == "t5":  # an imported T5's, flan-T5's, mT5's or MADLAD's
-        from keras_transformer.tokenizers.t5 import T5Tokenizer
-
-        return T5Tokenizer.load(directory, name=name)
-    if kind == "huggingface":  # an imported GPT-2's or BERT's
-        from keras_transformer.tokenizers.huggingface import HuggingFaceTokenizer
-
-        return HuggingFaceTokenizer.load(directory, name=name)
-    return SubwordTokenizer.load(directory, name=name)

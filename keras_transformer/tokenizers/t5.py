@@ -52,6 +52,7 @@ class T5Tokenizer(PieceTokenizer):
         name: name of the module.
     """
 
+    FORMAT = "t5"  # what `save` writes as `tokenizer.json`'s `format`: its kind (`tokenizers.kinds`)
     target_in_source = True  # MADLAD: the target language is the source's first piece
 
     def __init__(self, files, start_id=None, target_lang=None, name=None):
@@ -102,7 +103,7 @@ class T5Tokenizer(PieceTokenizer):
         for file_name, data in self.files.items():
             atomic.write_bytes(directory / CHECKPOINT_FILES / file_name, data)
         config = {
-            "format": "t5",
+            "format": self.FORMAT,
             "files": sorted(self.files),
             "start_id": self.start_id,
             "target_lang": self.target_lang,
