@@ -25,7 +25,7 @@ What the spec holds, and why it decodes as our model does:
   tokenizers, Marian's `vocab.json` order for an imported model, whose
   decoder starts from `<pad>`, and an M2M100 or NLLB model's vocabulary
   with its language tokens (`__de__`, `deu_Latn`), decoding from `</s>`
-  (`fairseq_pieces`); one shared vocabulary file when source and target
+  (`tokenizers.kinds`); one shared vocabulary file when source and target
   pieces are the same.
 
 Decode it with `ctranslate2.Translator(path).translate_batch(pieces,
@@ -155,21 +155,6 @@ def read_pieces(tokenizer_dir, vocab_size=None):
     from keras_transformer.tokenizers import kinds
 
     return kinds.ctranslate2_vocabulary(tokenizer_dir, vocab_size).pieces
-
-
-def fairseq_pieces(tokenizer, vocab_size=None):
-    """The pieces of an imported tokenizer of one vocabulary for both sides (`FairseqTokenizer`, `T5Tokenizer`) by
-    id, language tokens (`__de__`, `deu_Latn`, `<2de>`) included, each id it lacks up to `vocab_size` named
-    `<unusedN>` (`tokenizers.kinds.vocabularies.with_placeholders`).
-
-    Example:
-
-    >>> fairseq_pieces(tokenizer, 1404)[:4], fairseq_pieces(tokenizer, 1404)[-1]  # doctest: +SKIP
-    (['<s>', '<pad>', '</s>', '<unk>'], '<unused1403>')
-    """
-    from keras_transformer.tokenizers.kinds.vocabularies import with_placeholders
-
-    return with_placeholders(tokenizer.vocab, vocab_size)
 
 
 def _vocabularies(run, model):

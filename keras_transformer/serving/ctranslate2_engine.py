@@ -26,9 +26,9 @@ import tensorflow as tf
 from keras_transformer import runs
 from keras_transformer.config import END_ID, PAD_ID, START_ID, DecodingConfig
 from keras_transformer.decoding import rules
-from keras_transformer.serving import ctranslate2 as writer
 from keras_transformer.serving.ctranslate2_cache import cached_model, check_run, recorded, require_ctranslate2
 from keras_transformer.serving.token_ids import tokenize_words, tokenized
+from keras_transformer.tokenizers import kinds
 from keras_transformer.translators import TranslatorInterface, decoding_defaults
 from keras_transformer.translators.controls import languages_of, pieces_of, special_tokens
 from keras_transformer.translators.precision import check_precision
@@ -160,7 +160,7 @@ class CTranslate2Translator(TranslatorInterface):
         limit = max_length or defaults.max_new_tokens or model_max
         self._decode_length = min(int(limit), model_max)
         self._normalization, self._stopping = defaults.normalization, defaults.stopping
-        self._source_pieces, self._target_pieces = _vocabularies(path, config, self.target_tokenizer, self._languages)
+        self._source_pieces, self._target_pieces = _vocabularies(path, config)
         self._target_ids = {piece: i for i, piece in enumerate(self._target_pieces)}
         self._end = self._target_pieces[int(getattr(self.target_tokenizer, "end_id", END_ID))]
         self._source_end = self._source_pieces[int(getattr(self.source_tokenizer, "end_id", END_ID))]
@@ -396,18 +396,18 @@ class CTranslate2Translator(TranslatorInterface):
         return float(rules.length_penalty(float(length), self.alpha, self._normalization))
 
 
-def _vocabularies(path, config, target_tokenizer, languages):
-    """`(source pieces, target pieces)` by id, as the conversion (`writer.convert_run`) names them.
+def _vocabularies(path, config):
+    """`(source pieces, target pieces)` by id, as the conversion (`serving.ctranslate2.convert_run`) names them.
 
-    A multilingual run (M2M100, NLLB) has one tokenizer for both sides,
-    whose pieces `writer.fairseq_pieces` completes up to the model's rows.
+    Each tokenizer's kind says what they are (`tokenizers.kinds`): one
+    tokenizer for both sides (M2M100, NLLB, mBART-50, T5) is completed up
+    to the model's rows.
     """
-    if languages.codes or hasattr(target_tokenizer, "target_in_source"):  # and a T5 of one pair
-        pieces = writer.fairseq_pieces(target_tokenizer, config.model.target_vocab_size if config.model else None)
-        return pieces, pieces
-    source = writer.read_pieces(path / runs.SOURCE_TOKENIZER)
-    target = path / runs.TARGET_TOKENIZER
-    return source, writer.read_pieces(target) if target.is_dir() else source
+    vocab_size = config.model.target_vocab_size if config.model else None
+    source, target, _ = kinds.ctranslate2_vocabularies(
+        path / runs.SOURCE_TOKENIZER, path / runs.TARGET_TOKENIZER, vocab_size
+    )
+    return source, target
 
 
 def precision_facts(path):
