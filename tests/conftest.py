@@ -45,8 +45,8 @@ TINY = dict(
 
 # Modules run as a second pytest process (the README's test command): every XLA program a process
 # compiles stays in TensorFlow's compilation cache until it exits, and one process for the whole suite
-# outgrew 24 GB. About half of the run's time each (2026-11-29, AVX2 EPYC: 2,013 and 1,926 seconds of
-# worker time): before, the first held four fifths, and the machine's used memory reached 18.8 GB in it.
+# outgrew 24 GB. About half of the run's time each (2026-11-29, AVX2 EPYC: 1,837 and 1,793 seconds of
+# worker time, 16 and 15 minutes; 11.3 GB used at most): when the first held four fifths, it reached 18.8 GB.
 SECOND_PROCESS_MODULES = {
     "test_banned_words.py",
     "test_batching.py",
