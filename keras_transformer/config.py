@@ -7,7 +7,7 @@ decoding parts, and a run's `config.json` records them
 (`keras_transformer.runs.RunConfig`). Every setting has one name
 in all of them, on the command line too (`--alpha` is `alpha`). Names used by
 earlier versions' files (`input_vocab_size`, `length_penalty`) are read as
-today's (`LEGACY_NAMES`).
+today's (`config_fields.LEGACY_NAMES`).
 
 The special token ids of this package's own vocabularies are defined here,
 once: `PAD_ID` (also padding in every mask), `UNK_ID`, `START_ID`, `END_ID`.
@@ -32,6 +32,7 @@ ValueError: `d_model` must be divisible by `num_heads`. Received: d_model=510, n
 import dataclasses
 
 from keras_transformer import kinds
+from keras_transformer.config_fields import Fields, setting
 from keras_transformer.kinds import MAX_BEAM_SIZE, MAX_LENGTH, check_ids, check_int_in_range  # noqa: F401
 
 PAD_ID = 0
@@ -50,91 +51,9 @@ FEED_FORWARDS = ("plain", "gated")  # the paper's, T5 v1.1's gated one
 ARCHITECTURES = ("encoder_decoder", "decoder_only", "encoder_only")
 ENCODER_HEADS = ("masked_lm", "classifier", "none")
 
-# Names earlier versions wrote in config.json and `.keras` files, and today's name for each.
-LEGACY_NAMES = {"input_vocab_size": "source_vocab_size", "length_penalty": "alpha"}
-
-
-def setting(default, kind):
-    """A field of the table: its default, and its `kinds.Kind` (what it must be; None is taken where it is the
-    default)."""
-    return dataclasses.field(default=default, metadata={"kind": kind})
-
-
-def _fields(cls):
-    return tuple(field.name for field in dataclasses.fields(cls))
-
-
-class _Config:
-    """What the configuration parts share: `replace`, `to_dict` and `from_dict` by field name.
-
-    Each field is checked by its kind when a part is made (`check_fields`),
-    by the constructor, `replace` and `from_dict` alike, as a layer checks its
-    arguments: `ModelConfig(key_block_size=0)` is a `ValueError` naming the
-    field. What holds between fields (`num_heads` dividing `d_model`, the ids
-    within the vocabulary) is `check`'s, once the part is whole.
-    """
-
-    def __post_init__(self):
-        self.check_fields()
-
-    def replace(self, **changes):
-        """A copy with some fields changed; an unknown name is a `ValueError` that lists the known ones."""
-        _check_names(type(self), changes)
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self):
-        """The fields as JSON values (tuples as lists)."""
-        return {name: list(value) if isinstance(value, tuple) else value for name, value in vars(self).items()}
-
-    @classmethod
-    def from_dict(cls, data, where="config"):
-        """The part written by `to_dict` (or by an earlier version: `LEGACY_NAMES`); unknown names are refused.
-
-        `where` names the source in the error (e.g. a file and its section).
-        """
-        if not isinstance(data, dict):
-            raise ValueError(f"{where} must be a JSON object. Received: {data!r}"[:300])
-        legacy = {**LEGACY_NAMES, **getattr(cls, "_LEGACY_NAMES", {})}
-        data = {legacy.get(name, name): value for name, value in data.items()}
-        _check_names(cls, data, where)
-        try:
-            return cls(**{name: tuple(v) if isinstance(v, list) else v for name, v in data.items()})
-        except ValueError as error:
-            raise ValueError(f"{where}: {error}") from None
-
-    @classmethod
-    def field(cls, name):
-        """The `dataclasses.Field` of `name` (or of an earlier version's name for it), or None."""
-        name = {**LEGACY_NAMES, **getattr(cls, "_LEGACY_NAMES", {})}.get(name, name)
-        return next((field for field in dataclasses.fields(cls) if field.name == name), None)
-
-    @classmethod
-    def takes(cls, name, value):
-        """Whether field `name` takes `value`: its kind's check, or None where None is its default."""
-        field = cls.field(name)
-        return (value is None and field.default is None) or field.metadata["kind"].accepts(value)
-
-    def check_fields(self):
-        """Each field checked by its kind (None passes where it is the default); returns the config itself."""
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if not (value is None and field.default is None):
-                field.metadata["kind"].check(field.name, value)
-        return self
-
-
-def _check_names(cls, names, where=None):
-    unknown = sorted(set(names) - set(_fields(cls)))
-    if unknown:
-        where = f"{where}: " if where else ""
-        raise ValueError(
-            f"{where}{cls.__name__} has no field {unknown[0]!r}. Its fields: {', '.join(_fields(cls))}. "
-            f"Received: {unknown[0]}={names[unknown[0]]!r}"[:400]
-        )
-
 
 @dataclasses.dataclass(frozen=True)
-class ModelConfig(_Config):
+class ModelConfig(Fields):
     """Every option of `build_transformer`, each under its one name.
 
     Args:
@@ -337,7 +256,7 @@ class ModelConfig(_Config):
 
 
 @dataclasses.dataclass(frozen=True)
-class DecodingConfig(_Config):
+class DecodingConfig(Fields):
     """How a model decodes by default: `beam_size` (1 = greedy), the length penalty's `alpha`, `max_length`.
 
     `alpha` is the exponent of the length penalty that beam scores are
@@ -424,7 +343,7 @@ class DecodingConfig(_Config):
 
 
 @dataclasses.dataclass(frozen=True)
-class DataConfig(_Config):
+class DataConfig(Fields):
     """The corpus, its vocabulary and its batches.
 
     Args:
@@ -449,7 +368,7 @@ class DataConfig(_Config):
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainingConfig(_Config):
+class TrainingConfig(Fields):
     """The optimisation: the paper's warmup schedule, label smoothing, the length of the run.
 
     Args:

@@ -38,7 +38,8 @@ and the variants that lost: docs/multi30k.md.
 
 import dataclasses
 
-from keras_transformer.config import DataConfig, DecodingConfig, ModelConfig, TrainingConfig, _check_names
+from keras_transformer.config import DataConfig, DecodingConfig, ModelConfig, TrainingConfig
+from keras_transformer.config_fields import LEGACY_NAMES, check_names
 
 # The model of a preset unless it says otherwise: the Korean chatbot tutorial's, with one shared,
 # tied vocabulary (the vocabulary's size comes from the tokenizer a run trains).
@@ -84,7 +85,7 @@ class Preset:
         for setting, value in settings.items():
             part = next((part for part in PARTS if setting in _field_names(getattr(self, part))), None)
             if part is None and setting != "name":
-                _check_names(type(self), {setting: value}, "preset")  # raises, listing the fields
+                check_names(type(self), {setting: value}, "preset")  # raises, listing the fields
             if part is not None:
                 routed[part][setting] = value
         changes = {part: getattr(self, part).replace(**routed[part]) for part in PARTS if routed[part]}
@@ -111,8 +112,6 @@ class Preset:
         if not isinstance(data, dict) or not isinstance(data.get("name"), str):
             raise ValueError(f"{where} must be a JSON object with a `name`. Received: {data!r}"[:300])
         settings = {name: tuple(v) if isinstance(v, list) else v for name, v in data.items() if name != "name"}
-        from keras_transformer.config import LEGACY_NAMES
-
         settings = {LEGACY_NAMES.get(name, name): value for name, value in settings.items()}
         try:
             return cls(data["name"]).replace(**settings)

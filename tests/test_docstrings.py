@@ -69,6 +69,7 @@ MODULES = [
     "keras_transformer.serving.logs",
     "keras_transformer.serving.page",
     "keras_transformer.config",
+    "keras_transformer.config_fields",
     "keras_transformer.input_rules",
     "keras_transformer.decoding.rules",
     "keras_transformer.files.json_files",

@@ -67,7 +67,7 @@ class RunConfig:
     `read(path)` checks the file (`read_config`) and types its sections;
     `write(path)` writes it back atomically, with the keys it does not know
     (written by a later version) as they were. Runs written by earlier
-    versions read too (`config.LEGACY_NAMES`).
+    versions read too (`config_fields.LEGACY_NAMES`).
 
     Example:
 
