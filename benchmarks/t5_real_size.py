@@ -6,7 +6,11 @@ layers, 1024 wide, 16 heads, 4096-wide ReLU feed-forward, 32128 embedding
 rows) as transformers 5 saves it, in bfloat16, in shards of 500 MB with
 `model.safetensors.index.json`, beside the tiny T5 fixture's tokenizer
 (tests/data/t5_mbart/t5: its ids lie within the embedding's rows, which is
-all an import asks of a tokenizer). `measure` imports it with
+all an import asks of a tokenizer; the embedding rows past its 1,000 pieces
+and `<pad>`'s are zero, so that the random model's outputs stay within them
+and are never `<pad>` (which the random weights favour, and which this
+package never generates), while the
+output projection still multiplies all 32,128 rows). `measure` imports it with
 `keras-transformer import` in a child process and reports the child's peak
 RSS (as `/usr/bin/time -v` reports it: the child's `ru_maxrss`) against the
 float32 weights the run holds, with the CPU and the load average.
@@ -32,6 +36,7 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 CACHE = HERE / ".cache" / "t5_real_size"
 FIXTURE = HERE.parent / "tests" / "data" / "t5_mbart" / "t5"
+TOKENIZER_PIECES = 1000  # the fixture's spiece.model; the embedding keeps t5-large's 32,128 rows
 T5_LARGE = dict(d_model=1024, d_kv=64, d_ff=4096, num_layers=24, num_heads=16, vocab_size=32128, n_positions=512)
 
 
@@ -43,6 +48,9 @@ def build(folder):
     torch.set_default_dtype(torch.bfloat16)  # built in bfloat16: 1.5 GB, not 3 GB and a copy
     config = T5Config(**T5_LARGE, feed_forward_proj="relu", decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
     model = T5ForConditionalGeneration(config)
+    with torch.no_grad():  # zero rows are never the best: outputs stay within what the tokenizer can write
+        model.shared.weight[TOKENIZER_PIECES:] = 0
+        model.shared.weight[config.pad_token_id] = 0  # and are never <pad>, which random weights favour
     if folder.exists():
         shutil.rmtree(folder)
     model.save_pretrained(folder, max_shard_size="500MB")
