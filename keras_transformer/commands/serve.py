@@ -245,7 +245,7 @@ def _in_flight(args, kind, engine, batcher, languages):
     rows = dict(max_rows=args.max_batch_size, segment_steps=args.segment_steps)
     try:
         in_flight = InflightBatcher(translator, batcher, max_queue=args.max_queue, **rows)
-    except ValueError as error:  # a model the rows cannot decode (T5's relative positions)
+    except ValueError as error:  # a model the rows cannot decode (a decoder-only one)
         print(f"Batching: dynamic ({error})", file=sys.stderr, flush=True)
         return batcher
     print(

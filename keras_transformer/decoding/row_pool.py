@@ -70,15 +70,12 @@ class RowUpdate:
 def why_not_in_rows(model):
     """Why `model` cannot decode in a `RowPool`, in a few words; `""` where it can.
 
-    Rows sit at their own positions on one cache timeline, which T5's
-    relative position bias (a bias by the distance of two positions) does
-    not read yet.
+    T5's relative position bias decodes in rows: a row's positions and its
+    slots on the timeline differ by one offset, so their distances agree.
     """
     model = as_transformer(model)
     if is_decoder_only(model):
         return "a decoder-only model has no source to join"
-    if getattr(model, "decoder_position_bias", None) is not None:
-        return "T5's relative position bias is not decoded in rows yet"
     return ""
 
 

@@ -295,7 +295,7 @@ class TransformerModel(keras.Model):
         # A step's tokens are never padding, though START may share PAD's id (Marian's): no Keras mask. JAX keeps
         # the embedding's mask through a reshape that changes nothing, and it would mask START.
         keras.src.backend.set_keras_mask(x, None)
-        bias = self._step_bias(token_ids, index, self_attention_caches)
+        bias = self._step_bias(token_ids, cache_update_index, self_attention_caches)
         new_caches = []
         for layer, cache, cross_cache in zip(self.decoder_layers, self_attention_caches, cross_attention_caches):
             x, cache, _ = layer(
@@ -311,19 +311,23 @@ class TransformerModel(keras.Model):
             new_caches.append(cache)
         return x, tuple(new_caches)
 
-    def _step_bias(self, token_ids, index, self_attention_caches):
-        """`{"attention_bias": (1, heads, 1, cache length)}` of a step at position `index` (T5's), or `{}`.
+    def _step_bias(self, token_ids, cache_update_index, self_attention_caches):
+        """`{"attention_bias": (1, heads, 1, cache length)}` of a step writing at `cache_update_index` (T5's), or `{}`.
 
-        The cache holds one entry per query and position, position-major (the
-        beams of `decoding.cache`: entry `e` is position `e // queries`).
+        The cache holds one entry per query and slot, slot-major (the beams of
+        `decoding.cache`: entry `e` is slot `e // queries`). The bias reads
+        distances of slots: a row's keys sit at its positions plus one offset
+        (zero in a batch decode, the slot it joined at in a `RowPool`), so
+        they are the distances of its positions.
         """
         if self.decoder_position_bias is None:
             return {}
         keys = self_attention_caches[0][0]
+        queries = token_ids.shape[1]
         length = keys.shape[2] if isinstance(keys.shape[2], int) else ops.shape(keys)[2]
-        key_positions = ops.arange(length, dtype="int32") // token_ids.shape[1]
-        query = ops.reshape(ops.cast(index, "int32"), (1,))
-        return {"attention_bias": self.decoder_position_bias.between(query, key_positions)}
+        key_slots = ops.arange(length, dtype="int32") // queries
+        query = ops.reshape(ops.cast(cache_update_index, "int32") // queries, (1,))
+        return {"attention_bias": self.decoder_position_bias.between(query, key_slots)}
 
 
 class _Parts(typing.NamedTuple):

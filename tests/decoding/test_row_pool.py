@@ -81,13 +81,22 @@ def test_joining_sources_get_the_batch_decode(tiny, name):
     assert pool.width == (32 if name == "greedy" else 64)  # widened, not narrowed again (a quarter rule)
 
 
-def test_a_model_with_relative_positions_is_refused_in_one_line():
-    """T5's relative bias reads distances of positions, which rows on one timeline do not give it yet."""
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_relative_positions_decode_in_rows(beam_size):
+    """T5's bias reads distances of slots on the timeline: each row's own distances, wherever it joined."""
     config = ModelConfig(
         source_vocab_size=40, target_vocab_size=40, num_layers=1, d_model=16, num_heads=2, d_ff=24, max_length=8,
         position_layout="relative", norm="rms", scale_embeddings=False, start_id=0, end_id=1,
     )  # fmt: skip
     model = build_transformer(config=config)
-    assert "relative position bias" in why_not_in_rows(model)
-    with pytest.raises(ValueError, match="^`RowPool` cannot decode this model: T5's relative position bias"):
-        RowPool(model, decoding.search_for(1, 0.0), max_length=4)
+    assert why_not_in_rows(model) == ""
+    table = model.decoder_position_bias.embeddings
+    table.assign(tf.random.stateless_normal(table.shape, [3, 0], stddev=3.0))  # a bias that decides the ids
+    source_ids = tf.random.stateless_uniform([6, 5], [4, 0], minval=2, maxval=40, dtype=tf.int32)
+    prefix = tf.fill([6, MAX_LENGTH], -1)
+    search = decoding.search_for(beam_size, 0.6)
+    expected = decoding.decode(model, source_ids, search, max_length=MAX_LENGTH)
+    results, _ = pooled(model, search, source_ids, prefix, 6, MAX_LENGTH, min_width=16)
+    for row in range(6):
+        np.testing.assert_array_equal(results[row].ids, expected.ids.numpy()[row], err_msg=f"row {row}")
+        np.testing.assert_allclose(results[row].scores, expected.scores.numpy()[row], atol=1e-4)

@@ -24,6 +24,7 @@ from keras_transformer import export, runs
 from keras_transformer.decoding import TruncatedOutputWarning
 from keras_transformer.models.loading import load_model
 from keras_transformer.pretrained import export_checkpoint, import_pretrained
+from keras_transformer.serving.inflight import InflightBatcher
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "t5_mbart"
 KINDS = ("t5", "flan_t5", "mt5", "madlad", "mbart50")
@@ -225,3 +226,22 @@ def test_sampling_streaming_prefixes_and_bans_follow_the_languages(imported):
     assert again == expected["greedy"][:1]
     banned = strings(quietly(translator.greedy, sentences[:1], banned=[words[0]], **controls))
     assert banned != expected["greedy"][:1] and words[0] not in banned[0].split()
+
+
+def test_in_flight_rows_give_transformers_greedy_strings(imported):
+    """`serve`'s in-flight rows: T5's relative positions read at each row's own offset, MADLAD's target token in the
+    source of each request. Five requests in a pool of two rows join it as others leave."""
+    kind, _, translator, reference = imported
+    if kind not in ("t5", "madlad"):
+        pytest.skip("T5's relative positions are t5's and madlad's; mBART-50's absolute ones decode as Marian's")
+    (controls, expected), *_ = targets(reference)[::-1]  # MADLAD: the second language
+    batcher = InflightBatcher(translator, max_rows=2, segment_steps=2)
+    try:
+        fields = {name: [value.encode()] for name, value in controls.items()}
+        sentences = reference["sentences"][:5]
+        futures = [batcher.submit(("greedy", ()), {"sentences": [s.encode()], **fields}) for s in sentences]
+        outputs = [future.result(600)["translations"][0].decode("utf-8") for future in futures]
+    finally:
+        batcher.close()
+    assert outputs == expected["greedy"][:5]
+    assert max(batcher.segments) > 1  # rows side by side
