@@ -90,6 +90,8 @@ MODULES = [
     "keras_transformer.compile_cache",
     "keras_transformer.tokenizers.kinds",
     "keras_transformer.tokenizers.kinds.vocabularies",
+    "keras_transformer.export_formats.options",
+    "keras_transformer.training.marian_compatible",
 ]
 
 

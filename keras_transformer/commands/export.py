@@ -19,10 +19,8 @@ Load it anywhere with TensorFlow and tensorflow-text only::
 
 import sys
 
+from keras_transformer import export_formats
 from keras_transformer.commands.arguments import non_empty, setting_type
-from keras_transformer.config import DecodingConfig
-from keras_transformer.export_formats import FORMATS
-from keras_transformer.serving.ctranslate2 import QUANTIZATIONS
 
 TRUST_RUN_DIR = (
     "Only export run directories you trust: a model is a program, and the SavedModel "
@@ -36,6 +34,7 @@ def add_parser(subparsers):
         help="export a run as a SavedModel, a CTranslate2 or LiteRT model, or a Hugging Face checkpoint",
         description=__doc__.split("\n\n")[0] + " " + TRUST_RUN_DIR,
     )
+    formats = export_formats.FORMATS
     parser.add_argument("--model", required=True, type=non_empty, help="a training run directory (one you trust)")
     parser.add_argument(
         "--output",
@@ -46,59 +45,35 @@ def add_parser(subparsers):
     )
     parser.add_argument(
         "--format",
-        choices=tuple(FORMATS),
+        choices=tuple(formats),
         default="savedmodel",
-        help="; ".join(f"{name}: {each.description}" for name, each in FORMATS.items()) + " (default: savedmodel)",
-    )
-    parser.add_argument(
-        "--quantization",
-        choices=QUANTIZATIONS,
-        default=None,
-        help="--format ctranslate2 or litert (int8 only): the weight type (default: float32, as trained)",
+        help="; ".join(f"{name}: {each.description}" for name, each in formats.items()) + " (default: savedmodel)",
     )
     parser.add_argument(
         "--overwrite", action="store_true", help="replace the earlier export at --output (never any other folder)"
     )
-    parser.add_argument(
-        "--beam",
-        type=setting_type(DecodingConfig, "beam_size"),
-        default=None,
-        help="beam size of the default signature, 1 = greedy; transformers: generation_config.json's num_beams "
-        "(default: the run's, else 4)",
-    )
-    parser.add_argument(
-        "--alpha",
-        type=setting_type(DecodingConfig, "alpha"),
-        default=None,
-        help="length-penalty exponent of the default signature's beam search (default: the run's, else 0.6)",
-    )
-    parser.add_argument(
-        "--max-length",
-        type=setting_type(DecodingConfig, "max_new_tokens"),
-        default=None,
-        help="tokens generated at most, END included (default: the run's, else the model's max_length)",
-    )
-    parser.add_argument("--no-xla", action="store_true", help="do not compile the decoder with XLA")
-    parser.add_argument(
-        "--scores",
-        type=non_empty,
-        default=None,
-        metavar="FILE",
-        help="--format transformers: the JSON of `evaluate --output`, whose BLEU and chrF the model card reports",
-    )
+    for option in export_formats.all_options():  # each format's settings, from the export registry
+        if option.flag is not None:
+            parser.add_argument(option.flag, dest=option.name, default=None, help=option.help, **_reading(option))
     parser.set_defaults(run=run)
 
 
-def run(args):
-    from keras_transformer.export_formats import export_run
+def _reading(option):
+    """How the flag of `option` (an `export_formats.Option`) reads its value: argparse's keywords."""
+    if option.switch is not None:
+        return {"action": "store_const", "const": option.switch}
+    named = option.metavar or option.flag.lstrip("-").replace("-", "_").upper()
+    if option.setting is not None:
+        return {"type": setting_type(*option.setting), "metavar": named}
+    if option.choices is not None:
+        return {"choices": option.choices}
+    return {"type": non_empty, "metavar": named}
 
-    options = dict(
-        beam_size=args.beam,
-        alpha=args.alpha,
-        max_length=args.max_length,
-        jit_compile=False if args.no_xla else None,
-        quantization=args.quantization,
-        scores=args.scores,
+
+def run(args):
+    settings = {option.name: getattr(args, option.name, None) for option in export_formats.all_options()}
+    print(
+        export_formats.export_run(args.model, args.output, args.format, overwrite=args.overwrite, **settings),
+        file=sys.stderr,
     )
-    print(export_run(args.model, args.output, args.format, overwrite=args.overwrite, **options), file=sys.stderr)
     return 0

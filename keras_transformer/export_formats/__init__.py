@@ -11,7 +11,11 @@ an `ExportFormat` in a module of its own, registered in `FORMATS`:
 - `"transformers"`: a Hugging Face checkpoint folder (`transformers`), which
   transformers, CTranslate2's converter and the Hub read.
 
-A new format is one module with one `ExportFormat`, added to `FORMATS`.
+A new format is one module with one `ExportFormat`, added to `FORMATS`
+(`register`). The format declares its options (`Option`: keyword, flag,
+kind, `--help`), from which `keras-transformer export` builds its flags, and
+its destination (`files.destinations.Destination`: how a folder it wrote is
+told from any other), which `register` hands to `files.destinations`.
 Every format writes atomically, replaces only an earlier export of its own
 kind (with `overwrite`), refuses foreign files, and writes a manifest.
 
@@ -26,10 +30,33 @@ ValueError: `format` must be one of ('savedmodel', 'ctranslate2', 'litert', 'tra
 """  # noqa: E501  (a doctest's line)
 
 from keras_transformer.errors import ArgumentError, literal
-from keras_transformer.export_formats import ctranslate2, litert, savedmodel, transformers
-from keras_transformer.export_formats.format import ExportFormat
+from keras_transformer.export_formats import ctranslate2, litert, options, savedmodel, transformers
+from keras_transformer.export_formats.format import ExportFormat, Option
+from keras_transformer.files import destinations
 
-FORMATS = {module.FORMAT.name: module.FORMAT for module in (savedmodel, ctranslate2, litert, transformers)}
+FORMATS = {}  # {name: ExportFormat}
+
+
+def register(export_format):
+    """Adds `export_format` (an `ExportFormat`) to `FORMATS`, and its destination to `files.destinations`."""
+    if export_format.name in FORMATS:
+        raise ValueError(f"the export format {export_format.name!r} is registered already")
+    destinations.register(export_format.destination)
+    FORMATS[export_format.name] = export_format
+    return export_format
+
+
+def all_options():
+    """Every format's `Option`s, each once: the shared ones (`options.SHARED`) first, then the formats' own."""
+    found = {option.name: option for option in options.SHARED}
+    for export_format in FORMATS.values():
+        for option in export_format.options:
+            found.setdefault(option.name, option)
+    return tuple(found.values())
+
+
+for _module in (savedmodel, ctranslate2, litert, transformers):
+    register(_module.FORMAT)
 
 
 def export_run(run, output, format="savedmodel", *, overwrite=False, **options):  # noqa: A002  (the format's name)
@@ -51,12 +78,12 @@ def export_run(run, output, format="savedmodel", *, overwrite=False, **options):
     chosen = FORMATS[format]
     given = {name: value for name, value in options.items() if value is not None}
     for name in given:
-        if name not in chosen.options:
-            takes = " and ".join(other.name for other in FORMATS.values() if name in other.options)
+        if name not in chosen.option_names:
+            takes = " and ".join(other.name for other in FORMATS.values() if name in other.option_names)
             why = chosen.why_not.get(name, "it has no such setting")
             setting = f"{{{name}={literal(given[name])}}}"
             raise ArgumentError(f"{setting} does not apply to the {format} format ({why}): it applies to {takes}")
     return chosen.write(run, output, overwrite=overwrite, **given)
 
 
-__all__ = ["FORMATS", "ExportFormat", "export_run"]
+__all__ = ["FORMATS", "ExportFormat", "Option", "all_options", "export_run", "register"]

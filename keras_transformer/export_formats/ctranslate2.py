@@ -4,6 +4,8 @@ import json
 import pathlib
 
 from keras_transformer.export_formats.format import ExportFormat
+from keras_transformer.export_formats.options import QUANTIZATION
+from keras_transformer.files import destinations
 
 SEARCH = "CTranslate2 chooses the search when it translates (translate_batch(beam_size=..., length_penalty=...))"
 LANGUAGES = (
@@ -32,8 +34,9 @@ def write(run, output, overwrite=False, quantization=None):
 FORMAT = ExportFormat(
     name="ctranslate2",
     description="a CTranslate2 model directory (pip install ctranslate2), which takes and returns SentencePiece pieces",
-    options=("quantization",),
+    options=(QUANTIZATION,),
     write=write,
+    destination=destinations.DESTINATIONS[destinations.CTRANSLATE2],  # model.bin, keras_transformer.json
     why_not={
         "beam_size": SEARCH,
         "alpha": SEARCH,

@@ -1,6 +1,8 @@
 """The LiteRT format: a `.tflite` with the tokenizer and the cached decoder step, the search on the host."""
 
+from keras_transformer.export_formats import options
 from keras_transformer.export_formats.format import ExportFormat
+from keras_transformer.files import destinations
 
 
 def write(run, output, overwrite=False, **options):
@@ -18,7 +20,15 @@ def write(run, output, overwrite=False, **options):
 FORMAT = ExportFormat(
     name="litert",
     description="a .tflite with encode, decode_step and tokenize signatures for on-device translation",
-    options=("quantization", "beam_size", "alpha", "max_length", "source_lang", "target_lang"),
+    options=(
+        options.QUANTIZATION,
+        options.BEAM_SIZE,
+        options.ALPHA,
+        options.MAX_LENGTH,
+        options.SOURCE_LANG,
+        options.TARGET_LANG,
+    ),
     write=write,
+    destination=destinations.DESTINATIONS[destinations.LITERT],  # model.tflite, litert.json
     why_not={"jit_compile": "a LiteRT export is not XLA-compiled"},
 )

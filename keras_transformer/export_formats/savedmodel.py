@@ -1,6 +1,8 @@
 """The SavedModel format: strings in, strings out, with the signatures TF Serving calls (`serving.export`)."""
 
+from keras_transformer.export_formats import options
 from keras_transformer.export_formats.format import ExportFormat
+from keras_transformer.files import destinations
 
 
 def write(run, output, overwrite=False, **options):
@@ -20,7 +22,15 @@ def write(run, output, overwrite=False, **options):
 FORMAT = ExportFormat(
     name="savedmodel",
     description="strings in, strings out, TensorFlow only, with TF Serving signatures",
-    options=("beam_size", "alpha", "max_length", "jit_compile", "source_lang", "target_lang"),
+    options=(
+        options.BEAM_SIZE,
+        options.ALPHA,
+        options.MAX_LENGTH,
+        options.JIT_COMPILE,
+        options.SOURCE_LANG,
+        options.TARGET_LANG,
+    ),
     write=write,
+    destination=destinations.DESTINATIONS[destinations.EXPORT],  # a Translator's graph and its manifest
     why_not={"quantization": "its weights are the run's, float32 as trained"},
 )

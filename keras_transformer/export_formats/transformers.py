@@ -1,6 +1,15 @@
 """The transformers format: a Hugging Face checkpoint folder that transformers, CTranslate2 and the Hub read."""
 
-from keras_transformer.export_formats.format import ExportFormat
+from keras_transformer.export_formats import options
+from keras_transformer.export_formats.format import ExportFormat, Option
+from keras_transformer.files import destinations
+
+SCORES = Option(
+    "scores",
+    "--format transformers: the JSON of `evaluate --output`, whose BLEU and chrF the model card reports",
+    flag="--scores",
+    metavar="FILE",
+)
 
 
 def write(run, output, overwrite=False, **options):
@@ -19,8 +28,9 @@ FORMAT = ExportFormat(
     name="transformers",
     description="a Hugging Face checkpoint (config.json, model.safetensors, tokenizer files, model card) that "
     "transformers, CTranslate2's converter and the Hub read",
-    options=("beam_size", "alpha", "max_length", "scores"),
+    options=(options.BEAM_SIZE, options.ALPHA, options.MAX_LENGTH, SCORES),
     write=write,
+    destination=destinations.DESTINATIONS[destinations.TRANSFORMERS],  # model.safetensors, keras_transformer.json
     why_not={
         "quantization": "its weights are the run's, float32 as trained",
         "jit_compile": "a checkpoint is not compiled",

@@ -35,12 +35,14 @@ Traceback (most recent call last):
 keras_transformer.files.destinations.UnsafeDestinationError: ... is the home folder: ...
 """
 
+import dataclasses
 import json
 import os
 import pathlib
 import re
 import shutil
 import warnings
+from collections.abc import Callable
 
 from keras_transformer.errors import ArgumentError, KerasTransformerWarning, literal
 from keras_transformer.files import atomic, ownership, run_files
@@ -50,13 +52,6 @@ EXPORT = "export"
 CTRANSLATE2 = "ctranslate2"
 LITERT = "litert"
 TRANSFORMERS = "transformers"
-KINDS = {
-    RUN: "training run",
-    EXPORT: "SavedModel export",
-    CTRANSLATE2: "CTranslate2 export",
-    LITERT: "LiteRT export",
-    TRANSFORMERS: "Hugging Face checkpoint export",
-}
 MANIFEST = "MANIFEST.sha256"
 CREATOR = ownership.CREATOR  # config.json's "created_by"
 CTRANSLATE2_PROVENANCE = "keras_transformer.json"
@@ -65,6 +60,69 @@ LITERT_PROVENANCE = "litert.json"
 # The graph of every `Translator` export names these functions.
 TRANSLATOR_MARKERS = (b"source_lengths", b"max_source_length")
 EXPORT_FOLDERS = re.compile(r"assets|assets\.extra|variables")  # a SavedModel's, which may be empty
+
+
+@dataclasses.dataclass(frozen=True)
+class Destination:
+    """A kind of folder that this package writes and may replace: how one that it wrote is told from any other.
+
+    An export's folder holds a manifest (`MANIFEST.sha256`) that lists its
+    files, `model_file` and `provenance_file` among them; the provenance
+    file is a JSON object whose `created_by` is this package and whose
+    `format` is `kind`. A kind told otherwise (a run, by its config.json; a
+    SavedModel, by its graph) gives `record` and `marked`.
+
+    Attributes:
+        kind: its name (`check_destination(path, kind)`); an export's is its format's.
+        label: what it is, in messages (`"CTranslate2 export"`).
+        model_file: the file every one holds (`"model.bin"`).
+        provenance_file: the JSON file that says who wrote it, in which format.
+        record_file: the file that holds its record of the files it wrote.
+        record: `record(path) -> ownership.Record | None`, where the two
+            files above do not tell it; None otherwise.
+        marked: `marked(path) -> bool`, whether `path` bears its mark, whole
+            or not (see `marked_kind`), where the provenance file does not tell it.
+    """
+
+    kind: str
+    label: str
+    model_file: str | None = None
+    provenance_file: str | None = None
+    record_file: str = MANIFEST
+    record: Callable | None = None
+    marked: Callable | None = None
+
+    def files_record(self, path):
+        """What the folder `path` records of its files (`ownership.Record`), or None when it is not one of these."""
+        path = pathlib.Path(path)
+        if self.record is not None:
+            return self.record(path)
+        return _provenance_record(path, self.model_file, self.provenance_file, self.kind)
+
+    def bears_mark(self, path):
+        """Whether the folder `path` bears the mark of one of these, whole or not."""
+        path = pathlib.Path(path)
+        if self.marked is not None:
+            return self.marked(path)
+        provenance = _mark(path / self.provenance_file)
+        return provenance.get("created_by") == CREATOR and provenance.get("format") == self.kind
+
+
+DESTINATIONS = {}  # {kind: Destination}, in the order `kind_of` and `marked_kind` try them
+KINDS = {}  # {kind: label}
+
+
+def register(destination):
+    """Adds `destination` (a `Destination`) to the kinds this package writes and may replace; returns it.
+
+    The export registry registers each format's (`export_formats.register`).
+    A kind registered again must be the same `Destination`.
+    """
+    known = DESTINATIONS.setdefault(destination.kind, destination)
+    if known != destination:
+        raise ValueError(f"the destination kind {destination.kind!r} is registered already, as {known}")
+    KINDS[destination.kind] = destination.label
+    return destination
 
 
 class UnsafeDestinationError(ValueError):
@@ -104,7 +162,7 @@ class LeftBehindWarning(KerasTransformerWarning):
 
 
 def check_destination(path, kind):
-    """What writing a `kind` (`"run"`, `"export"`, `"ctranslate2"`, `"litert"`, `"transformers"`) at `path` does.
+    """What writing a `kind` (`"run"`, `"export"`, `"ctranslate2"`, ..., each of `DESTINATIONS`) at `path` does.
 
     Returns:
         `"new"` (does not exist), `"empty"` (an empty folder), or `"ours"` (a
@@ -150,15 +208,7 @@ def check_separate(source, destination, what="the output"):
 
 def files_record(path, kind):
     """What a `kind` at `path` records of its files (`ownership.Record`), or None when it has no such record."""
-    path = pathlib.Path(path)
-    records = {
-        RUN: run_files.files_record,
-        EXPORT: _export_record,
-        CTRANSLATE2: _ctranslate2_record,
-        LITERT: _litert_record,
-        TRANSFORMERS: _transformers_record,
-    }
-    return records[kind](path)
+    return DESTINATIONS[kind].files_record(path)
 
 
 def kind_of(path):
@@ -170,22 +220,12 @@ def marked_kind(path):
     """The kind of run or export of this package that `path` bears the mark of, whole or not; or None.
 
     Looser than `kind_of`: a run's config.json written by this package, a
-    SavedModel with a manifest or a `Translator` graph, a CTranslate2 model
-    with this package's `keras_transformer.json`. For refusing to write a
-    file into such a folder, which would make it foreign to its own record.
+    SavedModel with a manifest or a `Translator` graph, an export whose
+    provenance file (`keras_transformer.json`, `litert.json`) this package
+    wrote. For refusing to write a file into such a folder, which would make
+    it foreign to its own record.
     """
-    path = pathlib.Path(path)
-    if run_files.files_record(path) is not None or _mark(path / run_files.CONFIG).get("created_by") == CREATOR:
-        return RUN
-    graph = path / "saved_model.pb"
-    if graph.is_file() and ((path / MANIFEST).is_file() or _export_record(path) is not None):
-        return EXPORT
-    provenance = _mark(path / CTRANSLATE2_PROVENANCE)
-    if provenance.get("created_by") == CREATOR:
-        return TRANSFORMERS if provenance.get("format") == TRANSFORMERS else CTRANSLATE2
-    if _mark(path / LITERT_PROVENANCE).get("created_by") == CREATOR:
-        return LITERT
-    return None
+    return next((kind for kind, destination in DESTINATIONS.items() if destination.bears_mark(path)), None)
 
 
 def _mark(path):
@@ -199,7 +239,7 @@ def _mark(path):
 
 def _why(path, kind):
     """Why `path` holds no record of a `kind`, for the message, when its record file exists."""
-    record_file = path / (run_files.CONFIG if kind == RUN else MANIFEST)
+    record_file = path / DESTINATIONS[kind].record_file
     if not record_file.exists():
         return ""
     return f" ({record_file} is not its record of the files it wrote)"
@@ -335,18 +375,6 @@ def _export_record(path):
     return _manifest_record(files, EXPORT_FOLDERS)
 
 
-def _ctranslate2_record(path):
-    return _provenance_record(path, "model.bin", CTRANSLATE2_PROVENANCE, "ctranslate2")
-
-
-def _litert_record(path):
-    return _provenance_record(path, "model.tflite", LITERT_PROVENANCE, "litert")
-
-
-def _transformers_record(path):
-    return _provenance_record(path, "model.safetensors", TRANSFORMERS_PROVENANCE, TRANSFORMERS)
-
-
 def _provenance_record(path, model_file, provenance_file, format_name):
     """The manifest's record of an export whose `provenance_file` says this package wrote it in `format_name`."""
     files = read_manifest(path)
@@ -377,3 +405,26 @@ def _refuse_protected(path):
         raise UnsafeDestinationError(path, "is the current folder")
     if resolved in cwd.parents:
         raise UnsafeDestinationError(path, "holds the current folder")
+
+
+def _is_run_marked(path):
+    return run_files.files_record(path) is not None or _mark(path / run_files.CONFIG).get("created_by") == CREATOR
+
+
+def _is_export_marked(path):
+    graph = path / "saved_model.pb"
+    return graph.is_file() and ((path / MANIFEST).is_file() or _export_record(path) is not None)
+
+
+# The kinds whose writers live below the export registry (training, serving, litert, pretrained), which check
+# their destinations without it; `export_formats` registers each format's (these for its four) and any other.
+for _destination in (
+    Destination(
+        RUN, "training run", record_file=run_files.CONFIG, record=run_files.files_record, marked=_is_run_marked
+    ),
+    Destination(EXPORT, "SavedModel export", record=_export_record, marked=_is_export_marked),
+    Destination(CTRANSLATE2, "CTranslate2 export", "model.bin", CTRANSLATE2_PROVENANCE),
+    Destination(LITERT, "LiteRT export", "model.tflite", LITERT_PROVENANCE),
+    Destination(TRANSFORMERS, "Hugging Face checkpoint export", "model.safetensors", TRANSFORMERS_PROVENANCE),
+):
+    register(_destination)

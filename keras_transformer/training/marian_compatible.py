@@ -1,7 +1,8 @@
 """`train(marian_compatible=True)` (`train --marian-compatible`): a new run that `export --format transformers` writes.
 
-This package's own runs are written as Marian (OPUS-MT) checkpoints, which
-hold what a Marian model is: sources that end with END (`MarianTokenizer`
+This package's own runs are written back as one checkpoint family's
+(`pretrained.families.own_runs`: Marian, OPUS-MT), which holds what a
+Marian model is: sources that end with END (`MarianTokenizer`
 appends `</s>`) and LayerNorms of epsilon 1e-5 (torch's, which Marian's
 config.json cannot change). This package's defaults differ (no END after
 the source, epsilon 1e-6), so a run trained with them is refused at export.
@@ -9,7 +10,8 @@ The option trains a run with Marian's two, and with the beams' length
 penalty that transformers' `generate` has (a score divided by `length **
 alpha`, where the presets use GNMT's), and refuses in one line, before any
 work, a preset whose model Marian cannot hold (pre-norm layers, an
-activation it lacks).
+activation it lacks). What the family is (its sources' END, the settings
+its checkpoints fix, what its writer refuses) is read from the registry.
 
 Example:
 
@@ -23,11 +25,13 @@ Traceback (most recent call last):
 ValueError: `marian_compatible` sets layer_norm_epsilon=1e-05, as Marian has. Received: layer_norm_epsilon=1e-06
 """
 
-from keras_transformer.pretrained.families import marian, marian_export
+from keras_transformer.pretrained.families import own_runs
 
-RECORDED = {"add_source_end": marian.ADD_SOURCE_END}  # config.json's: sources end with END
-# The preset's settings it sets: Marian's LayerNorms, and the beams' length penalty transformers' `generate` has.
-SETTINGS = {"layer_norm_epsilon": marian.LAYER_NORM_EPSILON, "normalization": "length"}
+FAMILY, WRITER = own_runs()  # the family module this package's own runs are written back as, and its writer
+RECORDED = {"add_source_end": FAMILY.ADD_SOURCE_END}  # config.json's: sources end with END
+# The preset's settings it sets: those the family's checkpoints fix (Marian's LayerNorms), and the beams' length
+# penalty transformers' `generate` has.
+SETTINGS = {**WRITER.FIXED_SETTINGS, "normalization": "length"}
 
 
 def check_new_run(init_from):
@@ -44,11 +48,12 @@ def marian_preset(preset, overrides):
     for name, value in SETTINGS.items():
         if overrides.get(name, value) != value:
             raise ValueError(
-                f"`marian_compatible` sets {name}={value!r}, as Marian has. Received: {name}={overrides[name]!r}"
+                f"`marian_compatible` sets {name}={value!r}, as {FAMILY.FAMILY} has. "
+                f"Received: {name}={overrides[name]!r}"
             )
     preset = preset.replace(**SETTINGS)
     try:
-        marian_export.check_model(preset.model)
+        WRITER.check_model(preset.model)
     except ValueError as error:
         raise ValueError(f"`marian_compatible`: preset {preset.name!r}'s {error}") from None
     return preset

@@ -33,7 +33,10 @@ a writer module in the same four parts the other way (`marian_export`,
 and `tokenizer_config`, `generation_config`, each with its `reads_as_*`
 that keeps a source's file where it still holds), registered in `WRITERS`,
 and a `card(state)` for the model card. This package's own runs are
-written as Marian checkpoints (`writer_of`).
+written as Marian checkpoints (`own_runs`, `writer_of`); the writer of
+their family also says which model settings its checkpoints fix
+(`FIXED_SETTINGS`, which `train --marian-compatible` sets) and refuses a
+model it cannot hold (`check_model`).
 
 Example:
 
@@ -87,6 +90,11 @@ def family_of(hf_config, where):
     return FAMILIES[model_type]
 
 
+def own_runs():
+    """`(family module, writer module)` that this package's own runs are written back as (`OWN_RUNS`)."""
+    return writer_of(None)
+
+
 def writer_of(pretrained):
     """`(family module, writer module)` for a run whose config.json records `pretrained` (None: one of ours)."""
     model_type = (pretrained or {}).get("model_type", OWN_RUNS)
@@ -98,4 +106,4 @@ def writer_of(pretrained):
     return FAMILIES[model_type], WRITERS[model_type]
 
 
-__all__ = ["FAMILIES", "OWN_RUNS", "PARTS", "WRITERS", "family_of", "writer_of"]
+__all__ = ["FAMILIES", "OWN_RUNS", "PARTS", "WRITERS", "family_of", "own_runs", "writer_of"]

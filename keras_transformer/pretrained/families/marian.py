@@ -29,6 +29,7 @@ from keras_transformer.tokenizers.marian import MarianTokenizer
 MODEL_TYPE = "marian"
 FAMILY = "Marian"
 ADD_SOURCE_END = True  # Marian's sources end with </s>
+TOKENIZER_FORMAT = MarianTokenizer.FORMAT  # the kind of tokenizer its imports keep (`tokenizers.kinds`)
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu", "tanh": "tanh"}
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, which Marian's layers use
 _RATES = ("dropout", "attention_dropout", "activation_dropout")

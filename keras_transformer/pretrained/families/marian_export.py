@@ -40,9 +40,10 @@ from keras_transformer.pretrained.checkpoints import TensorInfo
 from keras_transformer.pretrained.families import bart, marian
 from keras_transformer.pretrained.families.marian_tensors import tensor_shapes, transposed, weight_sources
 from keras_transformer.pretrained.model_card import MARIAN as MARIAN_CARD
-from keras_transformer.tokenizers.marian import MarianTokenizer
 
 MODEL_TYPE = marian.MODEL_TYPE
+# The model settings a Marian checkpoint fixes, which its config.json cannot change: the runs written as one have them.
+FIXED_SETTINGS = {"layer_norm_epsilon": marian.LAYER_NORM_EPSILON}
 # This package's activation names as Marian's `activation_function` (the inverse of `marian.ACTIVATIONS`).
 ACTIVATION_NAMES = {"silu": "swish", "swish": "swish", "relu": "relu", "gelu": "gelu", "tanh": "tanh"}
 CONFIG_BASE = {
@@ -213,7 +214,7 @@ def tokenizer_files(tokenizers, config, languages=None):
     for a model of one pair).
     """
     source, target = tokenizers
-    if isinstance(source, MarianTokenizer) and isinstance(target, MarianTokenizer):
+    if all(getattr(tokenizer, "FORMAT", None) == marian.TOKENIZER_FORMAT for tokenizer in tokenizers):
         (source_spm, source_vocab), (target_spm, target_vocab) = (
             list(tokenizer.files().values()) for tokenizer in (source, target)
         )
