@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from keras_transformer.files import atomic, destinations, manifest
 from keras_transformer.serving.encoder import open_encoder
-from keras_transformer.serving.translator_graph import check_export_destination
+from keras_transformer.serving.exported import check_export_destination
 
 TEXTS = tf.TensorSpec([None], tf.string, name="texts")
 PAIRS = tf.TensorSpec([None], tf.string, name="text_pairs")

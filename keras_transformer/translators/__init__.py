@@ -1,11 +1,11 @@
 """What every translator shares, whichever engine decodes it: the interface, its input checks, the cut-off warning.
 
 `interface.TranslatorInterface` is the contract of the four translators
-(the XLA `serving.Translator`, the SavedModel's `LoadedTranslator`, the
-`CTranslate2Translator` and the LiteRT export's `litert.Translator`), and
+(the engines': the XLA `Translator`, the SavedModel's `LoadedTranslator`,
+the `CTranslate2Translator` and the LiteRT export's host `Translator`), and
 `inputs` checks what they are given, in Python, before any engine runs
 (the sentence rule itself is `keras_transformer.input_rules`). This wing
-sits below serving/ and litert/ and imports decoding, config and
+sits below engines/, serving/ and litert/ and imports decoding, config and
 input_rules only.
 """
 

@@ -2,7 +2,7 @@
 
 `CTranslate2Translator(path)` (what `keras_transformer.open_translator(path,
 "ctranslate2")` gives) decodes the run's conversion, kept in a cache folder
-and converted again when the run changes (`ctranslate2_cache`), and answers
+and converted again when the run changes (`cache`), and answers
 every method of `translators.TranslatorInterface`, decoded by
 `ctranslate2.Translator`. Greedy search gives the XLA decoder's strings
 (the same pieces in, the decode of the module docstring of
@@ -26,7 +26,7 @@ import tensorflow as tf
 from keras_transformer import runs
 from keras_transformer.config import END_ID, PAD_ID, START_ID, DecodingConfig
 from keras_transformer.decoding import rules
-from keras_transformer.serving.ctranslate2_cache import cached_model, check_run, recorded, require_ctranslate2
+from keras_transformer.engines.ctranslate2.cache import cached_model, check_run, recorded, require_ctranslate2
 from keras_transformer.serving.token_ids import tokenize_words, tokenized
 from keras_transformer.tokenizers import kinds
 from keras_transformer.translators import TranslatorInterface, decoding_defaults
