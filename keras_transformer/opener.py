@@ -16,12 +16,13 @@ precision facts). Today's registry:
 `engine=None` is the folder's default. Any other pair is one line that says
 what works. Every translator it gives is a `translators.TranslatorInterface`.
 No other module outside `engines/` imports an engine: `open_generator`
-(`generate`), `open_served` (`serve`) and `write_saved_model` (the
-SavedModel export) are here too.
+(`generate`), `open_encoder` (`embed`, `classify`, `fill-mask`),
+`open_served` (`serve`) and `write_saved_model` (the SavedModel export) are
+here too.
 
 `open_model(path, engine)`, what `keras_transformer.export.load` is, opens
 the same folders, and an encoder-only run (BERT) too: as a
-`serving.encoder.Encoder` (`embed`, `classify`, `fill_mask`), which
+`engines.xla.encoder.Encoder` (`embed`, `classify`, `fill_mask`), which
 neither translates nor generates.
 
 Example:
@@ -142,9 +143,7 @@ def open_model(path, engine=None, **options):
     translator (`beam_size`, `alpha`, ...) are refused in one line, as an
     engine other than xla is.
     """
-    if folder_kind(path) == RUN and runs.RunConfig.read(path).model.architecture == "encoder_only":
-        from keras_transformer.serving.encoder import open_encoder
-
+    if folder_kind(path) == RUN and _encoder_only(path):
         if engine not in (None, "xla"):
             engine_for(path, engine)  # an engine that does not exist, or opens no run
             raise ValueError(f"{path} is an encoder-only run: it opens with the xla engine")
@@ -157,6 +156,18 @@ def open_model(path, engine=None, **options):
             )
         return open_encoder(path, batch_size=batch_size)
     return open_translator(path, engine, **options)
+
+
+def _encoder_only(path):
+    """Whether the run directory at `path` holds an encoder-only model (BERT): no translator, no generator."""
+    model = runs.RunConfig.read(path).model
+    return model is not None and model.architecture == "encoder_only"
+
+
+def open_encoder(path, batch_size=None):
+    """The `Encoder` of the encoder-only run at `path` (`embed`, `classify`, `fill-mask`), by its engine."""
+    encoding = next(engine for engine in engines.ENGINES.values() if engine.encode is not None)
+    return encoding.encode(path, batch_size=batch_size)
 
 
 def open_generator(path, **options):
@@ -210,9 +221,7 @@ def open_served(path, engine=None, *, workdir, on_export=None, threads=None, pre
         on_export(path)
     saved_model = pathlib.Path(workdir) / "export"
     write_saved_model(path, saved_model, **languages)
-    from keras_transformer.serving.encoder import is_encoder_run
-
-    if is_encoder_run(path):  # BERT: its signatures answer whole, once
+    if _encoder_only(path):  # BERT: its signatures answer whole, once
         return Served(kind, name, saved_model, None, in_rows=False)
     return Served(kind, name, saved_model, open_translator(path, name, **languages), in_rows=True)
 

@@ -57,7 +57,7 @@ MODULES = [
     "keras_transformer.files.manifest",
     "keras_transformer.files.atomic",
     "keras_transformer.files.output_files",
-    "keras_transformer.serving.pooling",
+    "keras_transformer.engines.xla.pooling",
     "keras_transformer.errors",
     "keras_transformer.runs",
     "keras_transformer.datasets.splits",

@@ -44,6 +44,9 @@ class Engine:
             kernels and the model's width), asked only for a low precision.
         generate: `generate(path, **options)` -> a `Generator` of a decoder-only
             run, for an engine that continues prompts; None for the others.
+        encode: `encode(path, batch_size=None)` -> the `Encoder` of an
+            encoder-only run (BERT), for an engine that embeds, classifies
+            and fills masks; None for the others.
         serves_signatures: `serves_signatures(path)` -> whether `serve` serves
             the folder as a SavedModel's signatures (a run exported first);
             None: it serves the engine's translator.
@@ -59,6 +62,7 @@ class Engine:
     takes_precision: bool = False
     precision_facts: Callable = None
     generate: Callable = None
+    encode: Callable = None
     serves_signatures: Callable = None
 
 

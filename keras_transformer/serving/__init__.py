@@ -12,9 +12,7 @@
 - `rest`, `sse`, `connections`, `logs`, `page`, `warm_up`: the server
   (`keras-transformer serve`; the REST parts need the `serve` extra:
   `pip install keras-transformer[serve]`).
-- `encoder`, `encoder_export`, `pooling`: an encoder-only run's `Encoder`
-  (BERT: `embed`, `classify`, `fill_mask`) and its SavedModel;
-  `ctranslate2`, `ctranslate2_spec`: a run written as a CTranslate2 model;
+- `ctranslate2`, `ctranslate2_spec`: a run written as a CTranslate2 model;
   `token_ids`: a translator's sentences as ids; `saved_model_cli`:
   TensorFlow's tool with the tokenizer ops registered.
 

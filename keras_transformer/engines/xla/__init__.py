@@ -4,7 +4,8 @@ A translation run opens as a `Translator` (`translator.py`, its graph side
 and the SavedModel it saves in `translator_graph.py`, the rows its model
 reads in `model_inputs.py`, its compiled searches in `compiled_searches.py`;
 `opening.open_run_translator`), a decoder-only run (GPT) as a `Generator`
-(`generator.py`, its streams in `generator_stream.py`). `export.export_run`
+(`generator.py`, its streams in `generator_stream.py`), an encoder-only run
+(BERT) as an `Encoder` (`encoder.py`, `pooling.py`). `export.export_run`
 writes a run as a SavedModel, which the savedmodel engine opens. Imported on
 first use: declaring the engine costs no TensorFlow import.
 """
@@ -31,6 +32,13 @@ def generate(path, **options):
     return open_generator(path, **options)
 
 
+def encode(path, batch_size=None):
+    """The `Encoder` of the encoder-only run at `path` (BERT; a one-line `ValueError` for any other folder)."""
+    from keras_transformer.engines.xla.encoder import open_encoder
+
+    return open_encoder(path, batch_size=batch_size)
+
+
 def serves_signatures(path):
     """Whether `serve` serves the run at `path` as a SavedModel's signatures: all but an imported GPT-2's.
 
@@ -49,5 +57,6 @@ ENGINE = Engine(
     what="a run directory",
     drops=("threads",),
     generate=generate,
+    encode=encode,
     serves_signatures=serves_signatures,
 )

@@ -4,7 +4,7 @@ A translation run is saved as its XLA `Translator` with serving signatures
 (`translator_graph.SIGNATURES`), which the savedmodel engine opens again; a
 decoder-only run (GPT) as its `Generator`'s (`generator_export`); an
 encoder-only run (BERT) with its `Encoder`'s signatures
-(`serving.encoder_export`). `opener.write_saved_model` is the way to it.
+(`encoder_export`). `opener.write_saved_model` is the way to it.
 
 Example:
 
@@ -38,11 +38,11 @@ def export_run(model, output, *, overwrite=False, **options):
         raise ValueError(
             f"{model} is {kind}: `model` must be a run directory (config.json + model.keras + tokenizers/)"
         )
+    from keras_transformer.engines.xla.encoder import is_encoder_run
     from keras_transformer.engines.xla.generator import is_generator_run
-    from keras_transformer.serving.encoder import is_encoder_run
 
     if is_encoder_run(model):  # BERT: its signatures classify, fill_mask, embed
-        from keras_transformer.serving.encoder_export import export_encoder
+        from keras_transformer.engines.xla.encoder_export import export_encoder
 
         runs.warn_if_unfinished(model)
         return export_encoder(model, output, overwrite=overwrite, **options)
