@@ -13,8 +13,8 @@ Example:
 import tensorflow as tf
 
 from keras_transformer.files import destinations
-from keras_transformer.serving.token_ids import texts
 from keras_transformer.translators.controls import Languages, pieces_of, special_tokens
+from keras_transformer.translators.token_ids import texts
 
 
 def exported_languages(module):

@@ -314,7 +314,7 @@ class ServedModel:
         What `translate` warns of on the command line; a model that cannot
         count its source tokens (no `source_lengths`) says nothing.
         """
-        from keras_transformer.serving.translation import truncated_sentences
+        from keras_transformer.translators.translation import truncated_sentences
 
         name = next((name for name in ("sentences", "sources") if name in request.inputs), None)
         if name is None or not all(hasattr(self.module, a) for a in ("source_lengths", "max_source_length")):

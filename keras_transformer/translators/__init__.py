@@ -4,9 +4,11 @@
 (the engines': the XLA `Translator`, the SavedModel's `LoadedTranslator`,
 the `CTranslate2Translator` and the LiteRT export's host `Translator`), and
 `inputs` checks what they are given, in Python, before any engine runs
-(the sentence rule itself is `keras_transformer.input_rules`). This wing
-sits below engines/, serving/ and litert/ and imports decoding, config and
-input_rules only.
+(the sentence rule itself is `keras_transformer.input_rules`);
+`token_ids` reads sentences as ids for the engines, and `translation`
+translates and scores many lines with any of them in length-sorted batches.
+This wing sits below engines/, serving/ and litert/ and imports decoding,
+config, errors and input_rules only.
 """
 
 from keras_transformer.translators.interface import TranslatorInterface, decoding_defaults, warn_cut_off

@@ -27,12 +27,12 @@ from keras_transformer import runs
 from keras_transformer.config import END_ID, PAD_ID, START_ID, DecodingConfig
 from keras_transformer.decoding import rules
 from keras_transformer.engines.ctranslate2.cache import cached_model, check_run, recorded, require_ctranslate2
-from keras_transformer.serving.token_ids import tokenize_words, tokenized
 from keras_transformer.tokenizers import kinds
 from keras_transformer.translators import TranslatorInterface, decoding_defaults
 from keras_transformer.translators.controls import languages_of, pieces_of, special_tokens
 from keras_transformer.translators.precision import check_precision
 from keras_transformer.translators.streaming import Piece, WordCutter, word_starts
+from keras_transformer.translators.token_ids import tokenize_words, tokenized
 
 COMPUTE_TYPES = {"float32": "float32", "bfloat16": "bfloat16", "int8": "int8_float32"}  # CTranslate2's names
 TYPICAL_LENGTH = 20  # output tokens at which the beam's length penalty ranks as GNMT's (module docstring of writer)

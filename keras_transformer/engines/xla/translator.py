@@ -39,9 +39,9 @@ from keras_transformer.engines.xla.compiled_searches import CompiledSearches
 from keras_transformer.engines.xla.model_inputs import ModelInputs
 from keras_transformer.engines.xla.translator_graph import TranslatorGraph
 from keras_transformer.models import as_transformer
-from keras_transformer.serving.token_ids import check_vocab, padded, pieces_by_id, texts, tokenize_words
 from keras_transformer.translators import TranslatorInterface, alignments, decoding_defaults
 from keras_transformer.translators.controls import languages_of, pieces_of, special_tokens
+from keras_transformer.translators.token_ids import check_vocab, padded, pieces_by_id, texts, tokenize_words
 
 
 class Translator(TranslatorInterface, TranslatorGraph):

@@ -52,7 +52,7 @@ import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for loadi
 from keras_transformer.decoding import rules
 from keras_transformer.files import atomic, destinations, manifest
 from keras_transformer.serving.exported import check_export_destination
-from keras_transformer.serving.token_ids import pad_to_buckets
+from keras_transformer.translators.token_ids import pad_to_buckets
 
 _STRINGS = tf.TensorSpec([None], tf.string)
 _SAMPLE_SPECS = [
