@@ -44,7 +44,25 @@ from keras_transformer.files import folders
 from keras_transformer.files.folders import LITERT, RUN, SAVED_MODEL, folder_kind
 from keras_transformer.translators.precision import check_precision, decoding_precision
 
-__all__ = ["ENGINES", "LITERT", "OPENS", "RUN", "SAVED_MODEL", "folder_kind", "open_model", "open_translator"]
+__all__ = [
+    "ENGINES",
+    "LITERT",
+    "OPENS",
+    "RUN",
+    "SAVED_MODEL",
+    "Served",
+    "engine_for",
+    "engine_names",
+    "folder_kind",
+    "open_encoder",
+    "open_generator",
+    "open_model",
+    "open_served",
+    "open_translator",
+    "opens",
+    "precision_for",
+    "write_saved_model",
+]
 
 
 def engine_names():
