@@ -128,6 +128,12 @@ def open_translator(path, engine=None, **options):
     for option in chosen.drops:
         options.pop(option, None)
     refuse_options(path, chosen.what, options, chosen.refuses, chosen.because)
+    unknown = sorted(set(options) - set(chosen.takes))
+    if unknown:
+        raise ValueError(
+            f"`{unknown[0]}` is not an option of the {name} engine for {path} ({kind}). It takes: "
+            f"{', '.join(chosen.takes)}"
+        )
     if chosen.takes_precision:
         options["precision"] = precision
     return chosen.open(path, **options)

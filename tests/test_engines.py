@@ -49,6 +49,7 @@ ECHO = Engine(
     opens=(RUN,),
     open=EchoTranslator,
     what="the echo engine",
+    takes=("beam_size", "source_lang", "target_lang"),
     drops=("threads", "jit_compile", "alpha"),
     refuses=("compact", "max_length"),
     because="it echoes",

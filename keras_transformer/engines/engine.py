@@ -2,15 +2,15 @@
 
 An engine module declares one `Engine`: the name `engine=` (and
 `--engine`) calls it by, the folder kinds it opens (`files.folders`), the
-options it drops and the ones it refuses (and why), how the precision of
-what it decodes is decided (`precision_facts`), and `open`, which gives the
-translator of a folder. `engines.ENGINES` lists them; `opener.py` reads that
+options it takes, those it drops and those it refuses (and why), how the
+precision of what it decodes is decided (`precision_facts`), and `open`,
+which gives the translator of a folder. `engines.ENGINES` lists them; `opener.py` reads that
 list and is the only module that opens a folder with one.
 
 Example:
 
 >>> echo = Engine(name="echo", opens=("run directory",), open=lambda path, **options: None, what="the echo engine",
-...               refuses=("compact",), because="it has no batches")
+...               takes=("beam_size",), refuses=("compact",), because="it has no batches")
 >>> echo.name, echo.opens
 ('echo', ('run directory',))
 """
@@ -18,7 +18,7 @@ Example:
 import dataclasses
 from collections.abc import Callable
 
-from keras_transformer.errors import first_line
+from keras_transformer.errors import ArgumentError, first_line, literal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +34,7 @@ class Engine:
             given the options left once those dropped and refused are out,
             and `precision` (decided by the opener) where `takes_precision`.
         what: how a refusal names the folder, e.g. "a SavedModel".
+        takes: the options `open` takes (any other is a one-line `ValueError`).
         drops: options other engines take that this one has no use for (dropped).
         refuses: options it refuses when given, each as
             "`{name=value}` does not apply (`because`)".
@@ -56,6 +57,7 @@ class Engine:
     opens: tuple
     open: Callable
     what: str
+    takes: tuple = ()
     drops: tuple = ()
     refuses: tuple = ()
     because: str = ""
@@ -70,8 +72,6 @@ def refuse_options(path, what, options, names, because):
     """Raises an `ArgumentError` for the first of `names` given in `options`; else drops `names` from `options`."""
     given = [f"{{{name}={options[name]!r}}}" for name in names if options.get(name) not in (None, False)]
     if given:
-        from keras_transformer.errors import ArgumentError, literal
-
         raise ArgumentError(
             f"{literal(path)} is {what}: {' and '.join(given)} does not apply ({because}); open the run directory "
             "with the xla engine to choose it"

@@ -29,6 +29,7 @@ ENGINE = Engine(
     opens=(RUN,),
     open=open_folder,
     what="the ctranslate2 engine",
+    takes=("beam_size", "alpha", "max_length", "threads", "cache_dir", "source_lang", "target_lang"),
     refuses=("compact", "jit_compile"),
     because="CTranslate2 batches as it likes",
     takes_precision=True,

@@ -20,6 +20,7 @@ ENGINE = Engine(
     opens=(LITERT,),
     open=open_folder,
     what="a LiteRT export",
+    takes=("beam_size", "alpha", "num_threads", "source_lang", "target_lang"),
     drops=("jit_compile", "threads"),
     refuses=("max_length", "compact"),
     because="fixed at export",

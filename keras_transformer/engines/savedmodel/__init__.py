@@ -20,6 +20,7 @@ ENGINE = Engine(
     opens=(SAVED_MODEL,),
     open=open_folder,
     what="a SavedModel",
+    takes=("beam_size", "source_lang", "target_lang"),
     drops=("threads", "jit_compile"),
     refuses=("alpha", "max_length", "compact"),
     because="fixed at export",

@@ -55,6 +55,7 @@ ENGINE = Engine(
     opens=(RUN,),
     open=open_folder,
     what="a run directory",
+    takes=("beam_size", "alpha", "max_length", "jit_compile", "compact", "source_lang", "target_lang"),
     drops=("threads",),
     generate=generate,
     encode=encode,
