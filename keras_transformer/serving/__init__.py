@@ -2,12 +2,10 @@
 
 - `signatures`, `request_values`: a SavedModel's signatures and the JSON
   requests checked against them (`ServedModel`); `served_translator`: any
-  engine's translator served with the same signatures; `exported`: what a
-  SavedModel export recorded (its languages, its special tokens) and where
-  one may be written.
+  engine's translator served with the same signatures.
 - `batching` (dynamic batches, as TF Serving) and `inflight` (sentences
   joining and leaving a running decode, their words cut as a translator's
-  streams cut them: `stream_text`).
+  streams cut them: `translators.stream_text`).
 - `rest`, `sse`, `connections`, `logs`, `page`, `warm_up`: the server
   (`keras-transformer serve`; the REST parts need the `serve` extra:
   `pip install keras-transformer[serve]`).

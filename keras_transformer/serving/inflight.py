@@ -42,7 +42,7 @@ import tensorflow as tf
 from keras_transformer import decoding
 from keras_transformer.decoding.row_pool import MIN_WIDTH, SEGMENT_STEPS, RowPool, why_not_in_rows
 from keras_transformer.serving.batching import QueueFull
-from keras_transformer.serving.stream_text import sampling_noise, starts_word_of, text_of
+from keras_transformer.translators.stream_text import sampling_noise, starts_word_of, text_of
 from keras_transformer.translators.streaming import WordCutter
 
 # signature -> the search its rows join (`sample`'s pools: one per temperature, top-k and top-p)

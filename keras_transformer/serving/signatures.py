@@ -84,7 +84,7 @@ class ServedModel:
     def __init__(self, path, max_instances=64, source_lang=None, target_lang=None):
         import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
 
-        from keras_transformer.serving.exported import exported_languages, exported_special_tokens
+        from keras_transformer.translators.exported import exported_languages, exported_special_tokens
 
         self.path = pathlib.Path(path)
         self.max_instances = max_instances

@@ -5,8 +5,11 @@
 the `CTranslate2Translator` and the LiteRT export's host `Translator`), and
 `inputs` checks what they are given, in Python, before any engine runs
 (the sentence rule itself is `keras_transformer.input_rules`);
-`token_ids` reads sentences as ids for the engines, and `translation`
-translates and scores many lines with any of them in length-sorted batches.
+`token_ids` reads sentences as ids for the engines, `translation`
+translates and scores many lines with any of them in length-sorted batches,
+`exported` reads what a SavedModel export recorded of its controls, and
+`stream_text` what a stepped decode reads besides its steps (the XLA
+streams and the server's in-flight rows).
 This wing sits below engines/, serving/ and litert/ and imports decoding,
 config, errors and input_rules only.
 """

@@ -22,8 +22,8 @@ import tensorflow as tf
 from keras_transformer.engines.engine import guarded
 from keras_transformer.errors import ArgumentError
 from keras_transformer.files import manifest
-from keras_transformer.serving.exported import exported_languages, exported_special_tokens
 from keras_transformer.translators import TranslatorInterface
+from keras_transformer.translators.exported import exported_languages, exported_special_tokens
 from keras_transformer.translators.token_ids import texts, tokenize_words
 
 __all__ = ["LoadedTranslator", "open_saved_model"]

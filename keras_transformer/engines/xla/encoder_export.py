@@ -37,8 +37,8 @@ Example:
 import tensorflow as tf
 
 from keras_transformer.engines.xla.encoder import open_encoder
+from keras_transformer.engines.xla.translator_graph import check_export_destination
 from keras_transformer.files import atomic, destinations, manifest
-from keras_transformer.serving.exported import check_export_destination
 
 TEXTS = tf.TensorSpec([None], tf.string, name="texts")
 PAIRS = tf.TensorSpec([None], tf.string, name="text_pairs")

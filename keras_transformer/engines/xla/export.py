@@ -13,8 +13,8 @@ Example:
 
 from keras_transformer import runs
 from keras_transformer.engines.xla.opening import open_run_translator
+from keras_transformer.engines.xla.translator_graph import check_export_destination
 from keras_transformer.files import destinations
-from keras_transformer.serving.exported import check_export_destination
 
 
 def export_run(model, output, *, overwrite=False, **options):

@@ -24,7 +24,7 @@ import functools
 import tensorflow as tf
 
 from keras_transformer import decoding
-from keras_transformer.serving.stream_text import sampling_noise, starts_word_of, text_of
+from keras_transformer.translators.stream_text import sampling_noise, starts_word_of, text_of
 from keras_transformer.translators.streaming import WordCutter
 
 

@@ -51,7 +51,6 @@ import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for loadi
 
 from keras_transformer.decoding import rules
 from keras_transformer.files import atomic, destinations, manifest
-from keras_transformer.serving.exported import check_export_destination
 from keras_transformer.translators.token_ids import pad_to_buckets
 
 _STRINGS = tf.TensorSpec([None], tf.string)
@@ -282,6 +281,12 @@ class TranslatorGraph(tf.Module):
             return _status(tf.zeros(shape, tf.string), tf.zeros(shape), tf.zeros(shape, tf.bool))
 
         return tf.cond(batch > 0, run, empty)
+
+
+def check_export_destination(path, overwrite):
+    """Refuses `path` unless it is new, empty, or (with `overwrite`) an export of this package."""
+    if destinations.check_destination(path, destinations.EXPORT) == "ours" and not overwrite:
+        raise destinations.DestinationInUseError(path, "an export", ["overwrite"])
 
 
 def _status(translations, scores, finished):

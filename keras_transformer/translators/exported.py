@@ -1,7 +1,7 @@
-"""A SavedModel export: where one may be written, and what a loaded one recorded of its languages and special tokens.
+"""What a loaded `Translator` SavedModel recorded of its controls: its languages and its special tokens.
 
-Read by the server (`signatures.ServedModel`) and by the savedmodel engine
-(`LoadedTranslator`) alike, from what `tf.saved_model.load` returned.
+Read by the server (`serving.signatures.ServedModel`) and by the savedmodel
+engine (`LoadedTranslator`) alike, from what `tf.saved_model.load` returned.
 
 Example:
 
@@ -12,7 +12,6 @@ Example:
 
 import tensorflow as tf
 
-from keras_transformer.files import destinations
 from keras_transformer.translators.controls import Languages, pieces_of, special_tokens
 from keras_transformer.translators.token_ids import texts
 
@@ -45,9 +44,3 @@ def exported_special_tokens(module):
     if codes is not None and codes.shape[0] and hasattr(module.target_tokenizer, "language_ids"):
         ids += module.target_tokenizer.language_ids(tf.convert_to_tensor(codes)).numpy().tolist()
     return special_tokens(pieces_of(texts(pieces), ids))
-
-
-def check_export_destination(path, overwrite):
-    """Refuses `path` unless it is new, empty, or (with `overwrite`) an export of this package."""
-    if destinations.check_destination(path, destinations.EXPORT) == "ours" and not overwrite:
-        raise destinations.DestinationInUseError(path, "an export", ["overwrite"])

@@ -1,7 +1,7 @@
 """What a stepped decode of an XLA `Translator` reads besides its steps: its noise, its word starts, its texts.
 
-A translator's streams (`engines.xla.stream_decoder`) and the in-flight rows
-(`inflight`) both cut ids into words with these, from the translator's
+A translator's streams (`engines.xla.stream_decoder`) and the server's
+in-flight rows (`serving.inflight`) both cut ids into words with these, from the translator's
 public members, so that a sentence gives the same pieces either way.
 
 Example:
