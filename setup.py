@@ -15,7 +15,7 @@ VERSION = re.search(
 SERVE = ["fastapi>=0.110", "uvicorn>=0.29", "tensorflow-serving-api>=2.16,<2.22"]
 # `keras-transformer export --format ctranslate2`.
 CTRANSLATE2 = ["ctranslate2>=4.3"]
-# `keras_transformer.litert.Translator`: the LiteRT interpreter (manylinux x86-64 and aarch64, macOS arm64 wheels).
+# The litert engine (`keras_transformer.engines.litert`): the LiteRT interpreter (x86-64, aarch64, macOS arm64).
 LITERT = ["ai-edge-litert>=2.3"]
 # `keras-transformer import`: hf:// checkpoints, and model.safetensors files.
 # GPT-2 and BERT tokenizers: read and run by Hugging Face `tokenizers` (what transformers' fast tokenizers run).

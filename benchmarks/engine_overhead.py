@@ -43,7 +43,7 @@ def main(argv=None):
     parser.add_argument("--output", default="benchmarks/results/decoding/engine_overhead.json")
     args = parser.parse_args(argv)
 
-    from keras_transformer.serving.ctranslate2_engine import CTranslate2Translator
+    from keras_transformer.engines.ctranslate2.translator import CTranslate2Translator
 
     source = pathlib.Path(args.source) if args.source else multi30k_folder() / "train.en"
     lines = source.read_text(encoding="utf-8").splitlines()[-args.sentences :]

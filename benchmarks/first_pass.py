@@ -65,8 +65,8 @@ def one(args):
     import tensorflow as tf
 
     from keras_transformer.export import load
-    from keras_transformer.serving.token_ids import pad_to_buckets
-    from keras_transformer.serving.translation import translate_lines_with_status
+    from keras_transformer.translators.token_ids import pad_to_buckets
+    from keras_transformer.translators.translation import translate_lines_with_status
 
     def programs():
         return len(list(session.glob("*.pb"))) if folder else None

@@ -42,6 +42,7 @@ def main(argv=None):
     import sacrebleu
 
     from keras_transformer import litert
+    from keras_transformer.engines.litert.translator import Translator as LiteRTTranslator
     from keras_transformer.export import load
 
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
@@ -54,7 +55,7 @@ def main(argv=None):
             name = f"litert-{quantization}"
             started = time.perf_counter()
             litert.export_run(args.model, tmp / name, quantization=None if quantization == "float32" else quantization)
-            exports[name] = (litert.Translator(tmp / name), tmp / name, time.perf_counter() - started)
+            exports[name] = (LiteRTTranslator(tmp / name), tmp / name, time.perf_counter() - started)
         rows, outputs = [], {}
         for name, (translator, folder, export_seconds) in exports.items():
             for search in ("greedy", f"beam{int(translator.beam_size.numpy())}"):

@@ -64,7 +64,7 @@ def parse_args(argv=None):
 def decode(run, sentences, beam_size, alpha, batch_size):
     """(translations, seconds) of a run directory's model on `sentences` (greedy for a beam of 1)."""
     from keras_transformer.export import load
-    from keras_transformer.serving.translation import translate_lines
+    from keras_transformer.translators.translation import translate_lines
 
     translator = load(run, beam_size=beam_size, alpha=alpha)
     started = time.perf_counter()

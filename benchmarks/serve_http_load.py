@@ -83,7 +83,7 @@ def saved_model(args, workdir):
 
     started = time.perf_counter()
     train("tiny", output=workdir / "run", epochs=1, max_examples=300, verbose=0)
-    from keras_transformer.serving.export import export_run
+    from keras_transformer.engines.xla.export import export_run
 
     export_run(workdir / "run", workdir / "export")
     seconds = time.perf_counter() - started

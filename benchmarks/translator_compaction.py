@@ -24,7 +24,7 @@ import time
 from machine import describe_machine, machine_line
 
 from keras_transformer import export
-from keras_transformer.serving import translation
+from keras_transformer.translators import translation
 
 
 def parse_args():

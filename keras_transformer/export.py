@@ -8,7 +8,9 @@
 - `export_run(run, output, format="savedmodel", **options)`: a run written
   in one of the registered formats (`keras_transformer.export_formats`);
 - `Translator`: the XLA translator of a model and its tokenizers, to build
-  by hand; `SIGNATURES`, the SavedModel's signatures.
+  by hand; `SIGNATURES`, the SavedModel's signatures; `LoadedTranslator`, a
+  loaded SavedModel's (the xla and savedmodel engines' classes, re-exported:
+  the one module besides the opener that names an engine's).
 
 Every translator answers the methods of `translators.TranslatorInterface`.
 
@@ -20,11 +22,11 @@ Example:
 >>> export.export_run("saved_models/chatbot-ko", "saved_models/chatbot-ko-export")  # doctest: +SKIP
 """
 
+from keras_transformer.engines.savedmodel.translator import LoadedTranslator
+from keras_transformer.engines.xla.translator import Translator
+from keras_transformer.engines.xla.translator_graph import SIGNATURES
 from keras_transformer.export_formats import FORMATS, export_run
 from keras_transformer.opener import ENGINES
 from keras_transformer.opener import open_model as load
-from keras_transformer.serving.export import LoadedTranslator
-from keras_transformer.serving.translator import Translator
-from keras_transformer.serving.translator_graph import SIGNATURES
 
 __all__ = ["ENGINES", "FORMATS", "SIGNATURES", "LoadedTranslator", "Translator", "export_run", "load"]

@@ -4,7 +4,8 @@ Every `keras_transformer` import of every module of the package (those
 inside functions too) is read with `ast` and checked against the rooms the
 document lists, top to bottom: an import may go down or sideways, never up.
 The rules the document lists beside the rooms are checked here too (no
-module outside `tokenizers/` branches on a tokenizer's kind, read with `ast`).
+module outside `engines/` and `opener.py` imports an engine; no module
+outside `tokenizers/` branches on a tokenizer's kind, read with `ast`).
 """
 
 import ast
@@ -25,7 +26,7 @@ def rooms():
 
 
 def wing_of(module):
-    """The wing of a dotted module name: `serving` for `keras_transformer.serving.export`; None for the package."""
+    """The wing of a dotted module name: `serving` for `keras_transformer.serving.rest`; None for the package."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else None
 
@@ -69,9 +70,31 @@ def test_no_import_runs_up_a_room(path):
 
 
 def test_serving_litert_and_pretrained_never_import_training():
-    for wing in ("serving", "litert", "pretrained"):
+    for wing in ("engines", "serving", "litert", "pretrained"):
         for path in (PACKAGE / wing).rglob("*.py"):
             assert not [m for m in imports(path) if wing_of(m) == "training"], path
+
+
+# Who may import an engine: the engines themselves, the opener (the one door to them), and `export.py`, which
+# re-exports the xla engine's `Translator`, `LoadedTranslator` and `SIGNATURES` for users who build one by hand.
+ENGINE_DOORS = ("engines", "opener.py", "export.py")
+
+
+def test_no_module_outside_the_engines_and_the_opener_imports_an_engine():
+    found = [
+        f"{path.relative_to(PACKAGE)} imports {imported}"
+        for path in MODULES
+        if path.relative_to(PACKAGE).parts[0] not in ENGINE_DOORS
+        for imported in imports(path)
+        if wing_of(imported) == "engines"
+    ]
+    assert found == [], "open folders through keras_transformer.opener"
+
+
+def test_the_engine_check_sees_an_engine_import(tmp_path):
+    module = tmp_path / "module.py"
+    module.write_text("def f():\n    from keras_transformer.engines.xla import translator\n", encoding="utf-8")
+    assert [wing_of(m) for m in imports(module)] == ["engines"]
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ import re
 
 from keras_transformer.errors import ArgumentError
 from keras_transformer.input_rules import sentence_error
-from keras_transformer.opener import ENGINES
+from keras_transformer.opener import engine_names
 from keras_transformer.translators.controls import example_code, prefix_error
 from keras_transformer.translators.precision import PRECISIONS
 
@@ -163,7 +163,7 @@ def add_engine_argument(parser):
     """`--engine`: what decodes `--model` (the folder's default when not given), and `--precision`: in what."""
     parser.add_argument(
         "--engine",
-        choices=ENGINES,
+        choices=engine_names(),  # the registry's (`engines.ENGINES`), read when the parser is built
         default=None,
         help="the decoder: xla (the default for runs and SavedModels), ctranslate2 (a run directory, converted "
         "once and cached; needs the ctranslate2 extra) or litert (a LiteRT export's own, its default)",

@@ -74,7 +74,7 @@ def add_parser(subparsers):
 
 def run(args):
     from keras_transformer.commands.arguments import open_model
-    from keras_transformer.serving.translation import translate_lines
+    from keras_transformer.translators.translation import translate_lines
 
     translator = open_model(args, beam_size=args.beam)
     interactive = sys.stdin.isatty()

@@ -3,7 +3,7 @@
 Each command reads its texts from its arguments, else `--input FILE`, else
 stdin (one text a line, UTF-8 without NUL), checks its `--output` before
 the model loads (`files.output_files`), runs the run directory's `Encoder`
-(`serving.encoder`), and writes every result at once at the end: a file
+(`opener.open_encoder`), and writes every result at once at the end: a file
 through a temporary file and a rename, so an error leaves nothing written.
 """
 
@@ -40,7 +40,7 @@ def read_texts(args, outputs=()):
 
 def open_encoder(args):
     """The `Encoder` of `--model`, batching `--batch-size` texts."""
-    from keras_transformer.serving.encoder import open_encoder as open_run_encoder
+    from keras_transformer.opener import open_encoder as open_run_encoder
 
     return open_run_encoder(args.model, batch_size=args.batch_size)
 

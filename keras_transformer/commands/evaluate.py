@@ -44,7 +44,7 @@ def run(args):
     from keras_transformer.commands.arguments import open_model
     from keras_transformer.commands.translate import print_cut_off_lines, warn_truncated
     from keras_transformer.files import output_files, text_files
-    from keras_transformer.serving.translation import Progress, translate_lines_with_status
+    from keras_transformer.translators.translation import Progress, translate_lines_with_status
 
     output_files.check_outputs(
         [("output", args.output), ("hypotheses", args.hypotheses)],

@@ -72,7 +72,7 @@ def add_parser(subparsers):
 
 def run(args):
     from keras_transformer.files import output_files
-    from keras_transformer.serving.generator import open_generator
+    from keras_transformer.opener import open_generator
 
     output_files.check_outputs([("output", args.output)], [("input", args.input)], [("model", args.model)])
     prompts = [check_sentence(p, f"argument {i}") for i, p in enumerate(args.prompts, 1)]

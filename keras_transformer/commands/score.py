@@ -50,7 +50,7 @@ def run(args):
     from keras_transformer.commands.arguments import open_model
     from keras_transformer.commands.translate import read_lines
     from keras_transformer.files import output_files
-    from keras_transformer.serving.translation import Progress, score_lines
+    from keras_transformer.translators.translation import Progress, score_lines
 
     output_files.check_outputs(
         [("output", args.output)], [("source", args.source), ("target", args.target)], [("model", args.model)]

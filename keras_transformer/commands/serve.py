@@ -17,7 +17,8 @@ languages of the requests that name none, and the model's metadata
 A training run directory is exported to a temporary folder first; a LiteRT
 export folder is served through its translator with the same signatures but
 `sample` (`keras_transformer.serving.served_translator`), and so is an
-imported GPT-2 run, whose tokenizer runs in Python, through its `Generator`. It binds to
+imported GPT-2 run, whose tokenizer runs in Python, through its `Generator`
+(the opener says which: `opener.open_served`). It binds to
 127.0.0.1 unless `--host` says otherwise, before anything else (a port in use
 is an error at once, not after the export and the warm-up), and accepts
 connections once the model is ready; SIGTERM (or Ctrl-C) stops accepting,
@@ -183,27 +184,26 @@ def run(args):
         ) from None
     from keras_transformer import opener
     from keras_transformer.serving import connections
-    from keras_transformer.serving.signatures import ServedModel
 
     name = _model_name(rest, args)
     connection_limits = connections.budget(
         args.max_connections, idle_timeout_s=args.keep_alive_timeout, read_timeout_s=args.read_timeout
     )
     sock = _bind(args.host, args.port)  # first: a taken port fails now, not after minutes of export and warm-up
-    workdir = None
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="kt-serve-"))
     try:
-        kind, engine = opener.engine_for(args.model, args.engine)
         languages = dict(source_lang=args.source_lang, target_lang=args.target_lang)
         with languages_as_flags():
-            if engine == "xla" and not _generator_in_python(kind, args.model):  # a SavedModel's own signatures
-                opener.precision_for(args.model, engine, args.precision)  # float32: a warning if another is asked
-                path = pathlib.Path(args.model)
-                if kind == opener.RUN:
-                    workdir = pathlib.Path(tempfile.mkdtemp(prefix="kt-serve-"))
-                    path = _exported(path, workdir, languages)
-                model = ServedModel(path, max_instances=args.max_instances, **languages)
-            else:
-                model = _served_translator(args, engine, languages)
+            served = opener.open_served(
+                args.model,
+                args.engine,
+                workdir=workdir,
+                on_export=_exporting,
+                threads=args.threads,
+                precision=args.precision,
+                **languages,
+            )
+            model = _served_model(args, served, languages)
         if not args.no_warmup:
             _warm_up(model, 1 if args.no_batching else args.max_batch_size, args.warmup_all)
         batcher = rest.build_batcher(
@@ -215,24 +215,37 @@ def run(args):
             enabled=not args.no_batching,
             always_wait=args.always_wait,
         )
-        batcher = _in_flight(args, kind, engine, batcher, languages)
+        batcher = _in_flight(args, served, batcher)
         limits = rest.Limits(max_body_bytes=args.max_body_bytes, timeout_s=args.timeout)
-        streams = _streams(args, kind, engine, model, languages, batcher)
+        streams = _streams(args, served, batcher)
         app = rest.create_app(model, batcher, name, args.version, limits, streams)
         return _serve(uvicorn, app, sock, name, model, (batcher, streams), connection_limits)
     finally:
         sock.close()
-        if workdir is not None:
-            shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _in_flight(args, kind, engine, batcher, languages):
+def _served_model(args, served, languages):
+    """What the REST API calls: the served SavedModel's signatures, or the engine's translator as signatures."""
+    if served.saved_model is not None:
+        from keras_transformer.serving.signatures import ServedModel
+
+        codes = {name: code for name, code in languages.items() if code is not None}
+        return ServedModel(served.saved_model, max_instances=args.max_instances, **codes)
+    from keras_transformer.serving.served_translator import ServedTranslator
+
+    return ServedTranslator(served.translator, args.model, max_instances=args.max_instances)
+
+
+def _exporting(path):
+    print(f"Exporting the run {path} to a temporary SavedModel...", file=sys.stderr, flush=True)
+
+
+def _in_flight(args, served, batcher):
     """`batcher` inside an `InflightBatcher` of the run's translator (`--batching in-flight`), else itself."""
-    from keras_transformer import opener
-
     if args.batching != "in-flight" or args.no_batching:
         return batcher
-    if kind != opener.RUN or engine != "xla" or _not_a_translation_run(args.model):
+    if not served.in_rows:
         print(
             "Batching: dynamic (in-flight batching decodes a translation run directory with the xla engine)",
             file=sys.stderr,
@@ -241,10 +254,9 @@ def _in_flight(args, kind, engine, batcher, languages):
         return batcher
     from keras_transformer.serving.inflight import InflightBatcher
 
-    translator = opener.open_translator(args.model, **languages)
     rows = dict(max_rows=args.max_batch_size, segment_steps=args.segment_steps)
     try:
-        in_flight = InflightBatcher(translator, batcher, max_queue=args.max_queue, **rows)
+        in_flight = InflightBatcher(served.translator, batcher, max_queue=args.max_queue, **rows)
     except ValueError as error:  # a model the rows cannot decode (a decoder-only one)
         print(f"Batching: dynamic ({error})", file=sys.stderr, flush=True)
         return batcher
@@ -264,53 +276,15 @@ def _in_flight(args, kind, engine, batcher, languages):
     return in_flight
 
 
-def _streams(args, kind, engine, model, languages, batcher):
-    """What decodes `:stream` word by word: the in-flight rows, the run's XLA translator, or the engine's."""
-    from keras_transformer import opener
-    from keras_transformer.serving.encoder import is_encoder_run
+def _streams(args, served, batcher):
+    """What decodes `:stream` word by word: the in-flight rows, else the translator the opener gave, if any."""
     from keras_transformer.serving.sse import Streams
 
     if hasattr(batcher, "stream_pieces"):  # in-flight: streams join the same rows (their threads only wait)
         return Streams(batcher, max(args.threads, args.max_batch_size))
-    if engine != "xla" or _generator_in_python(kind, args.model):
-        return Streams(model.module, args.threads)
-    if kind == opener.RUN and not is_encoder_run(args.model):  # an encoder's (BERT) answers whole, once
-        return Streams(opener.open_translator(args.model, **languages), args.threads)
+    if served.translator is not None:  # an encoder's (BERT) and a SavedModel's answer whole, once
+        return Streams(served.translator, args.threads)
     return None  # its signatures' whole answers, once (docs/serving.md)
-
-
-def _not_a_translation_run(path):
-    """Whether the run at `path` is an imported BERT or GPT-2: neither translates."""
-    from keras_transformer import opener
-    from keras_transformer.serving.encoder import is_encoder_run
-
-    return is_encoder_run(path) or _generator_in_python(opener.RUN, path)
-
-
-def _generator_in_python(kind, path):
-    """Whether `path` is a run of an imported GPT-2, whose tokenizer runs in Python: its `Generator` is served."""
-    from keras_transformer import opener
-    from keras_transformer.serving.generator import tokenizes_in_python
-
-    return kind == opener.RUN and tokenizes_in_python(path)
-
-
-def _served_translator(args, engine, languages):
-    """`engine`'s translator of `--model` (a run, or a LiteRT export), as a `ServedTranslator`."""
-    from keras_transformer.opener import open_translator
-    from keras_transformer.serving.served_translator import ServedTranslator
-
-    translator = open_translator(args.model, engine, threads=args.threads, precision=args.precision, **languages)
-    return ServedTranslator(translator, args.model, max_instances=args.max_instances)
-
-
-def _exported(path, workdir, languages):
-    """The run directory `path` exported to a SavedModel under `workdir`, with its default `languages`."""
-    from keras_transformer.serving.export import export_run
-
-    print(f"Exporting the run {path} to a temporary SavedModel...", file=sys.stderr, flush=True)
-    export_run(path, workdir / "export", **{name: code for name, code in languages.items() if code is not None})
-    return workdir / "export"
 
 
 def _model_name(rest, args):

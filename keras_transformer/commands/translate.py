@@ -44,7 +44,7 @@ from keras_transformer.commands.arguments import (
 from keras_transformer.commands.streaming import add_stream_argument, streamed_lines
 from keras_transformer.config import DecodingConfig
 from keras_transformer.input_rules import check_sentence
-from keras_transformer.serving.translation import (
+from keras_transformer.translators.translation import (
     Progress,
     nbest_lines,
     translate_lines_with_status,

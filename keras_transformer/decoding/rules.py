@@ -3,7 +3,7 @@ the stopping rule.
 
 The XLA searches (`Search`, `BeamSearch`), the LiteRT export's host search
 (`keras_transformer.litert.search`) and the CTranslate2 engine's option
-mapping (`keras_transformer.serving.ctranslate2_engine`) all read these
+mapping (`keras_transformer.engines.ctranslate2.translator`) all read these
 functions, so a rule changed here changes every engine. The array functions
 take `xp`, the array library they compute with: `keras.ops` inside the
 compiled searches, NumPy (the default) on the host; each is written with

@@ -1,6 +1,6 @@
 """`search_for`: the one function that maps decoding settings (beam size, sampling) to a search.
 
-The `Translator`, `serving.export.load` and the `translate`, `evaluate` and
+The `Translator`, `export.load` and the `translate`, `evaluate` and
 `chat` commands ask it which search the user's settings name, so that "a
 beam of 1 is greedy search" is decided here and nowhere else.
 

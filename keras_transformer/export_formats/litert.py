@@ -13,7 +13,7 @@ def write(run, output, overwrite=False, **options):
     where = f"{' and '.join(text)} in the .tflite" if text else "tokenizer outside the model (SentencePiece)"
     return (
         f"Exported {run} to {output} (LiteRT, {info['quantization']}, {where}). "
-        "Translate with `keras_transformer.litert.Translator(path)` (pip install 'keras-transformer[litert]')."
+        "Translate with `keras_transformer.export.load(path)` (pip install 'keras-transformer[litert]')."
     )
 
 

@@ -1,4 +1,4 @@
-"""The SavedModel format: strings in, strings out, with the signatures TF Serving calls (`serving.export`)."""
+"""The SavedModel format: strings in, strings out, with the signatures TF Serving calls (the xla engine's)."""
 
 from keras_transformer.export_formats import options
 from keras_transformer.export_formats.format import ExportFormat
@@ -6,9 +6,9 @@ from keras_transformer.files import destinations
 
 
 def write(run, output, overwrite=False, **options):
-    from keras_transformer.serving.export import export_run
+    from keras_transformer.opener import write_saved_model
 
-    translator = export_run(run, output, overwrite=overwrite, **options)
+    translator = write_saved_model(run, output, overwrite=overwrite, **options)
     if hasattr(translator, "signature_names"):  # an encoder-only run's (BERT)
         names = ", ".join(translator.signature_names)
         load = "Load it with `import tensorflow_text` then `tf.saved_model.load`"

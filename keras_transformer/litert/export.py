@@ -17,7 +17,7 @@ The export is a folder:
   model (`keras_transformer.litert.text`);
 - `MANIFEST.sha256`.
 
-The search runs on the host (`keras_transformer.litert.Translator`).
+The search runs on the host (the litert engine, `keras_transformer.engines.litert`).
 
 Example:
 

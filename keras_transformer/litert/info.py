@@ -22,10 +22,11 @@ import pathlib
 import re
 
 from keras_transformer.config import DecodingConfig
+from keras_transformer.files.folders import LITERT_INFO
 from keras_transformer.files.json_files import read_json_object
 from keras_transformer.kinds import MAX_LENGTH, check_bool, check_choice, check_ids, check_int_in_range
 
-INFO_FILE = "litert.json"
+INFO_FILE = LITERT_INFO
 SIGNATURES = ("encode", "decode_step", "tokenize", "detokenize")
 QUANTIZATIONS = ("float32", "int8")
 INT8_SCALES = (None, "per-tensor", "per-channel")

@@ -10,7 +10,7 @@ length; a module without files, so its folder is often absent).
 (`max_seq_length`) and whether text is lower-cased first.
 
 `settings(checkpoint, config)` reads them into what a run records
-(`pretrained.sentence_embedding`), and what `serving.encoder.Encoder.embed`
+(`pretrained.sentence_embedding`), and what `engines.xla.encoder.Encoder.embed`
 computes with: the pooling modes (concatenated, in sentence-transformers'
 order, where a config names several), `normalize`, `max_length` and
 `lowercase`, and `source`: `"modules.json"`, or None for a checkpoint

@@ -25,12 +25,11 @@ ensemble's own `config.json` (listing them under `"members"`) and
 writes a SavedModel directory (`saved_model.pb`) that needs no project code.
 """
 
-import pathlib
-
-from keras_transformer.files import run_files
+from keras_transformer.files import folders, run_files
+from keras_transformer.files.folders import is_run_dir, is_saved_model  # noqa: F401  (the one decision of a folder's kind)
 
 CONFIG = run_files.CONFIG
-MODEL = "model.keras"
+MODEL = folders.MODEL
 SOURCE_TOKENIZER = "tokenizers/source"
 TARGET_TOKENIZER = "tokenizers/target"
 HISTORY = "history.csv"
@@ -38,14 +37,3 @@ LOGS = "logs"
 BACKUP = "backup"
 SNAPSHOTS = "snapshots"
 FILES, REWRITTEN = run_files.FILES, run_files.REWRITTEN  # the record of the files a run wrote
-
-
-def is_run_dir(path):
-    """Whether `path` holds a training run (a `config.json` and a `model.keras`, or members with one)."""
-    path = pathlib.Path(path)
-    return (path / CONFIG).is_file() and ((path / MODEL).is_file() or any(path.glob(f"member-*/{MODEL}")))
-
-
-def is_saved_model(path):
-    """Whether `path` is an exported SavedModel directory."""
-    return (pathlib.Path(path) / "saved_model.pb").is_file()

@@ -85,7 +85,7 @@ def convert_run(run, output, *, quantization=None, overwrite=False, record=None)
             `QUANTIZATIONS` (e.g. `"int8"`), CTranslate2's weight types.
         overwrite: replace an earlier CTranslate2 export of this package.
         record: more entries for `keras_transformer.json` (e.g. the
-            `run_sha256` that `ctranslate2_cache.cached_model` checks).
+            `run_sha256` that `engines.ctranslate2.cache.cached_model` checks).
 
     Returns:
         `output` as a string.

@@ -15,7 +15,7 @@ ids are handed to its reader after each segment, cut into words there
 
 Each sentence gets the ids it gets alone (`tests/serving/test_inflight.py`):
 its row is its own, whatever joins or leaves beside it. A sampled sentence
-draws its noise as `sample` does for its request (`stream_decoder.sampling_noise`),
+draws its noise as `sample` does for its request (`stream_text.sampling_noise`),
 so a seed gives the draws it gives there.
 
 It serves a run directory's `Translator` (the XLA engine): it needs the
@@ -42,7 +42,7 @@ import tensorflow as tf
 from keras_transformer import decoding
 from keras_transformer.decoding.row_pool import MIN_WIDTH, SEGMENT_STEPS, RowPool, why_not_in_rows
 from keras_transformer.serving.batching import QueueFull
-from keras_transformer.serving.stream_decoder import sampling_noise, starts_word_of, text_of
+from keras_transformer.translators.stream_text import sampling_noise, starts_word_of, text_of
 from keras_transformer.translators.streaming import WordCutter
 
 # signature -> the search its rows join (`sample`'s pools: one per temperature, top-k and top-p)
@@ -94,7 +94,7 @@ class InflightBatcher:
     """`DynamicBatcher`'s interface (`submit`, `close`) over `RowPool`s, and streams (see the module docstring).
 
     Args:
-        translator: a run directory's `serving.Translator`.
+        translator: a run directory's XLA `Translator` (`engines.xla`).
         fallback: a `DynamicBatcher` for the signatures that do not decode
             in rows (`nbest`, `score`); None: those are refused.
         max_rows: rows of each pool at most (the sentences decoded at once).

@@ -2,8 +2,8 @@
 
 `keras-transformer serve` serves a SavedModel's own signatures
 (`signatures.ServedModel`). A translator that is not a SavedModel (the
-`--engine ctranslate2` translator, `ctranslate2_engine.CTranslate2Translator`,
-or a LiteRT export's `keras_transformer.litert.Translator`) is served through
+`--engine ctranslate2` translator, a `CTranslate2Translator`, or a LiteRT
+export's host `Translator`: `opener.open_served` gives it) is served through
 `ServedTranslator` under the same signature names, inputs and outputs
 (`SIGNATURES`), so a client of `keras-transformer serve` sees no difference.
 A signature whose method the translator lacks is left out, and `sample`
@@ -54,7 +54,7 @@ class ServedTranslator(ServedModel):
     """`translator`'s methods as the signatures of a `Translator` export, for `rest.create_app`.
 
     Args:
-        translator: what `serving.export.load` or
+        translator: what `keras_transformer.export.load` or
             `keras_transformer.open_translator` returns (any object with the
             methods `SIGNATURES` names, taking lists of str).
         path: the model folder it was loaded from (its name is the default

@@ -84,7 +84,7 @@ class ServedModel:
     def __init__(self, path, max_instances=64, source_lang=None, target_lang=None):
         import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
 
-        from keras_transformer.serving.export import exported_languages, exported_special_tokens
+        from keras_transformer.translators.exported import exported_languages, exported_special_tokens
 
         self.path = pathlib.Path(path)
         self.max_instances = max_instances
@@ -314,7 +314,7 @@ class ServedModel:
         What `translate` warns of on the command line; a model that cannot
         count its source tokens (no `source_lengths`) says nothing.
         """
-        from keras_transformer.serving.translation import truncated_sentences
+        from keras_transformer.translators.translation import truncated_sentences
 
         name = next((name for name in ("sentences", "sources") if name in request.inputs), None)
         if name is None or not all(hasattr(self.module, a) for a in ("source_lengths", "max_source_length")):

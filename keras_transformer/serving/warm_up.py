@@ -28,7 +28,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from keras_transformer.serving.signatures import CONTROLLED
-from keras_transformer.serving.token_ids import SOURCE_BUCKET
+from keras_transformer.translators.token_ids import SOURCE_BUCKET
 
 WARMED_SIGNATURES = ("serving_default", "greedy", "nbest")  # XLA decoders: one program per shape
 WORKERS = 4  # compiles side by side at most (each holds its own memory while it compiles)

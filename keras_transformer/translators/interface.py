@@ -2,7 +2,7 @@
 
 A run directory's `Translator` (the XLA decoder), a SavedModel's
 `LoadedTranslator`, the `CTranslate2Translator` and a LiteRT export's
-`litert.Translator` are all `TranslatorInterface`s, and
+host `Translator` (the engines') are all `TranslatorInterface`s, and
 `keras_transformer.open_translator` gives the one a folder and an engine
 name. This class is their contract, and the code they share: each public
 method checks its inputs in Python before anything runs (`inputs`: a bad

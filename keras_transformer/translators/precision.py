@@ -64,7 +64,7 @@ def decoding_precision(
 
     Args:
         precision: None or `"float32"`, `"bfloat16"`, `"int8"`.
-        engine: `"xla"`, `"ctranslate2"` or `"litert"` (`opener.ENGINES`).
+        engine: `"xla"`, `"ctranslate2"` or `"litert"` (an `engines.Engine`'s name).
         saved_model: whether the xla engine decodes a SavedModel export.
         supported: the precisions the engine has kernels for on this CPU
             (CTranslate2's), None when the engine never runs low precision.

@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from keras_transformer import export
 from keras_transformer.commands import cli
+from keras_transformer.engines.xla.generator import Generator
 from keras_transformer.pretrained import import_pretrained
-from keras_transformer.serving.generator import Generator
 from keras_transformer.translators import TranslatorInterface
 
 FIXTURE = pathlib.Path(__file__).resolve().parents[1] / "data" / "gpt2"

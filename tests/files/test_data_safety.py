@@ -396,7 +396,7 @@ def test_exporting_an_unfinished_run_says_so(trained, tmp_path, capsys):
 
 KILL_BETWEEN_RENAMES = """
 import os, sys
-from keras_transformer.serving.export import export_run
+from keras_transformer.engines.xla.export import export_run
 from keras_transformer.files import atomic
 replace, calls = os.replace, []
 def replace_then_die(source, destination):

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from keras_transformer import litert, runs
 from keras_transformer.commands import cli
+from keras_transformer.engines.litert.translator import Translator as LiteRTTranslator
 from keras_transformer.files import destinations
 from keras_transformer.litert import export as litert_export
 from keras_transformer.litert import fast_text
@@ -39,7 +40,7 @@ def exported(tmp_path_factory):
     run, _ = tiny_run_dir()
     output = tmp_path_factory.mktemp("litert") / "export"
     litert.export_run(run, output)
-    return run, output, litert.Translator(output), load(run)
+    return run, output, LiteRTTranslator(output), load(run)
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +164,7 @@ def test_export_load_gives_the_litert_translator_and_refuses_what_is_fixed(expor
 
     _, output, translator, _ = exported
     loaded = load(output, beam_size=2, alpha=0.0)
-    assert isinstance(loaded, litert.Translator) and int(loaded.beam_size) == 2 and loaded._alpha == 0.0
+    assert isinstance(loaded, LiteRTTranslator) and int(loaded.beam_size) == 2 and loaded._alpha == 0.0
     with pytest.raises(ValueError, match=r"LiteRT export: max_length=8 and compact=True does not apply \(fixed"):
         load(output, max_length=8, compact=True)
     with pytest.raises(ValueError, match="does not sample"):
@@ -296,7 +297,7 @@ def _languages(codes, target_lang=None, source_position="first"):
 def test_litert_json_values_are_checked_before_anything_is_allocated(exported, tmp_path, edit, words):
     folder = _edited_export(exported, tmp_path, edit)
     with pytest.raises(ValueError) as error:
-        litert.Translator(folder)
+        LiteRTTranslator(folder)
     message = str(error.value)
     assert "litert.json" in message and words in message and "\n" not in message, message
 
@@ -309,7 +310,7 @@ def test_a_signature_litert_json_lists_but_the_model_lacks_is_named(exported, tm
 
     manifest.write_manifest(folder)
     with pytest.raises(ValueError, match="model.tflite has no signature 'encode', which .*litert.json lists"):
-        litert.Translator(folder)
+        LiteRTTranslator(folder)
 
 
 @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
@@ -325,7 +326,7 @@ def test_a_damaged_tflite_is_named(exported, tmp_path, capsys, content):
 
     manifest.write_manifest(folder)
     with pytest.raises(ValueError, match="model.tflite is not a LiteRT model this export can run"):
-        litert.Translator(folder)
+        LiteRTTranslator(folder)
     assert cli.main(["translate", "--model", str(folder), "hello"]) == 2
     err = capsys.readouterr().err.strip()
     assert "model.tflite" in err and "\n" not in err
@@ -348,7 +349,7 @@ def test_without_ai_edge_litert_one_line_says_what_to_install(exported, monkeypa
     monkeypatch.setitem(sys.modules, "ai_edge_litert", None)
     monkeypatch.setitem(sys.modules, "ai_edge_litert.interpreter", None)
     with pytest.raises(ValueError, match=r"pip install 'keras-transformer\[litert\]'"):
-        litert.Translator(output)
+        LiteRTTranslator(output)
 
 
 def test_int8_export_is_smaller_and_translates(exported, tmp_path):
@@ -357,7 +358,7 @@ def test_int8_export_is_smaller_and_translates(exported, tmp_path):
     assert info["quantization"] == "int8"
     assert (tmp_path / "int8" / "model.tflite").stat().st_size < (output / "model.tflite").stat().st_size
     _, pairs = tiny_run_dir()
-    quantized = litert.Translator(tmp_path / "int8").greedy([s for s, _ in pairs])
+    quantized = LiteRTTranslator(tmp_path / "int8").greedy([s for s, _ in pairs])
     assert sum(a == b for a, b in zip(quantized, translator.greedy([s for s, _ in pairs]))) >= 15
 
 
@@ -406,7 +407,7 @@ def test_an_imported_marian_run_decodes_as_the_run_greedy_and_beam(tmp_path, kin
     assert len(caught) == 1 and "\n" not in str(caught[0].message)
     assert not info["tokenizer"]["in_model"] and not info["tokenizer"]["detokenize_in_model"]
     assert info["signatures"] == ["encode", "decode_step"] and info["decoding"]["stopping"] == "cannot_improve"
-    translator = litert.Translator(tmp_path / "litert")
+    translator = LiteRTTranslator(tmp_path / "litert")
     live = load(run, beam_size=4, alpha=1.0, max_length=length)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # transformers cut some off too

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from keras_transformer.decoding import TruncatedOutputWarning
+from keras_transformer.engines.ctranslate2 import translator as ctranslate2_engine
 from keras_transformer.files import user_cache
 from keras_transformer.opener import open_translator
 from keras_transformer.pretrained import import_pretrained
-from keras_transformer.serving import ctranslate2_engine
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "m2m100"
 PREFIX = "네 말이"  # pieces of both fixtures' vocabulary, which neither output begins with unforced

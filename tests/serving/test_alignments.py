@@ -51,7 +51,7 @@ def test_the_pairs_are_the_argmax_of_a_known_attention(translator, monkeypatch):
     """Source "a bb" and output "x yy z": each word one piece here or more; the attention names the answer."""
     tokenize = {"a": [5], "bb": [6, 7], "x": [8], "yy": [9, 10], "z": [11]}
     monkeypatch.setattr(
-        "keras_transformer.serving.model_inputs.tokenize_words", lambda _, ws: [tokenize[w] for w in ws]
+        "keras_transformer.engines.xla.model_inputs.tokenize_words", lambda _, ws: [tokenize[w] for w in ws]
     )
     known = np.zeros((1, 8, 4), np.float32)  # (batch, decoder inputs, source ids: a b b END-or-pad)
     known[0, 0] = [0.9, 0.05, 0.05, 0]  # x -> a

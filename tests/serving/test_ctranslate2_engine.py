@@ -13,10 +13,11 @@ import pytest
 from keras_transformer import runs
 from keras_transformer.commands import cli
 from keras_transformer.decoding import TruncatedOutputWarning
+from keras_transformer.engines.ctranslate2 import cache as ctranslate2_cache
+from keras_transformer.engines.ctranslate2 import translator as ctranslate2_engine
 from keras_transformer.files import destinations, user_cache
 from keras_transformer.opener import open_translator
 from keras_transformer.pretrained import import_pretrained
-from keras_transformer.serving import ctranslate2_cache, ctranslate2_engine
 
 from serving_fixtures import Server, post
 from trained_runs import DATA, MAX_LENGTH, tiny_run_dir

@@ -15,10 +15,10 @@ import pytest
 from checkpoint_layouts import LAYOUTS, SBERT_VARIANTS, assemble, sbert_variant, to_float16
 
 from keras_transformer import export
+from keras_transformer.engines.xla.encoder import Encoder
 from keras_transformer.errors import KerasTransformerWarning
 from keras_transformer.pretrained import import_pretrained, sentence_embedding
 from keras_transformer.pretrained.checkpoints import Checkpoint
-from keras_transformer.serving.encoder import Encoder
 
 
 def _reference(name):

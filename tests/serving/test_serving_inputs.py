@@ -357,7 +357,7 @@ def test_translate_reads_a_pipe_and_names_what_it_cannot_read(capsys, monkeypatc
 
 def test_an_export_from_before_special_tokens_were_recorded_refuses_them_in_a_prefix():
     """Its special tokens are the pieces of the ids banned words never ban (START, END, PAD, UNK)."""
-    from keras_transformer.serving.export import exported_special_tokens
+    from keras_transformer.translators.exported import exported_special_tokens
 
     class EarlierExport:
         target_pieces = tf.Variable(["<pad>", "<unk>", "<s>", "</s>", "\u2581a"])
@@ -373,7 +373,7 @@ def test_an_export_from_before_special_tokens_were_recorded_refuses_them_in_a_pr
 
 def test_a_saved_model_without_the_flags_still_translates_and_checks_its_inputs():
     """An export from before `*_with_status`: translations without flags (None), no warning."""
-    from keras_transformer.serving.translation import translate_lines_with_status
+    from keras_transformer.translators.translation import translate_lines_with_status
 
     class OldExport:
         beam_size, max_source_length, other = tf.Variable(4), tf.Variable(32), "passed through"

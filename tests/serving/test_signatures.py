@@ -235,7 +235,7 @@ def test_saved_model_cli_shows_and_runs_the_default_signature(run, translator, e
 
 
 def test_an_export_from_before_nbest_and_score_says_to_export_again():
-    from keras_transformer.serving.export import LoadedTranslator
+    from keras_transformer.engines.savedmodel.translator import LoadedTranslator
 
     older = LoadedTranslator(tf.Module())  # a module without the `nbest` and `score` functions
     with pytest.raises(ValueError, match="exported before `nbest` existed: export it again"):

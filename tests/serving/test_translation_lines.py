@@ -1,4 +1,4 @@
-"""`keras_transformer.serving.translation` over a stand-in translator: order, batching, and bytes that are not UTF-8."""
+"""`translators.translation` over a stand-in translator: order, batching, and bytes that are not UTF-8."""
 
 import threading
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.serving.translation import nbest_lines, score_lines, translate_lines_with_status
+from keras_transformer.translators.translation import nbest_lines, score_lines, translate_lines_with_status
 
 
 class HalfCharacterTranslator:

@@ -18,9 +18,8 @@ import threading
 import pytest
 from checkpoint_layouts import LAYOUTS, assemble
 
-from keras_transformer import export, opener
+from keras_transformer import engines, export
 from keras_transformer.commands import cli
-from keras_transformer.commands import serve as serve_command
 from keras_transformer.pretrained import import_pretrained
 from keras_transformer.serving import sse
 from keras_transformer.serving.served_translator import ServedTranslator
@@ -112,7 +111,7 @@ def _main(capsys, argv):
 
 
 def test_generate_stream_prints_the_lines_generate_writes(run, generator, capsys, monkeypatch):
-    from keras_transformer.serving import generator as generator_module
+    from keras_transformer.engines.xla import generator as generator_module
 
     monkeypatch.setattr(generator_module, "open_generator", lambda *args, **options: generator)  # compiled once
     prompts = [REFERENCE["prompts"][i] for i in (3, 0)]
@@ -130,7 +129,7 @@ def test_generate_stream_prints_the_lines_generate_writes(run, generator, capsys
 
 
 def test_a_served_gpt2_streams_its_predict_strings(run, generator):
-    assert serve_command._generator_in_python(opener.RUN, run)  # served through its Generator, not a SavedModel
+    assert not engines.ENGINES["xla"].serves_signatures(run)  # served through its Generator, not a SavedModel
     served = ServedTranslator(generator, run)
     prompts = [REFERENCE["prompts"][i] for i in (3, 14)]
     for body in ({"signature_name": "greedy", "instances": prompts}, {"instances": prompts}):

@@ -6,8 +6,8 @@ import re
 import pytest
 
 from keras_transformer import export, runs
+from keras_transformer.engines.xla.generator import Generator
 from keras_transformer.presets import get_preset
-from keras_transformer.serving.generator import Generator
 from keras_transformer.training import train
 
 HANGUL = re.compile("[\uac00-\ud7a3]")

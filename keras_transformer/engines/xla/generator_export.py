@@ -22,9 +22,9 @@ Example:
 import tensorflow as tf
 
 from keras_transformer import decoding
+from keras_transformer.engines.xla.generator import open_generator
+from keras_transformer.engines.xla.translator_graph import check_export_destination
 from keras_transformer.files import atomic, destinations, manifest
-from keras_transformer.serving.generator import open_generator
-from keras_transformer.serving.translator_graph import check_export_destination
 
 PROMPTS = tf.TensorSpec([None], tf.string, name="prompts")
 

@@ -1,6 +1,6 @@
 """`Translator`: strings in, strings out, as a `tf.Module` that saves to a SavedModel.
 
-(`keras_transformer.serving.export` loads and exports them: `load`, `export_run`.)
+(`keras_transformer.opener` opens one for a run directory: `engines.xla.opening`; `engines.xla.export` exports it.)
 
 The module holds the source and target tokenizers, the Keras model and its
 searches, compiled by `keras_transformer.decoding.compile_search` (the one
@@ -35,13 +35,13 @@ import functools
 import tensorflow as tf
 
 from keras_transformer import decoding
+from keras_transformer.engines.xla.compiled_searches import CompiledSearches
+from keras_transformer.engines.xla.model_inputs import ModelInputs
+from keras_transformer.engines.xla.translator_graph import TranslatorGraph
 from keras_transformer.models import as_transformer
-from keras_transformer.serving.compiled_searches import CompiledSearches
-from keras_transformer.serving.model_inputs import ModelInputs
-from keras_transformer.serving.token_ids import check_vocab, padded, pieces_by_id, texts, tokenize_words
-from keras_transformer.serving.translator_graph import TranslatorGraph
 from keras_transformer.translators import TranslatorInterface, alignments, decoding_defaults
 from keras_transformer.translators.controls import languages_of, pieces_of, special_tokens
+from keras_transformer.translators.token_ids import check_vocab, padded, pieces_by_id, texts, tokenize_words
 
 
 class Translator(TranslatorInterface, TranslatorGraph):
@@ -239,7 +239,7 @@ class Translator(TranslatorInterface, TranslatorGraph):
         if search == "best" and self._searches.beam_size > 1:
             return super()._stream(search, sentences, controls)
         if self._stream_decoder is None:
-            from keras_transformer.serving.stream_decoder import StreamDecoder
+            from keras_transformer.engines.xla.stream_decoder import StreamDecoder
 
             self._stream_decoder = StreamDecoder(self)
         search = "greedy" if search == "best" else search

@@ -1,6 +1,6 @@
 """`Translator`: a LiteRT export run in the LiteRT interpreter, the search on the host in NumPy.
 
-It answers what `keras_transformer.serving.export.load`'s translators answer
+It answers what `keras_transformer.export.load`'s translators answer
 where it makes sense (`translator(strings)`, `greedy`, `nbest`, `score`,
 `source_lengths`, the `*_with_status` methods, `beam_size`,
 `max_source_length`), with NumPy arrays that also have `.numpy()` (as the
@@ -26,7 +26,7 @@ import threading
 import numpy as np
 
 from keras_transformer.decoding import rules
-from keras_transformer.files.json_files import read_json_object
+from keras_transformer.files.folders import is_litert_export
 from keras_transformer.litert import fast_text
 from keras_transformer.litert import search as host_search
 from keras_transformer.litert import text as host_text
@@ -48,17 +48,8 @@ def _array(values, dtype=None):
     return np.asarray(values, dtype=dtype).view(Array)
 
 
-def is_export(path):
-    """Whether `path` is a folder holding a LiteRT export's `litert.json`."""
-    try:
-        info = read_json_object(pathlib.Path(path) / INFO_FILE)
-    except (OSError, ValueError):
-        return False
-    return isinstance(info, dict) and info.get("format") == "litert"
-
-
 class Translator(TranslatorInterface):
-    """A LiteRT export (`keras_transformer.litert.export_run`) as a translator.
+    """A LiteRT export (`keras_transformer.litert.export_run`) as a translator (the litert engine).
 
     The translating methods take `target_prefix=` (the first words of the
     output, forced as the XLA decoder forces them), and a multilingual
@@ -88,7 +79,7 @@ class Translator(TranslatorInterface):
         from keras_transformer.files import manifest
 
         path = pathlib.Path(path)
-        if not is_export(path):
+        if not is_litert_export(path):
             raise ValueError(f"{path} is not a LiteRT export (no {INFO_FILE} of format 'litert')")
         manifest.verify_manifest(path)
         info = read_info(path)

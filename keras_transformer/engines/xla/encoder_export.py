@@ -2,7 +2,7 @@
 
 `export_encoder(run, output)` writes the run's model and its tokenizer (as
 TensorFlow ops: `tokenizers.wordpiece_graph`) into one SavedModel whose
-signatures answer as `serving.encoder.Encoder` does, each taking `texts`,
+signatures answer as `engines.xla.encoder.Encoder` does, each taking `texts`,
 a 1-D string tensor, and only those the run's head can answer:
 
 - `classify` (a classifier run): `labels` `(batch, classes)`, every label
@@ -36,9 +36,9 @@ Example:
 
 import tensorflow as tf
 
+from keras_transformer.engines.xla.encoder import open_encoder
+from keras_transformer.engines.xla.translator_graph import check_export_destination
 from keras_transformer.files import atomic, destinations, manifest
-from keras_transformer.serving.encoder import open_encoder
-from keras_transformer.serving.translator_graph import check_export_destination
 
 TEXTS = tf.TensorSpec([None], tf.string, name="texts")
 PAIRS = tf.TensorSpec([None], tf.string, name="text_pairs")

@@ -1,6 +1,6 @@
 """The graph side of a `Translator`: sentences to ids, the compiled searches, ids to strings; its SavedModel.
 
-`TranslatorGraph` is the part of `serving.translator.Translator` that runs
+`TranslatorGraph` is the part of `translator.Translator` that runs
 in TensorFlow: tokenization (tensorflow-text ops), the decode (one XLA
 program per (batch bucket, source bucket) shape, or, with `compact=True`,
 segments that drop the finished sentences between them) and
@@ -51,7 +51,7 @@ import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for loadi
 
 from keras_transformer.decoding import rules
 from keras_transformer.files import atomic, destinations, manifest
-from keras_transformer.serving.token_ids import pad_to_buckets
+from keras_transformer.translators.token_ids import pad_to_buckets
 
 _STRINGS = tf.TensorSpec([None], tf.string)
 _SAMPLE_SPECS = [

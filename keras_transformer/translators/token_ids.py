@@ -1,6 +1,6 @@
 """A translator's token ids: the tokenizer checked against the model, sentences as ids, ids padded to few shapes.
 
-Every XLA translator (`serving.translator.Translator`) and the CTranslate2
+Every XLA translator (`engines.xla.translator.Translator`) and the CTranslate2
 engine read sentences through these: a blank sentence has no ids, and a
 batch of sources is padded to a power-of-two batch and a multiple of
 `SOURCE_BUCKET` tokens, so that XLA compiles few programs.

@@ -45,9 +45,9 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import runs
+from keras_transformer.engines.xla.pooling import pool
 from keras_transformer.errors import ArgumentError, KerasTransformerWarning, literal
 from keras_transformer.input_rules import check_sentence
-from keras_transformer.serving.pooling import pool
 
 DEFAULT_BATCH_SIZE = 32
 MAX_OUTPUT_BYTES = 256 * 2**20  # masked-LM logits held at once (a batch of BERT-base's 30,522 per token)

@@ -2,7 +2,7 @@
 
 `CTranslate2Translator(path)` (what `keras_transformer.open_translator(path,
 "ctranslate2")` gives) decodes the run's conversion, kept in a cache folder
-and converted again when the run changes (`ctranslate2_cache`), and answers
+and converted again when the run changes (`cache`), and answers
 every method of `translators.TranslatorInterface`, decoded by
 `ctranslate2.Translator`. Greedy search gives the XLA decoder's strings
 (the same pieces in, the decode of the module docstring of
@@ -26,13 +26,13 @@ import tensorflow as tf
 from keras_transformer import runs
 from keras_transformer.config import END_ID, PAD_ID, START_ID, DecodingConfig
 from keras_transformer.decoding import rules
-from keras_transformer.serving.ctranslate2_cache import cached_model, check_run, recorded, require_ctranslate2
-from keras_transformer.serving.token_ids import tokenize_words, tokenized
+from keras_transformer.engines.ctranslate2.cache import cached_model, check_run, recorded, require_ctranslate2
 from keras_transformer.tokenizers import kinds
 from keras_transformer.translators import TranslatorInterface, decoding_defaults
 from keras_transformer.translators.controls import languages_of, pieces_of, special_tokens
 from keras_transformer.translators.precision import check_precision
 from keras_transformer.translators.streaming import Piece, WordCutter, word_starts
+from keras_transformer.translators.token_ids import tokenize_words, tokenized
 
 COMPUTE_TYPES = {"float32": "float32", "bfloat16": "bfloat16", "int8": "int8_float32"}  # CTranslate2's names
 TYPICAL_LENGTH = 20  # output tokens at which the beam's length penalty ranks as GNMT's (module docstring of writer)

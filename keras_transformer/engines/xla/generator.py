@@ -151,7 +151,7 @@ class Generator(TranslatorInterface):
         if isinstance(search, decoding.BeamSearch):
             return self._whole(prompts, settings, max_length)
         if self._streams is None:
-            from keras_transformer.serving.generator_stream import GeneratorStreams
+            from keras_transformer.engines.xla.generator_stream import GeneratorStreams
 
             self._streams = GeneratorStreams(self)
         noise = self._noise(settings, 1, max_length) if numbers else None

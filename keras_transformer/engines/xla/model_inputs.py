@@ -28,8 +28,8 @@ import functools
 import tensorflow as tf
 
 from keras_transformer import decoding
-from keras_transformer.serving.token_ids import pad_to_buckets, tokenize_words, tokenized
 from keras_transformer.translators import alignments
+from keras_transformer.translators.token_ids import pad_to_buckets, tokenize_words, tokenized
 
 
 class ModelInputs:

@@ -30,7 +30,7 @@ from keras_transformer.translators.streaming import WordCutter, word_starts
 
 
 class GeneratorStreams:
-    """The stepped greedy and sampling searches of `generator` (a `serving.generator.Generator`)."""
+    """The stepped greedy and sampling searches of `generator` (a `generator.Generator`)."""
 
     def __init__(self, generator):
         self.generator = generator
