@@ -46,6 +46,11 @@ from keras_transformer.decoding.prompts import prompt_state, prompt_step, starts
 from keras_transformer.decoding.search import Search, Step
 from keras_transformer.models import as_transformer, is_decoder_only
 
+# A decode of at most this many tokens runs as one loop over the whole cache, not in `search.phases`:
+# each phase is another copy of the step in the XLA program (compiled, and converted to HLO, once per phase),
+# and a short cache saves little to attend a quarter of (docs/performance.md, "A translator's first call").
+ONE_LOOP_UP_TO = 64
+
 
 class BoundSearch(NamedTuple):
     """A search joined to a decoder step: what `decode` and `compaction.compacting` run.
@@ -82,6 +87,11 @@ class BoundSearch(NamedTuple):
         """The `SearchResult` for `source_ids`, as one loop per cache phase; `prefix`: see `Search.run`."""
         rows, state = self.start(source_ids, *inputs, prefix=prefix)
         return self.search.loop(self.step, rows, state, self.max_length)
+
+
+def _full_size(initial, resize_state, max_length):
+    """`initial(ids)`'s state resized once to `max_length`: a loop without phases starts from it."""
+    return lambda ids: resize_state(initial(ids), max_length)
 
 
 def resolve_max_length(model, max_length=None):
@@ -131,6 +141,8 @@ def bind(model, search, max_length=None, *, cached=True):
     else:
         step, initial = model_step(model, beams), lambda ids: initial_state(model, ids, max_length, beams)
 
+    if max_length <= ONE_LOOP_UP_TO and step.resize_state is not None:  # one loop: the state full-size at once
+        step, initial = step._replace(resize_state=None), _full_size(initial, step.resize_state, max_length)
     source_pad = first.config.pad_id  # the source's (an import's own)
     # A row of padding is empty, but for a language model whose padding is its start id: GPT-2's empty text.
     never_empty = is_decoder_only(model) and starts_from_padding(first)
