@@ -116,6 +116,8 @@ def bind(model, search, max_length=None, *, cached=True):
         search: a `GreedySearch`, `SamplingSearch` or `BeamSearch`.
         max_length: tokens to generate at most (END included); default and
             at most the model's `max_length`. A Python int: shapes stay static.
+            Up to `ONE_LOOP_UP_TO` tokens the search runs as one loop over
+            the whole cache; a longer one grows its cache in `search.phases`.
         cached: the cached step; False: the uncached reference
             (`cache.uncached_step`, one model only).
     """
