@@ -6,8 +6,8 @@ through the decoder, appending its keys/values to a fixed-size cache (a keys
 and a values tensor `(batch, num_heads, positions, key_dim)` per layer); the
 prefix is never re-run. The beams of a source share one cache and attend it
 through their ancestry, so beam search never copies the cache to reorder it
-(`reorder_beams`), and the searches grow the cache in phases
-(`resize_cache`), so the first steps attend a quarter of it. On TensorFlow
+(`reorder_beams`), and the searches of more than 64 tokens grow the cache in
+phases (`resize_cache`), so the first steps attend a quarter of it. On TensorFlow
 the step is one graph function that every loop calls
 (`keras_transformer.decoding.traced_step`). `uncached_step` re-runs the
 whole model at every step: the reference and the benchmarks' baseline.

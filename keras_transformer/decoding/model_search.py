@@ -46,6 +46,11 @@ from keras_transformer.decoding.prompts import prompt_state, prompt_step, starts
 from keras_transformer.decoding.search import Search, Step
 from keras_transformer.models import as_transformer, is_decoder_only
 
+# A decode of at most this many tokens runs as one loop over the whole cache, not in `search.phases`:
+# each phase is another copy of the step in the XLA program (compiled, and converted to HLO, once per phase),
+# and a short cache saves little to attend a quarter of (docs/performance.md, "A translator's first call").
+ONE_LOOP_UP_TO = 64
+
 
 class BoundSearch(NamedTuple):
     """A search joined to a decoder step: what `decode` and `compaction.compacting` run.
@@ -84,6 +89,11 @@ class BoundSearch(NamedTuple):
         return self.search.loop(self.step, rows, state, self.max_length)
 
 
+def _full_size(initial, resize_state, max_length):
+    """`initial(ids)`'s state resized once to `max_length`: a loop without phases starts from it."""
+    return lambda ids: resize_state(initial(ids), max_length)
+
+
 def resolve_max_length(model, max_length=None):
     """The number of tokens to generate: `max_length`, checked, or the model's `max_length`.
 
@@ -106,6 +116,8 @@ def bind(model, search, max_length=None, *, cached=True):
         search: a `GreedySearch`, `SamplingSearch` or `BeamSearch`.
         max_length: tokens to generate at most (END included); default and
             at most the model's `max_length`. A Python int: shapes stay static.
+            Up to `ONE_LOOP_UP_TO` tokens the search runs as one loop over
+            the whole cache; a longer one grows its cache in `search.phases`.
         cached: the cached step; False: the uncached reference
             (`cache.uncached_step`, one model only).
     """
@@ -131,6 +143,8 @@ def bind(model, search, max_length=None, *, cached=True):
     else:
         step, initial = model_step(model, beams), lambda ids: initial_state(model, ids, max_length, beams)
 
+    if max_length <= ONE_LOOP_UP_TO and step.resize_state is not None:  # one loop: the state full-size at once
+        step, initial = step._replace(resize_state=None), _full_size(initial, step.resize_state, max_length)
     source_pad = first.config.pad_id  # the source's (an import's own)
     # A row of padding is empty, but for a language model whose padding is its start id: GPT-2's empty text.
     never_empty = is_decoder_only(model) and starts_from_padding(first)

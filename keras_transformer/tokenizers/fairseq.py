@@ -138,7 +138,7 @@ class FairseqTokenizer(PieceTokenizer):
     def _token(code, family):
         return f"__{code}__" if family == "m2m100" else code
 
-    @tf.function
+    @tf.function(autograph=False)
     def tokenize(self, strings):
         """Strings `(batch,)` -> int32 `RaggedTensor` `(batch, None)` of the pieces' ids (no language, no `</s>`)."""
         strings = tf.convert_to_tensor(strings, tf.string)
@@ -148,7 +148,7 @@ class FairseqTokenizer(PieceTokenizer):
             strings = tf.strings.regex_replace(strings, "^ ", "")
         return self.piece_ids(strings)
 
-    @tf.function
+    @tf.function(autograph=False)
     def language_ids(self, codes):
         """Language codes `(batch,)` -> their token ids, int32; -1 for a code the model lacks (checked before)."""
         return self._language_table.lookup(tf.convert_to_tensor(codes, tf.string))

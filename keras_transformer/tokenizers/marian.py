@@ -93,7 +93,7 @@ class MarianTokenizer(PieceTokenizer):
         except ValueError as error:
             raise ValueError(f"{vocab_file}: {error}") from None
 
-    @tf.function
+    @tf.function(autograph=False)
     def tokenize(self, strings):
         """Strings `(batch,)` -> int32 `RaggedTensor` `(batch, None)` of Marian ids, without `</s>`."""
         strings = tf.convert_to_tensor(strings, tf.string)

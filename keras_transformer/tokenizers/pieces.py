@@ -95,7 +95,7 @@ class PieceTokenizer(tf.Module):
         """Ids `RaggedTensor` `(batch, None)` of the SentencePiece pieces of `strings` (a `tf.string` tensor)."""
         return self._ids.lookup(self._pieces.tokenize(strings))
 
-    @tf.function
+    @tf.function(autograph=False)
     def detokenize(self, ids):
         """Ids `(batch, length)`, ragged or dense, -> strings `(batch,)`; hidden ids are dropped."""
         if not isinstance(ids, tf.RaggedTensor):

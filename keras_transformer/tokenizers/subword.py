@@ -163,12 +163,12 @@ class SubwordTokenizer(tf.Module):
         self.detokenize.get_concrete_function(tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1))
         self.detokenize.get_concrete_function(tf.TensorSpec([None, None], tf.int32))
 
-    @tf.function
+    @tf.function(autograph=False)
     def tokenize(self, strings):
         """Strings `(batch,)` -> int32 `RaggedTensor` `(batch, None)`, without START/END."""
         return self._tokenizer.tokenize(strings)
 
-    @tf.function
+    @tf.function(autograph=False)
     def detokenize(self, ids):
         """Ids `(batch, length)`, ragged or dense, -> strings `(batch,)`; ids 0-3 are dropped."""
         if not isinstance(ids, tf.RaggedTensor):
@@ -177,12 +177,12 @@ class SubwordTokenizer(tf.Module):
         ids = tf.ragged.boolean_mask(ids, ids >= NUM_RESERVED_IDS)
         return self._tokenizer.detokenize(ids)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)], autograph=False)
     def id_to_piece(self, ids):
         """Int32 ids -> their subword pieces as strings (for inspection)."""
         return self._tokenizer.id_to_string(ids)
 
-    @tf.function(input_signature=[])
+    @tf.function(input_signature=[], autograph=False)
     def get_vocab_size(self):
         """The vocabulary size as a scalar int32 tensor (also `self.vocab_size`, an int)."""
         return self._vocab_size.read_value()

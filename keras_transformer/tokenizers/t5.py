@@ -79,12 +79,12 @@ class T5Tokenizer(PieceTokenizer):
         self._trace()
         self.language_ids.get_concrete_function(tf.TensorSpec([None], tf.string))
 
-    @tf.function
+    @tf.function(autograph=False)
     def tokenize(self, strings):
         """Strings `(batch,)` -> int32 `RaggedTensor` `(batch, None)` of the pieces' ids (no `</s>`)."""
         return self.piece_ids(tf.convert_to_tensor(strings, tf.string))
 
-    @tf.function
+    @tf.function(autograph=False)
     def language_ids(self, codes):
         """Language codes `(batch,)` -> the ids of their `<2xx>` pieces, int32; -1 for a code the model lacks."""
         return self._language_table.lookup(tf.convert_to_tensor(codes, tf.string))
