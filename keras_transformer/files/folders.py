@@ -25,7 +25,7 @@ from keras_transformer.files.json_files import read_json_object
 RUN, SAVED_MODEL, LITERT = "run directory", "SavedModel export", "LiteRT export"
 PLURAL = {RUN: "run directories", SAVED_MODEL: "SavedModel exports", LITERT: "LiteRT exports"}
 MODEL = "model.keras"  # a run's model (`runs.layout`)
-LITERT_INFO = "litert.json"  # a LiteRT export's checked description (`litert.info`)
+LITERT_INFO = destinations.LITERT_PROVENANCE  # a LiteRT export's checked description (`litert.info`)
 
 
 def is_run_dir(path):
