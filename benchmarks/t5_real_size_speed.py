@@ -186,7 +186,7 @@ def summarize(args, results, sentences):
     return dict(rows=rows, transformers_generated_tokens=tokens, transformers_outputs_at_limit=at_limit)
 
 
-def ensure_ct2(args, run, folder, log):
+def ensure_ct2(run, folder, log):
     if (folder / "model.bin").is_file():
         return
     command = [sys.executable, "-m", "keras_transformer_cli", "export", "--model", str(run), "--format", "ctranslate2",
@@ -203,7 +203,7 @@ def main_benchmark(args):
     if not (run / "config.json").is_file():
         raise SystemExit(f"{run} is missing: run `t5_real_size.py build` then `t5_real_size.py measure` first")
     if "ctranslate2" in args.systems:
-        ensure_ct2(args, run, ct2, log)
+        ensure_ct2(run, ct2, log)
     sentences = (multi30k_folder(args.data) / "test_2016_flickr.en").read_text().splitlines()[: args.sentences]
     threads = str(args.threads)
     env = dict(os.environ, OMP_NUM_THREADS=threads, TF_NUM_INTRAOP_THREADS=threads, TF_NUM_INTEROP_THREADS="1",
