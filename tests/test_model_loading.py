@@ -30,7 +30,7 @@ from keras_transformer.runs import writing
 def saved(tmp_path_factory):
     """`(model, path of its model.keras, the weights' bytes)`: a tiny model with tied embeddings, as a run saves it."""
     model = build_transformer(
-        1024, 1024, num_layers=2, d_model=128, num_heads=4, d_ff=4096, max_length=16,
+        1024, 1024, num_layers=2, d_model=256, num_heads=4, d_ff=4096, max_length=16,
         share_embeddings=True, tie_output_embedding=True,
     )  # fmt: skip
     path = tmp_path_factory.mktemp("run") / "model.keras"
@@ -116,6 +116,7 @@ def test_loading_holds_no_whole_copy_of_the_weights(saved):
     model, path, weight_bytes = saved
     largest = max(int(np.prod(w.shape)) * 4 for w in model.weights)
     assert largest < weight_bytes / 4  # the embedding is not most of it
+    # What is held: the model's Python objects (about 4 MB) and one weight twice (read, and TensorFlow's copy).
     loaded, peak = traced_peak(lambda: loading.load_model(path))
     _, keras_peak = traced_peak(lambda: keras.saving.load_model(path, compile=False))
     assert keras_peak > weight_bytes  # Keras's: the whole weights member in memory
