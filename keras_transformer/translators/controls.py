@@ -70,6 +70,12 @@ class Languages(NamedTuple):
     target_lang: str = None
     target_in_source: bool = False
 
+    @property
+    def forced_first(self):
+        """Whether each output begins with its target language's token (`decoding.rules.forced_rows`): a
+        multilingual model's, but not MADLAD's, whose source holds it."""
+        return bool(self.codes) and not self.target_in_source
+
     def check(self, code, name):
         """`code` if it is one of `codes`; a one-line `ValueError` naming `name` and three close codes otherwise."""
         if not isinstance(code, str):
@@ -126,7 +132,14 @@ def languages_of(source_tokenizer, target_tokenizer):
 
 class Controls(NamedTuple):
     """Per sentence `(batch,)` `tf.string`: source and target language codes, the forced prefix (or None);
-    and the call's `banned` words (a tuple of str, `banned_words`)."""
+    and the call's `banned` words (a tuple of str, `banned_words`).
+
+    One frozen value, made and checked once by `resolve` at a translator's
+    public methods and passed whole to its engine. In an engine's graph (a
+    SavedModel's functions, a stream, in-flight rows) each of the three is
+    a tensor whose "" entries stand for the default (`filled`), which the
+    graph fills in.
+    """
 
     source_lang: tf.Tensor = None
     target_lang: tf.Tensor = None
@@ -137,6 +150,12 @@ class Controls(NamedTuple):
     def per_sentence(self):
         """The three per-sentence tensors (or None each): what the engines' graphs take."""
         return (self.source_lang, self.target_lang, self.target_prefix)
+
+    def filled(self, sentences):
+        """These controls as a graph reads them: "" for each entry of the three not given (its default)."""
+        blank = tf.fill(tf.shape(sentences)[:1], "")
+        source, target, prefix = (blank if value is None else value for value in self.per_sentence)
+        return self._replace(source_lang=source, target_lang=target, target_prefix=prefix)
 
 
 def resolve(sentences, languages, source_lang=None, target_lang=None, target_prefix=None, banned=None, special=()):
