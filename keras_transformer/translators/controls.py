@@ -92,6 +92,22 @@ class Languages(NamedTuple):
             raise ValueError(f"`{name}` {code!r} is not a language of this model{token}; {hint}")
         return code
 
+    def missing_target(self, how=HOW_TO_NAME, model="this model"):
+        """Why a call naming no target language cannot be translated by `model` (multilingual, without a
+        default), ending with `how` to name one; None when it can. The one check of a missing target: calls,
+        the command line's flags and REST requests read it."""
+        if not self.codes or self.target_lang is not None:
+            return None
+        example = example_code(self.codes, self.source_lang)
+        return f"No target language: {model} translates into {len(self.codes)} languages; {how} (e.g. {example!r})"
+
+    def require_target(self, how=HOW_TO_NAME, model="this model"):
+        """The default target language; a one-line `ValueError` (`missing_target`) where there is none to use."""
+        reason = self.missing_target(how, model)
+        if reason is not None:
+            raise ValueError(reason)
+        return self.target_lang
+
     def with_defaults(self, source_lang=None, target_lang=None):
         """A copy whose defaults are those given (each checked), else these."""
         if self.target_in_source and source_lang is not None:  # the model reads the source's language itself
@@ -180,10 +196,7 @@ def resolve(sentences, languages, source_lang=None, target_lang=None, target_pre
     def code(default):
         def checked(value, name):
             if value is None and default is None:
-                raise ValueError(
-                    f"No target language: this model translates into {len(languages.codes)} languages; "
-                    f"{HOW_TO_NAME} (e.g. {example_code(languages.codes, languages.source_lang)!r})"
-                )
+                languages.require_target()
             return default if value is None else languages.check(value, name)
 
         return checked
