@@ -5,7 +5,9 @@ inside functions too) is read with `ast` and checked against the rooms the
 document lists, top to bottom: an import may go down or sideways, never up.
 The rules the document lists beside the rooms are checked here too (no
 module outside `engines/` and `opener.py` imports an engine; no module
-outside `tokenizers/` branches on a tokenizer's kind, read with `ast`).
+outside `tokenizers/` branches on a tokenizer's kind, read with `ast`; no
+function but the edges' takes a `target_lang`: inside, a call's languages,
+prefix and banned words travel as one `Controls`).
 """
 
 import ast
@@ -209,3 +211,76 @@ def test_no_module_outside_tokenizers_branches_on_a_tokenizer_kind():
         for line, kind in branches_on_a_kind(path.read_text(encoding="utf-8"), kinds)
     ]
     assert found == [], "ask keras_transformer.tokenizers.kinds instead"
+
+
+# Where a function may take a `target_lang` (docs/architecture.md): `Controls`'s own module, which makes the one
+# value of a call's languages, prefix and banned words, and the edges that turn what a user gives into one or into a
+# default: the translator's public methods and the line helpers (Python's keyword arguments), each engine's
+# constructor and opener (a default language: `export.load`, `--target-lang`), the SavedModel's functions (their
+# arguments are the export's input names, which the REST fields reach), the server's default, the LiteRT export's
+# recorded default, a tokenizer's own default (read from a checkpoint), and training's languages (`train`).
+# Everything between them and the engines' searches passes a `Controls` whole.
+TARGET_LANG_EDGES = {
+    "translators/controls.py": {"Languages.with_defaults", "resolve"},
+    "translators/interface.py": {
+        "TranslatorInterface.score",
+        "TranslatorInterface.align",
+        "TranslatorInterface._controls",
+    },
+    "translators/translation.py": {"translate_lines", "translate_lines_with_status", "nbest_lines", "score_lines"},
+    "engines/xla/translator.py": {"Translator.__init__"},
+    "engines/xla/opening.py": {"open_run_translator"},
+    "engines/xla/translator_graph.py": {
+        f"TranslatorGraph._tf_{name}_with_controls" for name in ("call", "greedy", "sample", "nbest", "score")
+    },
+    "engines/savedmodel/translator.py": {"LoadedTranslator.__init__", "open_saved_model"},
+    "engines/ctranslate2/translator.py": {"CTranslate2Translator.__init__"},
+    "engines/litert/translator.py": {"Translator.__init__"},
+    "serving/signatures.py": {"ServedModel.__init__"},
+    "litert/export.py": {"export_run", "_languages"},
+    "tokenizers/fairseq.py": {"FairseqTokenizer.__init__"},
+    "tokenizers/t5.py": {"T5Tokenizer.__init__", "from_t5_files"},
+    "training/run.py": {"train"},
+    "training/fine_tuning.py": {"languages"},
+}
+
+
+def functions_taking(source, parameter):
+    """The qualified names (`Class.method`, `outer.inner`) of the functions of `source` with a `parameter`."""
+    found = []
+
+    def visit(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                arguments = child.args
+                names = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
+                if parameter in names:
+                    found.append(prefix + child.name)
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+
+    visit(ast.parse(source), "")
+    return found
+
+
+def test_the_target_lang_check_sees_a_parameter():
+    source = "class A:\n    def f(self, *, target_lang=None):\n        def g(target_lang): pass\ndef h(lang): pass\n"
+    assert functions_taking(source, "target_lang") == ["A.f", "A.f.g"]
+
+
+def test_target_lang_is_taken_only_by_controls_and_the_edges():
+    found = [
+        f"{path.relative_to(PACKAGE).as_posix()}: {name}"
+        for path in MODULES
+        for name in functions_taking(path.read_text(encoding="utf-8"), "target_lang")
+        if name not in TARGET_LANG_EDGES.get(path.relative_to(PACKAGE).as_posix(), ())
+    ]
+    assert found == [], "pass a translators.controls.Controls whole"
+    edges = {
+        (path.relative_to(PACKAGE).as_posix(), name)
+        for path in MODULES
+        for name in functions_taking(path.read_text(encoding="utf-8"), "target_lang")
+    }
+    listed = {(module, name) for module, names in TARGET_LANG_EDGES.items() for name in names}
+    assert listed - edges == set(), "an edge that takes no `target_lang` any more leaves TARGET_LANG_EDGES"

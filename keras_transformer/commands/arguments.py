@@ -30,7 +30,7 @@ import re
 from keras_transformer.errors import ArgumentError
 from keras_transformer.input_rules import sentence_error
 from keras_transformer.opener import engine_names
-from keras_transformer.translators.controls import example_code, prefix_error
+from keras_transformer.translators.controls import prefix_error
 from keras_transformer.translators.precision import PRECISIONS
 
 SEED_MAX = 2**32 - 1  # NumPy's seeds, which `keras.utils.set_random_seed` sets, stop there
@@ -305,20 +305,9 @@ def open_model(args, **options):
     for name, flag in LANGUAGE_FLAGS.items():  # an engine that takes no languages may not say so itself
         if getattr(args, name) is not None and not translator.languages.codes:
             raise ValueError(f"{flag} applies to multilingual models; {args.model} takes no language codes")
-    require_target(translator, args.model)
+    translator.languages.require_target("choose one with --target-lang", args.model)
     prefix = getattr(args, "prefix", None)  # checked against the model's special tokens before any sentence
     reason = None if prefix is None else prefix_error(prefix, translator.special_tokens)
     if reason is not None:
         raise ValueError(f"--prefix {reason}")
     return translator
-
-
-def require_target(translator, model):
-    """A `ValueError` if `translator` is multilingual and has no target language to translate into."""
-    codes, target = translator.languages.codes, translator.languages.target_lang
-    if codes and target is None:
-        example = example_code(codes, other_than=translator.languages.source_lang)
-        raise ValueError(
-            f"{model} translates into {len(codes)} languages and names no default: choose one with --target-lang "
-            f"(e.g. --target-lang {example})"
-        )

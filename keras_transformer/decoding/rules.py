@@ -1,5 +1,5 @@
 """The decoding rules every engine follows, written once: the length penalty, the ids never generated, the forced END,
-the stopping rule.
+the forced beginning of an output, the stopping rule.
 
 The XLA searches (`Search`, `BeamSearch`), the LiteRT export's host search
 (`keras_transformer.litert.search`) and the CTranslate2 engine's option
@@ -19,6 +19,8 @@ Example:
 (0, 2)
 >>> never_generated(start_id=58100, end_id=0, pad_id=58100, banned_ids=(58100,), softmax_over="vocabulary")
 (58100,)
+>>> forced_rows([[7, 8], []], language=[4, 5])  # NLLB: the target language's token, then the prefix's pieces
+[[4, 7, 8], [5]]
 """
 
 import functools
@@ -92,6 +94,40 @@ def is_forced_step(index, max_length):
 def forced_end_scores(vocab_size, end_id, xp=np):
     """A step's scores when END is forced: 0 (log-probability 1) at END, -inf elsewhere, so it adds nothing."""
     return xp.where(xp.equal(xp.arange(vocab_size), end_id), 0.0, NEG_INF)
+
+
+def forced_rows(pieces, language=None, concat=None):
+    """The rows an output begins with: its target language's token, then `pieces` (a row of them per output).
+
+    `language` holds one token per row where the model begins each output
+    with its target language's (M2M100, NLLB, mBART: transformers'
+    `forced_bos_token_id`; `controls.Languages.forced_first`), None where it
+    forces none (a model of one language pair; MADLAD, whose source holds
+    it). `pieces` are a target prefix's (the forced beginning of a search)
+    or a whole target's (the row a score reads). Rows are Python lists (the
+    CTranslate2 engine's pieces, the LiteRT host's ids) unless `concat` is
+    given: the array library's concatenation (`tf.concat`) joining a
+    `(batch, 1)` `language` and ragged `pieces` on axis 1 (the XLA graph).
+    Every engine builds its forced rows here.
+    """
+    if language is None:
+        return pieces
+    if concat is not None:
+        return concat([language, pieces], axis=1)
+    return [[token, *row] for token, row in zip(language, pieces)]
+
+
+def forced_token_scores(scores, tokens, xp=np):
+    """`scores` `(rows, vocab)` where a row's forced token (`tokens` `(rows,)`, -1 where free) is the only one.
+
+    A forced row scores 0 (log-probability 1) at its token and -inf
+    elsewhere, so that a forced beginning adds nothing to the score, as
+    transformers' forced BOS; a free row keeps its scores. (NumPy gives
+    float64 here: a float32 caller casts back, which changes no value.)
+    """
+    vocab = xp.arange(xp.shape(scores)[-1])
+    only = xp.where(xp.equal(vocab[None], tokens[:, None]), 0.0, NEG_INF)
+    return xp.where(xp.greater_equal(tokens, 0)[:, None], only, scores)
 
 
 def stops(stopping, best_live_log_probs, worst_ended_scores, penalty, xp=np):

@@ -245,8 +245,7 @@ class Search:
             forced_end = rules.forced_end_scores(vocab_size, self.end_id, ops)
             logits = ops.where(rules.is_forced_step(index, max_length), forced_end, logits)
         if forced is not None:
-            only = ops.where(ops.equal(ops.arange(vocab_size)[None], forced[:, None]), 0.0, NEG_INF)
-            logits = ops.where(ops.greater_equal(forced, 0)[:, None], only, logits)
+            logits = rules.forced_token_scores(logits, forced, ops)
         return logits
 
     def forced(self, index, rows):

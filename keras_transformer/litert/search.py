@@ -50,14 +50,13 @@ def _forced(log_probs, index, max_length, end_id, force_end, tokens=None):
     With `force_end`, END is the only token at the last step, at
     log-probability 0; a row whose `tokens` (`(rows,)`, -1 where free) names
     a forced token takes it, at 0, every other token at -inf (a forced
-    beginning: `Search.processed`'s rule, which transformers' forced BOS follows).
+    beginning: `rules.forced_token_scores`, as `Search.processed` takes it and transformers' forced BOS).
     """
     if force_end and rules.is_forced_step(index, max_length):
         forced = rules.forced_end_scores(log_probs.shape[1], end_id).astype(log_probs.dtype)
         log_probs = np.broadcast_to(forced, log_probs.shape).copy()
     if tokens is not None:
-        only = np.where(np.arange(log_probs.shape[1])[None] == tokens[:, None], 0.0, _NINF).astype(log_probs.dtype)
-        log_probs = np.where((tokens >= 0)[:, None], only, log_probs)
+        log_probs = rules.forced_token_scores(log_probs, tokens).astype(log_probs.dtype)
     return log_probs
 
 

@@ -42,6 +42,7 @@ import tensorflow as tf
 from keras_transformer import decoding
 from keras_transformer.decoding.row_pool import MIN_WIDTH, SEGMENT_STEPS, RowPool, why_not_in_rows
 from keras_transformer.serving.batching import QueueFull
+from keras_transformer.translators.controls import Controls
 from keras_transformer.translators.stream_text import sampling_noise, starts_word_of, text_of
 from keras_transformer.translators.streaming import WordCutter
 
@@ -289,11 +290,13 @@ class InflightBatcher:
         translator = self.translator
         try:
             sentences = tf.constant([job.sentences[row] for job, row in rows], tf.string)
-            controls = {
-                name: tf.constant([job.controls.get(name, [b""] * len(job.sentences))[row] for job, row in rows])
-                for name in CONTROLS
-            }
-            source_ids, prefix = translator.search_inputs(sentences, *(controls[name] for name in CONTROLS))
+            controls = Controls(  # as a graph reads them: "" the default (`Controls.filled`)
+                **{
+                    name: tf.constant([job.controls.get(name, [b""] * len(job.sentences))[row] for job, row in rows])
+                    for name in CONTROLS
+                }
+            )
+            source_ids, prefix = translator.search_inputs(sentences, controls)
             inputs = ()
             if key[0] == "sample":
                 inputs = (tf.stack([self._noise(job)[row] for job, row in rows]),)

@@ -228,8 +228,7 @@ class ServedModel:
             given = [name for name in given if name != "source_lang"]
         if not given:
             if codes and default_target is None:
-                reason = _no_target(codes, request.signature)
-                raise RequestError(reason[0].upper() + reason[1:])
+                raise RequestError(_no_target(self.languages, request.signature))
             return
         known = frozenset(codes)
         for name in given:
@@ -238,7 +237,7 @@ class ServedModel:
                 code = value.decode("utf-8")
                 if not code:
                     if name == "target_lang" and codes and default_target is None:
-                        raise RequestError(f"{where}: {_no_target(codes, request.signature)}")
+                        raise RequestError(f"{where}: {_no_target(self.languages, request.signature)}")
                 elif code not in known:
                     try:
                         self.languages.check(code, where)
@@ -394,16 +393,14 @@ def _given_controls(signature, specs, columns):
     return {name: spec for name, spec in specs.items() if name not in CONTROL_INPUTS or name in columns}
 
 
-def _no_target(codes, signature):
+def _no_target(languages, signature):
     """Why a request to a multilingual model without a default target language cannot be answered, and what to send."""
-    example = next((code for code in ("fra_Latn", "fr") if code in codes), codes[-1])
-    what = f"no target language: this model translates into {len(codes)} languages and is served without a default"
-    if signature == "score":
-        return f"{what}; the score signature takes none: serve the model with a default target language"
-    return (
-        f"{what}; send each instance as an object with a 'target_lang' field, e.g. "
-        f'{{"sentence": "...", "target_lang": "{example}"}}'
+    how = (
+        "the score signature takes none: serve the model with a default target language"
+        if signature == "score"
+        else "send each instance as an object with a 'target_lang' field"
     )
+    return languages.missing_target(how, model="this model, served without a default,")
 
 
 def _batched_names(specs):

@@ -70,6 +70,12 @@ class Languages(NamedTuple):
     target_lang: str = None
     target_in_source: bool = False
 
+    @property
+    def forced_first(self):
+        """Whether each output begins with its target language's token (`decoding.rules.forced_rows`): a
+        multilingual model's, but not MADLAD's, whose source holds it."""
+        return bool(self.codes) and not self.target_in_source
+
     def check(self, code, name):
         """`code` if it is one of `codes`; a one-line `ValueError` naming `name` and three close codes otherwise."""
         if not isinstance(code, str):
@@ -85,6 +91,22 @@ class Languages(NamedTuple):
             token = f" (it has no <2{code}> token)" if self.target_in_source else ""
             raise ValueError(f"`{name}` {code!r} is not a language of this model{token}; {hint}")
         return code
+
+    def missing_target(self, how=HOW_TO_NAME, model="this model"):
+        """Why a call naming no target language cannot be translated by `model` (multilingual, without a
+        default), ending with `how` to name one; None when it can. The one check of a missing target: calls,
+        the command line's flags and REST requests read it."""
+        if not self.codes or self.target_lang is not None:
+            return None
+        example = example_code(self.codes, self.source_lang)
+        return f"No target language: {model} translates into {len(self.codes)} languages; {how} (e.g. {example!r})"
+
+    def require_target(self, how=HOW_TO_NAME, model="this model"):
+        """The default target language; a one-line `ValueError` (`missing_target`) where there is none to use."""
+        reason = self.missing_target(how, model)
+        if reason is not None:
+            raise ValueError(reason)
+        return self.target_lang
 
     def with_defaults(self, source_lang=None, target_lang=None):
         """A copy whose defaults are those given (each checked), else these."""
@@ -126,7 +148,14 @@ def languages_of(source_tokenizer, target_tokenizer):
 
 class Controls(NamedTuple):
     """Per sentence `(batch,)` `tf.string`: source and target language codes, the forced prefix (or None);
-    and the call's `banned` words (a tuple of str, `banned_words`)."""
+    and the call's `banned` words (a tuple of str, `banned_words`).
+
+    One frozen value, made and checked once by `resolve` at a translator's
+    public methods and passed whole to its engine. In an engine's graph (a
+    SavedModel's functions, a stream, in-flight rows) each of the three is
+    a tensor whose "" entries stand for the default (`filled`), which the
+    graph fills in.
+    """
 
     source_lang: tf.Tensor = None
     target_lang: tf.Tensor = None
@@ -137,6 +166,12 @@ class Controls(NamedTuple):
     def per_sentence(self):
         """The three per-sentence tensors (or None each): what the engines' graphs take."""
         return (self.source_lang, self.target_lang, self.target_prefix)
+
+    def filled(self, sentences):
+        """These controls as a graph reads them: "" for each entry of the three not given (its default)."""
+        blank = tf.fill(tf.shape(sentences)[:1], "")
+        source, target, prefix = (blank if value is None else value for value in self.per_sentence)
+        return self._replace(source_lang=source, target_lang=target, target_prefix=prefix)
 
 
 def resolve(sentences, languages, source_lang=None, target_lang=None, target_prefix=None, banned=None, special=()):
@@ -161,10 +196,7 @@ def resolve(sentences, languages, source_lang=None, target_lang=None, target_pre
     def code(default):
         def checked(value, name):
             if value is None and default is None:
-                raise ValueError(
-                    f"No target language: this model translates into {len(languages.codes)} languages; "
-                    f"{HOW_TO_NAME} (e.g. {example_code(languages.codes, languages.source_lang)!r})"
-                )
+                languages.require_target()
             return default if value is None else languages.check(value, name)
 
         return checked

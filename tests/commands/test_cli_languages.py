@@ -187,10 +187,10 @@ def test_chat_replies_in_target_lang_with_prefix(run, reference, ended, capsys, 
 @pytest.mark.parametrize(
     "command, flags, message",
     [
-        ("translate", [], "translates into 202 languages and names no default: choose one with --target-lang"),
+        ("translate", [], "translates into 202 languages; choose one with --target-lang"),
         ("translate", ["--target-lang", "eng_latn"], "--target-lang 'eng_latn' is not a language of this model; "),
         ("translate", ["--target-lang", FIRST, "--source-lang", "kor"], "--source-lang 'kor' is not a language"),
-        ("score", [], "choose one with --target-lang (e.g. --target-lang fra_Latn)"),
+        ("score", [], "choose one with --target-lang (e.g. 'fra_Latn')"),
         ("evaluate", ["--target-lang", "xx_Yyyy"], "--target-lang 'xx_Yyyy' is not a language of this model"),
         ("chat", ["--beam", "1"], "choose one with --target-lang"),
     ],

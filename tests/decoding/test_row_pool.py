@@ -18,6 +18,7 @@ from keras_transformer import decoding, opener
 from keras_transformer.config import ModelConfig
 from keras_transformer.decoding.row_pool import RowPool, why_not_in_rows
 from keras_transformer.models import build_transformer
+from keras_transformer.translators.controls import Controls
 
 from trained_runs import tiny_run_dir
 
@@ -34,7 +35,7 @@ def tiny():
     translator = opener.open_translator(path)
     sentences = [source for source, _ in pairs[:6]] + ["", "A man with a dog " * 4]  # the last: 32 tokens wide
     defaults = tf.fill([len(sentences)], "")  # the run's languages
-    source_ids, _ = translator.search_inputs(tf.constant(sentences), defaults, defaults, defaults)
+    source_ids, _ = translator.search_inputs(tf.constant(sentences), Controls(defaults, defaults, defaults))
     prefix = np.full([source_ids.shape[0], MAX_LENGTH], -1, np.int32)
     prefix[3, :2] = [20, 21]  # one output's first two tokens forced
     return translator.model, source_ids, tf.constant(prefix), len(sentences)

@@ -90,3 +90,22 @@ def test_the_litert_host_search_scores_and_stops_by_the_rules(monkeypatch):
     never = ConstantSession()
     host_search.beam(never, done, **arguments)
     assert never.steps == arguments["max_length"]
+
+
+def no_forcing(scores, tokens, xp=np):
+    return scores
+
+
+def test_both_searches_take_a_forced_beginning_by_the_rule(model, monkeypatch):
+    """`rules.forced_token_scores` is how the XLA searches and the LiteRT host search take a forced token: the rule
+    patched to force nothing, a forced beginning no longer begins the output."""
+    free = keras.ops.convert_to_numpy(decoding.decode(model, SOURCE, decoding.GreedySearch(), max_length=6).ids)
+    forced = sorted({17, 18, 19} - {int(free[0, 0, 0])})[0]  # a token greedy search does not choose first
+    prefix = np.array([[forced], [-1]], np.int32)
+    taken = decoding.decode(model, SOURCE, decoding.GreedySearch(), max_length=6, prefix=prefix).ids
+    host = host_search.greedy(ConstantSession(), np.zeros(1, bool), 5, 2, 3, prefix=np.array([[5]]))[0]
+    assert int(keras.ops.convert_to_numpy(taken)[0, 0, 0]) == forced and list(host[0])[:1] == [5]
+    monkeypatch.setattr(rules, "forced_token_scores", no_forcing)
+    ignored = decoding.decode(model, SOURCE, decoding.GreedySearch(), max_length=6, prefix=prefix).ids
+    host = host_search.greedy(ConstantSession(), np.zeros(1, bool), 5, 2, 3, prefix=np.array([[5]]))[0]
+    assert int(keras.ops.convert_to_numpy(ignored)[0, 0, 0]) == int(free[0, 0, 0]) and list(host[0])[:1] == [4]

@@ -14,8 +14,9 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import export
-from keras_transformer.decoding import TruncatedOutputWarning
+from keras_transformer.decoding import TruncatedOutputWarning, rules
 from keras_transformer.pretrained import import_pretrained
+from keras_transformer.translators.controls import Controls
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "m2m100"
 
@@ -68,6 +69,25 @@ def test_each_sentence_may_name_its_own_target(imported):
     one = strings(quietly(translator.greedy, sentences, target_lang=first))
     other = strings(quietly(translator.greedy, sentences, target_lang=second))
     assert strings(mixed) == [one[0], other[1], one[2], other[3]]
+
+
+def test_the_forced_beginning_is_built_by_the_one_rule(imported, monkeypatch):
+    """The XLA engine's forced rows come from `rules.forced_rows` (the other engines': `test_m2m100_engines`)."""
+    _, translator, reference = imported
+    target = next(iter(reference["targets"]))
+    calls = []
+    original = rules.forced_rows
+
+    def spied(pieces, language=None, concat=None):
+        calls.append(language)
+        return original(pieces, language, concat)
+
+    monkeypatch.setattr(rules, "forced_rows", spied)
+    controls = Controls(tf.constant(["", ""]), tf.constant([target, target]), tf.constant(["", ""]))
+    _, prefix = translator.search_inputs(tf.constant(["a", "b"]), controls)
+    language = translator.target_tokenizer.languages[target]
+    assert len(calls) == 1 and calls[0] is not None
+    assert np.asarray(prefix)[:2, :2].tolist() == [[language, -1], [language, -1]]
 
 
 @pytest.mark.parametrize("imported", ["nllb", pytest.param("m2m100", marks=pytest.mark.slow)], indirect=True)

@@ -132,7 +132,7 @@ def test_metadata_lists_the_languages(exported):
 @pytest.mark.parametrize(
     "instances, message",
     [
-        (["안녕"], "No target language: this model translates into 202 languages and is served without a default"),
+        (["안녕"], "No target language: this model, served without a default, translates into 202 languages"),
         (
             [{"sentence": "안녕", "target_lang": FIRST}, {"sentence": "안녕", "target_lang": "eng_latn"}],
             "`instances[1].target_lang` 'eng_latn' is not a language of this model; close: eng_Latn",
@@ -143,7 +143,7 @@ def test_metadata_lists_the_languages(exported):
         ),
         (
             ["안녕", {"sentence": "안녕", "target_lang": FIRST}],
-            "instances[0].target_lang: no target language: this model translates into 202 languages",
+            "instances[0].target_lang: No target language: this model, served without a default, translates into 202",
         ),
         ([{"sentence": "안녕", "target_lang": 3}], "instances[0].target_lang"),
         ([{"sentence": "안녕", "target_lang": FIRST, "target_prefix": ["a"]}], "instances[0].target_prefix"),
@@ -190,7 +190,7 @@ def test_every_served_engine_takes_the_same_instances(engine_translator, run, re
     assert {"with_controls", "greedy_with_controls"} <= set(served.functions)
     sentences = [reference["sentences"][i] for i in ended]
     body = {"instances": [sentences[0], {"sentence": sentences[1], "target_lang": SECOND}]}
-    with pytest.raises(RequestError, match=r"instances\[0\].target_lang: no target language"):
+    with pytest.raises(RequestError, match=r"instances\[0\].target_lang: No target language"):
         served.parse(body)
     body["instances"][0] = {"sentence": sentences[0], "target_lang": FIRST}
     body["instances"].append({"sentence": sentences[2], "target_lang": SECOND, "target_prefix": "네 말이"})

@@ -29,7 +29,7 @@ from keras_transformer.decoding import rules
 from keras_transformer.engines.ctranslate2.cache import cached_model, check_run, recorded, require_ctranslate2
 from keras_transformer.tokenizers import kinds
 from keras_transformer.translators import TranslatorInterface, decoding_defaults
-from keras_transformer.translators.controls import languages_of, pieces_of, special_tokens
+from keras_transformer.translators.controls import Controls, languages_of, pieces_of, special_tokens
 from keras_transformer.translators.precision import check_precision
 from keras_transformer.translators.streaming import Piece, WordCutter, word_starts
 from keras_transformer.translators.token_ids import tokenize_words, tokenized
@@ -236,7 +236,7 @@ class CTranslate2Translator(TranslatorInterface):
         return self._generated(sentences, controls, options, cancel)
 
     def _generated(self, sentences, controls, sampling, cancel):
-        source = self.source_pieces(sentences, controls.source_lang, controls.target_lang)[0]
+        source = self.source_pieces(sentences, controls)[0]
         if not source:  # as `_hypotheses`: an empty sentence translates to ""
             yield Piece("", (), "end")
             return
@@ -274,11 +274,10 @@ class CTranslate2Translator(TranslatorInterface):
     def _score(self, sources, targets, controls):
         limit = self._decode_length
         pieces = [[self._target_pieces[i] for i in row] for row in tokenized(self.target_tokenizer, targets).to_list()]
-        if self._multilingual and not self._target_in_source:  # it starts with its language, as the model learnt
-            pieces = [[language] + row for language, row in zip(self._language_pieces(controls.target_lang), pieces)]
+        pieces = rules.forced_rows(pieces, self._target_language(controls))  # as the model learnt
         # CTranslate2 appends END: a longer target is scored on `limit - 1` tokens and END (class docstring).
         pieces = [row[: limit - 1] for row in pieces]
-        source = self.source_pieces(sources, controls.source_lang, controls.target_lang)  # truncated as XLA's
+        source = self.source_pieces(sources, controls)  # truncated as XLA's
         results = self.translator.score_batch(source, pieces, max_input_length=0)
         lengths = [len(row) + 1 for row in pieces]
         log_probs = [sum(result.log_probs[:n]) for result, n in zip(results, lengths)]
@@ -316,27 +315,30 @@ class CTranslate2Translator(TranslatorInterface):
             **options,
         )
 
-    def source_pieces(self, sentences, source_lang=None, target_lang=None):
+    def source_pieces(self, sentences, controls=None):
         """Pieces of each sentence as the model reads them, truncated as the XLA decoder truncates.
 
         A multilingual model's source is framed here, `[src_lang] pieces
         </s>` (or `pieces </s> [src_lang]`, as its tokenizer says), each
-        sentence in its `source_lang` (`(batch,)` codes; None: the
-        default), MADLAD's `[<2tgt>] pieces </s>` in its `target_lang`;
-        CTranslate2 appends END to the others' itself.
+        sentence in the `source_lang` of its `controls` (a
+        `controls.Controls`: `(batch,)` codes; None: the defaults), MADLAD's
+        `[<2tgt>] pieces </s>` in its `target_lang`; CTranslate2 appends END
+        to the others' itself.
         """
+        controls = Controls() if controls is None else controls
         rows = tokenized(self.source_tokenizer, sentences).to_list()
         rows = [[self._source_pieces[i] for i in row[: self._source_limit]] for row in rows]
         if not self._multilingual:
             return rows
         end = [self._source_end] if self._add_source_end else []
         if self._target_in_source:
-            target = tf.fill([len(rows)], self._languages.target_lang or "") if target_lang is None else target_lang
+            target = controls.target_lang
+            target = tf.fill([len(rows)], self._languages.target_lang or "") if target is None else target
             return [[code] + row + end for code, row in zip(self._language_pieces(target), rows)]
-        if source_lang is None:
-            source_lang = tf.fill([len(rows)], self._languages.source_lang or "")
+        source = controls.source_lang
+        source = tf.fill([len(rows)], self._languages.source_lang or "") if source is None else source
         last = getattr(self.source_tokenizer, "source_position", "first") == "last"
-        languages = self._language_pieces(source_lang)
+        languages = self._language_pieces(source)
         return [row + end + [code] if last else [code] + row + end for code, row in zip(languages, rows)]
 
     def target_prefix(self, controls, count):
@@ -345,17 +347,18 @@ class CTranslate2Translator(TranslatorInterface):
         None where the call has neither (no forced beginning); a prefix is
         cut to the output's maximum length.
         """
-        if controls.target_lang is None and controls.target_prefix is None:
+        language = self._target_language(controls)
+        if language is None and controls.target_prefix is None:
             return None
-        rows = [[] for _ in range(count)]
-        if controls.target_prefix is None and self._target_in_source:
-            return None
-        if controls.target_lang is not None and not self._target_in_source:
-            rows = [[language] for language in self._language_pieces(controls.target_lang)]
+        pieces = [[] for _ in range(count)]
         if controls.target_prefix is not None:
             ids = self.target_tokenizer.tokenize(tf.strings.strip(controls.target_prefix)).to_list()
-            rows = [row + [self._target_pieces[i] for i in more] for row, more in zip(rows, ids)]
-        return [row[: self._decode_length] for row in rows]
+            pieces = [[self._target_pieces[i] for i in row] for row in ids]
+        return [row[: self._decode_length] for row in rules.forced_rows(pieces, language)]
+
+    def _target_language(self, controls):
+        """The target language's piece of each output that begins with one (`Languages.forced_first`); else None."""
+        return self._language_pieces(controls.target_lang) if self._languages.forced_first else None
 
     def _language_pieces(self, codes):
         """The language tokens' pieces of `codes` (`(batch,)` `tf.string`, checked by `resolve`)."""
@@ -364,7 +367,7 @@ class CTranslate2Translator(TranslatorInterface):
 
     def _translate(self, sentences, controls, beam_size, num_hypotheses, **options):
         """`{"translations", "scores", "finished"}` `(batch, num_hypotheses)` from `translate_batch`."""
-        batch = self.source_pieces(sentences, controls.source_lang, controls.target_lang)
+        batch = self.source_pieces(sentences, controls)
         options = self.translate_options(beam_size, num_hypotheses, controls.banned, **options)
         prefix = self.target_prefix(controls, len(batch))
         results = self.translator.translate_batch(batch, target_prefix=prefix, **options) if batch else []

@@ -173,8 +173,7 @@ class Translator(TranslatorInterface):
         sources, targets = _texts(sources), _texts(targets)
         end, length = self.info["end_id"], self.info["max_length"]
         rows = [row + [end] for row in self._target_text.tokenize(_as_read(targets, self._target_text))]
-        if self._language_ids:  # the target starts with its language, as the model was trained
-            rows = [[language] + row for language, row in zip(self._language_tokens(controls.target_lang), rows)]
+        rows = rules.forced_rows(rows, self._target_language(controls))  # as the model was trained
         rows = [row[:length] for row in rows]
         source, _ = self._sources(sources, controls.source_lang)
         totals = np.zeros(len(rows), np.float32)
@@ -288,13 +287,10 @@ class Translator(TranslatorInterface):
         The prefix's text is stripped and tokenized by the target tokenizer,
         and cut to the export's `max_length`, as the XLA decoder does.
         """
-        forced = [[] for _ in range(rows)]
-        if controls.target_lang is not None:
-            forced = [[token] for token in self._language_tokens(controls.target_lang)]
+        pieces = [[] for _ in range(rows)]
         if controls.target_prefix is not None:
-            texts = [_strip(text) for text in _texts(controls.target_prefix)]
-            forced = [row + more for row, more in zip(forced, self._target_text.tokenize(texts))]
-        forced = [row[: self.info["max_length"]] for row in forced]
+            pieces = self._target_text.tokenize([_strip(text) for text in _texts(controls.target_prefix)])
+        forced = [row[: self.info["max_length"]] for row in rules.forced_rows(pieces, self._target_language(controls))]
         width = max((len(row) for row in forced), default=0)
         if not width:
             return None
@@ -302,6 +298,10 @@ class Translator(TranslatorInterface):
         for i, row in enumerate(forced):
             prefix[i, : len(row)] = row
         return prefix
+
+    def _target_language(self, controls):
+        """The target language's token of each output that begins with one (`Languages.forced_first`); else None."""
+        return self._language_tokens(controls.target_lang) if self._languages.forced_first else None
 
     def _language_tokens(self, codes):
         """The token ids of language `codes` (a `(batch,)` string tensor or a list of str, checked by `resolve`)."""

@@ -108,7 +108,7 @@ class LoadedTranslator(TranslatorInterface):
 
     def _filled(self, sentences, controls):
         """The per-sentence controls ("" where not given), then the banned ids where the export takes them."""
-        filled = [tf.fill(tf.shape(sentences)[:1], "") if c is None else c for c in controls.per_sentence]
+        filled = list(controls.filled(sentences).per_sentence)
         if not hasattr(self.module, "target_pieces"):  # exported before banned words
             if controls.banned:
                 raise ValueError("This SavedModel was exported before `banned` words existed: export it again")

@@ -20,7 +20,7 @@ then the pieces of its `target_prefix`.
 Example:
 
 >>> inputs = ModelInputs(tokenizer, tokenizer, languages, default_languages, max_source_length)  # doctest: +SKIP
->>> source_ids, prefix = inputs.source_ids(sentences, source_lang, target_lang), inputs.prefix(...)  # doctest: +SKIP
+>>> source_ids, prefix = inputs.source_ids(sentences, controls), inputs.prefix(controls, rows)  # doctest: +SKIP
 """
 
 import functools
@@ -28,6 +28,7 @@ import functools
 import tensorflow as tf
 
 from keras_transformer import decoding
+from keras_transformer.decoding import rules
 from keras_transformer.translators import alignments
 from keras_transformer.translators.token_ids import pad_to_buckets, tokenize_words, tokenized
 
@@ -64,6 +65,7 @@ class ModelInputs:
         self.default_languages, self.max_source_length = default_languages, max_source_length
         self.multilingual = bool(languages.codes)
         self.target_in_source = languages.target_in_source  # MADLAD's: the target language is the source's token
+        self.forced_first = languages.forced_first  # each output begins with its target language's token
         self.add_source_end = bool(add_source_end)
         # The source's frame: END where the model adds it, a multilingual model's language token.
         self.source_extra = int(add_source_end) + int(self.multilingual)
@@ -76,11 +78,11 @@ class ModelInputs:
 
     # -- in the graph, for a batch `(batch,)` of strings
 
-    def source_ids(self, sentences, source_lang, target_lang):
+    def source_ids(self, sentences, controls):
         """Source ids `(batch', width)` in buckets (`pad_to_buckets`); empty sentences all padding (module docstring).
 
-        `source_lang` and `target_lang` are codes `(batch,)`, "" for the
-        default (`default_languages`).
+        `controls` are a `controls.Controls` as the graph reads them: its
+        languages codes `(batch,)`, "" for the default (`default_languages`).
         """
         batch = tf.shape(sentences)[0]
         ids = tokenized(self.source_tokenizer, sentences)
@@ -89,7 +91,8 @@ class ModelInputs:
             ids = tf.concat([ids, tf.RaggedTensor.from_tensor(tf.fill([batch, 1], self.source_end))], axis=1)
         if self.multilingual:
             in_source = self.target_in_source
-            language = self._language_column(target_lang, 1) if in_source else self._language_column(source_lang, 0)
+            codes = controls.target_lang if in_source else controls.source_lang
+            language = self._language_column(codes, int(in_source))
             last = not in_source and getattr(self.source_tokenizer, "source_position", "first") == "last"
             ids = tf.concat([ids, language] if last else [language, ids], axis=1)
         if self.source_extra:
@@ -98,31 +101,33 @@ class ModelInputs:
         source = pad_to_buckets(ids, self.max_source_length, self.source_pad)
         return tf.where(tf.pad(empty, [[0, tf.shape(source)[0] - batch]])[:, None], self.source_pad, source)
 
-    def prefix(self, target_lang, target_prefix, rows):
+    def prefix(self, controls, rows):
         """The forced beginning of each output `(rows, decode_length)`, -1 where free: language token, then prefix.
 
-        `rows` is the bucketed batch of the source ids; the rows past the
-        sentences are free.
+        `controls` as `source_ids` reads them (a "" prefix: none); `rows` is
+        the bucketed batch of the source ids; the rows past the sentences
+        are free.
         """
-        pieces = self.target_tokenizer.tokenize(tf.strings.strip(target_prefix))
-        pieces = tf.cast(pieces, tf.int32)
-        if self.multilingual and not self.target_in_source:
-            pieces = tf.concat([self._language_column(target_lang, 1), pieces], axis=1)
-        dense = pieces.to_tensor(-1, shape=[None, self.decode_length])
+        pieces = tf.cast(self.target_tokenizer.tokenize(tf.strings.strip(controls.target_prefix)), tf.int32)
+        forced = rules.forced_rows(pieces, self._target_language(controls), tf.concat)
+        dense = forced.to_tensor(-1, shape=[None, self.decode_length])
         return tf.pad(dense, [[0, rows - tf.shape(dense)[0]], [0, 0]], constant_values=-1)
 
-    def target_ids(self, targets, target_lang):
+    def target_ids(self, targets, controls):
         """The ids a score reads of `targets`: language token (not MADLAD's), pieces, END; ragged, cut to the limit."""
         ids = tokenized(self.target_tokenizer, targets)
         ids = tf.concat([tf.cast(ids, tf.int32), tf.fill([tf.shape(targets)[0], 1], self.target_end)], axis=1)
-        if self.multilingual and not self.target_in_source:  # it starts with its language, as the model learnt
-            ids = tf.concat([self._language_column(target_lang, 1), ids], axis=1)
+        ids = rules.forced_rows(ids, self._target_language(controls), tf.concat)  # as the model learnt
         return ids[:, : self.decode_length]
 
     def source_lengths(self, sentences):
         """Source tokens of each sentence before truncation, the frame included."""
         ids = tokenized(self.source_tokenizer, sentences)
         return tf.cast(ids.row_lengths(), tf.int32) + self.source_extra
+
+    def _target_language(self, controls):
+        """The target language's token of each output that begins with one, ragged `(batch, 1)`; else None."""
+        return self._language_column(controls.target_lang, 1) if self.forced_first else None
 
     def _language_column(self, codes, which):
         """The language ids of `codes` `(batch,)` as a ragged `(batch, 1)`; "" is default `which` (0 source, 1 target).
@@ -155,8 +160,8 @@ class ModelInputs:
 
     def aligned_target(self, text, code, start_id):
         """`(decoder inputs: START, a language, the pieces; the row producing the first piece; their words)`."""
-        forced = self.multilingual and not self.target_in_source  # a language token starts the output
-        start = [int(start_id)] + ([self.target_tokenizer.languages[code]] if forced else [])
+        language = [self.target_tokenizer.languages[code]] if self.forced_first else None
+        start = [int(start_id)] + rules.forced_rows([[]], language)[0]
         ids, words = alignments.word_pieces(functools.partial(tokenize_words, self.target_tokenizer), text)
         keep = self.decode_length - len(start) + 1
         return start + ids[: keep - 1], len(start) - 1, words[: keep - 1]

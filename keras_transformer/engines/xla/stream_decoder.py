@@ -49,18 +49,17 @@ class StreamDecoder:
         """Traces of every stepped search's compiled parts so far (each traces once per shape)."""
         return sum(search.traces for search in self.searches.values())
 
-    def pieces(self, search, sentences, controls, *sampling, cancel=None):
+    def pieces(self, search, sentences, controls, banned_ids, *sampling, cancel=None):
         """`translators.streaming.Piece`s of the one sentence of `sentences` (`"greedy"` or `"sample"`).
 
-        `controls` are as the translator's graph takes them: `(source_lang,
-        target_lang, target_prefix)`, each `(1,)` ("" for the default), and
-        the banned ids. `cancel` (with `is_set()`) is read before each step:
-        once set, the last piece has what is pending and the reason
-        `"cancelled"`.
+        `controls` are a `controls.Controls` as the translator's graph takes
+        them (`Controls.filled`: each `(1,)`, "" for the default), and
+        `banned_ids` the banned ids. `cancel` (with `is_set()`) is read
+        before each step: once set, the last piece has what is pending and
+        the reason `"cancelled"`.
         """
         translator = self.translator
-        source_lang, target_lang, target_prefix, banned_ids = controls
-        source_ids, prefix = translator.search_inputs(sentences, source_lang, target_lang, target_prefix)
+        source_ids, prefix = translator.search_inputs(sentences, controls)
         inputs, settings = (), {"ban_mask": translator.ban_mask(banned_ids)}
         if search == "sample":
             temperature, top_k, top_p, seed = sampling

@@ -228,11 +228,11 @@ class Translator(TranslatorInterface, TranslatorGraph):
         return tokenize, texts(self.target_pieces), self.unbanned_ids.numpy()
 
     def _decode(self, search, sentences, controls, *sampling):
-        controls = self._filled(sentences, controls)
+        inputs = self._graph_inputs(sentences, controls)
         if search == "sample":
-            return self._tf_sample_with_controls(sentences, *controls, *sampling)
+            return self._tf_sample_with_controls(sentences, *inputs, *sampling)
         decode = self._tf_greedy_with_controls if search == "greedy" else self._tf_call_with_controls
-        return decode(sentences, *controls)
+        return decode(sentences, *inputs)
 
     def _stream(self, search, sentences, controls, *sampling, cancel=None):
         """Greedy search and sampling step by step (`stream_decoder`); beam search's result once."""
@@ -243,22 +243,27 @@ class Translator(TranslatorInterface, TranslatorGraph):
 
             self._stream_decoder = StreamDecoder(self)
         search = "greedy" if search == "best" else search
-        filled = self._filled(sentences, controls)
-        return self._stream_decoder.pieces(search, sentences, filled, *sampling, cancel=cancel)
+        filled, banned_ids = self._filled(sentences, controls)
+        return self._stream_decoder.pieces(search, sentences, filled, banned_ids, *sampling, cancel=cancel)
 
     def _nbest(self, sentences, controls):
-        return self._tf_nbest_with_controls(sentences, *self._filled(sentences, controls))
+        return self._tf_nbest_with_controls(sentences, *self._graph_inputs(sentences, controls))
 
     def _score(self, sources, targets, controls):
-        return self._tf_score_with_controls(sources, targets, *self._filled(sources, controls)[:2])
+        filled = controls.filled(sources)
+        return self._tf_score_with_controls(sources, targets, filled.source_lang, filled.target_lang)
 
     def _filled(self, sentences, controls):
-        """`controls` as the graph takes them: "" for each one not given (its default), then the banned ids."""
+        """`(controls.filled(sentences), the banned ids)`: the controls as the graph takes them ("" the default)."""
         if controls.banned and self._compact:
             raise ValueError("A Translator built with `compact=True` takes no `banned` words: build one without")
-        filled = [tf.fill(tf.shape(sentences)[:1], "") if c is None else c for c in controls.per_sentence]
         ids = self.banned_ids_of(controls.banned)
-        return [*filled, tf.constant(ids, tf.int32, shape=[len(ids)])]
+        return controls.filled(sentences), tf.constant(ids, tf.int32, shape=[len(ids)])
+
+    def _graph_inputs(self, sentences, controls):
+        """The inputs a `_tf_*_with_controls` function takes after the sentences (the SavedModel's names)."""
+        filled, banned_ids = self._filled(sentences, controls)
+        return (*filled.per_sentence, banned_ids)
 
     def _source_lengths(self, sentences):
         return self._tf_source_lengths(sentences)

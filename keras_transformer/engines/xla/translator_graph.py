@@ -51,6 +51,7 @@ import tensorflow_text  # noqa: F401  (registers the SentencePiece ops for loadi
 
 from keras_transformer.decoding import rules
 from keras_transformer.files import atomic, destinations, manifest
+from keras_transformer.translators.controls import Controls
 from keras_transformer.translators.token_ids import pad_to_buckets
 
 _STRINGS = tf.TensorSpec([None], tf.string)
@@ -107,15 +108,17 @@ class TranslatorGraph(tf.Module):
     ways (its streams, `stream_decoder`; in-flight rows, `inflight`).
     """
 
-    def search_inputs(self, sentences, source_lang, target_lang, target_prefix):
+    def search_inputs(self, sentences, controls):
         """`(source ids (batch', width), forced beginnings (batch', max_length))` of `sentences` `(batch,)`.
 
-        Each control is `(batch,)` of str, "" for the default; `batch'` is
-        the batch bucketed (`token_ids.pad_to_buckets`), its extra rows
-        padding and free. A forced beginning is -1 where the output is free.
+        `controls` are a `controls.Controls` as a graph reads them
+        (`Controls.filled`: each `(batch,)` of str, "" for the default);
+        `batch'` is the batch bucketed (`token_ids.pad_to_buckets`), its
+        extra rows padding and free. A forced beginning is -1 where the
+        output is free.
         """
-        source_ids = self._inputs.source_ids(sentences, source_lang, target_lang)
-        return source_ids, self._inputs.prefix(target_lang, target_prefix, tf.shape(source_ids)[0])
+        source_ids = self._inputs.source_ids(sentences, controls)
+        return source_ids, self._inputs.prefix(controls, tf.shape(source_ids)[0])
 
     def ban_mask(self, banned_ids):
         """Bool `(vocab_size,)`, True at `banned_ids`: a search's `ban_mask` (`rules.ids_mask`)."""
@@ -204,27 +207,30 @@ class TranslatorGraph(tf.Module):
     def _tf_score(self, sources, targets):
         return self._tf_score_with_controls(sources, targets, *self._defaults(sources)[:2])
 
-    # The same with the controls (`translators.controls`): a "" entry is the translator's default.
+    # The same with the controls (`translators.controls`): a "" entry is the translator's default. Their
+    # arguments are the SavedModel's input names (the exported format's edge): each makes one `Controls`.
 
     @tf.function(input_signature=[_STRINGS, *_CONTROL_SPECS], autograph=False)
     def _tf_call_with_controls(self, sentences, source_lang, target_lang, target_prefix, banned_ids):
-        return self._run(sentences, self._searches.best, (source_lang, target_lang, target_prefix, banned_ids))
+        controls = Controls(source_lang, target_lang, target_prefix)
+        return self._run(sentences, self._searches.best, controls, banned_ids)
 
     @tf.function(input_signature=[_STRINGS, *_CONTROL_SPECS], autograph=False)
     def _tf_greedy_with_controls(self, sentences, source_lang, target_lang, target_prefix, banned_ids):
-        return self._run(sentences, self._searches.greedy, (source_lang, target_lang, target_prefix, banned_ids))
+        controls = Controls(source_lang, target_lang, target_prefix)
+        return self._run(sentences, self._searches.greedy, controls, banned_ids)
 
     @tf.function(input_signature=[_STRINGS, *_CONTROL_SPECS, *_SAMPLE_SPECS[1:]], autograph=False)
     def _tf_sample_with_controls(
         self, sentences, source_lang, target_lang, target_prefix, banned_ids, temperature, top_k, top_p, seed
     ):
-        controls = (source_lang, target_lang, target_prefix, banned_ids)
-        return self._run_sample(sentences, controls, temperature, top_k, top_p, seed)
+        controls = Controls(source_lang, target_lang, target_prefix)
+        return self._run_sample(sentences, controls, banned_ids, temperature, top_k, top_p, seed)
 
     @tf.function(input_signature=[_STRINGS, *_CONTROL_SPECS], autograph=False)
     def _tf_nbest_with_controls(self, sentences, source_lang, target_lang, target_prefix, banned_ids):
-        controls = (source_lang, target_lang, target_prefix, banned_ids)
-        return self._run(sentences, self._searches.nbest, controls, beams=self._searches.beam_size)
+        controls = Controls(source_lang, target_lang, target_prefix)
+        return self._run(sentences, self._searches.nbest, controls, banned_ids, beams=self._searches.beam_size)
 
     @tf.function(input_signature=[_STRINGS, _STRINGS, _STRINGS, _STRINGS], autograph=False)
     def _tf_score_with_controls(self, sources, targets, source_lang, target_lang):
@@ -233,10 +239,12 @@ class TranslatorGraph(tf.Module):
             batch, tf.shape(targets)[0], message="`sources` and `targets` must hold as many sentences"
         )
 
+        controls = Controls(source_lang, target_lang)
+
         def run():
-            ids = self._inputs.target_ids(targets, target_lang)
+            ids = self._inputs.target_ids(targets, controls)
             target = pad_to_buckets(ids, self._inputs.decode_length, self._inputs.target_pad)
-            source_ids = self._inputs.source_ids(sources, source_lang, target_lang)
+            source_ids = self._inputs.source_ids(sources, controls)
             log_probs = self._searches.score(source_ids, target)[:batch]
             return {"log_probs": log_probs, "target_lengths": tf.cast(ids.row_lengths(), tf.int32)}
 
@@ -249,7 +257,7 @@ class TranslatorGraph(tf.Module):
         fill = functools.partial(tf.fill, tf.shape(sentences)[:1])
         return fill(self.default_languages[0]), fill(self.default_languages[1]), fill(""), tf.zeros([0], tf.int32)
 
-    def _run_sample(self, sentences, controls, temperature, top_k, top_p, seed):
+    def _run_sample(self, sentences, controls, banned_ids, temperature, top_k, top_p, seed):
         with tf.control_dependencies(_sampling_asserts(temperature, top_k, top_p)):
             seed = tf.cond(seed < 0, lambda: tf.random.uniform([], 0, 2**62, tf.int64), lambda: seed)
 
@@ -258,22 +266,21 @@ class TranslatorGraph(tf.Module):
             noise = tf.random.stateless_uniform(shape, tf.stack([seed, 0]))
             return self._searches.sample(source_ids, noise, temperature, top_k, top_p, prefix, ban_mask)
 
-        return self._run(sentences, decode, controls)
+        return self._run(sentences, decode, controls, banned_ids)
 
-    def _run(self, sentences, decode, controls, beams=None):
+    def _run(self, sentences, decode, controls, banned_ids, beams=None):
         """`{"translations", "scores", "finished"}` of `sentences` by `decode(source_ids, prefix, ban_mask)`.
 
-        `decode` returns a `SearchResult`. `controls` are `(source_lang,
-        target_lang, target_prefix)`, each `(batch,)`, and the banned ids
-        `(n,)`, which reach the search as its `ban_mask` (`rules.ids_mask`).
+        `decode` returns a `SearchResult`. `controls` are a `Controls` of
+        `(batch,)` tensors ("" the default: `Controls.filled`); the banned
+        ids `(n,)` reach the search as its `ban_mask` (`rules.ids_mask`).
         Each output is `(batch,)`, or `(batch, beams)` when `beams` is given.
         """
         batch = tf.shape(sentences)[0]
         shape = [0] if beams is None else [0, beams]
-        source_lang, target_lang, target_prefix, banned_ids = controls
 
         def run():
-            source_ids, prefix = self.search_inputs(sentences, source_lang, target_lang, target_prefix)
+            source_ids, prefix = self.search_inputs(sentences, controls)
             ids, scores, finished = decode(source_ids, prefix, self.ban_mask(banned_ids))
             return _status(self.detokenize(ids[:batch]), scores[:batch], finished[:batch])
 
