@@ -81,3 +81,42 @@ class WordCutter:
         piece = Piece(text[len(self.text) :], tuple(self.ids[self.given : upto]))
         self.text, self.given = text, upto
         return piece
+
+
+def stepped_pieces(steps, cutter, end_id, final_text, cancel=None):
+    """The `Piece`s of a stepped decode of one row: one as each word completes, then the last.
+
+    Args:
+        steps: a `decoding.SteppedSearch` run: the ids `(1,)` chosen at each
+            step, then its `result` (a `SearchResult`).
+        cutter: a `WordCutter` of the decode's target vocabulary.
+        end_id: the END id, which ends the output and has no text.
+        final_text: `final_text(result) -> str`, the whole output's text,
+            which the last piece completes.
+        cancel: None, or what has `is_set()`, read before each step: once
+            set, the last piece has what is pending and the reason
+            `"cancelled"`.
+
+    Example (the module's tokenizer; a decode that chose `▁Ein ▁Hu nd </s>`):
+
+    >>> from types import SimpleNamespace
+    >>> class Run(list):  # what `SteppedSearch.run` gives: each step's ids, then `result`
+    ...     result = SimpleNamespace(finished=np.array([[True]]))
+    >>> pieces = ["<pad>", "</s>", "▁Ein", "▁Hu", "nd", "."]
+    >>> detokenize = lambda ids: "".join(pieces[i] for i in ids if i > 1).replace("▁", " ").strip()
+    >>> cutter = WordCutter(detokenize, word_starts(pieces))
+    >>> [piece.text for piece in stepped_pieces(Run([[2], [3], [4], [1]]), cutter, 1, lambda r: "Ein Hund")]
+    ['Ein', ' Hund']
+    """
+    for chosen in steps:
+        if cancel is not None and cancel.is_set():
+            yield cutter.finish(cutter.text, "cancelled")
+            return
+        if int(chosen[0]) == end_id:  # the last step (`finish` gives what is left)
+            continue
+        piece = cutter.add(chosen[0])
+        if piece is not None:
+            yield piece
+    result = steps.result
+    finished = bool(np.asarray(result.finished)[0, 0])
+    yield cutter.finish(final_text(result), "end" if finished else "length")

@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import decoding
-from keras_transformer.translators.streaming import WordCutter, word_starts
+from keras_transformer.translators.streaming import WordCutter, stepped_pieces, word_starts
 
 
 class GeneratorStreams:
@@ -59,18 +59,7 @@ class GeneratorStreams:
         steps = self._stepped(search, ids.shape[1], max_length).run(ids, *inputs, **(numbers or {}))
         cutter = WordCutter(lambda ids: generator._texts([ids])[0], self.starts_word)
         end = generator.model.config.end_id
-        for chosen in steps:
-            if cancel is not None and cancel.is_set():
-                yield cutter.finish(cutter.text, "cancelled")
-                return
-            if int(chosen[0]) == end:  # the last step: END has no text (`finish` gives what is left)
-                continue
-            piece = cutter.add(chosen[0])
-            if piece is not None:
-                yield piece
-        result = steps.result
-        finished = bool(np.asarray(result.finished)[0, 0])
-        yield cutter.finish(generator._texts([np.asarray(result.ids)[0, 0]])[0], "end" if finished else "length")
+        yield from stepped_pieces(steps, cutter, end, lambda result: self._text(result.ids), cancel)
 
     def _stepped(self, search, width, max_length):
         """The `SteppedSearch` of prompts `width` wide: one each, as a prompt's width is a static shape."""
@@ -80,3 +69,7 @@ class GeneratorStreams:
                 model, jit_compile = self.generator.model, self.generator.jit_compile
                 self._searches[key] = decoding.SteppedSearch(model, search, max_length, jit_compile)
             return self._searches[key]
+
+    def _text(self, ids):
+        """The text of the best output of a one-prompt search's ids `(1, beams, length)`."""
+        return self.generator._texts([np.asarray(ids)[0, 0]])[0]

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from keras_transformer import decoding
 from keras_transformer.translators.stream_text import sampling_noise, starts_word_of, text_of
-from keras_transformer.translators.streaming import WordCutter
+from keras_transformer.translators.streaming import WordCutter, stepped_pieces
 
 
 class StreamDecoder:
@@ -67,17 +67,8 @@ class StreamDecoder:
             settings.update(temperature=temperature, top_k=top_k, top_p=top_p)
         steps = self.searches[search].run(source_ids, *inputs, prefix=prefix, **settings)
         cutter = WordCutter(self._text, self.starts_word)
-        end = translator.target_end_id
-        for chosen in steps:
-            if cancel is not None and cancel.is_set():
-                yield cutter.finish(cutter.text, "cancelled")
-                return
-            if int(chosen[0]) == end:  # the last step: END has no text (`finish` gives what is left)
-                continue
-            piece = cutter.add(chosen[0])
-            if piece is not None:
-                yield piece
-        result = steps.result
-        finished = bool(result.finished.numpy()[0, 0])
-        text = translator.detokenize(result.ids[:1, 0]).numpy()[0].decode("utf-8", errors="replace")
-        yield cutter.finish(text, "end" if finished else "length")
+        yield from stepped_pieces(steps, cutter, translator.target_end_id, self._result_text, cancel)
+
+    def _result_text(self, result):
+        """The text of a stepped search's `result` (its one row's best output)."""
+        return self.translator.detokenize(result.ids[:1, 0]).numpy()[0].decode("utf-8", errors="replace")
