@@ -62,7 +62,7 @@ from keras_transformer import (
     decoding,
     runs,  # noqa: E402
 )
-from keras_transformer.serving.ctranslate2 import convert_run, read_pieces  # noqa: E402
+from keras_transformer.ctranslate2.conversion import convert_run, read_pieces  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "decoding"

@@ -72,7 +72,7 @@ def test_no_import_runs_up_a_room(path):
 
 
 def test_serving_litert_and_pretrained_never_import_training():
-    for wing in ("engines", "serving", "litert", "pretrained"):
+    for wing in ("engines", "serving", "litert", "ctranslate2", "pretrained"):
         for path in (PACKAGE / wing).rglob("*.py"):
             assert not [m for m in imports(path) if wing_of(m) == "training"], path
 

@@ -90,6 +90,7 @@ MODULES = [
     "keras_transformer.pretrained.model_card",
     "keras_transformer.translators.interface",
     "keras_transformer.translators.controls",
+    "keras_transformer.translators.streaming",
     "keras_transformer.compile_cache",
     "keras_transformer.tokenizers.kinds",
     "keras_transformer.tokenizers.kinds.vocabularies",

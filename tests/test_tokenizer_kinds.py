@@ -12,8 +12,8 @@ import types
 import pytest
 
 from keras_transformer import tokenizers
+from keras_transformer.ctranslate2 import conversion as ctranslate2
 from keras_transformer.litert import text as host_text
-from keras_transformer.serving import ctranslate2
 from keras_transformer.tokenizers import kinds
 from keras_transformer.tokenizers.kinds.vocabularies import Vocabulary
 

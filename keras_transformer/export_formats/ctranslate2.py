@@ -15,7 +15,7 @@ LANGUAGES = (
 
 
 def write(run, output, overwrite=False, quantization=None):
-    from keras_transformer.serving.ctranslate2 import PROVENANCE, convert_run
+    from keras_transformer.ctranslate2.conversion import PROVENANCE, convert_run
 
     convert_run(run, output, quantization=quantization, overwrite=overwrite)
     record = json.loads((pathlib.Path(output) / PROVENANCE).read_text(encoding="utf-8"))

@@ -11,8 +11,8 @@ Example:
 """
 
 from keras_transformer.config import DecodingConfig
+from keras_transformer.ctranslate2.conversion import QUANTIZATIONS
 from keras_transformer.export_formats.format import Option
-from keras_transformer.serving.ctranslate2 import QUANTIZATIONS
 
 QUANTIZATION = Option(
     "quantization",

@@ -10,7 +10,7 @@ files its record lists (`ownership`):
 - an export: a SavedModel of a `Translator` whose `MANIFEST.sha256` lists
   every file;
 - a CTranslate2 export: `model.bin` with a manifest and the
-  `keras_transformer.json` that `serving.ctranslate2.convert_run` writes;
+  `keras_transformer.json` that `ctranslate2.conversion.convert_run` writes;
 - a LiteRT export: `model.tflite` with a manifest and the `litert.json`
   that `litert.export_run` writes;
 - a Hugging Face checkpoint export: `model.safetensors` with a manifest and

@@ -9,9 +9,7 @@
 - `rest`, `sse`, `connections`, `logs`, `page`, `warm_up`: the server
   (`keras-transformer serve`; the REST parts need the `serve` extra:
   `pip install keras-transformer[serve]`).
-- `ctranslate2`, `ctranslate2_spec`: a run written as a CTranslate2 model
-  (`export --format ctranslate2`, and the ctranslate2 engine's conversion);
-  `saved_model_cli`: TensorFlow's tool with the tokenizer ops registered.
+- `saved_model_cli`: TensorFlow's tool with the tokenizer ops registered.
 
 The translators themselves are the engines' (`keras_transformer.engines`),
 which nothing here imports: the server is given one by the opener

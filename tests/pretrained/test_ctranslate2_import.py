@@ -6,8 +6,8 @@ import pathlib
 import pytest
 
 from keras_transformer import runs
+from keras_transformer.ctranslate2.conversion import convert_run, read_pieces
 from keras_transformer.pretrained import import_pretrained
-from keras_transformer.serving.ctranslate2 import convert_run, read_pieces
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "marian"

@@ -209,8 +209,8 @@ def test_the_ctranslate2_export_decodes_as_its_docstring_says(imported, tmp_path
     """`export --format ctranslate2`: sources framed `[src_lang] pieces </s>`, the target language as target_prefix."""
     ctranslate2 = pytest.importorskip("ctranslate2")
     from keras_transformer import runs
+    from keras_transformer.ctranslate2.conversion import read_pieces
     from keras_transformer.export_formats import export_run
-    from keras_transformer.serving.ctranslate2 import read_pieces
 
     run, reference = imported
     said = export_run(run, tmp_path / "ct2", "ctranslate2")

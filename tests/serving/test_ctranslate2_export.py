@@ -12,8 +12,9 @@ import tensorflow as tf
 
 from keras_transformer import build_transformer, decoding, runs
 from keras_transformer.commands import cli
+from keras_transformer.ctranslate2.conversion import convert_run, read_pieces
+from keras_transformer.ctranslate2.spec import transformer_spec
 from keras_transformer.files import destinations, manifest
-from keras_transformer.serving.ctranslate2 import convert_run, read_pieces, transformer_spec
 
 from trained_runs import DATA, MAX_LENGTH, tiny_run_dir
 

@@ -19,9 +19,9 @@ import pathlib
 import threading
 
 from keras_transformer import runs
+from keras_transformer.ctranslate2 import conversion as writer
 from keras_transformer.files import destinations, ownership
 from keras_transformer.files.user_cache import cache_root
-from keras_transformer.serving import ctranslate2 as writer
 
 INSTALL = 'pip install "keras-transformer[ctranslate2]"'
 _lock = threading.Lock()  # one conversion at a time in this process

@@ -6,7 +6,7 @@ and converted again when the run changes (`cache`), and answers
 every method of `translators.TranslatorInterface`, decoded by
 `ctranslate2.Translator`. Greedy search gives the XLA decoder's strings
 (the same pieces in, the decode of the module docstring of
-`keras_transformer.serving.ctranslate2`, the same tokenizer out), with
+`keras_transformer.ctranslate2.conversion`, the same tokenizer out), with
 target prefixes and, for an imported M2M100 or NLLB run, the languages:
 transformers' greedy strings, and its beam strings but where its
 stopping rule differs (`CTranslate2Translator` says how often).
@@ -400,7 +400,7 @@ class CTranslate2Translator(TranslatorInterface):
 
 
 def _vocabularies(path, config):
-    """`(source pieces, target pieces)` by id, as the conversion (`serving.ctranslate2.convert_run`) names them.
+    """`(source pieces, target pieces)` by id, as the conversion (`ctranslate2.conversion.convert_run`) names them.
 
     Each tokenizer's kind says what they are (`tokenizers.kinds`): one
     tokenizer for both sides (M2M100, NLLB, mBART-50, T5) is completed up

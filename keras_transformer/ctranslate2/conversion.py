@@ -61,10 +61,10 @@ import json
 import pathlib
 
 from keras_transformer import runs
+from keras_transformer.ctranslate2.spec import transformer_spec
 from keras_transformer.errors import literal
 from keras_transformer.files import atomic, destinations, manifest
 from keras_transformer.models.loading import load_model
-from keras_transformer.serving.ctranslate2_spec import transformer_spec
 
 PROVENANCE = destinations.CTRANSLATE2_PROVENANCE
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16", "int8_bfloat16")
