@@ -416,8 +416,9 @@ def _is_export_marked(path):
     return graph.is_file() and ((path / MANIFEST).is_file() or _export_record(path) is not None)
 
 
-# The kinds whose writers live below the export registry (training, serving, litert, pretrained), which check
-# their destinations without it; `export_formats` registers each format's (these for its four) and any other.
+# The kinds whose writers live below the export registry (training, engines, ctranslate2, litert, pretrained),
+# which check their destinations without it, and which `recover` must know whatever a process imported;
+# `export_formats` registers each format's (these for its four) and any other.
 for _destination in (
     Destination(
         RUN, "training run", record_file=run_files.CONFIG, record=run_files.files_record, marked=_is_run_marked
