@@ -95,7 +95,13 @@ class Languages(NamedTuple):
     def missing_target(self, how=HOW_TO_NAME, model="this model"):
         """Why a call naming no target language cannot be translated by `model` (multilingual, without a
         default), ending with `how` to name one; None when it can. The one check of a missing target: calls,
-        the command line's flags and REST requests read it."""
+        the command line's flags and REST requests read it.
+
+        >>> Languages(("deu_Latn", "fra_Latn")).missing_target("give target_lang=")
+        "No target language: this model translates into 2 languages; give target_lang= (e.g. 'fra_Latn')"
+        >>> Languages(("deu_Latn", "fra_Latn"), target_lang="deu_Latn").missing_target() is None
+        True
+        """
         if not self.codes or self.target_lang is not None:
             return None
         example = example_code(self.codes, self.source_lang)
