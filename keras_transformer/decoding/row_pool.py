@@ -39,6 +39,7 @@ Example:
 """
 
 import dataclasses
+import logging
 
 import tensorflow as tf
 from keras import ops
@@ -252,13 +253,22 @@ class RowPool:
         return _bucket(count, self.min_rows, self.max_rows), _bucket(width, self.min_width)
 
     def compile(self, rows, width):
-        """Compiles the segment program of `rows` slots and source width `width` (a warm-up: nothing decoded)."""
+        """Compiles the segment program of `rows` slots and source width `width` (a warm-up: nothing decoded).
+
+        A warm-up traces one shape after another on purpose: TensorFlow's
+        warning of frequent retracing is left out while it does.
+        """
         state = self._vacant(*self.shape_for(rows, width))
         memory = (state["cross"], state["mask"])
-        self._segment(
-            tf.constant(0, tf.int32), state["positions"], state["rows"], state["caches"], state["ancestry"],
-            memory, state["join"], self.settings,
-        )  # fmt: skip
+        logger, quiet = logging.getLogger("tensorflow"), _WarmUpTraces()
+        logger.addFilter(quiet)
+        try:
+            self._segment(
+                tf.constant(0, tf.int32), state["positions"], state["rows"], state["caches"], state["ancestry"],
+                memory, state["join"], self.settings,
+            )  # fmt: skip
+        finally:
+            logger.removeFilter(quiet)
 
     def compile_encoder(self, rows, width):
         """Compiles the encoder for `rows` sources `width` tokens wide (a warm-up)."""
@@ -428,3 +438,10 @@ def _scattered(state, slots, new):
     """`state`'s tensors with the rows of `new` written at `slots`."""
     index = tf.constant(slots, tf.int32)[:, None]
     return tf.nest.map_structure(lambda x, y: tf.tensor_scatter_nd_update(x, index, tf.cast(y, x.dtype)), state, new)
+
+
+class _WarmUpTraces(logging.Filter):
+    """Drops TensorFlow's warning that a function traced often: a warm-up traces each shape once, in turn."""
+
+    def filter(self, record):
+        return "triggered tf.function retracing" not in record.getMessage()

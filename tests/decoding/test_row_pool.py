@@ -8,6 +8,7 @@ several times). Its ids must be `decode`'s for the whole batch, its scores
 within float noise (other shapes, other sums).
 """
 
+import logging
 import random
 
 import numpy as np
@@ -101,3 +102,24 @@ def test_relative_positions_decode_in_rows(beam_size):
     for row in range(6):
         np.testing.assert_array_equal(results[row].ids, expected.ids.numpy()[row], err_msg=f"row {row}")
         np.testing.assert_allclose(results[row].scores, expected.scores.numpy()[row], atol=1e-4)
+
+
+def test_compiling_six_shapes_traces_each_once_and_tensorflow_warns_of_no_retracing(tiny):
+    """A warm-up compiles every pool shape in turn, which drew TensorFlow's warning of frequent retracing."""
+    model = tiny[0]
+    pool = RowPool(model, decoding.GreedySearch(), max_length=MAX_LENGTH, max_rows=4, segment_steps=2, min_width=16)
+    shapes = [(rows, width) for rows in (1, 2, 4) for width in (16, 32)]
+    records = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    logger = logging.getLogger("tensorflow")
+    logger.addHandler(handler)
+    try:
+        for rows, width in shapes:
+            pool.compile(rows, width)
+        for rows, width in shapes:  # compiled: nothing traced again
+            pool.compile(rows, width)
+    finally:
+        logger.removeHandler(handler)
+    assert pool.traces == len(shapes)
+    assert [r.getMessage() for r in records if "retracing" in r.getMessage()] == []
