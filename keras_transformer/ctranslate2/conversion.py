@@ -62,7 +62,6 @@ import pathlib
 
 from keras_transformer import runs
 from keras_transformer.ctranslate2.spec import transformer_spec
-from keras_transformer.errors import literal
 from keras_transformer.files import atomic, destinations, manifest
 from keras_transformer.models.loading import load_model
 
@@ -100,7 +99,11 @@ def convert_run(run, output, *, quantization=None, overwrite=False, record=None)
     'saved_models/en-de-ct2-int8'
     """
     _require_ctranslate2()
-    run = _check_run(run)
+    run = runs.single_model_run(
+        run,
+        f"CTranslate2 models hold one Transformer. Received: run={str(run)!r}; convert one member (e.g. its "
+        "member-0/ folder) instead",
+    )
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(
             f"`quantization` must be None or one of {QUANTIZATIONS}. Received: quantization={quantization!r}"
@@ -180,16 +183,3 @@ def _require_ctranslate2():
         raise ValueError(
             "Writing a CTranslate2 model needs the ctranslate2 package: pip install 'keras-transformer[ctranslate2]'"
         ) from None
-
-
-def _check_run(run):
-    path = pathlib.Path(run)
-    if not runs.is_run_dir(path):
-        kind = "a SavedModel" if runs.is_saved_model(path) else "not a training run"
-        raise ValueError(f"{literal(run)} is {kind}: `run` must be a run directory (config.json + model.keras)")
-    if runs.RunConfig.read(path).members:
-        raise ValueError(
-            f"{run} is an ensemble: CTranslate2 models hold one Transformer. Received: run={str(run)!r}; "
-            "convert one member (e.g. its member-0/ folder) instead"
-        )
-    return path

@@ -99,7 +99,7 @@ def export_run(
     >>> info["tokenizer"]["in_model"]
     True
     """
-    run = _check_run(run)
+    run = runs.single_model_run(run, "a LiteRT export holds one model; export one member instead")
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(f"`quantization` must be None or 'int8'. Received: quantization={quantization!r}")
     destinations.check_separate(run, output, what="the export")
@@ -285,16 +285,6 @@ def _cache_length(run, model, max_length):
             f"holds ({MAX_CACHE_LENGTH} positions): pass {{max_length={MAX_CACHE_LENGTH}}} or less"
         )
     return length
-
-
-def _check_run(run):
-    path = pathlib.Path(run)
-    if not runs.is_run_dir(path):
-        kind = "a SavedModel" if runs.is_saved_model(path) else "not a training run"
-        raise ValueError(f"{literal(run)} is {kind}: `run` must be a run directory (config.json + model.keras)")
-    if runs.RunConfig.read(path).members:
-        raise ValueError(f"{run} is an ensemble: a LiteRT export holds one model; export one member instead")
-    return path
 
 
 def _tokenizer_dirs(run):

@@ -25,7 +25,6 @@ import pathlib
 
 from keras_transformer import __version__, runs
 from keras_transformer.config import DecodingConfig
-from keras_transformer.errors import literal
 from keras_transformer.files import atomic, destinations, manifest
 from keras_transformer.pretrained.families import writer_of
 from keras_transformer.pretrained.model_card import model_card, read_scores
@@ -59,7 +58,7 @@ def export_checkpoint(run, output, *, overwrite=False, beam_size=None, alpha=Non
         ValueError: one line naming `run`, `output`, `scores` or the option
             of the run that the checkpoint's family cannot express.
     """
-    run = _check_run(run)
+    run = runs.single_model_run(run, "a checkpoint holds one model. Export one member (e.g. its member-0/ folder)")
     destinations.check_separate(run, output, what="the export")
     if destinations.check_destination(output, destinations.TRANSFORMERS) == "ours" and not overwrite:
         raise destinations.DestinationInUseError(output, "a Hugging Face checkpoint export", ["overwrite"])
@@ -183,15 +182,3 @@ def _check_run_fits(run, opened, family, writer):
         writer.check_model(opened.model.config)
     except ValueError as error:
         raise ValueError(f"{run}: {error}{hint}") from None
-
-
-def _check_run(run):
-    path = pathlib.Path(run)
-    if not runs.is_run_dir(path):
-        kind = "a SavedModel" if runs.is_saved_model(path) else "not a training run"
-        raise ValueError(f"{literal(run)} is {kind}: `run` must be a run directory (config.json + model.keras)")
-    if runs.RunConfig.read(path).members:
-        raise ValueError(
-            f"{run} is an ensemble: a checkpoint holds one model. Export one member (e.g. its member-0/ folder)"
-        )
-    return path

@@ -34,7 +34,7 @@ from keras_transformer.runs.layout import (
     is_run_dir,
     is_saved_model,
 )
-from keras_transformer.runs.opening import Run, open_run
+from keras_transformer.runs.opening import Run, open_run, single_model_run
 from keras_transformer.runs.run_config import (
     SECTIONS,
     RunConfig,
@@ -70,6 +70,7 @@ __all__ = [
     "load_tokenizers",
     "model_paths",
     "open_run",
+    "single_model_run",
     "read_config",
     "update_config",
     "warn_if_unfinished",

@@ -14,6 +14,8 @@ Example:
 import pathlib
 from typing import NamedTuple
 
+from keras_transformer.errors import literal
+from keras_transformer.runs.layout import is_run_dir, is_saved_model
 from keras_transformer.runs.run_config import RunConfig, model_paths
 from keras_transformer.runs.tokenizers import Tokenizers, load_tokenizers
 
@@ -45,3 +47,26 @@ def open_run(path, models=True):
     config = RunConfig.read(path)
     loaded = [load_model(model_path) for model_path in model_paths(path)] if models else []
     return Run(path, config, loaded, load_tokenizers(path))
+
+
+def single_model_run(run, ensemble_refusal):
+    """The path of the run directory `run`, which holds one model; a one-line `ValueError` otherwise.
+
+    A writer of one model (a CTranslate2 model, a LiteRT export, a Hugging
+    Face checkpoint) calls it: a SavedModel or any other folder is refused
+    as not a run, and an ensemble with `ensemble_refusal` (why, and what to
+    export instead).
+
+    Example:
+
+    >>> single_model_run("saved_models/ensemble", "a checkpoint holds one model")  # doctest: +SKIP
+    Traceback (most recent call last):
+    ValueError: saved_models/ensemble is an ensemble: a checkpoint holds one model
+    """
+    path = pathlib.Path(run)
+    if not is_run_dir(path):
+        kind = "a SavedModel" if is_saved_model(path) else "not a training run"
+        raise ValueError(f"{literal(run)} is {kind}: `run` must be a run directory (config.json + model.keras)")
+    if RunConfig.read(path).members:
+        raise ValueError(f"{run} is an ensemble: {ensemble_refusal}")
+    return path
