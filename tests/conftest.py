@@ -229,3 +229,18 @@ def float32_policy():
     keras.mixed_precision.set_global_policy("float32")
     yield
     keras.mixed_precision.set_global_policy("float32")
+
+
+@pytest.fixture
+def forced_rows_languages(monkeypatch):
+    """The `language` of each call of `decoding.rules.forced_rows` during the test (the calls go through)."""
+    from keras_transformer.decoding import rules
+
+    calls, original = [], rules.forced_rows
+
+    def spied(pieces, language=None, concat=None):
+        calls.append(language)
+        return original(pieces, language, concat)
+
+    monkeypatch.setattr(rules, "forced_rows", spied)
+    return calls

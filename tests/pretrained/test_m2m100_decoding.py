@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import export
-from keras_transformer.decoding import TruncatedOutputWarning, rules
+from keras_transformer.decoding import TruncatedOutputWarning
 from keras_transformer.pretrained import import_pretrained
 from keras_transformer.translators.controls import Controls
 
@@ -71,18 +71,11 @@ def test_each_sentence_may_name_its_own_target(imported):
     assert strings(mixed) == [one[0], other[1], one[2], other[3]]
 
 
-def test_the_forced_beginning_is_built_by_the_one_rule(imported, monkeypatch):
+def test_the_forced_beginning_is_built_by_the_one_rule(imported, forced_rows_languages):
     """The XLA engine's forced rows come from `rules.forced_rows` (the other engines': `test_m2m100_engines`)."""
     _, translator, reference = imported
     target = next(iter(reference["targets"]))
-    calls = []
-    original = rules.forced_rows
-
-    def spied(pieces, language=None, concat=None):
-        calls.append(language)
-        return original(pieces, language, concat)
-
-    monkeypatch.setattr(rules, "forced_rows", spied)
+    calls = forced_rows_languages
     controls = Controls(tf.constant(["", ""]), tf.constant([target, target]), tf.constant(["", ""]))
     _, prefix = translator.search_inputs(tf.constant(["a", "b"]), controls)
     language = translator.target_tokenizer.languages[target]

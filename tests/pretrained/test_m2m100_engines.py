@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pytest
 
-from keras_transformer.decoding import TruncatedOutputWarning, rules
+from keras_transformer.decoding import TruncatedOutputWarning
 from keras_transformer.engines.ctranslate2 import translator as ctranslate2_engine
 from keras_transformer.files import user_cache
 from keras_transformer.opener import open_translator
@@ -111,19 +111,12 @@ def test_a_target_prefix_begins_every_output_and_decoding_continues_from_it(engi
     assert mixed[1:3] == plain[1:3] and mixed[0].split("__ ", 1)[-1].startswith(PREFIX)
 
 
-def test_each_engine_builds_its_forced_rows_by_the_one_rule(engine, monkeypatch):
+def test_each_engine_builds_its_forced_rows_by_the_one_rule(engine, forced_rows_languages):
     """Both engines build the forced beginning (the target language's token) with `rules.forced_rows`, one
     language per sentence, and still decode as transformers (the XLA engine's: `test_m2m100_decoding`)."""
     _, translator, reference = engine
     target, expected = next(iter(reference["targets"].items()))
-    calls = []
-    original = rules.forced_rows
-
-    def spied(pieces, language=None, concat=None):
-        calls.append(language)
-        return original(pieces, language, concat)
-
-    monkeypatch.setattr(rules, "forced_rows", spied)
+    calls = forced_rows_languages
     sentences = reference["sentences"]
     assert strings(quietly(translator.greedy, sentences, target_lang=target)) == expected["greedy"]
     assert calls and all(language is not None and len(language) == len(sentences) for language in calls)
