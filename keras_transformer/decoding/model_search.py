@@ -51,6 +51,11 @@ from keras_transformer.models import as_transformer, is_decoder_only
 # and a short cache saves little to attend a quarter of (docs/performance.md, "A translator's first call").
 ONE_LOOP_UP_TO = 64
 
+# XLA:CPU runs the products of a one-row step as matrix-vector products, which took a step 2.3-2.9 times as long
+# as a step of two rows: a search of one hypothesis decodes at least this many rows, padding added
+# (docs/performance.md, "One sentence decodes as two rows").
+MIN_STEP_ROWS = 2
+
 
 class BoundSearch(NamedTuple):
     """A search joined to a decoder step: what `decode` and `compaction.compacting` run.
@@ -62,7 +67,9 @@ class BoundSearch(NamedTuple):
             the search's first rows (`search.initial_rows`, empty sources
             flagged finished, a forced `prefix` marked) and the step's first
             state (the encoder run once). `inputs` are the search's
-            (`SamplingSearch`: the noise).
+            (`SamplingSearch`: the noise). `bind`'s also takes `sources`:
+            the rows after the first `sources` are done from the start
+            (`stepping_rows`' padding).
         max_length: tokens to generate at most.
 
     Every tensor of the rows and of the state has one row per source on axis 0.
@@ -78,15 +85,38 @@ class BoundSearch(NamedTuple):
     step: Step
     init: Callable
     max_length: int
+    pad_id: int = PAD_ID
 
-    def start(self, source_ids, *inputs, prefix=None):
-        """`(rows, state)` before the first step."""
-        return self.init(self.search, source_ids, *inputs, prefix=prefix)
+    def start(self, source_ids, *inputs, prefix=None, sources=None):
+        """`(rows, state)` before the first step; the rows after the first `sources` (if given) done."""
+        added = {} if sources is None else {"sources": sources}
+        return self.init(self.search, source_ids, *inputs, prefix=prefix, **added)
 
     def run(self, source_ids, *inputs, prefix=None):
         """The `SearchResult` for `source_ids`, as one loop per cache phase; `prefix`: see `Search.run`."""
-        rows, state = self.start(source_ids, *inputs, prefix=prefix)
-        return self.search.loop(self.step, rows, state, self.max_length)
+        count, (source_ids, inputs, prefix), sources = self.stepping_rows(source_ids, inputs, prefix)
+        rows, state = self.start(source_ids, *inputs, prefix=prefix, sources=sources)
+        return first_rows(self.search.loop(self.step, rows, state, self.max_length), count)
+
+    def stepping_rows(self, source_ids, inputs=(), prefix=None):
+        """`(count, (source_ids, inputs, prefix), sources)`: `count` sources, empty rows added up to `MIN_STEP_ROWS`.
+
+        A beam search steps `beam_size` rows a source already. The rows added
+        are all padding, done from the start once `start` is given `sources`
+        (`count`, or None where no row can have been added);
+        `first_rows(result, count)` drops them again.
+        """
+        source_ids = check_source_ids(source_ids)
+        count = ops.shape(source_ids)[0]
+        if self.search.beam_size > 1 or (isinstance(count, int) and count >= MIN_STEP_ROWS):
+            return count, (source_ids, tuple(inputs), prefix), None
+        extra = MIN_STEP_ROWS - count if isinstance(count, int) else ops.maximum(MIN_STEP_ROWS - count, 0)
+        padded = (
+            _with_rows(source_ids, extra, self.pad_id),
+            tuple(None if x is None else _with_rows(ops.convert_to_tensor(x), extra, 0) for x in inputs),
+            None if prefix is None else _with_rows(ops.convert_to_tensor(prefix, "int32"), extra, -1),
+        )
+        return count, padded, count
 
 
 def _full_size(initial, resize_state, max_length):
@@ -149,15 +179,28 @@ def bind(model, search, max_length=None, *, cached=True):
     # A row of padding is empty, but for a language model whose padding is its start id: GPT-2's empty text.
     never_empty = is_decoder_only(model) and starts_from_padding(first)
 
-    def init(search, source_ids, *inputs, prefix=None):
+    def init(search, source_ids, *inputs, prefix=None, sources=None):
         ids = check_source_ids(source_ids)
         finished = empty_sources(ids, source_pad)
         if never_empty:
             finished = ops.zeros_like(finished)
+        if sources is not None:  # the rows after the first `sources` are `stepping_rows`' padding: done
+            finished = ops.logical_or(finished, ops.arange(ops.shape(ids)[0]) >= sources)
         rows = search.initial_rows(ops.shape(ids)[0], max_length, finished, *inputs, prefix=prefix)
         return rows, initial(ids)
 
-    return BoundSearch(search, step, init, max_length)
+    return BoundSearch(search, step, init, max_length, source_pad)
+
+
+def first_rows(tensors, count):
+    """The first `count` rows (axis 0) of each tensor of `tensors` (a `SearchResult`, a tuple)."""
+    return keras.tree.map_structure(lambda x: x[:count], tensors)
+
+
+def _with_rows(x, extra, value):
+    """`x` with `extra` rows of `value` after its own (axis 0)."""
+    shape = ops.shape(x)
+    return ops.concatenate([x, ops.full((extra, *shape[1:]), value, x.dtype)], axis=0)
 
 
 def decode(model, source_ids, search, *inputs, max_length=None, cached=True, prefix=None):

@@ -46,7 +46,7 @@ from keras import ops
 
 from keras_transformer.decoding.cache import _ancestry_mask, check_source_ids
 from keras_transformer.decoding.greedy_search import GreedySearch  # noqa: F401  (the example)
-from keras_transformer.decoding.model_search import empty_sources, resolve_max_length
+from keras_transformer.decoding.model_search import MIN_STEP_ROWS, empty_sources, resolve_max_length
 from keras_transformer.decoding.row_search import RowSearch
 from keras_transformer.decoding.search import SearchResult
 from keras_transformer.models import as_transformer, is_decoder_only
@@ -89,7 +89,8 @@ class RowPool:
             None are the model's).
         max_length: tokens a source generates at most (default the model's).
         max_rows: slots at most; `add` refuses more sources than `free`.
-        min_rows: slots at least (the pool never shrinks below).
+        min_rows: slots at least (the pool never shrinks below); greedy
+            search and sampling keep two at least, as one row steps slower.
         segment_steps: steps of each `advance`.
         min_width: the narrowest source width of the pool (a power of two).
         settings: fields of the search given as tensors at every segment
@@ -129,6 +130,8 @@ class RowPool:
         self.max_length = resolve_max_length(model, max_length)
         self.search = RowSearch(search.with_ids(**model.config.special_ids()), self.max_length)
         self.beams = self.search.beams
+        # A pool of one hypothesis per source steps two rows at least (`model_search.MIN_STEP_ROWS`).
+        min_rows = min(max(min_rows, -(-MIN_STEP_ROWS // self.beams)), max_rows)
         self.max_rows, self.min_rows, self.segment_steps = max_rows, min_rows, segment_steps
         self.min_width = _bucket(min_width, 1)
         self.slots = self.max_length + max(segment_steps, -(-self.max_length // 4))

@@ -31,7 +31,7 @@ import keras  # noqa: F401  (the example)
 from keras import ops
 
 from keras_transformer.decoding.greedy_search import TokenSearch
-from keras_transformer.decoding.model_search import bind, compiled
+from keras_transformer.decoding.model_search import bind, compiled, first_rows
 from keras_transformer.decoding.search import phases
 
 
@@ -69,9 +69,9 @@ class SteppedSearch:
     def _search(self, settings):
         return self.bound.search.replace(**settings)
 
-    def _start_fn(self, source_ids, inputs, prefix, settings):
+    def _start_fn(self, source_ids, inputs, prefix, sources, settings):
         self.traces += 1
-        rows, state = self.bound.init(self._search(settings), source_ids, *inputs, prefix=prefix)
+        rows, state = self.bound.init(self._search(settings), source_ids, *inputs, prefix=prefix, sources=sources)
         return rows, state, ops.any(ops.logical_not(self._search(settings).done(rows)))
 
     def _step_fn(self, index, rows, state, settings):
@@ -91,7 +91,9 @@ class Steps:
 
     def __init__(self, stepped, source_ids, inputs, prefix, settings):
         self.stepped, self.settings = stepped, settings
-        self.rows, self.state, live = stepped._start(source_ids, tuple(inputs), prefix, settings)
+        self.count, (source_ids, inputs, prefix), sources = stepped.bound.stepping_rows(source_ids, inputs, prefix)
+        sources = None if sources is None else ops.convert_to_tensor(sources, "int32")
+        self.rows, self.state, live = stepped._start(source_ids, inputs, prefix, sources, settings)
         self.live = bool(live)
         self.index = ops.convert_to_tensor(0, "int32")
         self.steps = 0
@@ -111,10 +113,10 @@ class Steps:
                 self.state = self.stepped.bound.step.resize_state(self.state, self._stop)
         if not self.live:
             if self.result is None:
-                self.result = self.stepped._finish(self.index, self.rows, self.settings)
+                self.result = first_rows(self.stepped._finish(self.index, self.rows, self.settings), self.count)
             raise StopIteration
         self.index, self.rows, self.state, report = self.stepped._step(self.index, self.rows, self.state, self.settings)
         chosen, done = ops.convert_to_numpy(report)  # the one read of each step
         self.steps += 1
         self.live = not done.all()
-        return chosen
+        return chosen[: self.count]

@@ -162,6 +162,43 @@ def test_compiled_xla_decoders_match_graph(model, greedy):
 
 
 @ONE_MODEL
+@pytest.mark.parametrize("shape", ["static", "dynamic"])
+def test_one_source_steps_as_two_rows_and_returns_its_own(model, greedy, monkeypatch, shape):
+    """XLA:CPU steps one row as matrix-vector products, slower than two: a search of one hypothesis pads to two."""
+    stepped_rows = []
+    bound = decoding.bind(model, decoding.GreedySearch(), max_length=STEPS)
+    model_step = bound.step.fn
+
+    def step(tokens, index, state):
+        stepped_rows.append(tokens.shape[0])
+        return model_step(tokens, index, state)
+
+    bound = bound._replace(step=bound.step._replace(fn=step))
+    spec = tf.TensorSpec([None if shape == "dynamic" else 1, SOURCES.shape[1]], tf.int32)
+    run = tf.function(lambda ids: bound.run(ids), input_signature=[spec], autograph=False)
+    result = tf.nest.map_structure(ops.convert_to_numpy, run(SOURCES[:1]))
+    assert result.ids.shape == (1, 1, STEPS) and result.scores.shape == (1, 1)
+    np.testing.assert_array_equal(result.ids[:, 0], greedy[:1])
+    assert set(stepped_rows) == ({2} if shape == "static" else {None})  # dynamic: two rows once XLA knows the shape
+    source = ops.convert_to_tensor(SOURCES[:1])
+    xla = decoding.compile_search(model, decoding.GreedySearch(), max_length=STEPS)(source).best().ids
+    np.testing.assert_array_equal(ops.convert_to_numpy(xla), greedy[:1])
+
+
+@ONE_MODEL
+def test_the_rows_added_to_one_source_are_done_from_the_start(model):
+    """Also where a row of padding is a prompt (GPT-2's empty text): the added rows never hold the loop open."""
+    bound = decoding.bind(model, decoding.GreedySearch(), max_length=STEPS)
+    count, (ids, _, prefix), sources = bound.stepping_rows(SOURCES[2:3], prefix=[[30]])
+    assert count == 1 and sources == 1 and tuple(ids.shape) == (2, SOURCES.shape[1])
+    np.testing.assert_array_equal(ops.convert_to_numpy(prefix), [[30], [-1]])
+    rows, _ = bound.start(ids, prefix=prefix, sources=sources)
+    np.testing.assert_array_equal(ops.convert_to_numpy(bound.search.done(rows)), [False, True])
+    beam = decoding.bind(model, decoding.BeamSearch(2), max_length=STEPS)
+    assert beam.stepping_rows(SOURCES[2:3])[2] is None  # two beams are two rows already
+
+
+@ONE_MODEL
 def test_the_decoding_loop_has_no_python_per_token(model):
     """The traced program is the same size for 4 and 16 steps: while loops (one per cache phase), not unrolled."""
     spec = tf.TensorSpec([None, None], tf.int32)

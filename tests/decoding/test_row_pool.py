@@ -77,7 +77,8 @@ def test_joining_sources_get_the_batch_decode(tiny, name):
         np.testing.assert_allclose(results[row].scores, expected.scores.numpy()[row], atol=1e-4)
     full = (expected.ids.numpy()[:count, 0, -1] != model.config.target_pad).sum()
     assert 0 < full < count  # rows of every kind: ended early, ran to max_length
-    assert pool.occupied == 0 and pool.rows == 1  # all left; shrunk back
+    assert pool.occupied == 0 and pool.rows == pool.min_rows  # all left; shrunk back
+    assert pool.min_rows == (2 if pool.beams == 1 else 1)  # one hypothesis a source: two rows, as one steps slower
     # One encoder trace, one segment trace per (rows, width) shape: never one per step.
     assert pool.traces <= 1 + 2 * (2 if name == "greedy" else 1)
     assert pool.width == (32 if name == "greedy" else 64)  # widened, not narrowed again (a quarter rule)
@@ -107,8 +108,8 @@ def test_relative_positions_decode_in_rows(beam_size):
 def test_compiling_six_shapes_traces_each_once_and_tensorflow_warns_of_no_retracing(tiny):
     """A warm-up compiles every pool shape in turn, which drew TensorFlow's warning of frequent retracing."""
     model = tiny[0]
-    pool = RowPool(model, decoding.GreedySearch(), max_length=MAX_LENGTH, max_rows=4, segment_steps=2, min_width=16)
-    shapes = [(rows, width) for rows in (1, 2, 4) for width in (16, 32)]
+    pool = RowPool(model, decoding.GreedySearch(), max_length=MAX_LENGTH, max_rows=8, segment_steps=2, min_width=16)
+    shapes = [(rows, width) for rows in (2, 4, 8) for width in (16, 32)]
     records = []
     handler = logging.Handler(logging.WARNING)
     handler.emit = records.append
