@@ -35,6 +35,7 @@ Traceback (most recent call last):
 ValueError: saved_models/multi30k-en-de-export is a SavedModel export: it opens with the xla engine; the ctranslate2 engine opens run directories
 """  # noqa: E501  (a doctest's output is one line)
 
+import os
 import pathlib
 from typing import NamedTuple
 
@@ -52,6 +53,7 @@ __all__ = [
     "SAVED_MODEL",
     "Served",
     "engine_for",
+    "default_workers",
     "engine_names",
     "folder_kind",
     "open_encoder",
@@ -98,6 +100,18 @@ def engine_for(path, engine=None):
             f"{opened}"
         )
     return kind, engine
+
+
+def default_workers(path, engine=None):
+    """Batches the commands decode side by side for `path` by default: its engine's `workers`, one per core at most.
+
+    Example:
+
+    >>> default_workers("runs/multi30k-en-de")  # doctest: +SKIP
+    2
+    """
+    kind, name = engine_for(path, engine)
+    return max(1, min(_engine(kind, name).workers, os.cpu_count() or 1))
 
 
 def _engine(kind, name):

@@ -9,7 +9,11 @@ model is built or compiled: the run directory is a config.json and an empty
 model.keras, which the echo engine never reads.
 """
 
+import dataclasses
 import json
+import os
+import threading
+import time
 
 import pytest
 import tensorflow as tf
@@ -105,3 +109,24 @@ def test_serve_serves_the_new_engines_translator(run, tmp_path):
     request = model.parse({"instances": ["A dog runs."]})
     outputs = model.render(request, model.run(request.signature, request.inputs, request.scalars))
     assert outputs["predictions"][0]["translations"] == "A dog runs."
+
+
+def test_the_commands_decode_as_many_batches_side_by_side_as_the_engine_says(run, capsys, monkeypatch):
+    cores = os.cpu_count() or 1
+    assert opener.default_workers(run) == min(2, cores)  # the xla engine's two
+    assert opener.default_workers(run, "ctranslate2") == 1  # CTranslate2 takes its threads itself
+    threads = set()
+
+    class Recording(EchoTranslator):
+        def _decode(self, *args):
+            threads.add(threading.current_thread().name)
+            time.sleep(0.05)  # each batch long enough for the other thread to take the next
+            return super()._decode(*args)
+
+    monkeypatch.setitem(engines.ENGINES, "echo", dataclasses.replace(ECHO, open=Recording, workers=2))
+    argv = ["translate", "--model", str(run), "--engine", "echo", "--batch-size", "1", "a", "b", "c", "d"]
+    code, out, _ = _main(capsys, argv)
+    assert code == 0 and out == "a\nb\nc\nd\n"
+    assert threads == ({"translate_0", "translate_1"} if cores >= 2 else {"MainThread"})
+    threads.clear()
+    assert _main(capsys, [*argv, "--workers", "1"])[0] == 0 and threads == {"MainThread"}

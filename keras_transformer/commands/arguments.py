@@ -192,13 +192,21 @@ def add_ban_argument(parser):
 
 
 def add_workers_argument(parser):
-    """`--workers`: batches decoded side by side."""
+    """`--workers`: batches decoded side by side (`workers_of` gives the default)."""
     parser.add_argument(
         "--workers",
         type=positive_int,
-        default=1,
-        help="batches decoded side by side, each on its own thread (default 1; 2 is faster on a 2-core CPU)",
+        default=None,
+        help="batches decoded side by side, each on its own thread (default 2 with the xla engine on a CPU of two "
+        "cores or more, else 1)",
     )
+
+
+def workers_of(args):
+    """`--workers`, or the engine's default for `--model` (`opener.default_workers`)."""
+    from keras_transformer.opener import default_workers
+
+    return args.workers if args.workers is not None else default_workers(args.model, args.engine)
 
 
 def language_code(text):

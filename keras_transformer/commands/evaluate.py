@@ -41,7 +41,7 @@ def add_parser(subparsers):
 
 def run(args):
     from keras_transformer import evaluation
-    from keras_transformer.commands.arguments import open_model
+    from keras_transformer.commands.arguments import open_model, workers_of
     from keras_transformer.commands.translate import print_cut_off_lines, warn_truncated
     from keras_transformer.files import output_files, text_files
     from keras_transformer.translators.translation import Progress, translate_lines_with_status
@@ -57,11 +57,12 @@ def run(args):
         if len(refs) != len(sources):
             raise ValueError(f"{path} has {len(refs)} lines but {args.source} has {len(sources)}")
     options = dict(beam_size=args.beam, alpha=args.alpha, compact=args.compact)
-    translator = open_model(args, threads=args.workers, **options)
+    workers = workers_of(args)
+    translator = open_model(args, threads=workers, **options)
     warn_truncated(translator, sources)
     progress = None if args.quiet else Progress(len(sources))
     hypotheses, finished = translate_lines_with_status(
-        translator, sources, args.batch_size, progress=progress, workers=args.workers, banned=args.ban
+        translator, sources, args.batch_size, progress=progress, workers=workers, banned=args.ban
     )
     print_cut_off_lines(finished)
     scores = evaluation.score(hypotheses, references)

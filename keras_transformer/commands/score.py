@@ -47,7 +47,7 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from keras_transformer.commands.arguments import open_model
+    from keras_transformer.commands.arguments import open_model, workers_of
     from keras_transformer.commands.translate import read_lines
     from keras_transformer.files import output_files
     from keras_transformer.translators.translation import Progress, score_lines
@@ -58,11 +58,10 @@ def run(args):
     sources, targets = read_lines(args.source), read_lines(args.target)
     if len(sources) != len(targets):
         raise ValueError(f"{args.target} has {len(targets)} lines but {args.source} has {len(sources)}")
-    translator = open_model(args, threads=args.workers)
+    workers = workers_of(args)
+    translator = open_model(args, threads=workers)
     progress = None if args.quiet else Progress(len(sources), verb="scored")
-    log_probs, lengths = score_lines(
-        translator, sources, targets, args.batch_size, progress=progress, workers=args.workers
-    )
+    log_probs, lengths = score_lines(translator, sources, targets, args.batch_size, progress=progress, workers=workers)
     if args.output:
         report = {"model": args.model, "source": args.source, "target": args.target}
         if translator.languages.codes:

@@ -40,6 +40,7 @@ from keras_transformer.commands.arguments import (
     open_model,
     positive_int,
     setting_type,
+    workers_of,
 )
 from keras_transformer.commands.streaming import add_stream_argument, streamed_lines
 from keras_transformer.config import DecodingConfig
@@ -123,7 +124,8 @@ def run(args):
     if from_file:
         sentences = read_lines(args.input)
     options = dict(beam_size=args.beam, alpha=args.alpha, compact=args.compact)
-    translator = open_model(args, threads=args.workers, **options)
+    workers = workers_of(args)
+    translator = open_model(args, threads=workers, **options)
     if args.alignments:
         check_alignments(translator, args)
     warn_truncated(translator, sentences)
@@ -131,14 +133,14 @@ def run(args):
         return streamed_lines(translator, sentences, args)
     progress = None if args.quiet or not from_file else Progress(len(sentences))
     if args.n_best:
-        text = _nbest_text(translator, sentences, args, progress)
+        text = _nbest_text(translator, sentences, args, progress, workers)
     else:
         translations, finished = translate_lines_with_status(
             translator,
             sentences,
             args.batch_size,
             progress=progress,
-            workers=args.workers,
+            workers=workers,
             target_prefix=args.prefix,
             banned=args.ban,
         )
@@ -154,7 +156,7 @@ def run(args):
     return 0
 
 
-def _nbest_text(translator, sentences, args, progress):
+def _nbest_text(translator, sentences, args, progress, workers):
     """`index<TAB>score<TAB>translation` lines, `args.n_best` per sentence, best first."""
     rows = nbest_lines(
         translator,
@@ -162,7 +164,7 @@ def _nbest_text(translator, sentences, args, progress):
         args.n_best,
         args.batch_size,
         progress=progress,
-        workers=args.workers,
+        workers=workers,
         target_prefix=args.prefix,
         banned=args.ban,
     )

@@ -51,6 +51,8 @@ class Engine:
         serves_signatures: `serves_signatures(path)` -> whether `serve` serves
             the folder as a SavedModel's signatures (a run exported first);
             None: it serves the engine's translator.
+        workers: batches the commands decode side by side by default, one
+            thread each (`--workers`), at most one per CPU core.
     """
 
     name: str
@@ -66,6 +68,7 @@ class Engine:
     generate: Callable = None
     encode: Callable = None
     serves_signatures: Callable = None
+    workers: int = 1
 
 
 def refuse_options(path, what, options, names, because):
