@@ -1,4 +1,4 @@
-"""Where a benchmark finds multi30k task 1: one rule for every script in `benchmarks/`.
+"""Where a benchmark finds multi30k task 1, and how it reads a text file: one rule for every script in `benchmarks/`.
 
 `multi30k_folder(data)` is `data` (a folder, or its parent holding
 `multi30k_task1`), else `$KERAS_TRANSFORMER_DATA_DIR`'s copy, else the
@@ -11,6 +11,8 @@ Example:
 >>> from corpus import multi30k_folder
 >>> (multi30k_folder(None) / "test_2016_flickr.en").is_file()
 True
+>>> len(read_lines(multi30k_folder(None) / "test_2016_flickr.en", 40))
+40
 """
 
 import os
@@ -26,3 +28,9 @@ def multi30k_folder(data=None):
     if data is None and not os.environ.get(DATA_DIR_ENV) and (BESIDE_CHECKOUT / "multi30k_task1").is_dir():
         data = BESIDE_CHECKOUT
     return resolve_dir("multi30k-en-de", data)
+
+
+def read_lines(path, count=None):
+    """The lines of the text file `path` (the first `count` of them, where given), without their line ends."""
+    lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
+    return lines[:count] if count else lines

@@ -59,6 +59,8 @@ import sys
 import threading
 import time
 
+from corpus import read_lines
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -77,11 +79,6 @@ NAMES = {
 
 def emit(result):
     print("@@ " + json.dumps(result), flush=True)
-
-
-def read_lines(path, count=None):
-    lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
-    return lines[:count] if count else lines
 
 
 # ---------------------------------------------------------------- measuring a process's memory

@@ -49,6 +49,8 @@ import subprocess
 import sys
 import time
 
+from corpus import read_lines
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -63,11 +65,6 @@ def peak_rss_mb():
 
 def load_average():
     return round(os.getloadavg()[0], 2)
-
-
-def read_lines(path, count=None):
-    lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
-    return lines[:count] if count else lines
 
 
 def batches_of(sentences, batch_size):

@@ -20,12 +20,8 @@ import pathlib
 import statistics
 import time
 
+from corpus import read_lines
 from machine import describe_machine, machine_line
-
-
-def read_lines(path, count):
-    with open(path, encoding="utf-8") as lines:
-        return [line.rstrip("\n") for line in lines][:count]
 
 
 def passes(translator, sentences, batch_size, rounds):
